@@ -1,0 +1,48 @@
+"""castable: ACID tables on S3 (or a local directory) with no catalog and no lock service.
+
+>>> import castable, pyarrow as pa
+>>> t = castable.create_table("/tmp/events", pa.schema([("id", pa.int64())]), primary_key="id")
+>>> t.append(pa.table({"id": [1, 2, 3]}))
+1
+>>> t.delete("id = 2")
+2
+>>> t.scan().to_arrow().column("id").to_pylist()
+[1, 3]
+"""
+
+from castable.errors import (
+    CastableError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    CorruptObjectError,
+    EmptyWriteError,
+    InvalidInputError,
+    InvalidPredicateError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from castable.scan import Scan
+from castable.table import HistoryEntry, Table, create_table, open_table
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CastableError",
+    "CommitConflictError",
+    "CommitStateUnknownError",
+    "CorruptObjectError",
+    "EmptyWriteError",
+    "HistoryEntry",
+    "InvalidInputError",
+    "InvalidPredicateError",
+    "Scan",
+    "SchemaMismatchError",
+    "Table",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "VersionNotFoundError",
+    "create_table",
+    "open_table",
+]

@@ -1,0 +1,171 @@
+"""Soft deletes: plan the cheapest tombstone entries for a predicate, and rebase them.
+
+- A range of the primary key needs no data at all: one key-range entry per file whose
+  manifest statistics overlap it (a file entirely inside the range is dropped from the
+  manifest instead).
+- Otherwise files and row groups are pruned by statistics; a row group whose statistics prove
+  every row matches is deleted whole, unread; the rest are read for the predicate's columns
+  only and their matching rows recorded by position in a roaring bitmap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow.compute as pc
+from pyroaring import BitMap
+
+from castable import tombstone
+from castable.commit import NextState
+from castable.layout import new_tombstone_key
+from castable.manifest import DataFile, Manifest, TombstoneFile
+from castable.predicate import Match, Predicate
+from castable.scan import rows_mask
+from castable.snapshot import Snapshot
+from castable.stats import encode_value
+from castable.store import ObjectStore
+
+_KEEP = "__castable_match"
+_KEY = "__castable_key"
+
+
+@dataclass
+class DeletePlan:
+    """What one delete changes: tombstone entries, and files left with no live row."""
+
+    entries: list[tombstone.Entry] = field(default_factory=list)
+    removed: set[str] = field(default_factory=set)
+    rows: int | None = 0
+
+    @property
+    def files(self) -> set[str]:
+        return {e.file for e in self.entries}
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.entries and not self.removed
+
+
+def plan_delete(snapshot: Snapshot, predicate: Predicate) -> DeletePlan:
+    """The tombstone entries that delete every live row matching ``predicate`` in ``snapshot``."""
+    plan = DeletePlan()
+    files = snapshot.prune_files(predicate)
+    pk = snapshot.manifest.primary_key
+    key_range = predicate.key_range(pk[0]) if pk else None
+    if key_range is not None:
+        lo, hi = (None if b is None else encode_value(b) for b in key_range)
+        for f in files:
+            if snapshot.file_match(f, predicate) is Match.ALL:
+                plan.removed.add(f.path)
+            else:
+                plan.entries.append(tombstone.KeyRangeDelete(f.path, lo, hi))
+        plan.rows = None if plan.entries or plan.removed else 0
+        return plan
+    deletes = snapshot.deletes_for(files)
+    for f in files:
+        _plan_file(snapshot, f, predicate, deletes.get(f.path), plan)
+    return plan
+
+
+def _plan_file(
+    snapshot: Snapshot,
+    f: DataFile,
+    predicate: Predicate,
+    deletes: tombstone.FileDeletes | None,
+    plan: DeletePlan,
+) -> None:
+    fragment = snapshot.fragment(f)
+    expression = predicate.to_expression()
+    candidates = {rg.id for rg in fragment.subset(filter=expression).row_groups}
+    entries: list[tombstone.Entry] = []
+    dead_groups = 0
+    rows = 0
+    pk = snapshot.manifest.primary_key
+    for rg in range(fragment.num_row_groups):
+        num_rows = fragment.metadata.row_group(rg).num_rows
+        if deletes is not None and rg in deletes.full_groups:
+            dead_groups += 1
+            continue
+        if rg not in candidates:
+            continue
+        verdict = predicate.match(lambda c, rg=rg: snapshot.row_group_stats(fragment, rg).get(c), num_rows)
+        if verdict is Match.NONE:
+            continue
+        projection: dict[str, pc.Expression] = {}
+        if verdict is not Match.ALL:
+            projection[_KEEP] = expression
+        if deletes is not None and deletes.key_ranges:
+            projection[_KEY] = pc.field(pk[0])
+        table = fragment.subset(row_group_ids=[rg]).to_table(columns=projection) if projection else None
+        existing = deletes.position_mask(rg, num_rows) if deletes else np.zeros(num_rows, dtype=bool)
+        if table is not None and _KEY in projection:
+            existing |= deletes.key_mask(table.column(_KEY))  # type: ignore[union-attr]
+        matched = (
+            np.ones(num_rows, dtype=bool)
+            if table is None or _KEEP not in projection
+            else rows_mask(table.column(_KEEP))
+        )
+        new = matched & ~existing
+        if not new.any():
+            continue
+        rows += int(new.sum())
+        if (existing | new).all():
+            dead_groups += 1
+            entries.append(tombstone.RowGroupDelete(f.path, rg))
+        else:
+            entries.append(tombstone.RowGroupDelete(f.path, rg, BitMap(np.flatnonzero(new).tolist())))
+    if dead_groups == fragment.num_row_groups and entries:
+        plan.removed.add(f.path)
+    else:
+        plan.entries.extend(entries)
+    assert plan.rows is not None
+    plan.rows += rows
+
+
+class DeleteChange:
+    """A planned delete being committed: rebuilt on each newer base, re-planned if needed.
+
+    If a file the plan targets was removed or replaced meanwhile (compaction, splice, another
+    delete), the plan is redone against the new base, so no delete is ever dropped.
+    """
+
+    def __init__(self, store: ObjectStore, predicate: Predicate, base: Manifest) -> None:
+        self.store = store
+        self.predicate = predicate
+        self.planned_on = base.version
+        self.plan = plan_delete(Snapshot(store, base), predicate)
+        self.tombstone = self._write_tombstone()
+        self.replans = 0
+
+    def _write_tombstone(self) -> TombstoneFile | None:
+        if not self.plan.entries:
+            return None
+        data = tombstone.encode(self.plan.entries)
+        key = new_tombstone_key()
+        info = self.store.put(key, data, if_none_match=True)
+        return TombstoneFile(key, info.size, info.etag, tuple(sorted(self.plan.files)), self.plan.rows)
+
+    def build(self, base: Manifest) -> NextState:
+        paths = {f.path for f in base.data_files}
+        if not (self.plan.files | self.plan.removed) <= paths:
+            self.plan = plan_delete(Snapshot(self.store, base), self.predicate)
+            self.tombstone = self._write_tombstone()
+            self.planned_on = base.version
+            self.replans += 1
+        remaining = tuple(f for f in base.data_files if f.path not in self.plan.removed)
+        live = {f.path for f in remaining}
+        tombstones = tuple(t for t in base.tombstones if live.intersection(t.files))
+        if self.tombstone is not None:
+            tombstones += (replace(self.tombstone, added_version=base.version + 1),)
+        return NextState(
+            data_files=remaining,
+            tombstones=tombstones,
+            summary={
+                "rows_deleted": self.plan.rows,
+                "files_removed": len(self.plan.removed),
+                "files_with_tombstones": len(self.plan.files),
+                "tombstone": self.tombstone.path if self.tombstone else None,
+                "replans": self.replans,
+            },
+        )

@@ -1,0 +1,54 @@
+"""Exceptions raised by castable: one class per situation a caller can act on."""
+
+from __future__ import annotations
+
+
+class CastableError(Exception):
+    """Base class of every error castable raises on purpose."""
+
+
+class TableNotFoundError(CastableError):
+    """No table exists at the given location."""
+
+
+class TableAlreadyExistsError(CastableError):
+    """``create_table`` found a table already at the location."""
+
+
+class VersionNotFoundError(CastableError):
+    """The requested version (or point in time) is not, or no longer, in the table's history."""
+
+
+class SchemaMismatchError(CastableError, ValueError):
+    """Written data does not match the table schema."""
+
+
+class InvalidPredicateError(CastableError, ValueError):
+    """A filter or delete predicate cannot be parsed or names unknown columns."""
+
+
+class EmptyWriteError(CastableError, ValueError):
+    """An append was given no rows; nothing was committed."""
+
+
+class InvalidInputError(CastableError, ValueError):
+    """An argument is malformed (bad URI, bad property, unsupported data type, ...)."""
+
+
+class CorruptObjectError(CastableError):
+    """An object of the table (pointer, manifest, tombstone, data file) is malformed or changed."""
+
+
+class CommitConflictError(CastableError):
+    """A commit kept losing to concurrent writers until its retries ran out; nothing was committed."""
+
+
+class CommitStateUnknownError(CastableError):
+    """The store failed in a way that leaves unknown whether the commit landed.
+
+    Retry with the same ``commit_id``: a commit that did land is recognised and not repeated.
+    """
+
+    def __init__(self, message: str, commit_id: str) -> None:
+        super().__init__(message)
+        self.commit_id = commit_id

@@ -1,0 +1,37 @@
+"""Where each object of a table lives under its root (DESIGN section 1)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+POINTER_KEY = "_latest_manifest"
+MANIFEST_PREFIX = "manifest/"
+DATA_PREFIX = "data/"
+TOMBSTONE_PREFIX = "tombstone/"
+_VERSION_DIGITS = 20
+
+
+def manifest_key(version: int) -> str:
+    """``manifest/v<20-digit version>.json``: zero-padded so keys sort by version."""
+    return f"{MANIFEST_PREFIX}v{version:0{_VERSION_DIGITS}d}.json"
+
+
+def version_of_manifest_key(key: str) -> int | None:
+    name = key.removeprefix(MANIFEST_PREFIX)
+    if not (name.startswith("v") and name.endswith(".json")):
+        return None
+    digits = name[1:-5]
+    return int(digits) if digits.isdigit() else None
+
+
+def _hour_path(now: datetime | None) -> str:
+    return (now or datetime.now(UTC)).strftime("%Y/%m/%d/%H")
+
+
+def new_data_key(now: datetime | None = None) -> str:
+    return f"{DATA_PREFIX}{_hour_path(now)}/{uuid.uuid4()}.parquet"
+
+
+def new_tombstone_key(now: datetime | None = None) -> str:
+    return f"{TOMBSTONE_PREFIX}{_hour_path(now)}/{uuid.uuid4()}.del"

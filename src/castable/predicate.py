@@ -1,0 +1,450 @@
+"""Predicates for filters and deletes: SQL strings or Arrow expressions.
+
+SQL predicate strings are parsed by sqlglot into a small tree that castable can reason about:
+it converts to a ``pyarrow.compute.Expression`` for evaluation, evaluates three-valued
+against column statistics (no row / some rows / every row can match) for pruning and for
+deleting whole row groups without reading them, and recognises primary-key ranges. A
+``pyarrow.compute.Expression`` is accepted as is: it is evaluated exactly and pruned by
+pyarrow against row-group statistics, but castable cannot look inside it.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from castable.errors import InvalidPredicateError
+from castable.stats import ColumnStats, value_type
+
+StatsLookup = Callable[[str], ColumnStats | None]
+
+
+class Match(enum.Enum):
+    """How many rows of a unit (file, row group) can satisfy a predicate, judged from statistics."""
+
+    NONE = "none"
+    SOME = "some"
+    ALL = "all"
+
+
+class Predicate(ABC):
+    """A boolean condition on the columns of one table."""
+
+    @abstractmethod
+    def to_expression(self) -> pc.Expression:
+        """The equivalent Arrow expression (SQL semantics: NULL never satisfies it)."""
+
+    @abstractmethod
+    def columns(self) -> set[str] | None:
+        """Columns the predicate reads, or ``None`` when that cannot be known."""
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        """Judge a unit of ``rows`` rows from its column statistics; ``SOME`` when unsure."""
+        return Match.SOME
+
+    def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
+        """Inclusive bounds if the predicate is exactly a range of column ``key``, else ``None``."""
+        return None
+
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _bounds(s: ColumnStats | None, rows: int) -> tuple[Any, Any, bool] | None:
+    """(min, max, exact) of a unit, ``exact`` meaning no nulls and no NaN can hide in it."""
+    if s is None or not s.has_bounds:
+        return None
+    exact = s.null_count == 0 and not pa.types.is_floating(s.min.type)  # type: ignore[union-attr]
+    return s.min.as_py(), s.max.as_py(), exact  # type: ignore[union-attr]
+
+
+def _all_null(s: ColumnStats | None, rows: int) -> bool:
+    return s is not None and s.null_count is not None and s.null_count >= rows
+
+
+@dataclass(frozen=True)
+class Compare(Predicate):
+    column: str
+    op: str
+    value: pa.Scalar
+
+    def to_expression(self) -> pc.Expression:
+        return _OPS[self.op](pc.field(self.column), pc.scalar(self.value))
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        s = stats(self.column)
+        if _all_null(s, rows):
+            return Match.NONE
+        b = _bounds(s, rows)
+        if b is None:
+            return Match.SOME
+        lo, hi, exact = b
+        v = self.value.as_py()
+        none, every = {
+            "=": (v < lo or v > hi, lo == hi == v),
+            "!=": (lo == hi == v and exact, v < lo or v > hi),
+            "<": (lo >= v, hi < v),
+            "<=": (lo > v, hi <= v),
+            ">": (hi <= v, lo > v),
+            ">=": (hi < v, lo >= v),
+        }[self.op]
+        if none:
+            return Match.NONE
+        return Match.ALL if every and exact else Match.SOME
+
+    def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
+        if self.column != key or self.op == "!=":
+            return None
+        v = self.value
+        if self.op in ("<", ">"):
+            if not pa.types.is_integer(v.type):
+                return None
+            v = pa.scalar(v.as_py() + (1 if self.op == ">" else -1), type=v.type)
+        lo = v if self.op in ("=", ">", ">=") else None
+        hi = v if self.op in ("=", "<", "<=") else None
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class InList(Predicate):
+    column: str
+    values: pa.Array
+    negated: bool = False
+
+    def to_expression(self) -> pc.Expression:
+        field = pc.field(self.column)
+        inside = field.isin(self.values)
+        return (~inside if self.negated else inside) & field.is_valid()
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        s = stats(self.column)
+        if _all_null(s, rows):
+            return Match.NONE
+        b = _bounds(s, rows)
+        if b is None:
+            return Match.SOME
+        lo, hi, exact = b
+        values = [v for v in self.values.to_pylist() if v is not None]
+        if any(lo <= v <= hi for v in values):
+            single = lo == hi and exact
+            if self.negated:
+                return Match.NONE if single else Match.SOME
+            return Match.ALL if single else Match.SOME
+        return Match.ALL if self.negated and exact else (Match.SOME if self.negated else Match.NONE)
+
+
+@dataclass(frozen=True)
+class IsNull(Predicate):
+    column: str
+    negated: bool = False
+
+    def to_expression(self) -> pc.Expression:
+        field = pc.field(self.column)
+        return field.is_valid() if self.negated else field.is_null()
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        s = stats(self.column)
+        if s is None or s.null_count is None:
+            return Match.SOME
+        nulls = s.null_count
+        if nulls == 0:
+            return Match.ALL if self.negated else Match.NONE
+        if nulls >= rows:
+            return Match.NONE if self.negated else Match.ALL
+        return Match.SOME
+
+
+@dataclass(frozen=True)
+class Like(Predicate):
+    column: str
+    pattern: str
+    negated: bool = False
+    ignore_case: bool = False
+
+    def to_expression(self) -> pc.Expression:
+        like = pc.match_like(pc.field(self.column), self.pattern, ignore_case=self.ignore_case)
+        return (~like if self.negated else like) & pc.field(self.column).is_valid()
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+
+@dataclass(frozen=True)
+class Constant(Predicate):
+    value: bool
+
+    def to_expression(self) -> pc.Expression:
+        return pc.scalar(self.value)
+
+    def columns(self) -> set[str]:
+        return set()
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        return Match.ALL if self.value else Match.NONE
+
+
+@dataclass(frozen=True)
+class And(Predicate):
+    parts: tuple[Predicate, ...]
+
+    def to_expression(self) -> pc.Expression:
+        result = self.parts[0].to_expression()
+        for p in self.parts[1:]:
+            result = result & p.to_expression()
+        return result
+
+    def columns(self) -> set[str] | None:
+        return _union_columns(self.parts)
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        results = [p.match(stats, rows) for p in self.parts]
+        if Match.NONE in results:
+            return Match.NONE
+        return Match.ALL if all(r is Match.ALL for r in results) else Match.SOME
+
+    def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
+        lo: pa.Scalar | None = None
+        hi: pa.Scalar | None = None
+        for p in self.parts:
+            r = p.key_range(key)
+            if r is None:
+                return None
+            if r[0] is not None and (lo is None or r[0].as_py() > lo.as_py()):
+                lo = r[0]
+            if r[1] is not None and (hi is None or r[1].as_py() < hi.as_py()):
+                hi = r[1]
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class Or(Predicate):
+    parts: tuple[Predicate, ...]
+
+    def to_expression(self) -> pc.Expression:
+        result = self.parts[0].to_expression()
+        for p in self.parts[1:]:
+            result = result | p.to_expression()
+        return result
+
+    def columns(self) -> set[str] | None:
+        return _union_columns(self.parts)
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        results = [p.match(stats, rows) for p in self.parts]
+        if Match.ALL in results:
+            return Match.ALL
+        return Match.NONE if all(r is Match.NONE for r in results) else Match.SOME
+
+
+@dataclass(frozen=True)
+class Not(Predicate):
+    part: Predicate
+
+    def to_expression(self) -> pc.Expression:
+        return ~self.part.to_expression()
+
+    def columns(self) -> set[str] | None:
+        return self.part.columns()
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        # NOT of "every row true" is "no row true"; nothing else follows once NULLs are possible.
+        return Match.NONE if self.part.match(stats, rows) is Match.ALL else Match.SOME
+
+
+@dataclass(frozen=True)
+class ArrowPredicate(Predicate):
+    """A ``pyarrow.compute.Expression`` given by the caller, evaluated as is."""
+
+    expression: pc.Expression
+
+    def to_expression(self) -> pc.Expression:
+        return self.expression
+
+    def columns(self) -> None:
+        return None
+
+
+def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
+    out: set[str] = set()
+    for p in parts:
+        cols = p.columns()
+        if cols is None:
+            return None
+        out |= cols
+    return out
+
+
+def parse_predicate(predicate: str | pc.Expression | Predicate, schema: pa.Schema) -> Predicate:
+    """Turn a SQL string or Arrow expression into a checked :class:`Predicate` for ``schema``."""
+    if isinstance(predicate, Predicate):
+        return predicate
+    if isinstance(predicate, pc.Expression):
+        _check_expression(predicate, schema)
+        return ArrowPredicate(predicate)
+    if not isinstance(predicate, str) or not predicate.strip():
+        raise InvalidPredicateError(f"a predicate must be a SQL string or an Arrow expression, not {predicate!r}")
+    try:
+        tree = sqlglot.parse_one(predicate)
+    except SqlglotError as e:
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from None
+    return _SqlConverter(schema, predicate).convert(tree)
+
+
+def _check_expression(expression: pc.Expression, schema: pa.Schema) -> None:
+    empty = schema.empty_table()
+    try:
+        result = empty.filter(expression)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidPredicateError(f"invalid filter expression {expression}: {e}") from None
+    if result.num_columns != empty.num_columns:
+        raise InvalidPredicateError(f"invalid filter expression {expression}")
+
+
+class _SqlConverter:
+    """sqlglot tree -> :class:`Predicate`, resolving columns and typing literals by the schema."""
+
+    _COMPARISONS = {
+        exp.EQ: "=",
+        exp.NEQ: "!=",
+        exp.LT: "<",
+        exp.LTE: "<=",
+        exp.GT: ">",
+        exp.GTE: ">=",
+    }
+
+    def __init__(self, schema: pa.Schema, text: str) -> None:
+        self.schema = schema
+        self.text = text
+
+    def fail(self, message: str) -> InvalidPredicateError:
+        return InvalidPredicateError(f"{message} in predicate {self.text!r}")
+
+    def convert(self, node: exp.Expression) -> Predicate:
+        if isinstance(node, exp.Paren):
+            return self.convert(node.this)
+        if isinstance(node, exp.And):
+            return And((self.convert(node.this), self.convert(node.expression)))
+        if isinstance(node, exp.Or):
+            return Or((self.convert(node.this), self.convert(node.expression)))
+        if isinstance(node, exp.Not):
+            return self._negate(node.this)
+        if isinstance(node, exp.Boolean):
+            return Constant(bool(node.this))
+        for cls, op in self._COMPARISONS.items():
+            if isinstance(node, cls):
+                return self._comparison(node.this, op, node.expression)
+        if isinstance(node, exp.Between):
+            column = self.column(node.this)
+            return And(
+                (
+                    Compare(column, ">=", self.literal(node.args["low"], column)),
+                    Compare(column, "<=", self.literal(node.args["high"], column)),
+                )
+            )
+        if isinstance(node, exp.In):
+            column = self.column(node.this)
+            if node.args.get("query") is not None:
+                raise self.fail("subqueries are not supported")
+            values = [self.literal(v, column) for v in node.expressions]
+            return InList(column, pa.array([v.as_py() for v in values], type=values[0].type))
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise self.fail("only IS NULL / IS NOT NULL are supported")
+            return IsNull(self.column(node.this))
+        if isinstance(node, exp.Like | exp.ILike):
+            column = self.column(node.this)
+            if not pa.types.is_string(value_type(self.schema.field(column).type)):
+                raise self.fail(f"LIKE needs a string column, {column!r} is not")
+            pattern = node.expression
+            if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+                raise self.fail("LIKE needs a string pattern")
+            return Like(column, pattern.this, ignore_case=isinstance(node, exp.ILike))
+        raise self.fail(f"unsupported expression {node.sql()!r}")
+
+    def _negate(self, node: exp.Expression) -> Predicate:
+        inner = self.convert(node)
+        if isinstance(inner, IsNull | InList | Like):
+            return replace(inner, negated=not inner.negated)
+        return Not(inner)
+
+    def _comparison(self, left: exp.Expression, op: str, right: exp.Expression) -> Predicate:
+        if isinstance(left, exp.Column):
+            column, value = self.column(left), right
+        elif isinstance(right, exp.Column):
+            column, value, op = self.column(right), left, _FLIP[op]
+        else:
+            raise self.fail("a comparison needs a column on one side")
+        if isinstance(value, exp.Column):
+            raise self.fail("comparing two columns is not supported")
+        if isinstance(value, exp.Null):
+            raise self.fail("comparing with NULL is never true; use IS NULL")
+        return Compare(column, op, self.literal(value, column))
+
+    def column(self, node: exp.Expression) -> str:
+        if not isinstance(node, exp.Column) or node.table:
+            raise self.fail(f"expected a column name, got {node.sql()!r}")
+        name = node.name
+        if name in self.schema.names:
+            return name
+        folded = [n for n in self.schema.names if n.lower() == name.lower()]
+        if len(folded) == 1:
+            return folded[0]
+        raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)})")
+
+    def literal(self, node: exp.Expression, column: str) -> pa.Scalar:
+        target = value_type(self.schema.field(column).type)
+        if isinstance(node, exp.Cast):
+            node = node.this
+        try:
+            value = node.to_py()
+        except ValueError:
+            raise self.fail(f"expected a literal, got {node.sql()!r}") from None
+        if value is None:
+            raise self.fail(f"NULL is not a valid value for {column!r}")
+        try:
+            return _coerce(value, target)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            raise self.fail(f"{node.sql()} is not a valid {target} value for column {column!r}") from None
+
+
+def _coerce(value: Any, target: pa.DataType) -> pa.Scalar:
+    """A Python literal as a scalar of the column type, refusing lossy conversions."""
+    if isinstance(value, Decimal) and not pa.types.is_decimal(target):
+        value = int(value) if value == value.to_integral_value() and not pa.types.is_floating(target) else float(value)
+    if isinstance(value, float) and pa.types.is_integer(target):
+        if not value.is_integer():
+            raise ValueError("not an integer")
+        value = int(value)
+    if isinstance(value, str) and not (pa.types.is_string(target) or pa.types.is_large_string(target)):
+        if pa.types.is_decimal(target):
+            return pa.scalar(Decimal(value), type=target)
+        return pa.scalar(value).cast(target)
+    return pa.scalar(value, type=target)

@@ -1,0 +1,69 @@
+"""Table properties: their names, defaults and validation (documented in docs/format.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from castable.errors import InvalidInputError
+
+TARGET_FILE_SIZE = "write.target-file-size-bytes"
+ROW_GROUP_SIZE = "write.row-group-size-bytes"
+COMPRESSION = "write.parquet.compression"
+COMPRESSION_LEVEL = "write.parquet.compression-level"
+COMMIT_MAX_ATTEMPTS = "commit.max-attempts"
+COMMIT_ID_RETENTION = "commit.id-retention"
+
+DEFAULTS: dict[str, str] = {
+    TARGET_FILE_SIZE: str(256 * 1024 * 1024),
+    ROW_GROUP_SIZE: str(32 * 1024 * 1024),
+    COMPRESSION: "zstd",
+    COMMIT_MAX_ATTEMPTS: "50",
+    COMMIT_ID_RETENTION: "1000",
+}
+_CODECS = {"none", "snappy", "gzip", "brotli", "lz4", "zstd"}
+
+
+@dataclass(frozen=True)
+class TableProperties:
+    """The typed view of a table's string properties."""
+
+    target_file_size: int
+    row_group_size: int
+    compression: str
+    compression_level: int | None
+    commit_max_attempts: int
+    commit_id_retention: int
+
+    @classmethod
+    def parse(cls, props: Mapping[str, str]) -> TableProperties:
+        merged = {**DEFAULTS, **props}
+
+        def positive(name: str) -> int:
+            try:
+                value = int(merged[name])
+            except ValueError:
+                raise InvalidInputError(f"property {name} must be an integer, not {merged[name]!r}") from None
+            if value <= 0:
+                raise InvalidInputError(f"property {name} must be positive, not {value}")
+            return value
+
+        codec = merged[COMPRESSION].lower()
+        if codec not in _CODECS:
+            raise InvalidInputError(f"property {COMPRESSION} must be one of {sorted(_CODECS)}")
+        level = merged.get(COMPRESSION_LEVEL)
+        return cls(
+            target_file_size=positive(TARGET_FILE_SIZE),
+            row_group_size=positive(ROW_GROUP_SIZE),
+            compression=codec,
+            compression_level=None if level is None else positive(COMPRESSION_LEVEL),
+            commit_max_attempts=positive(COMMIT_MAX_ATTEMPTS),
+            commit_id_retention=positive(COMMIT_ID_RETENTION),
+        )
+
+
+def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
+    """Properties as stored: string keys and values, checked by parsing them once."""
+    out = {str(k): str(v) for k, v in (props or {}).items()}
+    TableProperties.parse(out)
+    return out

@@ -1,0 +1,60 @@
+"""Table schemas: their JSON form in the manifest, and checking written data against them."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pyarrow as pa
+
+from castable.errors import CorruptObjectError, SchemaMismatchError
+
+
+def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
+    """The manifest form: the Arrow IPC schema (authoritative) plus a readable column list."""
+    return {
+        "arrow": base64.b64encode(schema.remove_metadata().serialize().to_pybytes()).decode(),
+        "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+    }
+
+
+def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["arrow"])))
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
+        raise CorruptObjectError(f"manifest schema is malformed: {e}") from None
+
+
+def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
+    """Return ``data`` with the table's column order and field metadata, or raise.
+
+    Column order may differ and a nullable input field may feed a non-nullable column if it
+    holds no nulls; names and types must match exactly (no silent casts).
+    """
+    problems = describe_mismatch(data.schema, schema)
+    if problems:
+        raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
+    columns = [data.column(f.name) for f in schema]
+    for f, col in zip(schema, columns, strict=True):
+        if not f.nullable and col.null_count:
+            raise SchemaMismatchError(f"column {f.name!r} is not nullable but has {col.null_count} nulls")
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def describe_mismatch(actual: pa.Schema, expected: pa.Schema) -> list[str]:
+    """Human-readable differences between two schemas, ignoring order and nullability."""
+    problems = []
+    names = set(actual.names)
+    if len(names) != len(actual.names):
+        problems.append("duplicate column names")
+    for f in expected:
+        if f.name not in names:
+            problems.append(f"missing column {f.name!r} ({f.type})")
+        elif not actual.field(f.name).type.equals(f.type):
+            problems.append(f"column {f.name!r} is {actual.field(f.name).type}, expected {f.type}")
+    extra = sorted(names - set(expected.names))
+    if extra:
+        problems.append(f"unknown columns {extra}")
+    return problems

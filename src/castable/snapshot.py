@@ -1,0 +1,96 @@
+"""A snapshot: one version's files and deletes, and the pruning every read and delete shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from castable import tombstone
+from castable.errors import CorruptObjectError
+from castable.manifest import DataFile, Manifest, TombstoneFile
+from castable.predicate import Match, Predicate
+from castable.stats import ColumnStats, row_group_stats
+from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
+
+_FORMAT = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
+_IO_THREADS = 16
+
+
+class Snapshot:
+    """Read access to one table version."""
+
+    def __init__(self, store: ObjectStore, manifest: Manifest) -> None:
+        self.store = store
+        self.manifest = manifest
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.manifest.schema
+
+    @property
+    def key_type(self) -> pa.DataType | None:
+        pk = self.manifest.primary_key
+        return self.schema.field(pk[0]).type if pk else None
+
+    def prune_files(self, predicate: Predicate | None) -> list[DataFile]:
+        """Files whose manifest statistics do not rule the predicate out."""
+        if predicate is None:
+            return list(self.manifest.data_files)
+        return [f for f in self.manifest.data_files if self.file_match(f, predicate) is not Match.NONE]
+
+    def file_match(self, f: DataFile, predicate: Predicate) -> Match:
+        return predicate.match(lambda c: f.column_stats(c, self.schema), f.rows)
+
+    @cached_property
+    def _tombstones_by_file(self) -> dict[str, list[TombstoneFile]]:
+        index: dict[str, list[TombstoneFile]] = {}
+        for t in self.manifest.tombstones:
+            for f in t.files:
+                index.setdefault(f, []).append(t)
+        return index
+
+    def deletes_for(self, files: Iterable[DataFile]) -> dict[str, tombstone.FileDeletes]:
+        """Merged deletes of each given file that has any, reading only the tombstones needed."""
+        wanted = {f.path for f in files}
+        needed = {t.path: t for p in wanted for t in self._tombstones_by_file.get(p, [])}
+        if not needed:
+            return {}
+        with ThreadPoolExecutor(min(_IO_THREADS, len(needed))) as pool:
+            loaded = list(pool.map(self._read_tombstone, needed.values()))
+        result: dict[str, tombstone.FileDeletes] = {}
+        for entries in loaded:
+            for entry in entries:
+                if entry.file in wanted:
+                    result.setdefault(entry.file, tombstone.FileDeletes()).add(entry, self.key_type)
+        return result
+
+    def _read_tombstone(self, t: TombstoneFile) -> list[tombstone.Entry]:
+        try:
+            blob = self.store.get(t.path, if_match=t.etag)
+        except (ObjectNotFoundError, PreconditionFailedError) as e:
+            raise CorruptObjectError(f"tombstone {t.path} is missing or changed: {e}") from None
+        return tombstone.decode(blob.data, key=t.path)
+
+    def fragment(self, f: DataFile) -> ds.ParquetFileFragment:
+        """The Parquet fragment of a data file, footer read and checked against the manifest."""
+        try:
+            source = self.store.open_input(f.path, size=f.size, etag=f.etag)
+        except ObjectNotFoundError:
+            raise CorruptObjectError(f"data file {f.path} of version {self.manifest.version} is missing") from None
+        try:
+            fragment = _FORMAT.make_fragment(source)
+            fragment.ensure_complete_metadata()
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptObjectError(f"data file {f.path} is not valid Parquet: {e}") from None
+        if fragment.metadata.num_rows != f.rows:
+            raise CorruptObjectError(
+                f"data file {f.path} has {fragment.metadata.num_rows} rows, manifest says {f.rows}"
+            )
+        return fragment
+
+    def row_group_stats(self, fragment: ds.ParquetFileFragment, row_group: int) -> dict[str, ColumnStats]:
+        return row_group_stats(fragment.metadata, row_group, self.schema)

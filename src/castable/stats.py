@@ -1,0 +1,153 @@
+"""Column statistics: reading them from Parquet footers and their JSON form in the manifest.
+
+Min/max are kept only for types whose order is well defined and cheap to compare: integers,
+floats, booleans, strings, dates, timestamps and decimals. Temporal values are stored as the
+integer of their Arrow storage type (days, or units since the epoch), decimals as strings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+JsonValue = int | float | str | bool
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Min, max (both inclusive, ``None`` if unknown) and null count of one column in one unit."""
+
+    min: pa.Scalar | None
+    max: pa.Scalar | None
+    null_count: int | None
+
+    @property
+    def has_bounds(self) -> bool:
+        return self.min is not None and self.max is not None
+
+
+def value_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def supports_stats(t: pa.DataType) -> bool:
+    t = value_type(t)
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal(t)
+    )
+
+
+def _storage_type(t: pa.DataType) -> pa.DataType | None:
+    if pa.types.is_date32(t):
+        return pa.int32()
+    if pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        return pa.int64()
+    return None
+
+
+def encode_value(value: pa.Scalar) -> JsonValue | None:
+    """JSON form of a statistic, or ``None`` when it has none (NaN, infinities)."""
+    storage = _storage_type(value.type)
+    if storage is not None:
+        return value.cast(storage).as_py()
+    if pa.types.is_decimal(value.type):
+        return str(value.as_py())
+    py = value.as_py()
+    if isinstance(py, float) and not math.isfinite(py):
+        return None
+    return py
+
+
+def decode_value(value: JsonValue, t: pa.DataType) -> pa.Scalar:
+    t = value_type(t)
+    storage = _storage_type(t)
+    if storage is not None:
+        return pa.scalar(value, type=storage).cast(t)
+    if pa.types.is_decimal(t):
+        from decimal import Decimal
+
+        return pa.scalar(Decimal(str(value)), type=t)
+    return pa.scalar(value, type=t)
+
+
+def stats_to_json(stats: dict[str, ColumnStats]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, s in stats.items():
+        entry: dict[str, Any] = {}
+        if s.has_bounds:
+            lo, hi = encode_value(s.min), encode_value(s.max)  # type: ignore[arg-type]
+            if lo is not None and hi is not None:
+                entry["min"], entry["max"] = lo, hi
+        if s.null_count is not None:
+            entry["nulls"] = s.null_count
+        if entry:
+            out[name] = entry
+    return out
+
+
+def stats_from_json(doc: dict[str, dict[str, Any]], schema: pa.Schema) -> dict[str, ColumnStats]:
+    out = {}
+    for name, entry in doc.items():
+        t = schema.field(name).type
+        has = "min" in entry and "max" in entry
+        out[name] = ColumnStats(
+            min=decode_value(entry["min"], t) if has else None,
+            max=decode_value(entry["max"], t) if has else None,
+            null_count=entry.get("nulls"),
+        )
+    return out
+
+
+def row_group_stats(metadata: pq.FileMetaData, row_group: int, schema: pa.Schema) -> dict[str, ColumnStats]:
+    """Statistics of the top-level columns of one row group, from the Parquet footer."""
+    rg = metadata.row_group(row_group)
+    out: dict[str, ColumnStats] = {}
+    for j in range(rg.num_columns):
+        chunk = rg.column(j)
+        name = chunk.path_in_schema
+        if name not in schema.names:
+            continue
+        t = value_type(schema.field(name).type)
+        s = chunk.statistics
+        if s is None:
+            out[name] = ColumnStats(None, None, None)
+            continue
+        nulls = s.null_count if s.has_null_count else None
+        lo = hi = None
+        if supports_stats(t) and s.has_min_max:
+            try:
+                lo, hi = pa.scalar(s.min, type=t), pa.scalar(s.max, type=t)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                lo = hi = None
+        out[name] = ColumnStats(lo, hi, nulls)
+    return out
+
+
+def merge(a: ColumnStats, b: ColumnStats) -> ColumnStats:
+    """Statistics of the union of two units (a file from its row groups)."""
+    lo = hi = None
+    if a.has_bounds and b.has_bounds:
+        lo = a.min if a.min.as_py() <= b.min.as_py() else b.min  # type: ignore[union-attr]
+        hi = a.max if a.max.as_py() >= b.max.as_py() else b.max  # type: ignore[union-attr]
+    nulls = None if a.null_count is None or b.null_count is None else a.null_count + b.null_count
+    return ColumnStats(lo, hi, nulls)
+
+
+def file_stats(metadata: pq.FileMetaData, schema: pa.Schema) -> dict[str, ColumnStats]:
+    """Per-column statistics of a whole file: the merge over its row groups."""
+    merged: dict[str, ColumnStats] = {}
+    for i in range(metadata.num_row_groups):
+        for name, s in row_group_stats(metadata, i, schema).items():
+            merged[name] = merge(merged[name], s) if name in merged else s
+    return merged

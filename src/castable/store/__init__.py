@@ -1,0 +1,54 @@
+"""Object stores: one small interface, a local-directory backend and an S3 backend."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from castable.errors import InvalidInputError
+from castable.store.base import Blob, ObjectInfo, ObjectStore, RequestStats, StagedObject
+from castable.store.errors import (
+    ConcurrentModificationError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    StoreError,
+)
+from castable.store.local import LocalStore
+from castable.store.s3 import S3Store, make_s3_client
+
+__all__ = [
+    "Blob",
+    "ConcurrentModificationError",
+    "LocalStore",
+    "ObjectInfo",
+    "ObjectNotFoundError",
+    "ObjectStore",
+    "PreconditionFailedError",
+    "RequestStats",
+    "S3Store",
+    "StagedObject",
+    "StoreError",
+    "store_from_uri",
+]
+
+
+def store_from_uri(uri: str, storage_options: Mapping[str, Any] | None = None) -> ObjectStore:
+    """The store for a table URI: ``s3://bucket/prefix``, ``file:///path`` or a plain path."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("s3", "s3a"):
+        if not parsed.netloc:
+            raise InvalidInputError(f"{uri!r} names no bucket")
+        try:
+            client = make_s3_client(storage_options)
+        except ValueError as e:
+            raise InvalidInputError(str(e)) from None
+        return S3Store(parsed.netloc, parsed.path, client)
+    if storage_options:
+        raise InvalidInputError(f"storage_options apply to s3:// URIs only, not {uri!r}")
+    if parsed.scheme == "file":
+        return LocalStore(Path(unquote(parsed.path)))
+    if parsed.scheme and len(parsed.scheme) > 1:
+        raise InvalidInputError(f"unsupported URI scheme {parsed.scheme!r} in {uri!r}")
+    return LocalStore(Path(uri))

@@ -1,0 +1,121 @@
+"""The object-store interface castable needs, and request accounting shared by every backend.
+
+The interface is deliberately small (DESIGN section 7): put-if-absent, put-if-match, get
+(with a byte range and If-Match), head, list, delete, and random-access reads for Parquet.
+Keys are relative to the table root and always use ``/``.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store knows about one object: its key, size in bytes, ETag and modification time."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Blob:
+    """The bytes of an object (or of a range of it) together with the object's ETag."""
+
+    data: bytes
+    etag: str
+
+
+@dataclass
+class RequestStats:
+    """Counts requests by kind and bytes moved, so benchmarks and tests can see what an operation cost."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record(self, kind: str, *, bytes_in: int = 0, bytes_out: int = 0) -> None:
+        with self._lock:
+            self.requests[kind] += 1
+            self.bytes_in += bytes_in
+            self.bytes_out += bytes_out
+
+    def snapshot(self) -> dict[str, int]:
+        """A plain dict of the counters: one entry per request kind plus ``bytes_in``/``bytes_out``."""
+        with self._lock:
+            return {**self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.bytes_in = 0
+            self.bytes_out = 0
+
+
+class ObjectStore(ABC):
+    """A flat key space under one table root with S3's conditional-write semantics."""
+
+    def __init__(self) -> None:
+        self.stats = RequestStats()
+
+    @property
+    @abstractmethod
+    def uri(self) -> str:
+        """The URI of the root this store is scoped to."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> ObjectInfo:
+        """Write ``data`` at ``key``.
+
+        ``if_none_match=True`` writes only if the key does not exist; ``if_match`` only if the
+        current ETag equals it. A lost condition raises ``PreconditionFailedError``.
+        """
+
+    @abstractmethod
+    def staged_write(self, key: str) -> AbstractContextManager[StagedObject]:
+        """Stage a large new object in a local file, published at ``key`` when the block exits.
+
+        The caller writes to ``staged.path``; on a clean exit the object is published and
+        ``staged.info`` is set. On an exception nothing is published.
+        """
+
+    @abstractmethod
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None, if_match: str | None = None) -> Blob:
+        """Read an object, or the half-open ``byte_range`` [start, end) of it."""
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo:
+        """Size and ETag of an object; ``ObjectNotFoundError`` if absent."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, in key order."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete an object; deleting a missing key is not an error (as on S3)."""
+
+    @abstractmethod
+    def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
+        """A random-access reader for Parquet, checked against the recorded size and ETag."""
+
+
+@dataclass
+class StagedObject:
+    """A local file being written that becomes an object when its ``staged_write`` block exits."""
+
+    key: str
+    path: Path
+    info: ObjectInfo | None = None

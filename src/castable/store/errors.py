@@ -1,0 +1,24 @@
+"""Errors every object store raises for the same conditions, whatever the backend."""
+
+from __future__ import annotations
+
+from castable.errors import CastableError
+
+
+class StoreError(CastableError):
+    """An object-store request failed."""
+
+
+class ObjectNotFoundError(StoreError):
+    """The key does not exist (HTTP 404)."""
+
+
+class PreconditionFailedError(StoreError):
+    """A conditional request lost: the key exists (If-None-Match) or changed (If-Match); HTTP 412."""
+
+
+class ConcurrentModificationError(StoreError):
+    """Another conditional write to the same key was in flight (S3's 409 ConditionalRequestConflict).
+
+    Retryable: the caller re-reads and tries again.
+    """

@@ -1,0 +1,181 @@
+"""The embedded default store: a local directory with the same conditional semantics as S3.
+
+Put-if-absent writes a temporary file and hard-links it to the final name (``link`` fails if
+the name exists, atomically). Put-if-match runs under a per-key file lock, so it is safe
+across processes. Temporary and lock files start with a dot and are never listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+from filelock import FileLock
+
+from castable.store.base import Blob, ObjectInfo, ObjectStore, StagedObject
+from castable.store.errors import ObjectNotFoundError, PreconditionFailedError
+
+_LOCK_DIR = ".castable-locks"
+
+
+def _etag(st: os.stat_result) -> str:
+    return f"{st.st_mtime_ns:x}-{st.st_size:x}"
+
+
+class LocalStore(ObjectStore):
+    """Objects are files under ``root``; keys are relative paths."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.root = Path(root).absolute()
+
+    @property
+    def uri(self) -> str:
+        return self.root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise ValueError(f"invalid object key {key!r}")
+        return self.root / key
+
+    def _info(self, key: str, st: os.stat_result) -> ObjectInfo:
+        modified = datetime.fromtimestamp(st.st_mtime_ns / 1e9, tz=UTC)
+        return ObjectInfo(key=key, size=st.st_size, etag=_etag(st), last_modified=modified)
+
+    def _temp_beside(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+
+    def _lock(self, key: str) -> FileLock:
+        lock_dir = self.root / _LOCK_DIR
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        return FileLock(lock_dir / hashlib.sha1(key.encode()).hexdigest())
+
+    @staticmethod
+    def _write_synced(path: Path, data: bytes) -> None:
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def put(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> ObjectInfo:
+        self.stats.record("PUT", bytes_out=len(data))
+        path = self._path(key)
+        tmp = self._temp_beside(path)
+        try:
+            self._write_synced(tmp, data)
+            if if_none_match:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    raise PreconditionFailedError(f"{key} already exists") from None
+            elif if_match is not None:
+                with self._lock(key):
+                    try:
+                        current = _etag(path.stat())
+                    except FileNotFoundError:
+                        raise ObjectNotFoundError(key) from None
+                    if current != if_match:
+                        raise PreconditionFailedError(f"{key} changed (ETag {current})")
+                    self._replace_with_new_etag(tmp, path, current)
+            else:
+                os.replace(tmp, path)
+            return self._info(key, path.stat())
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    @staticmethod
+    def _replace_with_new_etag(tmp: Path, path: Path, previous: str) -> None:
+        """Replace ``path``, making sure the ETag changes even on a coarse-clock filesystem."""
+        st = tmp.stat()
+        if _etag(st) == previous:
+            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+        os.replace(tmp, path)
+
+    @contextmanager
+    def staged_write(self, key: str) -> Iterator[StagedObject]:
+        path = self._path(key)
+        staged = StagedObject(key=key, path=self._temp_beside(path))
+        try:
+            yield staged
+            with open(staged.path, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(staged.path, path)
+            staged.info = self._info(key, path.stat())
+            self.stats.record("PUT", bytes_out=staged.info.size)
+        finally:
+            staged.path.unlink(missing_ok=True)
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None, if_match: str | None = None) -> Blob:
+        path = self._path(key)
+        try:
+            f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+        except FileNotFoundError:
+            self.stats.record("GET")
+            raise ObjectNotFoundError(key) from None
+        with f:
+            etag = _etag(os.fstat(f.fileno()))
+            if if_match is not None and etag != if_match:
+                self.stats.record("GET")
+                raise PreconditionFailedError(f"{key} changed (ETag {etag})")
+            if byte_range is None:
+                data = f.read()
+            else:
+                f.seek(byte_range[0])
+                data = f.read(byte_range[1] - byte_range[0])
+        self.stats.record("GET", bytes_in=len(data))
+        return Blob(data=data, etag=etag)
+
+    def head(self, key: str) -> ObjectInfo:
+        self.stats.record("HEAD")
+        try:
+            return self._info(key, self._path(key).stat())
+        except FileNotFoundError:
+            raise ObjectNotFoundError(key) from None
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        self.stats.record("LIST")
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self.root / directory if directory else self.root
+        found: list[ObjectInfo] = []
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            for name in filenames:
+                if name.startswith("."):
+                    continue
+                key = name if rel_dir == "." else f"{rel_dir}/{name}"
+                if key.startswith(prefix):
+                    try:
+                        found.append(self._info(key, os.stat(os.path.join(dirpath, name))))
+                    except FileNotFoundError:
+                        continue
+        yield from sorted(found, key=lambda info: info.key)
+
+    def delete(self, key: str) -> None:
+        self.stats.record("DELETE")
+        self._path(key).unlink(missing_ok=True)
+
+    def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
+        from castable.errors import CorruptObjectError
+
+        path = self._path(key)
+        try:
+            f = pa.OSFile(str(path), mode="r")
+        except FileNotFoundError:
+            raise ObjectNotFoundError(key) from None
+        st = path.stat()
+        if st.st_size != size or (etag is not None and _etag(st) != etag):
+            f.close()
+            raise CorruptObjectError(
+                f"{key} does not match the manifest (size {st.st_size} vs {size}, "
+                f"ETag {_etag(st)} vs {etag}): it was modified outside castable"
+            )
+        self.stats.record("OPEN")
+        return f

@@ -1,0 +1,210 @@
+"""Amazon S3 (or any S3-compatible service) through boto3, with conditional writes.
+
+``If-None-Match: *`` and ``If-Match`` map to ``PreconditionFailedError`` on HTTP 412 and
+``ConcurrentModificationError`` on HTTP 409; throttling and transient failures are retried by
+botocore's standard retry mode before they surface.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow as pa
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from castable.errors import CorruptObjectError
+from castable.store.base import Blob, ObjectInfo, ObjectStore, StagedObject
+from castable.store.errors import (
+    ConcurrentModificationError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    StoreError,
+)
+
+_SINGLE_PUT_LIMIT = 64 * 1024 * 1024
+_SESSION_OPTIONS = {
+    "aws_access_key_id": "aws_access_key_id",
+    "aws_secret_access_key": "aws_secret_access_key",
+    "aws_session_token": "aws_session_token",
+    "region": "region_name",
+    "region_name": "region_name",
+    "profile": "profile_name",
+    "profile_name": "profile_name",
+}
+_KNOWN_OPTIONS = {*_SESSION_OPTIONS, "endpoint_url", "max_attempts"}
+
+
+def _translate(error: ClientError, key: str) -> Exception:
+    """Map a botocore error to the store error with the same meaning on every backend."""
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code in ("PreconditionFailed", "412") or status == 412:
+        return PreconditionFailedError(f"{key}: precondition failed")
+    if code == "ConditionalRequestConflict" or status == 409:
+        return ConcurrentModificationError(f"{key}: conflicting conditional request")
+    if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+        return ObjectNotFoundError(key)
+    return StoreError(f"{key}: {code or status}: {error}")
+
+
+def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
+    """A boto3 S3 client from castable ``storage_options`` and the usual AWS environment."""
+    options = dict(storage_options or {})
+    unknown = set(options) - _KNOWN_OPTIONS
+    if unknown:
+        raise ValueError(f"unknown storage options {sorted(unknown)}; known: {sorted(_KNOWN_OPTIONS)}")
+    session = boto3.session.Session(**{_SESSION_OPTIONS[k]: v for k, v in options.items() if k in _SESSION_OPTIONS})
+    config = Config(
+        retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", 8))},
+        max_pool_connections=32,
+    )
+    return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
+
+
+class S3Store(ObjectStore):
+    """Objects under ``s3://bucket/prefix``."""
+
+    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
+        super().__init__()
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = client
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _relative(self, full_key: str) -> str:
+        return full_key[len(self.prefix) + 1 :] if self.prefix else full_key
+
+    def put(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> ObjectInfo:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key), "Body": data}
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        self.stats.record("PUT", bytes_out=len(data))
+        try:
+            response = self.client.put_object(**kwargs)
+        except ClientError as e:
+            raise _translate(e, key) from e
+        return ObjectInfo(key=key, size=len(data), etag=response["ETag"])
+
+    @contextmanager
+    def staged_write(self, key: str) -> Iterator[StagedObject]:
+        fd, name = tempfile.mkstemp(prefix="castable-", suffix=".part")
+        os.close(fd)
+        staged = StagedObject(key=key, path=Path(name))
+        try:
+            yield staged
+            size = staged.path.stat().st_size
+            if size <= _SINGLE_PUT_LIMIT:
+                staged.info = self.put(key, staged.path.read_bytes())
+            else:
+                self.stats.record("MULTIPART_UPLOAD", bytes_out=size)
+                try:
+                    self.client.upload_file(str(staged.path), self.bucket, self._key(key))
+                except ClientError as e:
+                    raise _translate(e, key) from e
+                staged.info = self.head(key)
+        finally:
+            staged.path.unlink(missing_ok=True)
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None, if_match: str | None = None) -> Blob:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}
+        if byte_range is not None:
+            kwargs["Range"] = f"bytes={byte_range[0]}-{byte_range[1] - 1}"
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        try:
+            response = self.client.get_object(**kwargs)
+            data = response["Body"].read()
+        except ClientError as e:
+            self.stats.record("GET")
+            raise _translate(e, key) from e
+        self.stats.record("GET", bytes_in=len(data))
+        return Blob(data=data, etag=response["ETag"])
+
+    def head(self, key: str) -> ObjectInfo:
+        self.stats.record("HEAD")
+        try:
+            r = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as e:
+            raise _translate(e, key) from e
+        return ObjectInfo(key, r["ContentLength"], r["ETag"], r.get("LastModified"))
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        full_prefix = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full_prefix):
+            self.stats.record("LIST")
+            for item in page.get("Contents", []):
+                yield ObjectInfo(
+                    key=self._relative(item["Key"]),
+                    size=item["Size"],
+                    etag=item["ETag"],
+                    last_modified=item["LastModified"],
+                )
+
+    def delete(self, key: str) -> None:
+        self.stats.record("DELETE")
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as e:
+            raise _translate(e, key) from e
+
+    def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
+        return pa.PythonFile(_RangeReader(self, key, size, etag), mode="r")
+
+
+class _RangeReader(io.RawIOBase):
+    """A seekable file over one S3 object: every ``read`` is a ranged GET pinned to the ETag."""
+
+    def __init__(self, store: S3Store, key: str, size: int, etag: str | None) -> None:
+        super().__init__()
+        self._store = store
+        self._key = key
+        self._size = size
+        self._etag = etag
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
+        if end <= self._pos:
+            return b""
+        try:
+            blob = self._store.get(self._key, byte_range=(self._pos, end), if_match=self._etag)
+        except PreconditionFailedError:
+            raise CorruptObjectError(
+                f"{self._key} changed since it was committed (ETag is no longer {self._etag})"
+            ) from None
+        self._pos += len(blob.data)
+        return blob.data
+
+    def readall(self) -> bytes:
+        return self.read(-1)

@@ -1,0 +1,346 @@
+"""The Table API: create, open, append, delete, scan, history and time travel."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from castable.commit import (
+    CommitResult,
+    NextState,
+    commit,
+    encode_pointer,
+    load_latest,
+    now,
+    read_manifest,
+)
+from castable.delete import DeleteChange
+from castable.errors import (
+    EmptyWriteError,
+    InvalidInputError,
+    TableAlreadyExistsError,
+    VersionNotFoundError,
+)
+from castable.layout import POINTER_KEY, manifest_key
+from castable.manifest import CommitInfo, DataFile, Manifest
+from castable.predicate import Predicate, parse_predicate
+from castable.properties import TableProperties, normalize
+from castable.scan import Scan
+from castable.schema import conform
+from castable.snapshot import Snapshot
+from castable.stats import supports_stats
+from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
+from castable.writer import write_data_files
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One commit in the table's history."""
+
+    version: int
+    timestamp: datetime
+    operation: str
+    commit_id: str
+    summary: dict[str, Any]
+
+
+def _new_commit_id(commit_id: str | None) -> str:
+    if commit_id is None:
+        return str(uuid.uuid4())
+    if not isinstance(commit_id, str) or not commit_id or len(commit_id) > 256:
+        raise InvalidInputError("commit_id must be a non-empty string of at most 256 characters")
+    return commit_id
+
+
+def create_table(
+    uri: str,
+    schema: pa.Schema,
+    *,
+    primary_key: str | list[str] | None = None,
+    properties: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Table:
+    """Create an empty table at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path)."""
+    return Table.create(store_from_uri(uri, storage_options), schema, primary_key=primary_key, properties=properties)
+
+
+def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
+    """Open the latest version of the table at ``uri``."""
+    return Table.load(store_from_uri(uri, storage_options))
+
+
+class Table:
+    """A handle on one table. It caches the newest version it has seen; ``refresh()`` reloads."""
+
+    def __init__(self, store: ObjectStore, manifest: Manifest, pointer_etag: str | None) -> None:
+        self.store = store
+        self._manifest = manifest
+        self._pointer_etag = pointer_etag
+
+    @classmethod
+    def load(cls, store: ObjectStore) -> Table:
+        manifest, pointer = load_latest(store)
+        return cls(store, manifest, pointer.etag if pointer.version == manifest.version else None)
+
+    @classmethod
+    def create(
+        cls,
+        store: ObjectStore,
+        schema: pa.Schema,
+        *,
+        primary_key: str | list[str] | None = None,
+        properties: Mapping[str, object] | None = None,
+    ) -> Table:
+        if not isinstance(schema, pa.Schema) or len(schema) == 0:
+            raise InvalidInputError("schema must be a non-empty pyarrow.Schema")
+        keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or [])
+        if len(keys) > 1:
+            raise InvalidInputError("castable supports a single-column primary key")
+        for k in keys:
+            if k not in schema.names:
+                raise InvalidInputError(f"primary key column {k!r} is not in the schema")
+            if not supports_stats(schema.field(k).type) or pa.types.is_floating(schema.field(k).type):
+                raise InvalidInputError(
+                    f"primary key column {k!r} must be an integer, string, date, timestamp or decimal"
+                )
+        manifest = Manifest(
+            table_uuid=str(uuid.uuid4()),
+            version=0,
+            previous=None,
+            created_at=now(),
+            schema=schema.remove_metadata(),
+            primary_key=tuple(keys),
+            properties=normalize(properties),
+            commit=CommitInfo("create", str(uuid.uuid4()), {}),
+            data_files=(),
+            tombstones=(),
+        )
+        try:
+            store.put(manifest_key(0), manifest.to_json(), if_none_match=True)
+        except PreconditionFailedError:
+            raise TableAlreadyExistsError(f"a table already exists at {store.uri}") from None
+        etag = store.put(POINTER_KEY, encode_pointer(0), if_none_match=True).etag
+        return cls(store, manifest, etag)
+
+    # ----------------------------------------------------------------- metadata
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    @property
+    def version(self) -> int:
+        """The newest version this handle knows (``refresh()`` to look for newer ones)."""
+        return self._manifest.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._manifest.schema
+
+    @property
+    def primary_key(self) -> str | None:
+        return self._manifest.primary_key[0] if self._manifest.primary_key else None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._manifest.properties)
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    @property
+    def _props(self) -> TableProperties:
+        return TableProperties.parse(self._manifest.properties)
+
+    def refresh(self) -> Table:
+        """Load the newest committed version."""
+        manifest, pointer = load_latest(self.store)
+        self._manifest = manifest
+        self._pointer_etag = pointer.etag
+        return self
+
+    def manifest_at(self, version: int | None = None, as_of: datetime | None = None) -> Manifest:
+        """The manifest of a version, of the version current at ``as_of``, or the newest known."""
+        if version is not None and as_of is not None:
+            raise InvalidInputError("give version or as_of, not both")
+        if as_of is not None:
+            return self._manifest_as_of(as_of)
+        if version is None or version == self._manifest.version:
+            return self._manifest
+        if version < 0:
+            raise VersionNotFoundError(f"version {version} does not exist")
+        return read_manifest(self.store, version)
+
+    def _manifest_as_of(self, as_of: datetime) -> Manifest:
+        if as_of.tzinfo is None:
+            as_of = as_of.astimezone()
+        latest = self.refresh()._manifest
+        if latest.created_at <= as_of:
+            return latest
+        lo, hi = 0, latest.version
+        found: Manifest | None = None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            try:
+                m = read_manifest(self.store, mid)
+            except VersionNotFoundError:
+                lo = mid + 1
+                continue
+            if m.created_at <= as_of:
+                found, lo = m, mid + 1
+            else:
+                hi = mid
+        if found is None:
+            raise VersionNotFoundError(f"no retained version of {self.uri} existed at {as_of.isoformat()}")
+        return found
+
+    def history(self, limit: int | None = None) -> list[HistoryEntry]:
+        """Commits newest first, following ``previous`` until ``limit`` or the oldest retained."""
+        entries = []
+        manifest: Manifest | None = self.refresh()._manifest
+        while manifest is not None and (limit is None or len(entries) < limit):
+            c = manifest.commit
+            entries.append(HistoryEntry(manifest.version, manifest.created_at, c.operation, c.commit_id, c.summary))
+            if manifest.previous is None:
+                break
+            try:
+                manifest = read_manifest(self.store, manifest.previous)
+            except VersionNotFoundError:
+                manifest = None
+        return entries
+
+    # --------------------------------------------------------------------- reads
+
+    def snapshot(self, version: int | None = None, as_of: datetime | None = None) -> Snapshot:
+        return Snapshot(self.store, self.manifest_at(version, as_of))
+
+    def scan(
+        self,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | Predicate | None = None,
+        *,
+        version: int | None = None,
+        as_of: datetime | None = None,
+    ) -> Scan:
+        """A lazy scan of the newest known version, or of ``version`` / the version at ``as_of``."""
+        snapshot = self.snapshot(version, as_of)
+        predicate = None if filter is None else parse_predicate(filter, snapshot.schema)
+        return Scan(snapshot, columns, predicate)
+
+    def to_arrow(self, **kwargs: Any) -> pa.Table:
+        return self.scan(**kwargs).to_arrow()
+
+    def count(self, **kwargs: Any) -> int:
+        return self.scan(**kwargs).count()
+
+    # -------------------------------------------------------------------- writes
+
+    def _commit(self, operation: str, commit_id: str, build: Callable[[Manifest], NextState]) -> CommitResult:
+        props = self._props
+        result = commit(
+            self.store,
+            self._manifest,
+            operation=operation,
+            commit_id=commit_id,
+            build=build,
+            pointer_etag=self._pointer_etag,
+            max_attempts=props.commit_max_attempts,
+            commit_retention=props.commit_id_retention,
+        )
+        if result.manifest.version >= self._manifest.version:
+            self._manifest = result.manifest
+            self._pointer_etag = result.pointer_etag
+        return result
+
+    def append(
+        self,
+        data: pa.Table | pa.RecordBatch | pa.RecordBatchReader | pd.DataFrame | Iterable[pa.RecordBatch],
+        *,
+        commit_id: str | None = None,
+        on_rows: Callable[[int], None] | None = None,
+    ) -> int:
+        """Append rows in one commit and return the committed version.
+
+        ``data`` streams into Parquet files of the target size; a repeated ``commit_id``
+        returns the version that already holds it without writing anything.
+        """
+        commit_id = _new_commit_id(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+        schema = self.schema
+        batches = self._conforming_batches(data, schema)
+        first = next(batches, None)
+        if first is None:
+            raise EmptyWriteError("append was given no rows; nothing was committed")
+
+        def all_batches() -> Iterator[pa.RecordBatch]:
+            yield first
+            yield from batches
+
+        files = write_data_files(self.store, all_batches(), schema, self._props, on_rows=on_rows)
+        rows = sum(f.rows for f in files)
+
+        def build(base: Manifest) -> NextState:
+            added = tuple(DataFile(**{**f.__dict__, "added_version": base.version + 1}) for f in files)
+            return NextState(
+                data_files=base.data_files + added,
+                tombstones=base.tombstones,
+                summary={
+                    "rows_added": rows,
+                    "files_added": len(files),
+                    "bytes_added": sum(f.size for f in files),
+                },
+            )
+
+        return self._commit("append", commit_id, build).manifest.version
+
+    @staticmethod
+    def _conforming_batches(data: Any, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        if isinstance(data, pa.RecordBatchReader):
+            source: Iterable[Any] = data
+        elif isinstance(data, pa.Table | pa.RecordBatch):
+            source = [data]
+        elif type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy"):
+            try:
+                source = [pa.Table.from_pandas(data, preserve_index=False)]
+            except (pa.ArrowException, TypeError, ValueError) as e:
+                raise InvalidInputError(f"cannot convert the DataFrame to Arrow: {e}") from None
+        elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
+            source = data
+        else:
+            raise InvalidInputError(
+                f"cannot append {type(data).__name__}; give a pyarrow Table, RecordBatch(Reader) or DataFrame"
+            )
+        for item in source:
+            if not isinstance(item, pa.Table | pa.RecordBatch):
+                raise InvalidInputError(f"expected pyarrow RecordBatches, got {type(item).__name__}")
+            conformed = conform(item, schema)
+            batches = conformed.to_batches() if isinstance(conformed, pa.Table) else [conformed]
+            yield from (b for b in batches if b.num_rows)
+
+    def delete(self, predicate: str | pc.Expression | Predicate, *, commit_id: str | None = None) -> int:
+        """Soft-delete the rows matching ``predicate`` with one tombstone file; return the version.
+
+        Nothing is committed (and the current version is returned) when no row matches.
+        """
+        commit_id = _new_commit_id(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+        parsed = parse_predicate(predicate, self.schema)
+        change = DeleteChange(self.store, parsed, self._manifest)
+        if change.plan.is_empty:
+            return self._manifest.version
+        return self._commit("delete", commit_id, change.build).manifest.version
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r}, version={self.version})"

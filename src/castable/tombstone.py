@@ -1,0 +1,150 @@
+"""Tombstone files: which rows of which data files a delete removed (DESIGN section 5).
+
+A ``.del`` file is UTF-8 JSON Lines. The first line is a header, ``{"castable_tombstone": 1}``;
+every other line is one entry naming a data file by its table-relative path:
+
+- ``{"file": F, "row_group": G}``: every row of row group G;
+- ``{"file": F, "row_group": G, "positions": B}``: the rows at the given 0-based positions
+  within row group G, B being a base64 roaring bitmap in the portable serialization;
+- ``{"file": F, "pk_min": L, "pk_max": H}``: every row whose primary key is in [L, H]
+  (``null`` for an unbounded side; a NULL key is never in a range).
+
+Positions are relative to their row group, so rewriting one group never invalidates the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap
+
+from castable.errors import CorruptObjectError
+from castable.stats import JsonValue, decode_value
+
+TOMBSTONE_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RowGroupDelete:
+    """Rows of one row group: all of them when ``positions`` is ``None``."""
+
+    file: str
+    row_group: int
+    positions: BitMap | None = None
+
+
+@dataclass(frozen=True)
+class KeyRangeDelete:
+    """Rows of one file whose primary key lies in [lo, hi] (JSON-encoded key values)."""
+
+    file: str
+    lo: JsonValue | None
+    hi: JsonValue | None
+
+
+Entry = RowGroupDelete | KeyRangeDelete
+
+
+def encode(entries: Iterable[Entry]) -> bytes:
+    lines = [json.dumps({"castable_tombstone": TOMBSTONE_FORMAT_VERSION})]
+    for e in entries:
+        if isinstance(e, KeyRangeDelete):
+            doc: dict[str, object] = {"file": e.file, "pk_min": e.lo, "pk_max": e.hi}
+        else:
+            doc = {"file": e.file, "row_group": e.row_group}
+            if e.positions is not None:
+                doc["positions"] = base64.b64encode(e.positions.serialize()).decode()
+        lines.append(json.dumps(doc, separators=(",", ":")))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def decode(data: bytes, *, key: str) -> list[Entry]:
+    """Parse a tombstone file; anything malformed raises ``CorruptObjectError``."""
+    try:
+        lines = data.decode().splitlines()
+        header = json.loads(lines[0])
+        if header.get("castable_tombstone") != TOMBSTONE_FORMAT_VERSION:
+            raise ValueError(f"unsupported tombstone header {header!r}")
+        entries: list[Entry] = []
+        for line in lines[1:]:
+            if not line.strip():
+                continue
+            doc = json.loads(line)
+            if "pk_min" in doc:
+                entries.append(KeyRangeDelete(str(doc["file"]), doc["pk_min"], doc["pk_max"]))
+            else:
+                raw = doc.get("positions")
+                positions = None if raw is None else BitMap.deserialize(base64.b64decode(raw))
+                entries.append(RowGroupDelete(str(doc["file"]), int(doc["row_group"]), positions))
+        return entries
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise CorruptObjectError(f"{key} is not a valid tombstone file: {e!r}") from None
+
+
+@dataclass
+class FileDeletes:
+    """Everything deleted from one data file, merged over all tombstones of a version."""
+
+    full_groups: set[int] = field(default_factory=set)
+    positions: dict[int, BitMap] = field(default_factory=dict)
+    key_ranges: list[tuple[pa.Scalar, pa.Scalar]] = field(default_factory=list)
+
+    def add(self, entry: Entry, key_type: pa.DataType | None) -> None:
+        if isinstance(entry, KeyRangeDelete):
+            if key_type is None:
+                raise CorruptObjectError("a key-range tombstone on a table without a primary key")
+
+            self.key_ranges.append((_bound(entry.lo, key_type), _bound(entry.hi, key_type)))
+        elif entry.positions is None:
+            self.full_groups.add(entry.row_group)
+        elif entry.row_group in self.positions:
+            self.positions[entry.row_group] |= entry.positions
+        else:
+            self.positions[entry.row_group] = BitMap(entry.positions)
+
+    def touches(self, row_group: int, key_bounds: tuple[object, object] | None) -> bool:
+        """Whether any delete can hit the row group; ``key_bounds`` is its primary-key (min, max)."""
+        if row_group in self.full_groups or row_group in self.positions:
+            return True
+        return any(self._overlaps(lo, hi, key_bounds) for lo, hi in self.key_ranges)
+
+    @staticmethod
+    def _overlaps(lo: pa.Scalar, hi: pa.Scalar, bounds: tuple[object, object] | None) -> bool:
+        if bounds is None:
+            return True
+        kmin, kmax = bounds
+        return (not lo.is_valid or lo.as_py() <= kmax) and (not hi.is_valid or hi.as_py() >= kmin)
+
+    def position_mask(self, row_group: int, num_rows: int) -> np.ndarray:
+        """Rows of the row group deleted by position (or as a whole group)."""
+        if row_group in self.full_groups:
+            return np.ones(num_rows, dtype=bool)
+        mask = np.zeros(num_rows, dtype=bool)
+        bitmap = self.positions.get(row_group)
+        if bitmap is not None:
+            idx = np.asarray(bitmap.to_array(), dtype=np.int64)
+            mask[idx[idx < num_rows]] = True
+        return mask
+
+    def key_mask(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Rows whose primary key falls in a deleted key range (a NULL key never does)."""
+        mask = np.zeros(len(keys), dtype=bool)
+        for lo, hi in self.key_ranges:
+            inside = pc.is_valid(keys)
+            if lo.is_valid:
+                inside = pc.and_(inside, pc.greater_equal(keys, lo))
+            if hi.is_valid:
+                inside = pc.and_(inside, pc.less_equal(keys, hi))
+            mask |= np.asarray(pc.fill_null(inside, False), dtype=bool)
+        return mask
+
+
+def _bound(value: JsonValue | None, key_type: pa.DataType) -> pa.Scalar:
+    """A key-range bound as a scalar; JSON ``null`` (unbounded) becomes a null scalar."""
+    return pa.scalar(None, type=key_type) if value is None else decode_value(value, key_type)

@@ -1,0 +1,87 @@
+"""Writing data files: stream Arrow batches into Parquet files of a target size.
+
+Row groups are cut at ``write.row-group-size-bytes`` of Arrow data and files at
+``write.target-file-size-bytes`` of Parquet bytes, so memory stays bounded by about one row
+group whatever the input size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from castable.layout import new_data_key
+from castable.manifest import DataFile
+from castable.properties import TableProperties
+from castable.stats import file_stats, stats_to_json
+from castable.store import ObjectInfo, ObjectStore
+
+
+def data_file_from_metadata(info: ObjectInfo, metadata: pq.FileMetaData, schema: pa.Schema) -> DataFile:
+    """The manifest entry of an uploaded Parquet file, with statistics from its footer."""
+    return DataFile(
+        path=info.key,
+        size=info.size,
+        etag=info.etag,
+        rows=metadata.num_rows,
+        row_groups=metadata.num_row_groups,
+        stats=stats_to_json(file_stats(metadata, schema)),
+    )
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch], target_bytes: int) -> Iterator[pa.Table]:
+    """Regroup a stream of batches into tables of about ``target_bytes`` each."""
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
+    for batch in batches:
+        while batch.num_rows:
+            room = target_bytes - pending_bytes
+            if batch.nbytes <= room:
+                take = batch
+            else:
+                per_row = max(batch.nbytes / batch.num_rows, 1)
+                take = batch.slice(0, max(1, int(room / per_row)))
+            pending.append(take)
+            pending_bytes += take.nbytes
+            batch = batch.slice(take.num_rows)
+            if pending_bytes >= target_bytes or batch.num_rows:
+                yield pa.Table.from_batches(pending)
+                pending, pending_bytes = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def write_data_files(
+    store: ObjectStore,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    props: TableProperties,
+    *,
+    on_rows: Callable[[int], None] | None = None,
+) -> list[DataFile]:
+    """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries."""
+    files: list[DataFile] = []
+    groups = _row_groups(batches, props.row_group_size)
+    group = next(groups, None)
+    while group is not None:
+        with store.staged_write(new_data_key()) as staged:
+            writer = pq.ParquetWriter(
+                staged.path,
+                schema,
+                compression=props.compression,
+                compression_level=props.compression_level,
+            )
+            with writer:
+                while group is not None:
+                    writer.write_table(group, row_group_size=max(group.num_rows, 1))
+                    if on_rows:
+                        on_rows(group.num_rows)
+                    group = next(groups, None)
+                    if staged.path.stat().st_size >= props.target_file_size:
+                        break
+            metadata = writer.writer.metadata
+        assert staged.info is not None
+        files.append(data_file_from_metadata(staged.info, metadata, schema))
+    return files
