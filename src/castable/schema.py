@@ -28,13 +28,14 @@ def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
     """Return ``data`` with the table's column order and field metadata, or raise.
 
-    Column order may differ and a nullable input field may feed a non-nullable column if it
-    holds no nulls; names and types must match exactly (no silent casts).
+    Column order may differ, a nullable input field may feed a non-nullable column if it holds
+    no nulls, and string/binary columns may use their large or view layouts (a lossless cast);
+    any other type difference is an error, never a silent cast.
     """
     problems = describe_mismatch(data.schema, schema)
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
-    columns = [data.column(f.name) for f in schema]
+    columns = [_cast_layout(data.column(f.name), f.type) for f in schema]
     for f, col in zip(schema, columns, strict=True):
         if not f.nullable and col.null_count:
             raise SchemaMismatchError(f"column {f.name!r} is not nullable but has {col.null_count} nulls")
@@ -52,9 +53,24 @@ def describe_mismatch(actual: pa.Schema, expected: pa.Schema) -> list[str]:
     for f in expected:
         if f.name not in names:
             problems.append(f"missing column {f.name!r} ({f.type})")
-        elif not actual.field(f.name).type.equals(f.type):
+        elif not _same_values(actual.field(f.name).type, f.type):
             problems.append(f"column {f.name!r} is {actual.field(f.name).type}, expected {f.type}")
     extra = sorted(names - set(expected.names))
     if extra:
         problems.append(f"unknown columns {extra}")
     return problems
+
+
+_LAYOUTS = (
+    {pa.string(), pa.large_string(), pa.string_view()},
+    {pa.binary(), pa.large_binary(), pa.binary_view()},
+)
+
+
+def _same_values(actual: pa.DataType, expected: pa.DataType) -> bool:
+    """Equal types, or two layouts of the same string/binary values."""
+    return actual.equals(expected) or any(actual in group and expected in group for group in _LAYOUTS)
+
+
+def _cast_layout(column: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    return column if column.type.equals(target) else column.cast(target)

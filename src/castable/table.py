@@ -24,6 +24,7 @@ from castable.delete import DeleteChange
 from castable.errors import (
     EmptyWriteError,
     InvalidInputError,
+    SchemaMismatchError,
     TableAlreadyExistsError,
     VersionNotFoundError,
 )
@@ -76,6 +77,17 @@ def create_table(
 def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
     """Open the latest version of the table at ``uri``."""
     return Table.load(store_from_uri(uri, storage_options))
+
+
+def _from_pandas(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """A DataFrame converted to the table's types (pandas has no exact Arrow types of its own)."""
+    extra = sorted(set(map(str, df.columns)) - set(schema.names))
+    if extra:
+        raise SchemaMismatchError(f"data does not match the table schema: unknown columns {extra}")
+    try:
+        return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    except (KeyError, pa.ArrowException, TypeError, ValueError) as e:
+        raise SchemaMismatchError(f"the DataFrame does not convert to the table schema: {e!r}") from None
 
 
 class Table:
@@ -311,10 +323,7 @@ class Table:
         elif isinstance(data, pa.Table | pa.RecordBatch):
             source = [data]
         elif type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy"):
-            try:
-                source = [pa.Table.from_pandas(data, preserve_index=False)]
-            except (pa.ArrowException, TypeError, ValueError) as e:
-                raise InvalidInputError(f"cannot convert the DataFrame to Arrow: {e}") from None
+            source = [_from_pandas(data, schema)]
         elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
             source = data
         else:

@@ -1,0 +1,245 @@
+"""The ``castable`` command line: a thin layer over the library (typer for parsing, rich for output)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+import castable
+from castable.errors import CastableError, InvalidInputError
+
+app = typer.Typer(
+    help="ACID tables on S3 or a local directory: create, append, delete, scan, time travel.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+StorageOption = Annotated[
+    list[str] | None,
+    typer.Option("--storage-option", "-o", help="KEY=VALUE for S3 (endpoint_url, region, ...)."),
+]
+CommitId = Annotated[str | None, typer.Option(help="Idempotency key: a repeated id commits nothing twice.")]
+
+
+def _options(pairs: list[str] | None) -> dict[str, str] | None:
+    if not pairs:
+        return None
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise InvalidInputError(f"storage option {pair!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _open(uri: str, options: list[str] | None) -> castable.Table:
+    return castable.open_table(uri, storage_options=_options(options))
+
+
+def _parse_schema(spec: str) -> pa.Schema:
+    fields = []
+    for part in spec.split(","):
+        name, sep, type_name = part.strip().partition(":")
+        if not sep or not name:
+            raise InvalidInputError(f"schema field {part!r} is not NAME:TYPE")
+        try:
+            fields.append(pa.field(name.strip(), pa.type_for_alias(type_name.strip())))
+        except ValueError:
+            raise InvalidInputError(
+                f"unknown type {type_name!r} (try int64, double, string, timestamp[us], date32)"
+            ) from None
+    return pa.schema(fields)
+
+
+def _read_source(path: Path, fmt: str | None) -> tuple[pa.Schema, Iterator[pa.RecordBatch], int | None]:
+    """Schema, batches and (when known up front) the row count of one input file."""
+    kind = fmt or ("csv" if path.suffix.lower() in (".csv", ".tsv") else "parquet")
+    if not path.exists():
+        raise InvalidInputError(f"{path} does not exist")
+    try:
+        if kind == "csv":
+            reader = pacsv.open_csv(path)
+            return reader.schema, iter(reader), None
+        pf = pq.ParquetFile(path)
+        return pf.schema_arrow, pf.iter_batches(), pf.metadata.num_rows
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InvalidInputError(f"cannot read {path} as {kind}: {e}") from None
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
+@app.command()
+def create(
+    uri: str,
+    schema: Annotated[str | None, typer.Option(help="NAME:TYPE,... e.g. 'id:int64,name:string'.")] = None,
+    like: Annotated[Path | None, typer.Option(help="Take the schema of this Parquet or CSV file.")] = None,
+    primary_key: Annotated[str | None, typer.Option("--primary-key", "-k")] = None,
+    prop: Annotated[list[str] | None, typer.Option("--property", "-p", help="KEY=VALUE table property.")] = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Create an empty table."""
+    if (schema is None) == (like is None):
+        raise InvalidInputError("give exactly one of --schema and --like")
+    arrow_schema = _parse_schema(schema) if schema else _read_source(like, None)[0]  # type: ignore[arg-type]
+    table = castable.create_table(
+        uri, arrow_schema, primary_key=primary_key, properties=_options(prop), storage_options=_options(storage_option)
+    )
+    console.print(f"created {table.uri} (version {table.version})")
+
+
+@app.command()
+def append(
+    uri: str,
+    files: Annotated[list[Path], typer.Argument(help="Parquet or CSV files, appended in one commit.")],
+    fmt: Annotated[str | None, typer.Option("--format", help="parquet or csv (default: by extension).")] = None,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Append the rows of local Parquet/CSV files in one commit."""
+    table = _open(uri, storage_option)
+    sources = [_read_source(p, fmt) for p in files]
+    total = None if any(s[2] is None for s in sources) else sum(s[2] for s in sources)  # type: ignore[misc]
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for _, source, _ in sources:
+            yield from source
+
+    with _progress() as progress:
+        task = progress.add_task("appending rows", total=total)
+        version = table.append(batches(), commit_id=commit_id, on_rows=lambda n: progress.advance(task, n))
+    summary = table.manifest_at(version).commit.summary
+    console.print(f"committed version {version}: {json.dumps(summary)}")
+
+
+@app.command()
+def delete(
+    uri: str,
+    predicate: Annotated[str, typer.Argument(help='SQL predicate, e.g. "id BETWEEN 10 AND 20".')],
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Soft-delete the rows matching a SQL predicate (one tombstone file)."""
+    table = _open(uri, storage_option)
+    before = table.version
+    version = table.delete(predicate, commit_id=commit_id)
+    if version == before:
+        console.print(f"no row matched; table stays at version {version}")
+    else:
+        console.print(f"committed version {version}: {json.dumps(table.manifest_at(version).commit.summary)}")
+
+
+@app.command()
+def scan(
+    uri: str,
+    columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
+    filter: Annotated[str | None, typer.Option("--filter", "-f", help="SQL predicate.")] = None,
+    version: Annotated[int | None, typer.Option(help="Read this version.")] = None,
+    as_of: Annotated[datetime | None, typer.Option(help="Read the version current at this time.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows to print (ignored with --output).")] = 20,
+    output: Annotated[Path | None, typer.Option(help="Write all rows to a .parquet or .csv file.")] = None,
+    count: Annotated[bool, typer.Option("--count", help="Print only the number of rows.")] = False,
+    storage_option: StorageOption = None,
+) -> None:
+    """Read rows (latest version, or --version / --as-of)."""
+    table = _open(uri, storage_option)
+    cols = [c.strip() for c in columns.split(",")] if columns else None
+    s = table.scan(cols, filter, version=version, as_of=as_of)
+    if count:
+        console.print(s.count())
+        return
+    if output is not None:
+        _write_output(s, output)
+        return
+    shown = RichTable(*s.schema.names, title=f"{table.uri} @ version {s.version}")
+    printed = 0
+    for batch in s.to_batches():
+        for row in batch.slice(0, limit - printed).to_pylist():
+            shown.add_row(*(str(v) for v in row.values()))
+            printed += 1
+        if printed >= limit:
+            break
+    console.print(shown)
+
+
+def _write_output(s: castable.Scan, output: Path) -> None:
+    writers: dict[str, Any] = {".parquet": pq.ParquetWriter, ".csv": pacsv.CSVWriter}
+    make = writers.get(output.suffix.lower())
+    if make is None:
+        raise InvalidInputError("--output must end in .parquet or .csv")
+    rows = 0
+    with _progress() as progress, make(output, s.schema) as writer:
+        task = progress.add_task("reading rows", total=None)
+        for batch in s.to_batches():
+            writer.write_batch(batch)
+            rows += batch.num_rows
+            progress.advance(task, batch.num_rows)
+    console.print(f"wrote {rows} rows of version {s.version} to {output}")
+
+
+@app.command()
+def history(
+    uri: str,
+    limit: Annotated[int | None, typer.Option(help="Most recent commits to show.")] = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """List commits, newest first."""
+    table = _open(uri, storage_option)
+    shown = RichTable("version", "time", "operation", "commit_id", "summary", title=table.uri)
+    for h in table.history(limit=limit):
+        shown.add_row(str(h.version), h.timestamp.isoformat(), h.operation, h.commit_id, json.dumps(h.summary))
+    console.print(shown)
+
+
+@app.command()
+def info(
+    uri: str,
+    version: Annotated[int | None, typer.Option(help="Describe this version.")] = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Describe a table: version, schema, files, tombstones, properties."""
+    table = _open(uri, storage_option)
+    m = table.manifest_at(version)
+    console.print(f"[bold]{table.uri}[/bold]  version {m.version}  created {m.created_at.isoformat()}")
+    console.print(f"primary key: {', '.join(m.primary_key) or '-'}    table uuid: {m.table_uuid}")
+    schema = RichTable("column", "type", "nullable", title="schema")
+    for f in m.schema:
+        schema.add_row(f.name, str(f.type), str(f.nullable))
+    console.print(schema)
+    size = sum(f.size for f in m.data_files)
+    console.print(
+        f"data files: {len(m.data_files)} ({size:,} bytes, {m.total_rows:,} rows before deletes)    "
+        f"tombstone files: {len(m.tombstones)}"
+    )
+    console.print(f"properties: {json.dumps(m.properties)}")
+
+
+def main() -> None:
+    """Entry point that turns castable errors into one red line and exit status 1."""
+    try:
+        app()
+    except CastableError as e:
+        err_console.print(f"[red]error:[/red] {e}")
+        raise SystemExit(1) from None

@@ -1,0 +1,218 @@
+"""The behavioural suite of the Table API, on the local store and on S3 over HTTP."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from conftest import EVENTS, events
+
+import castable
+from castable.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
+
+SMALL = {"write.target-file-size-bytes": 10_000, "write.row-group-size-bytes": 8_000}
+
+
+@pytest.fixture
+def table(table_uri: tuple[str, dict | None]) -> castable.Table:
+    uri, options = table_uri
+    return castable.create_table(uri, EVENTS, primary_key="id", properties=SMALL, storage_options=options)
+
+
+def ids(t: castable.Table, **kwargs: object) -> list[int]:
+    return sorted(t.scan(["id"], **kwargs).to_arrow().column("id").to_pylist())
+
+
+def test_create_open_and_exists(table_uri: tuple[str, dict | None]) -> None:
+    uri, options = table_uri
+    with pytest.raises(TableNotFoundError):
+        castable.open_table(uri, storage_options=options)
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    assert t.version == 0 and t.primary_key == "id"
+    with pytest.raises(TableAlreadyExistsError):
+        castable.create_table(uri, EVENTS, storage_options=options)
+    opened = castable.open_table(uri, storage_options=options)
+    assert opened.schema.equals(EVENTS)
+    assert opened.scan().to_arrow().num_rows == 0
+    assert opened.scan().count() == 0
+
+
+def test_append_streams_into_files_and_row_groups(table: castable.Table) -> None:
+    version = table.append(events(0, 5000))
+    assert version == 1
+    m = table.manifest
+    assert len(m.data_files) > 1, "target file size must split the input"
+    assert all(f.row_groups > 1 for f in m.data_files[:-1]), "row-group target must split files"
+    assert sum(f.rows for f in m.data_files) == 5000
+    got = table.scan().to_arrow().sort_by("id")
+    assert got.equals(events(0, 5000))
+    assert table.scan().count() == 5000
+    stats = m.data_files[0].stats["id"]
+    assert stats["min"] == 0 and stats["nulls"] == 0
+
+
+def test_append_accepts_readers_batches_and_pandas(table: castable.Table) -> None:
+    reader = pa.RecordBatchReader.from_batches(EVENTS, events(0, 100).to_batches(max_chunksize=10))
+    table.append(reader)
+    table.append(events(100, 110).to_batches()[0])
+    table.append(events(110, 120).to_pandas())
+    table.append(iter(events(120, 130).to_batches()))
+    assert ids(table) == list(range(130))
+
+
+def test_append_reorders_columns(table: castable.Table) -> None:
+    data = events(0, 10).select(["value", "id", "category"])
+    table.append(data)
+    assert ids(table) == list(range(10))
+
+
+def test_key_range_delete_reads_no_data(table: castable.Table) -> None:
+    table.append(events(0, 5000))
+    table.store.stats.reset()
+    version = table.delete("id BETWEEN 1000 AND 1999")
+    counts = table.store.stats.snapshot()
+    assert counts.get("PUT") == 3, counts
+    assert counts.get("GET", 0) == 0 and counts.get("OPEN", 0) == 0, counts
+    assert ids(table) == [*range(1000), *range(2000, 5000)]
+    assert ids(table, version=version - 1) == list(range(5000))
+
+
+def test_point_and_strict_range_deletes(table: castable.Table) -> None:
+    table.append(events(0, 100))
+    table.delete("id = 7")
+    table.delete("id > 95")
+    table.delete("id < 2")
+    assert ids(table) == [i for i in range(2, 96) if i != 7]
+
+
+def test_predicate_delete_uses_bitmaps_and_counts(table: castable.Table) -> None:
+    table.append(events(0, 2000))
+    version = table.delete("category = 'b' AND value < 500")
+    summary = table.manifest.commit.summary
+    expected_gone = {i for i in range(2000) if i % 4 == 1 and i * 0.5 < 500}
+    assert summary["rows_deleted"] == len(expected_gone)
+    assert ids(table) == [i for i in range(2000) if i not in expected_gone]
+    again = table.delete("category = 'b' AND value < 500")
+    assert again == version, "deleting already deleted rows commits nothing"
+
+
+def test_delete_with_arrow_expression(table: castable.Table) -> None:
+    table.append(events(0, 300))
+    table.delete(pc.field("value") >= 100.0)
+    assert ids(table) == list(range(200))
+
+
+def test_whole_row_groups_and_files_drop_without_reading(table: castable.Table) -> None:
+    table.append(events(0, 5000))
+    files_before = len(table.manifest.data_files)
+    table.delete("id >= 0")
+    assert table.manifest.data_files == ()
+    assert table.manifest.commit.summary["files_removed"] == files_before
+    assert table.scan().count() == 0
+
+
+def test_delete_of_nulls_and_not_null(table: castable.Table) -> None:
+    table.append(events(0, 40))
+    table.delete("category IS NULL")
+    assert ids(table) == [i for i in range(40) if i % 4 != 3]
+    table.delete("category NOT IN ('a')")
+    assert ids(table) == [i for i in range(40) if i % 4 == 0]
+
+
+def test_filters_and_projection(table: castable.Table) -> None:
+    table.append(events(0, 3000))
+    table.delete("id BETWEEN 100 AND 199")
+    got = table.scan(["id", "category"], "id BETWEEN 50 AND 250 AND category IN ('a', 'b')").to_arrow()
+    assert got.column_names == ["id", "category"]
+    expected = [i for i in range(50, 251) if not 100 <= i <= 199 and i % 4 in (0, 1)]
+    assert sorted(got.column("id").to_pylist()) == expected
+    expr = table.scan(["value"], pc.field("id") < 10).to_arrow()
+    assert sorted(expr.column("value").to_pylist()) == [i * 0.5 for i in range(10)]
+    assert table.scan(filter="category LIKE 'c%'").count() == 750 - 25
+    assert table.scan(filter="id >= 2990").to_pandas().shape == (10, 3)
+
+
+def test_scan_prunes_files_by_manifest_statistics(table: castable.Table) -> None:
+    table.append(events(0, 5000))
+    s = table.scan(filter="id BETWEEN 10 AND 20")
+    assert len(s.files()) == 1
+    table.store.stats.reset()
+    assert s.count() == 11
+    opened = table.store.stats.snapshot()
+    assert opened.get("OPEN", 0) + opened.get("GET", 0) <= 4, opened
+
+
+def test_reader_streams_batches(table: castable.Table) -> None:
+    table.append(events(0, 5000))
+    reader = table.scan().to_reader()
+    assert isinstance(reader, pa.RecordBatchReader)
+    assert reader.schema.equals(EVENTS)
+    assert sum(b.num_rows for b in reader) == 5000
+
+
+def test_snapshot_isolation_for_a_reader_holding_a_version(table: castable.Table) -> None:
+    table.append(events(0, 100))
+    held = table.scan()
+    other = castable.open_table(table.uri, storage_options=_options(table))
+    other.append(events(100, 200))
+    other.delete("id < 50")
+    assert held.count() == 100
+    assert sorted(held.to_arrow().column("id").to_pylist()) == list(range(100))
+    assert table.refresh().scan().count() == 150
+
+
+def test_time_travel_by_version_and_time(table: castable.Table) -> None:
+    states: list[tuple[int, datetime, list[int]]] = []
+    model: list[int] = []
+    for step in range(4):
+        time.sleep(0.01)
+        table.append(events(step * 10, step * 10 + 10))
+        model += list(range(step * 10, step * 10 + 10))
+        table.delete(f"id = {step * 10}")
+        model.remove(step * 10)
+        states.append((table.version, table.manifest.created_at, list(model)))
+    for version, created, expected in states:
+        assert ids(table, version=version) == expected
+        assert ids(table, as_of=created) == expected
+        assert ids(table, as_of=created + timedelta(microseconds=1)) == expected
+    with pytest.raises(VersionNotFoundError):
+        table.scan(version=99)
+    with pytest.raises(VersionNotFoundError):
+        table.scan(as_of=datetime(2000, 1, 1, tzinfo=UTC))
+
+
+def test_history_accounts_for_every_commit(table: castable.Table) -> None:
+    table.append(events(0, 10), commit_id="load-1")
+    table.delete("id = 3")
+    h = table.history()
+    assert [e.version for e in h] == [2, 1, 0]
+    assert [e.operation for e in h] == ["delete", "append", "create"]
+    assert h[1].commit_id == "load-1" and h[1].summary["rows_added"] == 10
+    assert len(table.history(limit=2)) == 2
+
+
+def test_commit_id_makes_retries_idempotent(table: castable.Table) -> None:
+    v1 = table.append(events(0, 10), commit_id="job-42")
+    fresh = castable.open_table(table.uri, storage_options=_options(table))
+    assert fresh.append(events(0, 10), commit_id="job-42") == v1
+    assert fresh.delete("id = 1", commit_id="job-42") == v1
+    assert fresh.scan().count() == 10
+    assert fresh.refresh().version == v1
+
+
+def test_created_at_is_monotonic(table: castable.Table) -> None:
+    for i in range(5):
+        table.append(events(i, i + 1))
+    times = [e.timestamp for e in table.history()]
+    assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
+
+
+def _options(t: castable.Table) -> dict | None:
+    from castable.store import S3Store
+
+    if isinstance(t.store, S3Store):
+        return {"endpoint_url": t.store.client.meta.endpoint_url, "region": "us-east-1"}
+    return None
