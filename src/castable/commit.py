@@ -199,7 +199,7 @@ def commit(
 
     retrying = Retrying(
         stop=stop_after_attempt(max_attempts),
-        wait=wait_random_exponential(multiplier=0.02, max=2.0),
+        wait=wait_random_exponential(multiplier=0.005, max=0.5),
         retry=retry_if_exception_type(_Retry),
         reraise=False,
     )

@@ -1,0 +1,86 @@
+"""A store wrapper that injects crashes and failures at chosen requests, for protocol tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pyarrow as pa
+
+from castable.store import Blob, ObjectInfo, ObjectStore, StagedObject, StoreError
+
+
+class SimulatedCrash(BaseException):
+    """The process 'dies' here: a BaseException, so no library code can swallow it."""
+
+
+Action = str | None  # "crash-before", "crash-after", "fail", "lose-response", "conflict", None
+Rule = Callable[[str, str], Action]
+
+
+def once(op: str, key_prefix: str, action: str, *, skip: int = 0) -> Rule:
+    """Fire ``action`` once, on the ``skip+1``-th ``op`` whose key starts with ``key_prefix``."""
+    seen = 0
+
+    def rule(o: str, key: str) -> Action:
+        nonlocal seen
+        if o == op and key.startswith(key_prefix):
+            seen += 1
+            if seen == skip + 1:
+                return action
+        return None
+
+    return rule
+
+
+class FaultyStore(ObjectStore):
+    """Delegates to ``inner``; ``rule(op, key)`` decides what goes wrong on each call."""
+
+    def __init__(self, inner: ObjectStore, rule: Rule) -> None:
+        self.inner = inner
+        self.rule = rule
+        self.stats = inner.stats
+
+    @property
+    def uri(self) -> str:
+        return self.inner.uri
+
+    def _run(self, op: str, key: str, call: Callable[[], Any]) -> Any:
+        from castable.store import ConcurrentModificationError
+
+        action = self.rule(op, key)
+        if action == "crash-before":
+            raise SimulatedCrash(f"{op} {key}")
+        if action == "fail":
+            raise StoreError(f"injected failure on {op} {key}")
+        if action == "conflict":
+            raise ConcurrentModificationError(f"injected 409 on {op} {key}")
+        result = call()
+        if action == "crash-after":
+            raise SimulatedCrash(f"after {op} {key}")
+        if action == "lose-response":
+            raise StoreError(f"injected lost response on {op} {key}")
+        return result
+
+    def put(self, key: str, data: bytes, **kwargs: Any) -> ObjectInfo:
+        return self._run("put", key, lambda: self.inner.put(key, data, **kwargs))
+
+    def staged_write(self, key: str) -> AbstractContextManager[StagedObject]:
+        self._run("staged_write", key, lambda: None)
+        return self.inner.staged_write(key)
+
+    def get(self, key: str, **kwargs: Any) -> Blob:
+        return self._run("get", key, lambda: self.inner.get(key, **kwargs))
+
+    def head(self, key: str) -> ObjectInfo:
+        return self._run("head", key, lambda: self.inner.head(key))
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        return self._run("list", prefix, lambda: self.inner.list(prefix))
+
+    def delete(self, key: str) -> None:
+        return self._run("delete", key, lambda: self.inner.delete(key))
+
+    def open_input(self, key: str, **kwargs: Any) -> pa.NativeFile:
+        return self._run("open_input", key, lambda: self.inner.open_input(key, **kwargs))

@@ -1,0 +1,177 @@
+"""The commit protocol under crashes, lost responses, conflicts and contention (DESIGN section 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import EVENTS, events, snapshot_of
+from faults import FaultyStore, SimulatedCrash, once
+
+import castable
+from castable.commit import advance_pointer, read_pointer
+from castable.errors import CommitConflictError, CommitStateUnknownError
+from castable.layout import POINTER_KEY, manifest_key
+from castable.store import StoreError
+from castable.table import Table
+
+
+@pytest.fixture
+def base(table_uri: tuple[str, dict | None]) -> Table:
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t.append(events(0, 10))
+    return t
+
+
+def faulty(t: Table, rule) -> Table:  # type: ignore[no-untyped-def]
+    return Table.load(FaultyStore(t.store, rule))
+
+
+def ids(t: Table) -> list[int]:
+    return sorted(Table.load(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
+
+
+def pointer_version(t: Table) -> int:
+    return read_pointer(t.store).version
+
+
+def test_crash_after_data_upload_leaves_only_an_orphan(base: Table) -> None:
+    before = snapshot_of(base.store)
+    writer = faulty(base, once("put", "manifest/", "crash-before"))
+    with pytest.raises(SimulatedCrash):
+        writer.append(events(10, 20))
+    after = snapshot_of(base.store)
+    added = set(after) - set(before)
+    assert all(k.startswith("data/") for k in added) and len(added) == 1
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert ids(base) == list(range(10))
+    assert Table.load(base.store).append(events(20, 30)) == 2
+    assert ids(base) == [*range(10), *range(20, 30)]
+
+
+def test_crash_between_manifest_and_pointer_is_rolled_forward(base: Table) -> None:
+    stale = Table.load(base.store)
+    writer = faulty(base, once("put", POINTER_KEY, "crash-before"))
+    with pytest.raises(SimulatedCrash):
+        writer.append(events(10, 20))
+    assert pointer_version(base) == 1, "the pointer lags the committed version 2"
+    assert Table.load(base.store).version == 2, "readers probe past a lagging pointer"
+    assert ids(base) == list(range(20))
+    assert stale.append(events(20, 30)) == 3, "a writer that finds the pointer behind rebases"
+    assert pointer_version(base) == 3
+    assert ids(base) == list(range(30))
+
+
+def test_crash_after_pointer_cas_is_committed(base: Table) -> None:
+    writer = faulty(base, once("put", POINTER_KEY, "crash-after"))
+    with pytest.raises(SimulatedCrash):
+        writer.append(events(10, 20))
+    assert pointer_version(base) == 2 and ids(base) == list(range(20))
+
+
+def test_crash_during_retry_then_rerun_with_same_commit_id(base: Table) -> None:
+    loser = faulty(base, once("get", manifest_key(2), "crash-before", skip=1))
+    Table.load(base.store).append(events(10, 20))
+    with pytest.raises(SimulatedCrash):
+        loser.append(events(20, 30), commit_id="job-7")
+    assert ids(base) == list(range(20))
+    rerun = Table.load(base.store)
+    version = rerun.append(events(20, 30), commit_id="job-7")
+    assert version == 3
+    assert rerun.append(events(20, 30), commit_id="job-7") == 3
+    assert ids(base) == list(range(30))
+    assert [h.commit_id for h in rerun.history()].count("job-7") == 1
+
+
+def test_lost_response_on_commit_is_recognised(base: Table) -> None:
+    writer = faulty(base, once("put", manifest_key(2), "lose-response"))
+    assert writer.append(events(10, 20), commit_id="ambiguous") == 2
+    assert Table.load(base.store).version == 2
+    assert ids(base) == list(range(20))
+    assert pointer_version(base) == 2
+
+
+def test_unknown_outcome_then_retry_commits_once(base: Table) -> None:
+    def rule(op: str, key: str) -> str | None:
+        if key == manifest_key(2) and op == "put":
+            return "lose-response"
+        if key == manifest_key(2) and op == "head":
+            return "fail"
+        return None
+
+    with pytest.raises(CommitStateUnknownError) as info:
+        faulty(base, rule).append(events(10, 20), commit_id="maybe")
+    assert info.value.commit_id == "maybe"
+    retry = Table.load(base.store)
+    assert retry.append(events(10, 20), commit_id="maybe") == 2
+    assert ids(base) == list(range(20))
+
+
+def test_failed_manifest_put_that_did_not_land_is_retried(base: Table) -> None:
+    writer = faulty(base, once("put", manifest_key(2), "fail"))
+    assert writer.append(events(10, 20)) == 2
+    assert ids(base) == list(range(20))
+
+
+def test_conditional_request_conflict_is_retried(base: Table) -> None:
+    writer = faulty(base, once("put", manifest_key(2), "conflict"))
+    assert writer.append(events(10, 20)) == 2
+
+
+def test_commit_gives_up_after_bounded_retries(table_uri: tuple[str, dict | None]) -> None:
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, properties={"commit.max-attempts": 3}, storage_options=options)
+    rival = Table.load(t.store)
+    counter = iter(range(1000, 2000))
+
+    def rule(op: str, key: str) -> str | None:
+        if op == "put" and key.startswith("manifest/"):
+            n = next(counter)
+            rival.append(events(n, n + 1))
+        return None
+
+    writer = faulty(t, rule)
+    with pytest.raises(CommitConflictError):
+        writer.append(events(0, 5))
+    assert sorted(ids(t)) == [1000, 1001, 1002]
+
+
+def test_pointer_never_moves_backwards(base: Table) -> None:
+    base.append(events(10, 20))
+    assert pointer_version(base) == 2
+    advance_pointer(base.store, 1, None)
+    assert pointer_version(base) == 2
+    doc = json.loads(base.store.get(POINTER_KEY).data)
+    assert doc == {"version": 2, "manifest": manifest_key(2)}
+
+
+def test_pointer_failure_after_commit_is_not_an_error(base: Table) -> None:
+    def rule(op: str, key: str) -> str | None:
+        return "fail" if op == "put" and key == POINTER_KEY else None
+
+    assert faulty(base, rule).append(events(10, 20)) == 2
+    assert pointer_version(base) == 1
+    assert Table.load(base.store).version == 2
+
+
+def test_delete_rebases_over_concurrent_appends(base: Table) -> None:
+    deleter = Table.load(base.store)
+    Table.load(base.store).append(events(10, 20))
+    deleter.delete("id < 5")
+    assert ids(base) == list(range(5, 20))
+
+
+def test_delete_replans_when_its_file_was_removed(base: Table) -> None:
+    base.append(events(10, 20))
+    slow = Table.load(base.store)
+    Table.load(base.store).delete("id < 10")
+    slow.delete("id BETWEEN 5 AND 12")
+    assert slow.manifest.commit.summary["replans"] == 1
+    assert ids(base) == list(range(13, 20))
+
+
+def test_store_error_on_read_surfaces(base: Table) -> None:
+    reader = faulty(base, lambda op, key: "fail" if op == "open_input" else None)
+    with pytest.raises(StoreError):
+        reader.scan().to_arrow()
