@@ -203,6 +203,8 @@ class _RangeReader(io.RawIOBase):
             raise CorruptObjectError(
                 f"{self._key} changed since it was committed (ETag is no longer {self._etag})"
             ) from None
+        except ObjectNotFoundError:
+            raise CorruptObjectError(f"{self._key} is referenced by the table but missing") from None
         self._pos += len(blob.data)
         return blob.data
 

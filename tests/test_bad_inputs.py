@@ -1,0 +1,215 @@
+"""Every bad input gets a clear, catchable error and leaves the table exactly as it was."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from conftest import EVENTS, events, snapshot_of
+
+import castable
+from castable.errors import (
+    CastableError,
+    CorruptObjectError,
+    EmptyWriteError,
+    InvalidInputError,
+    InvalidPredicateError,
+    SchemaMismatchError,
+)
+from castable.layout import POINTER_KEY, manifest_key
+from castable.table import Table
+
+
+@pytest.fixture
+def table(table_uri: tuple[str, dict | None]) -> Table:
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t.append(events(0, 100))
+    t.delete("id < 5")
+    return t
+
+
+def unchanged(t: Table, action, error: type[Exception], match: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    before = snapshot_of(t.store)
+    with pytest.raises(error, match=match):
+        action()
+    assert snapshot_of(t.store) == before
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (pa.table({"id": pa.array([1], pa.int32()), "category": ["a"], "value": [1.0]}), "column 'id' is int32"),
+        (pa.table({"id": pa.array([1], pa.int64()), "value": [1.0]}), "missing column 'category'"),
+        (pa.table({"id": [1], "category": ["a"], "value": [1.0], "x": [1]}), "unknown columns"),
+        (pa.table({"id": pa.array([None], pa.int64()), "category": ["a"], "value": [1.0]}), "not nullable"),
+    ],
+)
+def test_wrong_schema(table: Table, data: pa.Table, match: str) -> None:
+    unchanged(table, lambda: table.append(data), SchemaMismatchError, match)
+
+
+def test_wrong_schema_in_a_later_batch_writes_nothing_visible(table: Table) -> None:
+    good = events(100, 110).to_batches()[0]
+    bad = pa.record_batch({"id": pa.array([1], pa.int32()), "category": ["a"], "value": [1.0]})
+    with pytest.raises(SchemaMismatchError):
+        table.append(iter([good, bad]))
+    assert Table.load(table.store).version == table.version
+    assert table.refresh().scan().count() == 95
+
+
+@pytest.mark.parametrize("data", [EVENTS.empty_table(), pa.RecordBatchReader.from_batches(EVENTS, []), iter([])])
+def test_empty_append(table: Table, data: object) -> None:
+    unchanged(table, lambda: table.append(data), EmptyWriteError)
+
+
+@pytest.mark.parametrize("data", ["text", 42, {"id": [1]}, [1, 2]])
+def test_not_arrow_data(table: Table, data: object) -> None:
+    unchanged(table, lambda: table.append(data), InvalidInputError)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "match"),
+    [
+        ("nope = 1", "unknown column 'nope'"),
+        ("id = ", "cannot parse"),
+        ("id = 'abc'", "not a valid int64"),
+        ("id = 1.5", "not a valid int64"),
+        ("id = other", "comparing two columns"),
+        ("id = NULL", "IS NULL"),
+        ("id + 1 > 3", "column"),
+        ("value LIKE 'a%'", "string column"),
+        ("", "SQL string"),
+        ("id IN (SELECT 1)", "subqueries"),
+    ],
+)
+def test_bad_predicates(table: Table, predicate: str, match: str) -> None:
+    unchanged(table, lambda: table.delete(predicate), InvalidPredicateError, match)
+    with pytest.raises(InvalidPredicateError):
+        table.scan(filter=predicate)
+
+
+def test_bad_arrow_expressions(table: Table) -> None:
+    unchanged(table, lambda: table.delete(pc.field("nope") > 1), InvalidPredicateError, "nope")
+    with pytest.raises(InvalidPredicateError):
+        table.scan(filter=pc.field("id") + 1)
+
+
+def test_unknown_projection(table: Table) -> None:
+    with pytest.raises(InvalidInputError, match="unknown columns"):
+        table.scan(["id", "nope"])
+
+
+def test_malformed_pointer(table: Table) -> None:
+    for garbage in [b"not json", b"{}", b'{"version": -1}', b'{"version": "3"}']:
+        table.store.put(POINTER_KEY, garbage)
+        before = snapshot_of(table.store)
+        with pytest.raises(CorruptObjectError, match="_latest_manifest is malformed"):
+            castable.open_table(table.uri, storage_options=_options(table))
+        with pytest.raises(CorruptObjectError):
+            Table.load(table.store).append(events(200, 201))
+        assert snapshot_of(table.store) == before
+
+
+def test_pointer_naming_a_missing_manifest(table: Table) -> None:
+    table.store.put(POINTER_KEY, json.dumps({"version": 40}).encode())
+    before = snapshot_of(table.store)
+    with pytest.raises(CorruptObjectError, match="names version 40"):
+        castable.open_table(table.uri, storage_options=_options(table))
+    assert snapshot_of(table.store) == before
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda d: b"{truncated",
+        lambda d: json.dumps({**d, "format_version": 99}).encode(),
+        lambda d: json.dumps({**d, "format": "delta"}).encode(),
+        lambda d: json.dumps({k: v for k, v in d.items() if k != "data_files"}).encode(),
+        lambda d: json.dumps({**d, "version": 7}).encode(),
+        lambda d: json.dumps({**d, "schema": {"arrow": "!!"}}).encode(),
+        lambda d: json.dumps({**d, "data_files": [{"path": "x"}]}).encode(),
+        lambda d: json.dumps({**d, "primary_key": ["missing"]}).encode(),
+    ],
+)
+def test_malformed_manifest(table: Table, corrupt) -> None:  # type: ignore[no-untyped-def]
+    key = manifest_key(table.version)
+    doc = json.loads(table.store.get(key).data)
+    table.store.delete(key)
+    table.store.put(key, corrupt(doc))
+    before = snapshot_of(table.store)
+    with pytest.raises(CorruptObjectError):
+        castable.open_table(table.uri, storage_options=_options(table))
+    with pytest.raises(CorruptObjectError):
+        Table.load(table.store).append(events(200, 201))
+    assert snapshot_of(table.store) == before
+
+
+def test_corrupt_data_file_is_reported(table: Table) -> None:
+    f = table.manifest.data_files[0]
+    table.store.put(f.path, b"PAR1 this is not parquet PAR1")
+    with pytest.raises(CorruptObjectError):
+        Table.load(table.store).scan().to_arrow()
+
+
+def test_corrupt_tombstone_is_reported(table: Table) -> None:
+    t = table.manifest.tombstones[0]
+    table.store.put(t.path, b"garbage")
+    with pytest.raises(CorruptObjectError):
+        Table.load(table.store).scan().to_arrow()
+
+
+def test_missing_data_file_is_reported(table: Table) -> None:
+    table.store.delete(table.manifest.data_files[0].path)
+    with pytest.raises(CorruptObjectError):
+        Table.load(table.store).scan().count()
+
+
+@pytest.mark.parametrize(
+    ("uri", "kwargs"),
+    [
+        ("ftp://host/x", {}),
+        ("s3://", {}),
+        ("/tmp/x", {"storage_options": {"endpoint_url": "http://x"}}),
+        ("s3://bucket/x", {"storage_options": {"bogus": "1"}}),
+    ],
+)
+def test_bad_uris(uri: str, kwargs: dict) -> None:
+    with pytest.raises(InvalidInputError):
+        castable.open_table(uri, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"primary_key": "nope"}, "not in the schema"),
+        ({"primary_key": ["id", "category"]}, "single-column"),
+        ({"primary_key": "value"}, "must be an integer"),
+        ({"properties": {"write.target-file-size-bytes": "big"}}, "integer"),
+        ({"properties": {"write.parquet.compression": "rar"}}, "one of"),
+        ({"properties": {"commit.max-attempts": 0}}, "positive"),
+    ],
+)
+def test_bad_create_arguments(tmp_path, kwargs: dict, match: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidInputError, match=match):
+        castable.create_table(str(tmp_path / "t"), EVENTS, **kwargs)
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("*.json"))
+
+
+def test_bad_commit_id(table: Table) -> None:
+    unchanged(table, lambda: table.append(events(200, 201), commit_id=""), InvalidInputError)
+
+
+def test_every_error_is_a_castable_error() -> None:
+    for cls in (CorruptObjectError, EmptyWriteError, InvalidInputError, InvalidPredicateError, SchemaMismatchError):
+        assert issubclass(cls, CastableError)
+
+
+def _options(t: Table) -> dict | None:
+    from castable.store import S3Store
+
+    if isinstance(t.store, S3Store):
+        return {"endpoint_url": t.store.client.meta.endpoint_url, "region": "us-east-1"}
+    return None
