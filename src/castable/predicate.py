@@ -386,7 +386,8 @@ class _SqlConverter:
             pattern = node.expression
             if not (isinstance(pattern, exp.Literal) and pattern.is_string):
                 raise self.fail("LIKE needs a string pattern")
-            return Like(column, pattern.this, ignore_case=isinstance(node, exp.ILike))
+            negated = bool(node.args.get("negate"))
+            return Like(column, pattern.this, negated=negated, ignore_case=isinstance(node, exp.ILike))
         raise self.fail(f"unsupported expression {node.sql()!r}")
 
     def _negate(self, node: exp.Expression) -> Predicate:
@@ -446,5 +447,11 @@ def _coerce(value: Any, target: pa.DataType) -> pa.Scalar:
     if isinstance(value, str) and not (pa.types.is_string(target) or pa.types.is_large_string(target)):
         if pa.types.is_decimal(target):
             return pa.scalar(Decimal(value), type=target)
+        if pa.types.is_timestamp(target) and target.tz is not None:
+            try:
+                return pa.scalar(value).cast(target)
+            except pa.ArrowInvalid:
+                # A literal without a zone is read as UTC, as Arrow stores zoned timestamps.
+                return pa.scalar(value).cast(pa.timestamp(target.unit)).cast(target)
         return pa.scalar(value).cast(target)
     return pa.scalar(value, type=target)

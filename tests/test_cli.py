@@ -1,0 +1,102 @@
+"""The castable CLI end to end on a local table, and on S3 over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from conftest import events
+from typer.testing import CliRunner
+
+import castable
+from castable.cli import app, main
+
+runner = CliRunner()
+
+
+def run(*args: str, ok: bool = True) -> str:
+    result = runner.invoke(app, list(args), catch_exceptions=False) if ok else runner.invoke(app, list(args))
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> tuple[Path, Path]:
+    pq.write_table(events(0, 500), tmp_path / "a.parquet")
+    pacsv.write_csv(
+        events(500, 600).drop_columns(["category"]).append_column("category", events(500, 600)["category"]),
+        tmp_path / "b.csv",
+    )
+    return tmp_path / "a.parquet", tmp_path / "b.csv"
+
+
+def test_cli_tour(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id", "-p", "write.row-group-size-bytes=4096")
+    assert "version 1" in run("append", uri, str(inputs[0]), "--commit-id", "load-a")
+    assert "version 1" in run("append", uri, str(inputs[0]), "--commit-id", "load-a")
+    out = run("delete", uri, "id BETWEEN 0 AND 99")
+    assert "version 2" in out
+    assert "no row matched" in run("delete", uri, "category = 'zzz'")
+    assert run("scan", uri, "--count").strip() == "400"
+    assert run("scan", uri, "--count", "--version", "1").strip() == "500"
+    assert "id" in run("scan", uri, "--columns", "id,value", "--filter", "id < 105", "--limit", "3")
+    run("scan", uri, "--output", str(tmp_path / "out.parquet"))
+    assert pq.read_table(tmp_path / "out.parquet").num_rows == 400
+    run("scan", uri, "--filter", "category = 'a'", "--output", str(tmp_path / "out.csv"))
+    assert pacsv.read_csv(tmp_path / "out.csv").num_rows == 100
+    history = run("history", uri)
+    assert "append" in history and "delete" in history and "create" in history
+    info = run("info", uri)
+    assert "primary key: id" in info and "version 2" in info
+
+
+def test_cli_csv_append_and_schema_option(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", "id:int64,value:double,category:string")
+    run("append", uri, str(inputs[1]))
+    assert castable.open_table(uri).scan().count() == 100
+
+
+def test_cli_on_s3(s3_bucket: str, s3_endpoint: str, inputs: tuple[Path, Path]) -> None:
+    uri = f"s3://{s3_bucket}/cli"
+    opt = ["-o", f"endpoint_url={s3_endpoint}"]
+    run("create", uri, "--like", str(inputs[0]), *opt)
+    run("append", uri, str(inputs[0]), *opt)
+    assert run("scan", uri, "--count", *opt).strip() == "500"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["scan", "{uri}"], "no castable table"),
+        (["create", "{uri}"], "exactly one of"),
+        (["create", "{uri}", "--schema", "id:wat"], "unknown type"),
+        (["create", "{uri}", "--schema", "id"], "NAME:TYPE"),
+        (["append", "{uri}", "/nonexistent.parquet"], "does not exist"),
+    ],
+)
+def test_cli_errors_are_one_line(tmp_path: Path, args: list[str], message: str, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    uri = str(tmp_path / "t")
+    if args[0] == "append":
+        castable.create_table(uri, events(0, 1).schema)
+    monkeypatch.setattr("sys.argv", ["castable", *[a.format(uri=uri) for a in args]])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 1
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_corrupt_parquet(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    uri = str(tmp_path / "t")
+    castable.create_table(uri, events(0, 1).schema)
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1 garbage garbage PAR1")
+    monkeypatch.setattr("sys.argv", ["castable", "append", uri, str(bad)])
+    with pytest.raises(SystemExit):
+        main()
+    assert "cannot read" in capsys.readouterr().err
+    assert castable.open_table(uri).version == 0
