@@ -79,7 +79,8 @@ def test_sql_evaluates_with_sql_null_semantics(sql: str, rows: list[int] | None)
     assert got.column("__i").to_pylist() == rows
 
 
-def stats(lo: object, hi: object, nulls: int, t: pa.DataType = pa.int64()) -> ColumnStats:
+def stats(lo: object, hi: object, nulls: int, t: pa.DataType | None = None) -> ColumnStats:
+    t = t or pa.int64()
     return ColumnStats(pa.scalar(lo, t), pa.scalar(hi, t), nulls)
 
 
