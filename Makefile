@@ -1,0 +1,29 @@
+# The two set-up commands of README.md: `make demo` and `make test`. Both install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_WORKERS ?= 2
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/python examples/demo.py
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+
+test: lint
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/bench_core.py
+
+clean:
+	rm -rf $(VENV) demo-table .pytest_cache .ruff_cache .hypothesis
