@@ -3,12 +3,16 @@
 Files are pruned by manifest statistics, row groups by footer statistics; only the projected
 and filtered columns' chunks are read. Row groups without deletes stream straight from
 pyarrow; a row group with deletes is read once, masked by position (and primary-key range),
-then filtered. Memory stays bounded by one row group.
+then filtered. Row groups are read a few ahead on worker threads, so memory stays bounded by
+``readahead`` row groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 _KEEP = "__castable_keep"
 _KEY = "__castable_key"
 DEFAULT_BATCH_SIZE = 128 * 1024
+DEFAULT_READAHEAD = 2
 
 
 class Scan:
@@ -40,6 +45,7 @@ class Scan:
         predicate: Predicate | None = None,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        readahead: int = DEFAULT_READAHEAD,
     ) -> None:
         schema = snapshot.schema
         if columns is not None:
@@ -50,6 +56,7 @@ class Scan:
         self.columns = list(schema.names) if columns is None else list(columns)
         self.predicate = predicate
         self.batch_size = batch_size
+        self.readahead = max(1, readahead)
 
     @property
     def version(self) -> int:
@@ -65,13 +72,11 @@ class Scan:
         return self.snapshot.prune_files(self.predicate)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        files = self.files()
-        deletes = self.snapshot.deletes_for(files)
-        for f in files:
-            yield from self._file_batches(f, deletes.get(f.path), self.columns)
+        for table in self._tables(self.columns):
+            yield from table.to_batches(max_chunksize=self.batch_size)
 
     def to_reader(self) -> pa.RecordBatchReader:
-        """A streaming reader; memory stays bounded by about one row group."""
+        """A streaming reader; memory stays bounded by about ``readahead`` row groups."""
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
 
     def to_arrow(self) -> pa.Table:
@@ -82,28 +87,34 @@ class Scan:
 
     def count(self) -> int:
         """Rows the scan would return, reading only what deletes and the filter need."""
+        return sum(t.num_rows for t in self._tables([]))
+
+    def _tables(self, columns: list[str]) -> Iterator[pa.Table]:
+        """The scan's rows as one table per row group, read ``readahead`` row groups ahead."""
         files = self.files()
         deletes = self.snapshot.deletes_for(files)
-        return sum(batch.num_rows for f in files for batch in self._file_batches(f, deletes.get(f.path), []))
+        tasks = (task for f in files for task in self._file_tasks(f, deletes.get(f.path), columns))
+        for table in _read_ahead(tasks, self.readahead):
+            if table.num_rows:
+                yield table
 
-    def _file_batches(self, f: DataFile, deletes: FileDeletes | None, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    def _file_tasks(
+        self, f: DataFile, deletes: FileDeletes | None, columns: list[str]
+    ) -> Iterator[Callable[[], pa.Table]]:
+        """One task per row group that may hold matching live rows."""
         fragment = self.snapshot.fragment(f)
         expression = self.predicate.to_expression() if self.predicate is not None else None
         candidates = (
             [rg.id for rg in fragment.subset(filter=expression).row_groups]
             if expression is not None
-            else list(range(fragment.num_row_groups))
+            else range(fragment.num_row_groups)
         )
-        clean: list[int] = []
         for rg in candidates:
             if deletes is None or not deletes.touches(rg, self._key_bounds(fragment, rg)):
-                clean.append(rg)
-                continue
-            yield from self._clean_batches(fragment, clean, columns, expression)
-            clean = []
-            if rg not in deletes.full_groups:
-                yield from self._masked_batches(fragment, rg, deletes, columns, expression)
-        yield from self._clean_batches(fragment, clean, columns, expression)
+                yield partial(_read_clean, fragment, rg, columns, expression)
+            elif rg not in deletes.full_groups:
+                key = self.snapshot.manifest.primary_key[0] if deletes.key_ranges else None
+                yield partial(_read_masked, fragment, rg, deletes, columns, expression, key)
 
     def _key_bounds(self, fragment: ds.ParquetFileFragment, rg: int) -> tuple[object, object] | None:
         pk = self.snapshot.manifest.primary_key
@@ -114,42 +125,51 @@ class Scan:
             return None
         return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
 
-    def _clean_batches(
-        self,
-        fragment: ds.ParquetFileFragment,
-        row_groups: list[int],
-        columns: list[str],
-        expression: pc.Expression | None,
-    ) -> Iterator[pa.RecordBatch]:
-        if not row_groups:
-            return
-        part = fragment.subset(row_group_ids=row_groups)
-        for batch in part.to_batches(columns=columns, filter=expression, batch_size=self.batch_size):
-            if batch.num_rows:
-                yield batch
 
-    def _masked_batches(
-        self,
-        fragment: ds.ParquetFileFragment,
-        rg: int,
-        deletes: FileDeletes,
-        columns: list[str],
-        expression: pc.Expression | None,
-    ) -> Iterator[pa.RecordBatch]:
-        projection: dict[str, pc.Expression] = {c: pc.field(c) for c in columns}
-        if expression is not None:
-            projection[_KEEP] = expression
-        if deletes.key_ranges:
-            projection[_KEY] = pc.field(self.snapshot.manifest.primary_key[0])
-        table = fragment.subset(row_group_ids=[rg]).to_table(columns=projection)
-        deleted = deletes.position_mask(rg, table.num_rows)
-        if deletes.key_ranges:
-            deleted |= deletes.key_mask(table.column(_KEY))
-        keep = ~deleted
-        if expression is not None:
-            keep &= rows_mask(table.column(_KEEP))
-        result = table.filter(pa.array(keep)).select(columns)
-        yield from result.to_batches(max_chunksize=self.batch_size)
+def _read_ahead(tasks: Iterator[Callable[[], pa.Table]], depth: int) -> Iterator[pa.Table]:
+    """Run tasks on ``depth`` threads, yielding results in order; at most ``depth`` in flight."""
+    pool = ThreadPoolExecutor(depth, thread_name_prefix="castable-scan")
+    pending: deque[Future[pa.Table]] = deque()
+    try:
+        for task in tasks:
+            pending.append(pool.submit(task))
+            if len(pending) >= depth:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_clean(
+    fragment: ds.ParquetFileFragment, rg: int, columns: list[str], expression: pc.Expression | None
+) -> pa.Table:
+    """A row group without deletes: pyarrow reads, filters and projects it."""
+    return fragment.subset(row_group_ids=[rg]).to_table(columns=columns, filter=expression)
+
+
+def _read_masked(
+    fragment: ds.ParquetFileFragment,
+    rg: int,
+    deletes: FileDeletes,
+    columns: list[str],
+    expression: pc.Expression | None,
+    key: str | None,
+) -> pa.Table:
+    """A row group with deletes: read once, mask deleted positions (and key ranges), then filter."""
+    projection: dict[str, pc.Expression] = {c: pc.field(c) for c in columns}
+    if expression is not None:
+        projection[_KEEP] = expression
+    if key is not None:
+        projection[_KEY] = pc.field(key)
+    table = fragment.subset(row_group_ids=[rg]).to_table(columns=projection)
+    deleted = deletes.position_mask(rg, table.num_rows)
+    if key is not None:
+        deleted |= deletes.key_mask(table.column(_KEY))
+    keep = ~deleted
+    if expression is not None:
+        keep &= rows_mask(table.column(_KEEP))
+    return table.filter(pa.array(keep)).select(columns)
 
 
 def rows_mask(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
