@@ -69,7 +69,7 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
-def _bounds(s: ColumnStats | None, rows: int) -> tuple[Any, Any, bool] | None:
+def _bounds(s: ColumnStats | None) -> tuple[Any, Any, bool] | None:
     """(min, max, exact) of a unit, ``exact`` meaning no nulls and no NaN can hide in it."""
     if s is None or not s.has_bounds:
         return None
@@ -97,7 +97,7 @@ class Compare(Predicate):
         s = stats(self.column)
         if _all_null(s, rows):
             return Match.NONE
-        b = _bounds(s, rows)
+        b = _bounds(s)
         if b is None:
             return Match.SOME
         lo, hi, exact = b
@@ -145,7 +145,7 @@ class InList(Predicate):
         s = stats(self.column)
         if _all_null(s, rows):
             return Match.NONE
-        b = _bounds(s, rows)
+        b = _bounds(s)
         if b is None:
             return Match.SOME
         lo, hi, exact = b

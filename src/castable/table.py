@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ from castable.errors import (
     VersionNotFoundError,
 )
 from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import CommitInfo, DataFile, Manifest
+from castable.manifest import CommitInfo, Manifest
 from castable.predicate import Predicate, parse_predicate
 from castable.properties import TableProperties, normalize
 from castable.scan import Scan
@@ -303,7 +303,7 @@ class Table:
         rows = sum(f.rows for f in files)
 
         def build(base: Manifest) -> NextState:
-            added = tuple(DataFile(**{**f.__dict__, "added_version": base.version + 1}) for f in files)
+            added = tuple(replace(f, added_version=base.version + 1) for f in files)
             return NextState(
                 data_files=base.data_files + added,
                 tombstones=base.tombstones,
