@@ -8,10 +8,21 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from castable.errors import InvalidInputError
-from castable.store.base import Blob, ObjectInfo, ObjectStore, RequestStats, StagedObject
+from castable.store.base import (
+    MAX_PART_SIZE,
+    MIN_PART_SIZE,
+    Blob,
+    MultipartUpload,
+    ObjectInfo,
+    ObjectStore,
+    RequestStats,
+    StagedObject,
+    UploadedPart,
+)
 from castable.store.errors import (
     ConcurrentModificationError,
     ObjectNotFoundError,
+    PartTooSmallError,
     PreconditionFailedError,
     StoreError,
 )
@@ -19,17 +30,22 @@ from castable.store.local import LocalStore
 from castable.store.s3 import S3Store, make_s3_client
 
 __all__ = [
+    "MAX_PART_SIZE",
+    "MIN_PART_SIZE",
     "Blob",
     "ConcurrentModificationError",
     "LocalStore",
+    "MultipartUpload",
     "ObjectInfo",
     "ObjectNotFoundError",
     "ObjectStore",
+    "PartTooSmallError",
     "PreconditionFailedError",
     "RequestStats",
     "S3Store",
     "StagedObject",
     "StoreError",
+    "UploadedPart",
     "store_from_uri",
 ]
 

@@ -18,6 +18,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+MIN_PART_SIZE = 5 * 1024 * 1024
+"""S3's minimum size of every multipart part but the last."""
+MAX_PART_SIZE = 5 * 1024 * 1024 * 1024
+"""S3's maximum part size."""
+
 
 @dataclass(frozen=True)
 class ObjectInfo:
@@ -37,31 +42,57 @@ class Blob:
     etag: str
 
 
+@dataclass(frozen=True)
+class UploadedPart:
+    """One part of a multipart upload: its number (1-based), ETag and size."""
+
+    number: int
+    etag: str
+    size: int
+
+
+@dataclass(frozen=True)
+class MultipartUpload:
+    """An incomplete multipart upload (for clean-up of failed writers)."""
+
+    key: str
+    upload_id: str
+    initiated: datetime | None
+
+
 @dataclass
 class RequestStats:
-    """Counts requests by kind and bytes moved, so benchmarks and tests can see what an operation cost."""
+    """Counts requests by kind and bytes moved (in, out, and copied server-side) per store."""
 
     requests: Counter[str] = field(default_factory=Counter)
     bytes_in: int = 0
     bytes_out: int = 0
+    bytes_copied: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def record(self, kind: str, *, bytes_in: int = 0, bytes_out: int = 0) -> None:
+    def record(self, kind: str, *, bytes_in: int = 0, bytes_out: int = 0, bytes_copied: int = 0) -> None:
         with self._lock:
             self.requests[kind] += 1
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
+            self.bytes_copied += bytes_copied
 
     def snapshot(self) -> dict[str, int]:
         """A plain dict of the counters: one entry per request kind plus ``bytes_in``/``bytes_out``."""
         with self._lock:
-            return {**self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
+            return {
+                **self.requests,
+                "bytes_in": self.bytes_in,
+                "bytes_out": self.bytes_out,
+                "bytes_copied": self.bytes_copied,
+            }
 
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
             self.bytes_in = 0
             self.bytes_out = 0
+            self.bytes_copied = 0
 
 
 class ObjectStore(ABC):
@@ -110,6 +141,47 @@ class ObjectStore(ABC):
     @abstractmethod
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         """A random-access reader for Parquet, checked against the recorded size and ETag."""
+
+    @abstractmethod
+    def purge(self, key: str) -> int:
+        """Delete an object and, in a versioned bucket, every noncurrent version; return how many."""
+
+    # Multipart upload, with S3's rules: parts numbered from 1, every part but the last at least
+    # MIN_PART_SIZE (checked at completion: ``PartTooSmallError``), copy ranges from existing
+    # objects pinned to their ETag.
+
+    @abstractmethod
+    def create_multipart(self, key: str) -> str:
+        """Start a multipart upload to ``key``; return its upload id."""
+
+    @abstractmethod
+    def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> UploadedPart:
+        """Upload part ``number`` from bytes."""
+
+    @abstractmethod
+    def upload_part_copy(
+        self,
+        key: str,
+        upload_id: str,
+        number: int,
+        source_key: str,
+        byte_range: tuple[int, int],
+        *,
+        source_etag: str,
+    ) -> UploadedPart:
+        """Make part ``number`` from bytes [start, end) of another object, copied server-side."""
+
+    @abstractmethod
+    def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
+        """Assemble the parts into a new object; fails with 412 if ``key`` already exists."""
+
+    @abstractmethod
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        """Discard an upload and its parts."""
+
+    @abstractmethod
+    def list_multipart_uploads(self, prefix: str = "") -> Iterator[MultipartUpload]:
+        """Incomplete uploads under ``prefix``."""
 
 
 @dataclass

@@ -22,3 +22,7 @@ class ConcurrentModificationError(StoreError):
 
     Retryable: the caller re-reads and tries again.
     """
+
+
+class PartTooSmallError(StoreError):
+    """A multipart upload has a non-last part under the 5 MiB minimum (S3's EntityTooSmall)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,10 +19,20 @@ from pathlib import Path
 import pyarrow as pa
 from filelock import FileLock
 
-from castable.store.base import Blob, ObjectInfo, ObjectStore, StagedObject
-from castable.store.errors import ObjectNotFoundError, PreconditionFailedError
+from castable.store.base import (
+    MIN_PART_SIZE,
+    Blob,
+    MultipartUpload,
+    ObjectInfo,
+    ObjectStore,
+    StagedObject,
+    UploadedPart,
+)
+from castable.store.errors import ObjectNotFoundError, PartTooSmallError, PreconditionFailedError, StoreError
 
 _LOCK_DIR = ".castable-locks"
+_MPU_DIR = ".castable-uploads"
+_COPY_CHUNK = 8 * 1024 * 1024
 
 
 def _etag(st: os.stat_result) -> str:
@@ -161,6 +172,124 @@ class LocalStore(ObjectStore):
     def delete(self, key: str) -> None:
         self.stats.record("DELETE")
         self._path(key).unlink(missing_ok=True)
+
+    def purge(self, key: str) -> int:
+        existed = self._path(key).exists()
+        self.delete(key)
+        return int(existed)
+
+    # ------------------------------------------------------------ multipart emulation
+
+    def _upload_dir(self, upload_id: str) -> Path:
+        if not upload_id.isalnum():
+            raise StoreError(f"invalid upload id {upload_id!r}")
+        return self.root / _MPU_DIR / upload_id
+
+    def _check_upload(self, key: str, upload_id: str) -> Path:
+        directory = self._upload_dir(upload_id)
+        try:
+            if (directory / "key").read_text() != key:
+                raise StoreError(f"upload {upload_id} is not for {key}")
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"no such upload {upload_id} for {key}") from None
+        return directory
+
+    def create_multipart(self, key: str) -> str:
+        self.stats.record("CREATE_MPU")
+        self._path(key)
+        upload_id = uuid.uuid4().hex
+        directory = self._upload_dir(upload_id)
+        directory.mkdir(parents=True)
+        (directory / "key").write_text(key)
+        return upload_id
+
+    def _part_info(self, part: Path, number: int) -> UploadedPart:
+        return UploadedPart(number=number, etag=_etag(part.stat()), size=part.stat().st_size)
+
+    def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> UploadedPart:
+        self.stats.record("UPLOAD_PART", bytes_out=len(data))
+        part = self._check_upload(key, upload_id) / f"part-{number:05d}"
+        self._write_synced(part, data)
+        return self._part_info(part, number)
+
+    def upload_part_copy(
+        self,
+        key: str,
+        upload_id: str,
+        number: int,
+        source_key: str,
+        byte_range: tuple[int, int],
+        *,
+        source_etag: str,
+    ) -> UploadedPart:
+        start, end = byte_range
+        self.stats.record("UPLOAD_PART_COPY", bytes_copied=end - start)
+        part = self._check_upload(key, upload_id) / f"part-{number:05d}"
+        try:
+            src = open(self._path(source_key), "rb")  # noqa: SIM115 (closed by the with below)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(source_key) from None
+        with src, open(part, "wb") as dst:
+            st = os.fstat(src.fileno())
+            if _etag(st) != source_etag:
+                raise PreconditionFailedError(f"{source_key} changed (ETag {_etag(st)})")
+            if not 0 <= start < end <= st.st_size:
+                raise StoreError(f"invalid copy range {byte_range} of {source_key} ({st.st_size} bytes)")
+            src.seek(start)
+            remaining = end - start
+            while remaining:
+                chunk = src.read(min(_COPY_CHUNK, remaining))
+                dst.write(chunk)
+                remaining -= len(chunk)
+        return self._part_info(part, number)
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
+        self.stats.record("COMPLETE_MPU")
+        directory = self._check_upload(key, upload_id)
+        files = []
+        for i, p in enumerate(parts):
+            f = directory / f"part-{p.number:05d}"
+            if not f.exists() or _etag(f.stat()) != p.etag or (i and p.number <= parts[i - 1].number):
+                raise StoreError(f"part {p.number} of upload {upload_id} is missing, changed or out of order")
+            if i < len(parts) - 1 and f.stat().st_size < MIN_PART_SIZE:
+                raise PartTooSmallError(f"part {p.number} is {f.stat().st_size} bytes; the minimum is {MIN_PART_SIZE}")
+            files.append(f)
+        path = self._path(key)
+        tmp = self._temp_beside(path)
+        try:
+            with open(tmp, "wb") as out:
+                for f in files:
+                    with open(f, "rb") as src:
+                        while chunk := src.read(_COPY_CHUNK):
+                            out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise PreconditionFailedError(f"{key} already exists") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        shutil.rmtree(directory, ignore_errors=True)
+        return self._info(key, path.stat())
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        self.stats.record("ABORT_MPU")
+        shutil.rmtree(self._check_upload(key, upload_id), ignore_errors=True)
+
+    def list_multipart_uploads(self, prefix: str = "") -> Iterator[MultipartUpload]:
+        self.stats.record("LIST_MPU")
+        base = self.root / _MPU_DIR
+        if not base.exists():
+            return
+        for directory in sorted(base.iterdir()):
+            try:
+                key = (directory / "key").read_text()
+                started = datetime.fromtimestamp((directory / "key").stat().st_mtime, tz=UTC)
+            except FileNotFoundError:
+                continue
+            if key.startswith(prefix):
+                yield MultipartUpload(key=key, upload_id=directory.name, initiated=started)
 
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         from castable.errors import CorruptObjectError
