@@ -21,6 +21,9 @@ from castable.commit import (
     read_manifest,
 )
 from castable.delete import DeleteChange
+from castable.erase import MODES as ERASE_MODES
+from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
+from castable.erase import purge as purge_erased_objects
 from castable.errors import (
     EmptyWriteError,
     InvalidInputError,
@@ -350,6 +353,46 @@ class Table:
         if change.plan.is_empty:
             return self._manifest.version
         return self._commit("delete", commit_id, change.build).manifest.version
+
+    def erase(
+        self,
+        predicate: str | pc.Expression | Predicate,
+        *,
+        commit_id: str | None = None,
+        mode: EraseMode = "auto",
+        purge: bool = False,
+    ) -> EraseReport:
+        """Physically remove the rows matching ``predicate`` and commit the rewritten files.
+
+        ``mode="splice"`` rewrites only the affected row groups server-side (multipart upload
+        with range copies), ``"rewrite"`` rewrites whole files, ``"auto"`` splices unless a file
+        is small. Older versions still reference the old files until ``purge_erased`` (or
+        ``purge=True``) expires them and deletes the old objects.
+        """
+        if mode not in ERASE_MODES:
+            raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
+        commit_id = _new_commit_id(commit_id)
+        parsed = parse_predicate(predicate, self.schema)
+        if commit_id in self._manifest.recent_commits:
+            return EraseReport(self._manifest.recent_commits[commit_id], 0, [], parsed)
+        change = EraseChange(self.store, parsed, self._manifest, mode, self._props)
+        if change.is_empty:
+            report = EraseReport(self.version, 0, [], parsed)
+        else:
+            version = self._commit("erase", commit_id, change.build).manifest.version
+            rows = sum(e.rows_removed for e in change.files)
+            report = EraseReport(
+                version, rows, change.files, parsed, still_referenced(self.store, change.files, version)
+            )
+        if purge:
+            report.purge = self.purge_erased(report)
+        return report
+
+    def purge_erased(self, report: EraseReport) -> PurgeReport:
+        """Complete an erasure: expire the versions that still reference the old objects,
+        delete those objects (and their noncurrent versions), and verify that no retained
+        object still holds a matching row."""
+        return purge_erased_objects(self.store, report)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"

@@ -1,0 +1,280 @@
+"""Hard deletes: erase matching rows physically, commit the new files, purge the old ones.
+
+Planning reads each candidate file's footer and only the row groups its statistics cannot
+rule out; a row group with a matching row is re-encoded without the matching rows and
+without rows already tombstoned in it. On commit the change is rebuilt on the newest base:
+deletes committed meanwhile on an erased file are translated onto the new file (folded in),
+and a file replaced meanwhile (compaction, another erase) is re-planned, so nothing is lost
+and no erased row comes back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+from pyroaring import BitMap
+
+from castable import tombstone
+from castable.commit import NextState, read_manifest
+from castable.errors import VersionNotFoundError
+from castable.layout import MANIFEST_PREFIX, manifest_key, new_tombstone_key, version_of_manifest_key
+from castable.manifest import DataFile, Manifest, TombstoneFile
+from castable.predicate import Match, Predicate
+from castable.properties import TableProperties
+from castable.snapshot import Snapshot
+from castable.splice import (
+    FileErasure,
+    SpliceNotPossibleError,
+    Transfer,
+    doomed_rows,
+    matching_rows,
+    read_footer,
+    read_row_group,
+    rewrite_file,
+    splice_file,
+)
+from castable.stats import encode_value, row_group_stats
+from castable.store import MIN_PART_SIZE, ObjectStore
+
+log = logging.getLogger(__name__)
+
+EraseMode = Literal["auto", "splice", "rewrite"]
+MODES: tuple[EraseMode, ...] = ("auto", "splice", "rewrite")
+
+
+@dataclass
+class PurgeReport:
+    """What completing an erasure removed, and the check that no matching row survived."""
+
+    versions_expired: list[int]
+    objects_deleted: list[str]
+    object_versions_deleted: int
+    remaining: dict[str, int]
+
+    @property
+    def verified(self) -> bool:
+        return not self.remaining
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "versions_expired": self.versions_expired,
+            "objects_deleted": self.objects_deleted,
+            "object_versions_deleted": self.object_versions_deleted,
+            "verified": self.verified,
+            "remaining_matches": self.remaining,
+        }
+
+
+@dataclass
+class EraseReport:
+    """What an erase did, and what still stands between it and complete erasure."""
+
+    version: int
+    rows_erased: int
+    files: list[FileErasure]
+    predicate: Predicate | None = None
+    still_referenced: dict[str, list[int]] = field(default_factory=dict)
+    purge: PurgeReport | None = None
+
+    @property
+    def clean_objects(self) -> list[str]:
+        """New data files: they hold no trace of the erased rows."""
+        return [n.path for e in self.files for n in e.new]
+
+    @property
+    def to_purge(self) -> list[str]:
+        """Old data files that still hold the rows (referenced only by older versions)."""
+        return [e.old.path for e in self.files]
+
+    @property
+    def transfer(self) -> Transfer:
+        total = Transfer()
+        for e in self.files:
+            total.add(e.transfer)
+        return total
+
+    def summary(self) -> dict[str, object]:
+        t = self.transfer
+        return {
+            "version": self.version,
+            "rows_erased": self.rows_erased,
+            "files_spliced": sum(e.method == "splice" for e in self.files),
+            "files_rewritten": sum(e.method == "rewrite" for e in self.files),
+            "bytes_downloaded": t.downloaded,
+            "bytes_uploaded": t.uploaded,
+            "bytes_copied": t.copied,
+            "old_objects_to_purge": self.to_purge,
+            "versions_still_referencing_them": sorted({v for vs in self.still_referenced.values() for v in vs}),
+            **({"purge": self.purge.summary()} if self.purge else {}),
+        }
+
+
+def erase_file(
+    snapshot: Snapshot,
+    f: DataFile,
+    predicate: Predicate,
+    deletes: tombstone.FileDeletes | None,
+    mode: EraseMode,
+    props: TableProperties,
+) -> FileErasure | None:
+    """Remove the rows of ``f`` matching ``predicate`` (and the tombstoned rows beside them)."""
+    store, schema = snapshot.store, snapshot.schema
+    transfer = Transfer()
+    footer = read_footer(store, f, transfer)
+    metadata = footer.pyarrow_metadata()
+    expression = predicate.to_expression()
+    key = snapshot.manifest.primary_key[0] if snapshot.manifest.primary_key else None
+    edits = {}
+    removed = 0
+    for rg in range(len(footer.row_groups)):
+        stats = row_group_stats(metadata, rg, schema)
+        if predicate.match(stats.get, metadata.row_group(rg).num_rows) is Match.NONE:
+            continue
+        table = read_row_group(store, f, footer, rg, transfer)
+        matched = matching_rows(table, expression)
+        if not matched.any():
+            continue
+        doomed = doomed_rows(table, matched, rg, deletes, key)
+        edits[rg] = (table.filter(~doomed), np.flatnonzero(~doomed))
+        removed += int(matched.sum())
+    if not edits:
+        return None
+    emptied = len(edits) == len(footer.row_groups) and all(t.num_rows == 0 for t, _ in edits.values())
+    method = "rewrite" if mode == "rewrite" or emptied or (mode == "auto" and f.size < 2 * MIN_PART_SIZE) else "splice"
+    if method == "splice":
+        try:
+            new, row_map = splice_file(store, f, footer, edits, schema, transfer)
+        except SpliceNotPossibleError:
+            if mode == "splice":
+                raise
+            log.info("cannot splice %s; rewriting it", f.path)
+            method = "rewrite"
+    if method == "rewrite":
+        new, row_map = rewrite_file(store, f, footer, edits, schema, props, transfer)
+    return FileErasure(f, new, method, removed, sorted(edits), transfer, row_map)
+
+
+class EraseChange:
+    """An erase being committed: rebuilt on every newer base, re-planned if its files were replaced."""
+
+    def __init__(
+        self, store: ObjectStore, predicate: Predicate, base: Manifest, mode: EraseMode, props: TableProperties
+    ) -> None:
+        self.store = store
+        self.predicate = predicate
+        self.mode = mode
+        self.props = props
+        self.replans = 0
+        self._plan(base)
+
+    def _plan(self, base: Manifest) -> None:
+        snapshot = Snapshot(self.store, base)
+        files = snapshot.prune_files(self.predicate)
+        deletes = snapshot.deletes_for(files)
+        erasures = (erase_file(snapshot, f, self.predicate, deletes.get(f.path), self.mode, self.props) for f in files)
+        self.files = [e for e in erasures if e is not None]
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.files
+
+    def build(self, base: Manifest) -> NextState:
+        live = {f.path for f in base.data_files}
+        if any(e.old.path not in live for e in self.files):
+            self.replans += 1
+            self._plan(base)
+        replaced = {e.old.path: e for e in self.files}
+        version = base.version + 1
+        data_files: list[DataFile] = []
+        for f in base.data_files:
+            if f.path in replaced:
+                data_files += [replace(n, added_version=version) for n in replaced[f.path].new]
+            else:
+                data_files.append(f)
+        remaining = {f.path for f in data_files}
+        tombstones = tuple(t for t in base.tombstones if remaining.intersection(t.files))
+        carried = self._carry_deletes(Snapshot(self.store, base), replaced, version)
+        if carried is not None:
+            tombstones += (carried,)
+        return NextState(
+            data_files=tuple(data_files),
+            tombstones=tombstones,
+            summary={
+                "rows_erased": sum(e.rows_removed for e in self.files),
+                "files_replaced": len(self.files),
+                "files_spliced": sum(e.method == "splice" for e in self.files),
+                "carried_tombstone": carried.path if carried else None,
+                "replans": self.replans,
+            },
+        )
+
+    def _carry_deletes(
+        self, snapshot: Snapshot, replaced: dict[str, FileErasure], version: int
+    ) -> TombstoneFile | None:
+        """Translate the base's deletes on replaced files onto their new files (one tombstone)."""
+        old_deletes = snapshot.deletes_for(e.old for e in replaced.values())
+        entries: list[tombstone.Entry] = []
+        for path, deletes in old_deletes.items():
+            erasure = replaced[path]
+            moved: dict[tuple[str, int], BitMap] = defaultdict(BitMap)
+            groups = set(deletes.full_groups) | set(deletes.positions)
+            for rg in groups:
+                positions = np.flatnonzero(deletes.position_mask(rg, erasure.row_map.old_rows[rg]))
+                for location, new_positions in erasure.row_map.locate(rg, positions).items():
+                    moved[location].update(new_positions.tolist())
+            for (new_path, new_rg), bitmap in sorted(moved.items()):
+                if len(bitmap):
+                    entries.append(tombstone.RowGroupDelete(new_path, new_rg, bitmap))
+            for lo, hi in deletes.key_ranges:
+                bounds = tuple(encode_value(b) if b.is_valid else None for b in (lo, hi))
+                entries += [tombstone.KeyRangeDelete(n.path, *bounds) for n in erasure.new]
+        if not entries:
+            return None
+        key = new_tombstone_key()
+        info = self.store.put(key, tombstone.encode(entries), if_none_match=True)
+        rows = sum(len(e.positions) for e in entries if isinstance(e, tombstone.RowGroupDelete) and e.positions)
+        return TombstoneFile(key, info.size, info.etag, tuple(sorted({e.file for e in entries})), rows, version)
+
+
+def still_referenced(store: ObjectStore, erased: list[FileErasure], version: int) -> dict[str, list[int]]:
+    """For each replaced file, the retained versions before ``version`` that still list it."""
+    retained = sorted(v for i in store.list(MANIFEST_PREFIX) if (v := version_of_manifest_key(i.key)) is not None)
+    return {e.old.path: [v for v in retained if e.old.added_version <= v < version] for e in erased}
+
+
+def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
+    """Physical rows (tombstones ignored) still matching in any file of any retained version."""
+    remaining: dict[str, int] = {}
+    checked: set[str] = set()
+    expression = predicate.to_expression()
+    for info in store.list(MANIFEST_PREFIX):
+        version = version_of_manifest_key(info.key)
+        if version is None:
+            continue
+        try:
+            snapshot = Snapshot(store, read_manifest(store, version))
+        except VersionNotFoundError:
+            continue
+        for f in snapshot.prune_files(predicate):
+            if f.path in checked:
+                continue
+            checked.add(f.path)
+            count = snapshot.fragment(f).count_rows(filter=expression)
+            if count:
+                remaining[f.path] = count
+    return remaining
+
+
+def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
+    """Expire the versions that reference erased objects, delete those objects, then verify."""
+    refreshed = still_referenced(store, report.files, report.version)
+    versions = sorted({v for vs in refreshed.values() for v in vs})
+    for v in versions:
+        store.purge(manifest_key(v))
+    removed = sum(store.purge(path) for path in report.to_purge)
+    remaining = verify_erased(store, report.predicate) if report.predicate is not None else {}
+    return PurgeReport(versions, report.to_purge, removed, remaining)

@@ -1,0 +1,151 @@
+"""Parquet footers as editable Thrift structs: the hand-written part of the splice.
+
+A Parquet file is ``PAR1``, the row groups' column chunks, optional page indexes and bloom
+filters, then the footer: a compact-protocol ``FileMetaData``, its 4-byte little-endian
+length and ``PAR1``. Splicing replaces some row groups' bytes, which moves every later byte,
+so every absolute offset in the footer must be relocated. This module knows exactly which
+fields hold offsets (field ids from parquet.thrift) and leaves every other field untouched.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from castable.thrift import I16, I64, LIST, STRUCT, Struct, ThriftError, ThriftList, decode_struct, encode_struct
+
+MAGIC = b"PAR1"
+TAIL_SIZE = 8  # footer length (uint32 LE) + magic
+
+# FileMetaData
+FILE_SCHEMA, FILE_NUM_ROWS, FILE_ROW_GROUPS = 2, 3, 4
+# RowGroup
+RG_COLUMNS, RG_TOTAL_BYTE_SIZE, RG_NUM_ROWS, RG_FILE_OFFSET, RG_TOTAL_COMPRESSED_SIZE, RG_ORDINAL = 1, 2, 3, 5, 6, 7
+# ColumnChunk
+CC_FILE_OFFSET, CC_META_DATA = 2, 3
+CC_OFFSET_INDEX_OFFSET, CC_OFFSET_INDEX_LENGTH, CC_COLUMN_INDEX_OFFSET, CC_COLUMN_INDEX_LENGTH = 4, 5, 6, 7
+# ColumnMetaData
+CMD_ENCODINGS, CMD_PATH, CMD_CODEC, CMD_TOTAL_COMPRESSED_SIZE = 2, 3, 4, 7
+CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICTIONARY_PAGE_OFFSET = 9, 10, 11
+CMD_STATISTICS, CMD_ENCODING_STATS, CMD_BLOOM_FILTER_OFFSET, CMD_BLOOM_FILTER_LENGTH = 12, 13, 14, 15
+
+_CMD_OFFSETS = (CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICTIONARY_PAGE_OFFSET, CMD_BLOOM_FILTER_OFFSET)
+_CC_INDEX_FIELDS = (CC_OFFSET_INDEX_OFFSET, CC_OFFSET_INDEX_LENGTH, CC_COLUMN_INDEX_OFFSET, CC_COLUMN_INDEX_LENGTH)
+
+
+class FooterError(ValueError):
+    """The bytes are not a Parquet footer this code can edit."""
+
+
+@dataclass
+class Footer:
+    """A decoded ``FileMetaData`` and where its bytes start in the file."""
+
+    metadata: Struct
+    offset: int
+
+    @classmethod
+    def from_tail(cls, tail: bytes, file_size: int) -> Footer:
+        """Decode from the last bytes of a file (they must include the whole footer)."""
+        if len(tail) < TAIL_SIZE or tail[-4:] != MAGIC:
+            raise FooterError("no Parquet magic at the end of the file")
+        length = struct.unpack("<I", tail[-8:-4])[0]
+        if length + TAIL_SIZE > len(tail):
+            raise FooterError(f"footer of {length} bytes is longer than the {len(tail)} bytes given")
+        raw = tail[-TAIL_SIZE - length : -TAIL_SIZE]
+        try:
+            metadata, used = decode_struct(raw)
+        except ThriftError as e:
+            raise FooterError(f"footer is not valid Thrift: {e}") from None
+        if used != length:
+            raise FooterError("footer length does not match its content")
+        return cls(metadata, file_size - TAIL_SIZE - length)
+
+    @staticmethod
+    def length_from_tail(tail: bytes) -> int:
+        if len(tail) < TAIL_SIZE or tail[-4:] != MAGIC:
+            raise FooterError("no Parquet magic at the end of the file")
+        return struct.unpack("<I", tail[-8:-4])[0]
+
+    @property
+    def row_groups(self) -> list[Struct]:
+        return self.metadata.get(FILE_ROW_GROUPS).items
+
+    @property
+    def schema_bytes(self) -> bytes:
+        """The encoded schema elements, to check two files describe their columns identically."""
+        return encode_struct(Struct([[FILE_SCHEMA, LIST, self.metadata.get(FILE_SCHEMA)]]))
+
+    def row_group_span(self, index: int) -> tuple[int, int]:
+        """Byte range [start, end) of a row group's column chunks."""
+        return row_group_span(self.row_groups[index])
+
+    def serialize(self) -> bytes:
+        """The footer as it ends a file: Thrift bytes, their length, ``PAR1``."""
+        raw = encode_struct(self.metadata)
+        return raw + struct.pack("<I", len(raw)) + MAGIC
+
+    def pyarrow_metadata(self) -> pq.FileMetaData:
+        """The same footer parsed by pyarrow (for statistics and row counts)."""
+        return pq.read_metadata(pa.BufferReader(self.serialize()))
+
+
+def row_group_span(rg: Struct) -> tuple[int, int]:
+    start = end = None
+    for chunk in rg.get(RG_COLUMNS).items:
+        meta = chunk.get(CC_META_DATA)
+        dictionary = meta.get(CMD_DICTIONARY_PAGE_OFFSET)
+        first = dictionary if dictionary else meta.get(CMD_DATA_PAGE_OFFSET)
+        last = first + meta.get(CMD_TOTAL_COMPRESSED_SIZE)
+        start = first if start is None else min(start, first)
+        end = last if end is None else max(end, last)
+    if start is None or end is None:
+        raise FooterError("row group has no columns")
+    return start, end
+
+
+def relocate_row_group(rg: Struct, move: Callable[[int], int], *, keep_indexes: bool = True) -> None:
+    """Rewrite every absolute offset of a row group through ``move`` (in place).
+
+    With ``keep_indexes=False`` the page-index and bloom-filter references are dropped (their
+    bytes describe pages that no longer exist).
+    """
+    if rg.has(RG_FILE_OFFSET):
+        rg.set(RG_FILE_OFFSET, I64, move(rg.get(RG_FILE_OFFSET)))
+    for chunk in rg.get(RG_COLUMNS).items:
+        if chunk.get(CC_FILE_OFFSET):
+            chunk.set(CC_FILE_OFFSET, I64, move(chunk.get(CC_FILE_OFFSET)))
+        meta = chunk.get(CC_META_DATA)
+        for fid in _CMD_OFFSETS:
+            if meta.has(fid) and not (fid == CMD_BLOOM_FILTER_OFFSET and not keep_indexes):
+                meta.set(fid, I64, move(meta.get(fid)))
+        if not keep_indexes:
+            meta.remove(CMD_BLOOM_FILTER_OFFSET)
+            meta.remove(CMD_BLOOM_FILTER_LENGTH)
+            for fid in _CC_INDEX_FIELDS:
+                chunk.remove(fid)
+        else:
+            for fid in (CC_OFFSET_INDEX_OFFSET, CC_COLUMN_INDEX_OFFSET):
+                if chunk.has(fid):
+                    chunk.set(fid, I64, move(chunk.get(fid)))
+
+
+def with_row_groups(metadata: Struct, row_groups: list[Struct]) -> Struct:
+    """A copy of ``metadata`` whose row groups (and total row count, ordinals) are replaced."""
+    out = Struct([list(f) for f in metadata.fields])
+    for ordinal, rg in enumerate(row_groups):
+        if rg.has(RG_ORDINAL):
+            rg.set(RG_ORDINAL, I16, ordinal)
+    out.set(FILE_ROW_GROUPS, LIST, ThriftList(STRUCT, row_groups))
+    out.set(FILE_NUM_ROWS, I64, sum(rg.get(RG_NUM_ROWS) for rg in row_groups))
+    return out
+
+
+def copy_struct(s: Struct) -> Struct:
+    """A deep copy (structs nest; values are immutable otherwise)."""
+    decoded, _ = decode_struct(encode_struct(s))
+    return decoded

@@ -1,0 +1,436 @@
+"""Physically removing rows from a data file: splice its row groups server-side, or rewrite it.
+
+Splice (DESIGN section 5): range-GET the footer and each affected row group (pinned to the
+ETag the manifest recorded), decode, drop rows, re-encode with the original codec, dictionary
+use and page version, relocate every offset of the footer, then publish a *new* object with
+a multipart upload whose unchanged byte ranges are copied server-side (UploadPartCopy).
+Every part but the last must be at least 5 MiB: a too-small edited part is widened with
+neighbouring bytes (downloaded), and a too-small copy range is downloaded into its
+neighbour. Any failure aborts the upload.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from castable.errors import CastableError, CorruptObjectError
+from castable.footer import (
+    CC_META_DATA,
+    CMD_CODEC,
+    CMD_ENCODING_STATS,
+    CMD_ENCODINGS,
+    CMD_PATH,
+    CMD_STATISTICS,
+    MAGIC,
+    RG_COLUMNS,
+    RG_NUM_ROWS,
+    Footer,
+    FooterError,
+    copy_struct,
+    relocate_row_group,
+    row_group_span,
+    with_row_groups,
+)
+from castable.layout import new_data_key
+from castable.manifest import DataFile
+from castable.properties import TableProperties
+from castable.scan import rows_mask
+from castable.store import MAX_PART_SIZE, MIN_PART_SIZE, ObjectInfo, ObjectStore, PreconditionFailedError
+from castable.thrift import Struct
+from castable.tombstone import FileDeletes
+from castable.writer import data_file_from_metadata, write_data_files
+
+_TAIL_GUESS = 64 * 1024
+_CODECS = {0: "none", 1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4"}
+_DICTIONARY_ENCODINGS = {2, 8}  # PLAIN_DICTIONARY, RLE_DICTIONARY
+_DATA_PAGE_V2 = 3
+
+
+class SpliceNotPossibleError(CastableError):
+    """The file cannot be spliced (too small to range-copy, or a layout castable cannot re-encode)."""
+
+
+@dataclass
+class Transfer:
+    """Bytes an operation moved: downloaded and uploaded by the client, copied inside the store."""
+
+    downloaded: int = 0
+    uploaded: int = 0
+    copied: int = 0
+
+    def add(self, other: Transfer) -> None:
+        self.downloaded += other.downloaded
+        self.uploaded += other.uploaded
+        self.copied += other.copied
+
+
+@dataclass
+class RowMap:
+    """Where the surviving rows of an old file went: old (row group, position) -> new location."""
+
+    old_rows: list[int]
+    kept: dict[int, np.ndarray]  # edited old row groups -> sorted kept positions
+    new_row_groups: list[tuple[str, int]]  # every new (file path, row-group index), in row order
+    new_rows: list[int]
+
+    def __post_init__(self) -> None:
+        self._old_offsets = np.concatenate([[0], np.cumsum([self.kept_count(i) for i in range(len(self.old_rows))])])
+        self._new_offsets = np.concatenate([[0], np.cumsum(self.new_rows)])
+
+    def kept_count(self, rg: int) -> int:
+        return len(self.kept[rg]) if rg in self.kept else self.old_rows[rg]
+
+    def locate(self, rg: int, positions: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
+        """New (file, row group) -> positions, for the surviving rows among old ``positions``."""
+        positions = positions[positions < self.old_rows[rg]]
+        if rg in self.kept:
+            kept = self.kept[rg]
+            idx = np.searchsorted(kept, positions)
+            found = (idx < len(kept)) & (kept[np.minimum(idx, len(kept) - 1)] == positions)
+            positions = idx[found]
+        globals_ = self._old_offsets[rg] + positions
+        out: dict[tuple[str, int], np.ndarray] = {}
+        groups = np.searchsorted(self._new_offsets, globals_, side="right") - 1
+        for g in np.unique(groups):
+            sel = globals_[groups == g] - self._new_offsets[g]
+            out[self.new_row_groups[g]] = sel
+        return out
+
+
+@dataclass
+class FileErasure:
+    """What erasing rows did to one data file."""
+
+    old: DataFile
+    new: list[DataFile]
+    method: str  # "splice" or "rewrite"
+    rows_removed: int
+    row_groups_edited: list[int]
+    transfer: Transfer
+    row_map: RowMap = field(repr=False)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_footer(store: ObjectStore, f: DataFile, transfer: Transfer) -> Footer:
+    """The footer of a data file, fetched with one or two range GETs pinned to its ETag."""
+    start = max(0, f.size - _TAIL_GUESS)
+    tail = _get(store, f, start, f.size, transfer)
+    try:
+        needed = Footer.length_from_tail(tail) + 8
+        if needed > len(tail):
+            tail = _get(store, f, f.size - needed, f.size, transfer)
+        return Footer.from_tail(tail, f.size)
+    except FooterError as e:
+        raise CorruptObjectError(f"{f.path}: {e}") from None
+
+
+def _get(store: ObjectStore, f: DataFile, start: int, end: int, transfer: Transfer) -> bytes:
+    try:
+        data = store.get(f.path, byte_range=(start, end), if_match=f.etag).data
+    except PreconditionFailedError:
+        raise CorruptObjectError(f"{f.path} changed since it was committed") from None
+    transfer.downloaded += len(data)
+    return data
+
+
+def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, transfer: Transfer) -> pa.Table:
+    """Decode one row group from its bytes alone, by framing them as a one-row-group file."""
+    start, end = footer.row_group_span(index)
+    data = _get(store, f, start, end, transfer)
+    rg = copy_struct(footer.row_groups[index])
+    relocate_row_group(rg, lambda p: p - start + len(MAGIC), keep_indexes=False)
+    mini = MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize()
+    return pq.read_table(pa.BufferReader(mini))
+
+
+def matching_rows(table: pa.Table, expression: pc.Expression) -> np.ndarray:
+    """Which rows of a decoded row group satisfy the predicate (NULL counts as no)."""
+    return rows_mask(ds.dataset(table).to_table(columns={"m": expression}).column("m"))
+
+
+def doomed_rows(
+    table: pa.Table, matched: np.ndarray, rg: int, deletes: FileDeletes | None, key: str | None
+) -> np.ndarray:
+    """Rows of a decoded row group to remove: those matching, and those already tombstoned."""
+    doomed = matched.copy()
+    if deletes is not None:
+        doomed |= deletes.position_mask(rg, table.num_rows)
+        if key is not None and deletes.key_ranges:
+            doomed |= deletes.key_mask(table.column(key))
+    return doomed
+
+
+# --------------------------------------------------------------------------- re-encoding
+
+
+def writer_options(rg: Struct) -> dict[str, object]:
+    """pyarrow writer options that reproduce a row group's codecs, dictionaries and page version."""
+    codecs: dict[str, str] = {}
+    dictionary: list[str] = []
+    statistics: list[str] = []
+    v2 = False
+    for chunk in rg.get(RG_COLUMNS).items:
+        meta = chunk.get(CC_META_DATA)
+        path = ".".join(p.decode() for p in meta.get(CMD_PATH).items)
+        codec = _CODECS.get(meta.get(CMD_CODEC))
+        if codec is None:
+            raise SpliceNotPossibleError(f"column {path} uses codec {meta.get(CMD_CODEC)}, which pyarrow cannot write")
+        codecs[path] = codec
+        if _DICTIONARY_ENCODINGS & set(meta.get(CMD_ENCODINGS).items):
+            dictionary.append(path)
+        if meta.has(CMD_STATISTICS):
+            statistics.append(path)
+        stats = meta.get(CMD_ENCODING_STATS)
+        if stats is not None and any(s.get(1) == _DATA_PAGE_V2 for s in stats.items):
+            v2 = True
+    distinct = set(codecs.values())
+    return {
+        "compression": distinct.pop() if len(distinct) == 1 else codecs,
+        "use_dictionary": dictionary,
+        "write_statistics": statistics or False,
+        "data_page_version": "2.0" if v2 else "1.0",
+    }
+
+
+def encode_row_group(table: pa.Table, footer: Footer, index: int) -> tuple[bytes, Struct]:
+    """Encode rows as one row group like the original; its bytes and footer entry (offsets from 0)."""
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, **writer_options(footer.row_groups[index])) as writer:  # type: ignore[arg-type]
+        writer.write_table(table, row_group_size=max(table.num_rows, 1))
+    data = sink.getvalue().to_pybytes()
+    temp = Footer.from_tail(data, len(data))
+    if temp.schema_bytes != footer.schema_bytes:
+        raise SpliceNotPossibleError("re-encoding changes the Parquet schema (file not written by pyarrow?)")
+    (rg,) = temp.row_groups
+    start, end = row_group_span(rg)
+    relocate_row_group(rg, lambda p: p - start, keep_indexes=False)
+    return data[start:end], rg
+
+
+# --------------------------------------------------------------------------- part planning
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Bytes [start, end) of the old object."""
+
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Data:
+    """New bytes made by the client."""
+
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+Segment = Copy | Data
+
+
+@dataclass(frozen=True)
+class CopyPart:
+    """A part copied server-side (UploadPartCopy)."""
+
+    source: Copy
+
+
+@dataclass(frozen=True)
+class UploadPart:
+    """A part uploaded by the client: new bytes, and old ranges downloaded to widen it."""
+
+    pieces: tuple[Segment, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.pieces)
+
+
+Part = CopyPart | UploadPart
+
+
+def plan_parts(segments: Iterable[Segment], min_size: int = MIN_PART_SIZE, max_size: int = MAX_PART_SIZE) -> list[Part]:
+    """Group the new object's segments into multipart parts that obey S3's size rules.
+
+    A copy range of at least ``min_size`` becomes copy parts (split under ``max_size``);
+    new bytes accumulate into an upload part, which is widened with the head of the next copy
+    range until it reaches ``min_size`` (or swallows a range too small to stand alone). Only
+    the last part may be small.
+    """
+    parts: list[Part] = []
+    pending: list[Segment] = []
+
+    def pending_size() -> int:
+        return sum(p.size for p in pending)
+
+    def flush() -> None:
+        if pending:
+            parts.append(UploadPart(tuple(pending)))
+            pending.clear()
+
+    for seg in segments:
+        if seg.size == 0:
+            continue
+        if isinstance(seg, Data):
+            pending.append(seg)
+            continue
+        if pending and pending_size() < min_size:
+            need = min_size - pending_size()
+            if seg.size - need < min_size:
+                pending.append(seg)
+                continue
+            pending.append(Copy(seg.start, seg.start + need))
+            seg = Copy(seg.start + need, seg.end)
+        flush()
+        if seg.size < min_size:
+            pending.append(seg)
+            continue
+        pieces = math.ceil(seg.size / max_size)
+        bounds = [seg.start + seg.size * i // pieces for i in range(pieces + 1)]
+        parts.extend(CopyPart(Copy(a, b)) for a, b in itertools.pairwise(bounds))
+    flush()
+    return parts
+
+
+def upload(store: ObjectStore, old: DataFile, key: str, parts: list[Part], transfer: Transfer) -> ObjectInfo:
+    """Publish ``parts`` as the new object ``key``; the upload is aborted if anything fails."""
+    upload_id = store.create_multipart(key)
+    try:
+        done = []
+        for number, part in enumerate(parts, start=1):
+            if isinstance(part, CopyPart):
+                r = part.source
+                done.append(
+                    store.upload_part_copy(key, upload_id, number, old.path, (r.start, r.end), source_etag=old.etag)
+                )
+                transfer.copied += r.size
+            else:
+                data = b"".join(
+                    p.data if isinstance(p, Data) else _get(store, old, p.start, p.end, transfer) for p in part.pieces
+                )
+                done.append(store.upload_part(key, upload_id, number, data))
+                transfer.uploaded += len(data)
+        return store.complete_multipart(key, upload_id, done)
+    except BaseException:
+        store.abort_multipart(key, upload_id)
+        raise
+
+
+# --------------------------------------------------------------------------- the two methods
+
+
+def splice_file(
+    store: ObjectStore,
+    f: DataFile,
+    footer: Footer,
+    edits: dict[int, tuple[pa.Table, np.ndarray]],
+    schema: pa.Schema,
+    transfer: Transfer,
+) -> tuple[list[DataFile], RowMap]:
+    """Replace the edited row groups (index -> kept rows and their old positions) in a new object."""
+    if f.size < MIN_PART_SIZE:
+        raise SpliceNotPossibleError(f"{f.path} is {f.size} bytes; S3 cannot range-copy from objects under 5 MiB")
+    key = new_data_key()
+    segments: list[Segment] = []
+    row_groups: list[Struct] = []
+    unedited: list[Struct] = []
+    cursor = 0
+    shifts: list[tuple[int, int]] = []  # (old end of an edit, cumulative size change after it)
+    delta = 0
+    for index, rg in enumerate(footer.row_groups):
+        if index not in edits:
+            unedited.append(copy_struct(rg))
+            row_groups.append(unedited[-1])
+            continue
+        start, end = footer.row_group_span(index)
+        segments.append(Copy(cursor, start))
+        kept, _ = edits[index]
+        new_bytes = b""
+        if kept.num_rows:
+            new_bytes, new_rg = encode_row_group(kept, footer, index)
+            new_start = start + delta
+            relocate_row_group(new_rg, lambda p, base=new_start: p + base, keep_indexes=False)
+            row_groups.append(new_rg)
+            segments.append(Data(new_bytes))
+        delta += len(new_bytes) - (end - start)
+        shifts.append((end, delta))
+        cursor = end
+    segments.append(Copy(cursor, footer.offset))
+
+    ends = [end for end, _ in shifts]
+
+    def move(pos: int) -> int:
+        """Old offset -> new offset: shifted by the size change of every edit before it."""
+        i = bisect.bisect_right(ends, pos)
+        return pos + (shifts[i - 1][1] if i else 0)
+
+    for rg in unedited:
+        relocate_row_group(rg, move)
+    metadata = with_row_groups(footer.metadata, row_groups)
+    new_footer = Footer(metadata, 0)
+    segments.append(Data(new_footer.serialize()))
+    info = upload(store, f, key, plan_parts(segments), transfer)
+    new = data_file_from_metadata(info, new_footer.pyarrow_metadata(), schema)
+    return [new], _row_map(footer, edits, [(new.path, i) for i in range(len(row_groups))], row_groups)
+
+
+def rewrite_file(
+    store: ObjectStore,
+    f: DataFile,
+    footer: Footer,
+    edits: dict[int, tuple[pa.Table, np.ndarray]],
+    schema: pa.Schema,
+    props: TableProperties,
+    transfer: Transfer,
+) -> tuple[list[DataFile], RowMap]:
+    """Write the file's surviving rows as new files with the table's writer settings."""
+
+    def batches() -> Iterable[pa.RecordBatch]:
+        for index in range(len(footer.row_groups)):
+            table = edits[index][0] if index in edits else read_row_group(store, f, footer, index, transfer)
+            yield from table.cast(schema).to_batches()
+
+    before = store.stats.bytes_out
+    files = write_data_files(store, batches(), schema, props)
+    transfer.uploaded += store.stats.bytes_out - before
+    new_groups: list[Struct] = []
+    locations: list[tuple[str, int]] = []
+    for nf in files:
+        written = read_footer(store, nf, Transfer())
+        locations += [(nf.path, i) for i in range(len(written.row_groups))]
+        new_groups += written.row_groups
+    return files, _row_map(footer, edits, locations, new_groups)
+
+
+def _row_map(
+    footer: Footer,
+    edits: dict[int, tuple[pa.Table, np.ndarray]],
+    locations: list[tuple[str, int]],
+    new_groups: list[Struct],
+) -> RowMap:
+    return RowMap(
+        old_rows=[rg.get(RG_NUM_ROWS) for rg in footer.row_groups],
+        kept={i: pos for i, (_, pos) in edits.items()},
+        new_row_groups=locations,
+        new_rows=[rg.get(RG_NUM_ROWS) for rg in new_groups],
+    )
