@@ -8,7 +8,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from castable.store import Blob, ObjectInfo, ObjectStore, StagedObject, StoreError
+from castable.store import (
+    Blob,
+    MultipartUpload,
+    ObjectInfo,
+    ObjectStore,
+    StagedObject,
+    StoreError,
+    UploadedPart,
+)
 
 
 class SimulatedCrash(BaseException):
@@ -84,3 +92,26 @@ class FaultyStore(ObjectStore):
 
     def open_input(self, key: str, **kwargs: Any) -> pa.NativeFile:
         return self._run("open_input", key, lambda: self.inner.open_input(key, **kwargs))
+
+    def purge(self, key: str) -> int:
+        return self._run("purge", key, lambda: self.inner.purge(key))
+
+    def create_multipart(self, key: str) -> str:
+        return self._run("create_multipart", key, lambda: self.inner.create_multipart(key))
+
+    def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> UploadedPart:
+        return self._run("upload_part", key, lambda: self.inner.upload_part(key, upload_id, number, data))
+
+    def upload_part_copy(self, key: str, upload_id: str, number: int, *args: Any, **kwargs: Any) -> UploadedPart:
+        return self._run(
+            "upload_part_copy", key, lambda: self.inner.upload_part_copy(key, upload_id, number, *args, **kwargs)
+        )
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
+        return self._run("complete_multipart", key, lambda: self.inner.complete_multipart(key, upload_id, parts))
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        return self._run("abort_multipart", key, lambda: self.inner.abort_multipart(key, upload_id))
+
+    def list_multipart_uploads(self, prefix: str = "") -> Iterator[MultipartUpload]:
+        return self._run("list_multipart_uploads", prefix, lambda: self.inner.list_multipart_uploads(prefix))
