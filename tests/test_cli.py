@@ -54,6 +54,15 @@ def test_cli_tour(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     assert "primary key: id" in info and "version 2" in info
 
 
+def test_cli_erase(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    run("append", uri, str(inputs[0]))
+    out = run("erase", uri, "id = 7", "--purge")
+    assert '"rows_erased": 1' in out and '"verified": true' in out
+    assert run("scan", uri, "--count").strip() == "499"
+
+
 def test_cli_csv_append_and_schema_option(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     uri = str(tmp_path / "t")
     run("create", uri, "--schema", "id:int64,value:double,category:string")

@@ -325,3 +325,12 @@ def test_bad_erase_arguments(tmp_path: Path) -> None:
         t.erase("nope = 1")
     assert t.erase("id = 1", commit_id="gdpr-1").version == 2
     assert t.erase("id = 1", commit_id="gdpr-1").version == 2
+
+
+def test_row_map_of_an_emptied_row_group() -> None:
+    from castable.splice import RowMap
+
+    m = RowMap(old_rows=[3, 4], kept={0: np.array([], dtype=np.int64)}, new_row_groups=[("n", 0)], new_rows=[4])
+    assert m.locate(0, np.array([0, 2])) == {}
+    located = m.locate(1, np.array([1, 3]))
+    assert list(located) == [("n", 0)] and located[("n", 0)].tolist() == [1, 3]

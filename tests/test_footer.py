@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import io
+import itertools
 import struct
 
 import duckdb
@@ -88,7 +89,7 @@ def test_relocation_moves_every_offset() -> None:
     assert table.equals(pq.read_table(pa.BufferReader(data)))
     spans = [row_group_span(rg) for rg in row_groups]
     assert spans[0][0] == 4 + len(pad)
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False)), "row groups stay contiguous"
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans)), "row groups stay contiguous"
 
 
 def test_row_group_spans_tile_the_data_section() -> None:

@@ -98,6 +98,18 @@ class TableModel(RuleBasedStateMachine):
         if version == before + 1:
             self.versions.append(state)
 
+    @rule(pred=_predicates(), mode=st.sampled_from(["auto", "rewrite"]))
+    def erase(self, pred: tuple[str, object], mode: str) -> None:
+        sql, fn = pred
+        state = {k: r for k, r in self.versions[-1].items() if not fn(r)}  # type: ignore[operator]
+        before = self.table.version
+        report = self.table.erase(sql, mode=mode)  # type: ignore[arg-type]
+        if report.version != before:
+            self.versions.append(state)
+        else:
+            assert state == self.versions[-1]
+        assert castable.open_table(str(self.dir / "t")).scan(filter=sql).count() == 0
+
     @rule(pred=_predicates())
     def filtered_scan(self, pred: tuple[str, object]) -> None:
         sql, fn = pred

@@ -152,6 +152,32 @@ def delete(
 
 
 @app.command()
+def erase(
+    uri: str,
+    predicate: Annotated[str, typer.Argument(help="SQL predicate of the rows to remove physically.")],
+    mode: Annotated[str, typer.Option(help="auto, splice (server-side row-group splice) or rewrite.")] = "auto",
+    purge: Annotated[bool, typer.Option(help="Also expire old versions, delete old objects and verify.")] = False,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Physically remove rows (hard delete) and print the erasure report."""
+    table = _open(uri, storage_option)
+    with err_console.status("erasing"):
+        report = table.erase(predicate, commit_id=commit_id, mode=mode, purge=purge)  # type: ignore[arg-type]
+    shown = RichTable("old object", "new objects", "method", "row groups edited", "rows", title="erasure")
+    for e in report.files:
+        shown.add_row(
+            e.old.path,
+            "\n".join(n.path for n in e.new) or "-",
+            e.method,
+            ",".join(map(str, e.row_groups_edited)),
+            str(e.rows_removed),
+        )
+    console.print(shown)
+    console.print_json(json.dumps(report.summary(), default=str))
+
+
+@app.command()
 def scan(
     uri: str,
     columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,

@@ -95,9 +95,13 @@ class RowMap:
         positions = positions[positions < self.old_rows[rg]]
         if rg in self.kept:
             kept = self.kept[rg]
+            if not len(kept):
+                return {}
             idx = np.searchsorted(kept, positions)
             found = (idx < len(kept)) & (kept[np.minimum(idx, len(kept) - 1)] == positions)
             positions = idx[found]
+        if not len(positions):
+            return {}
         globals_ = self._old_offsets[rg] + positions
         out: dict[tuple[str, int], np.ndarray] = {}
         groups = np.searchsorted(self._new_offsets, globals_, side="right") - 1
