@@ -1,0 +1,139 @@
+"""Erase benchmark: remove one row from a ~256 MiB file with 8-16 MiB row groups.
+
+Compares the row-group splice (multipart upload, unchanged bytes copied server-side) with a
+whole-file rewrite, side by side in one run, on the local store and on S3 (a moto server
+over HTTP). Reports medians of client bytes down/up, bytes copied server-side and wall time.
+
+Usage: python bench/bench_erase.py [--rows 2400000] [--repeats 3]
+Writes bench/results/erase.md as well as printing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import shutil
+import socket
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+from bench_core import RESULTS, SCHEMA, event_batches
+
+import castable
+
+MIB = 1024 * 1024
+
+
+def build(uri: str, rows: int, options: dict | None) -> castable.Table:
+    props = {"write.row-group-size-bytes": 14 * MIB, "write.target-file-size-bytes": 1024 * MIB}
+    table = castable.create_table(uri, SCHEMA, primary_key="id", properties=props, storage_options=options)
+    table.append(pa.RecordBatchReader.from_batches(SCHEMA, event_batches(rows)))
+    return table
+
+
+def measure(table: castable.Table, rows: int, repeats: int) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    targets = iter(range(rows // 3, rows, 7919))
+    for mode in ("splice", "rewrite"):
+        samples: dict[str, list[float]] = {"seconds": [], "down": [], "up": [], "copied": []}
+        for _ in range(repeats):
+            key = next(targets)
+            t0 = time.perf_counter()
+            report = table.erase(f"id = {key}", mode=mode)  # type: ignore[arg-type]
+            samples["seconds"].append(time.perf_counter() - t0)
+            assert report.rows_erased == 1 and report.files[0].method == mode
+            samples["down"].append(report.transfer.downloaded)
+            samples["up"].append(report.transfer.uploaded)
+            samples["copied"].append(report.transfer.copied)
+        out[mode] = {k: statistics.median(v) for k, v in samples.items()}
+        out[mode]["min_s"], out[mode]["max_s"] = min(samples["seconds"]), max(samples["seconds"])
+    return out
+
+
+def moto_server() -> tuple[object, str]:
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return server, f"http://127.0.0.1:{port}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=2_400_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    lines = [
+        f"# castable erase benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"pyarrow {pa.__version__}. One row erased per run; medians of {args.repeats} runs per mode.",
+        "",
+    ]
+    work = Path(tempfile.mkdtemp(prefix="castable-erase-"))
+    server, endpoint = moto_server()
+    try:
+        import boto3
+
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
+        stores = {
+            "local": (str(work / "t"), None),
+            "S3 (moto, HTTP)": ("s3://bench/erase", {"endpoint_url": endpoint, "region": "us-east-1"}),
+        }
+        for name, (uri, options) in stores.items():
+            table = build(uri, args.rows, options)
+            (f,) = table.manifest.data_files
+            md = table.snapshot().fragment(f).metadata
+            rg_sizes = [
+                sum(md.row_group(i).column(j).total_compressed_size for j in range(md.num_columns))
+                for i in range(md.num_row_groups)
+            ]
+            print(f"{name}: file of {f.size / MIB:.0f} MiB, {f.row_groups} row groups", flush=True)
+            r = measure(table, args.rows, args.repeats)
+            s, w = r["splice"], r["rewrite"]
+            client_s, client_w = s["down"] + s["up"], w["down"] + w["up"]
+            lines += [
+                f"## {name}",
+                "",
+                f"File: {f.size / MIB:.1f} MiB, {f.row_groups} row groups of "
+                f"{min(rg_sizes) / MIB:.1f}-{max(rg_sizes) / MIB:.1f} MiB compressed.",
+                "",
+                "| method | wall time (median, min-max) | downloaded | uploaded | copied server-side | client bytes |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |",
+            ]
+            for mode, m in r.items():
+                lines.append(
+                    f"| {mode} | {m['seconds']:.2f} s ({m['min_s']:.2f}-{m['max_s']:.2f}) | {m['down'] / MIB:.1f} MiB "
+                    f"| {m['up'] / MIB:.1f} MiB | {m['copied'] / MIB:.1f} MiB | {(m['down'] + m['up']) / MIB:.1f} MiB |"
+                )
+            lines += [
+                "",
+                f"- client bytes, rewrite / splice: **{client_w / client_s:.1f}x** (target >= 10x)",
+                f"- splice downloads {s['down'] / MIB:.1f} MiB against one row group + footer of at most "
+                f"{max(rg_sizes) / MIB:.1f} MiB + footer",
+                f"- wall time, rewrite / splice: **{w['seconds'] / s['seconds']:.1f}x**",
+                "",
+            ]
+    finally:
+        server.stop()  # type: ignore[attr-defined]
+        shutil.rmtree(work, ignore_errors=True)
+    report = "\n".join(lines)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "erase.md").write_text(report)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
