@@ -334,3 +334,26 @@ def test_row_map_of_an_emptied_row_group() -> None:
     assert m.locate(0, np.array([0, 2])) == {}
     located = m.locate(1, np.array([1, 3]))
     assert list(located) == [("n", 0)] and located[("n", 0)].tolist() == [1, 3]
+
+
+@pytest.mark.slow
+def test_processes_erasing_and_deleting_the_same_file(table_uri: tuple[str, dict | None]) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from workers import erase_or_delete
+
+    t = make(table_uri)
+    uri, options = table_uri
+    with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(erase_or_delete, [uri] * 4, [options] * 4, range(4)))
+    erased = {i for w, ids in enumerate(results) if w % 2 == 0 for i in ids}
+    deleted = {i for w, ids in enumerate(results) if w % 2 for i in ids}
+    latest = Table.load(t.store)
+    assert ids_of(latest) == [i for i in range(120_000) if i not in erased | deleted], "no delete lost"
+    (f,) = latest.manifest.data_files
+    physical = set(
+        pq.read_table(pa.BufferReader(latest.store.get(f.path).data), columns=["id"]).column("id").to_pylist()
+    )
+    assert not physical & erased, "no erased row comes back"
+    assert len([h for h in latest.history() if h.operation == "erase"]) == 6

@@ -39,3 +39,17 @@ def expected_ids(worker: int, rounds: int) -> set[int]:
         gone = {*range(start, start + 10), start + 50, start + 77, *range(start + 91, start + 95)}
         keep |= set(range(start, start + 100)) - gone
     return keep
+
+
+def erase_or_delete(uri: str, options: dict | None, worker: int) -> list[int]:
+    """Even workers erase ids, odd workers soft-delete ids, all in the same data file."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    targets = [worker * 10_000 + k * 97 for k in range(3)]
+    for target in targets:
+        if worker % 2:
+            table.delete(f"id = {target}")
+        else:
+            table.erase(f"id = {target}", mode="splice")
+    return targets
