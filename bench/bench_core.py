@@ -14,6 +14,7 @@ Writes bench/results/core.md as well as printing it.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import platform
 import shutil
@@ -161,10 +162,8 @@ def scan_throughput(table: castable.Table, repeats: int) -> list[tuple[str, floa
     return results
 
 
-def s3_requests() -> dict[str, dict[str, int]]:
-    import logging
-
-    import boto3
+def moto_server() -> tuple[object, str]:
+    """A moto S3 server on a free loopback port; returns it (``stop()`` when done) and its endpoint."""
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -175,8 +174,14 @@ def s3_requests() -> dict[str, dict[str, int]]:
         port = s.getsockname()[1]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    return server, f"http://127.0.0.1:{port}"
+
+
+def s3_requests() -> dict[str, dict[str, int]]:
+    import boto3
+
+    server, endpoint = moto_server()
     try:
-        endpoint = f"http://127.0.0.1:{port}"
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
         options = {"endpoint_url": endpoint, "region": "us-east-1"}
         table = castable.create_table("s3://bench/events", SCHEMA, primary_key="id", storage_options=options)
@@ -197,7 +202,7 @@ def s3_requests() -> dict[str, dict[str, int]]:
         out["open latest version"] = opened.store.stats.snapshot()
         return out
     finally:
-        server.stop()
+        server.stop()  # type: ignore[attr-defined]
 
 
 def main() -> None:

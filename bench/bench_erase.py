@@ -11,11 +11,9 @@ Writes bench/results/erase.md as well as printing it.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import platform
 import shutil
-import socket
 import statistics
 import tempfile
 import time
@@ -23,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-from bench_core import RESULTS, SCHEMA, event_batches
+from bench_core import RESULTS, SCHEMA, event_batches, moto_server
 
 import castable
 
@@ -54,20 +52,6 @@ def measure(table: castable.Table, rows: int, repeats: int) -> dict[str, dict[st
         out[mode] = {k: statistics.median(v) for k, v in samples.items()}
         out[mode]["min_s"], out[mode]["max_s"] = min(samples["seconds"]), max(samples["seconds"])
     return out
-
-
-def moto_server() -> tuple[object, str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    return server, f"http://127.0.0.1:{port}"
 
 
 def main() -> None:

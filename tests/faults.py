@@ -42,6 +42,20 @@ def once(op: str, key_prefix: str, action: str, *, skip: int = 0) -> Rule:
     return rule
 
 
+def before_first(op: str, action: Callable[[], object]) -> Rule:
+    """Run ``action`` (another writer's commit, say) just before the first ``op``: an interleaving."""
+    fired = False
+
+    def rule(o: str, key: str) -> Action:
+        nonlocal fired
+        if o == op and not fired:
+            fired = True
+            action()
+        return None
+
+    return rule
+
+
 class FaultyStore(ObjectStore):
     """Delegates to ``inner``; ``rule(op, key)`` decides what goes wrong on each call."""
 

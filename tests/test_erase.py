@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from conftest import snapshot_of
-from faults import FaultyStore, SimulatedCrash, once
+from faults import FaultyStore, SimulatedCrash, before_first, once
 
 import castable
 from castable.manifest import DataFile
@@ -242,15 +242,11 @@ def test_concurrent_soft_delete_is_folded_into_the_erase(table_uri: tuple[str, d
     t = make(table_uri)
     other = Table.load(t.store)
 
-    def rule(op: str, key: str) -> str | None:
-        if op == "complete_multipart" and not rule.fired:  # type: ignore[attr-defined]
-            rule.fired = True  # type: ignore[attr-defined]
-            other.delete("id = 61000 OR id = 5 OR id = 119999")
-            other.delete("id BETWEEN 100 AND 110")
-        return None
+    def meanwhile() -> None:
+        other.delete("id = 61000 OR id = 5 OR id = 119999")
+        other.delete("id BETWEEN 100 AND 110")
 
-    rule.fired = False  # type: ignore[attr-defined]
-    eraser = Table.load(FaultyStore(t.store, rule))
+    eraser = Table.load(FaultyStore(t.store, before_first("complete_multipart", meanwhile)))
     report = eraser.erase("id = 60000", mode="splice")
     assert report.version == 4
     expected = [i for i in range(120_000) if i not in {60000, 61000, 5, 119999, *range(100, 111)}]
@@ -261,15 +257,8 @@ def test_concurrent_soft_delete_is_folded_into_the_erase(table_uri: tuple[str, d
 def test_concurrent_erases_of_the_same_file(table_uri: tuple[str, dict | None]) -> None:
     t = make(table_uri)
     other = Table.load(t.store)
-
-    def rule(op: str, key: str) -> str | None:
-        if op == "complete_multipart" and not rule.fired:  # type: ignore[attr-defined]
-            rule.fired = True  # type: ignore[attr-defined]
-            other.erase("id = 70000", mode="splice")
-        return None
-
-    rule.fired = False  # type: ignore[attr-defined]
-    eraser = Table.load(FaultyStore(t.store, rule))
+    rival = before_first("complete_multipart", lambda: other.erase("id = 70000", mode="splice"))
+    eraser = Table.load(FaultyStore(t.store, rival))
     eraser.erase("id = 60000", mode="splice")
     assert eraser.manifest.commit.summary["replans"] == 1
     latest = Table.load(t.store)

@@ -11,12 +11,13 @@ pyarrow against row-group statistics, but castable cannot look inside it.
 from __future__ import annotations
 
 import enum
+import functools
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,6 +82,14 @@ def _all_null(s: ColumnStats | None, rows: int) -> bool:
     return s is not None and s.null_count is not None and s.null_count >= rows
 
 
+def _judge(s: ColumnStats | None, rows: int) -> Match | tuple[Any, Any, bool]:
+    """A comparison's verdict when statistics settle it alone (all NULL, or no bounds), else the bounds."""
+    if _all_null(s, rows):
+        return Match.NONE
+    b = _bounds(s)
+    return Match.SOME if b is None else b
+
+
 @dataclass(frozen=True)
 class Compare(Predicate):
     column: str
@@ -94,12 +103,9 @@ class Compare(Predicate):
         return {self.column}
 
     def match(self, stats: StatsLookup, rows: int) -> Match:
-        s = stats(self.column)
-        if _all_null(s, rows):
-            return Match.NONE
-        b = _bounds(s)
-        if b is None:
-            return Match.SOME
+        b = _judge(stats(self.column), rows)
+        if isinstance(b, Match):
+            return b
         lo, hi, exact = b
         v = self.value.as_py()
         none, every = {
@@ -142,12 +148,9 @@ class InList(Predicate):
         return {self.column}
 
     def match(self, stats: StatsLookup, rows: int) -> Match:
-        s = stats(self.column)
-        if _all_null(s, rows):
-            return Match.NONE
-        b = _bounds(s)
-        if b is None:
-            return Match.SOME
+        b = _judge(stats(self.column), rows)
+        if isinstance(b, Match):
+            return b
         lo, hi, exact = b
         values = [v for v in self.values.to_pylist() if v is not None]
         if any(lo <= v <= hi for v in values):
@@ -212,23 +215,31 @@ class Constant(Predicate):
 
 
 @dataclass(frozen=True)
-class And(Predicate):
+class _Junction(Predicate):
+    """AND / OR of several predicates: one operator, and the verdict that decides it alone."""
+
     parts: tuple[Predicate, ...]
+    join: ClassVar[Callable[[Any, Any], Any]]
+    decisive: ClassVar[Match]
+    neutral: ClassVar[Match]
 
     def to_expression(self) -> pc.Expression:
-        result = self.parts[0].to_expression()
-        for p in self.parts[1:]:
-            result = result & p.to_expression()
-        return result
+        return functools.reduce(type(self).join, (p.to_expression() for p in self.parts))
 
     def columns(self) -> set[str] | None:
         return _union_columns(self.parts)
 
     def match(self, stats: StatsLookup, rows: int) -> Match:
         results = [p.match(stats, rows) for p in self.parts]
-        if Match.NONE in results:
-            return Match.NONE
-        return Match.ALL if all(r is Match.ALL for r in results) else Match.SOME
+        if self.decisive in results:
+            return self.decisive
+        return self.neutral if all(r is self.neutral for r in results) else Match.SOME
+
+
+class And(_Junction):
+    join = operator.and_
+    decisive = Match.NONE
+    neutral = Match.ALL
 
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         lo: pa.Scalar | None = None
@@ -244,24 +255,10 @@ class And(Predicate):
         return lo, hi
 
 
-@dataclass(frozen=True)
-class Or(Predicate):
-    parts: tuple[Predicate, ...]
-
-    def to_expression(self) -> pc.Expression:
-        result = self.parts[0].to_expression()
-        for p in self.parts[1:]:
-            result = result | p.to_expression()
-        return result
-
-    def columns(self) -> set[str] | None:
-        return _union_columns(self.parts)
-
-    def match(self, stats: StatsLookup, rows: int) -> Match:
-        results = [p.match(stats, rows) for p in self.parts]
-        if Match.ALL in results:
-            return Match.ALL
-        return Match.NONE if all(r is Match.NONE for r in results) else Match.SOME
+class Or(_Junction):
+    join = operator.or_
+    decisive = Match.ALL
+    neutral = Match.NONE
 
 
 @dataclass(frozen=True)
