@@ -42,13 +42,13 @@ def once(op: str, key_prefix: str, action: str, *, skip: int = 0) -> Rule:
     return rule
 
 
-def before_first(op: str, action: Callable[[], object]) -> Rule:
+def before_first(op: str, action: Callable[[], object], key_prefix: str = "") -> Rule:
     """Run ``action`` (another writer's commit, say) just before the first ``op``: an interleaving."""
     fired = False
 
     def rule(o: str, key: str) -> Action:
         nonlocal fired
-        if o == op and not fired:
+        if o == op and key.startswith(key_prefix) and not fired:
             fired = True
             action()
         return None

@@ -13,6 +13,11 @@ COMPRESSION = "write.parquet.compression"
 COMPRESSION_LEVEL = "write.parquet.compression-level"
 COMMIT_MAX_ATTEMPTS = "commit.max-attempts"
 COMMIT_ID_RETENTION = "commit.id-retention"
+COMPACT_MIN_FILE_SIZE = "compaction.min-file-size-bytes"
+COMPACT_DELETE_RATIO = "compaction.delete-ratio"
+RETAIN_VERSIONS = "history.retain-versions"
+RETAIN_SECONDS = "history.retain-for-seconds"
+ORPHAN_GRACE_SECONDS = "gc.orphan-grace-seconds"
 
 DEFAULTS: dict[str, str] = {
     TARGET_FILE_SIZE: str(256 * 1024 * 1024),
@@ -20,6 +25,11 @@ DEFAULTS: dict[str, str] = {
     COMPRESSION: "zstd",
     COMMIT_MAX_ATTEMPTS: "50",
     COMMIT_ID_RETENTION: "1000",
+    COMPACT_MIN_FILE_SIZE: str(64 * 1024 * 1024),
+    COMPACT_DELETE_RATIO: "0.2",
+    RETAIN_VERSIONS: "100",
+    RETAIN_SECONDS: str(7 * 24 * 3600),
+    ORPHAN_GRACE_SECONDS: str(24 * 3600),
 }
 _CODECS = {"none", "snappy", "gzip", "brotli", "lz4", "zstd"}
 
@@ -34,6 +44,11 @@ class TableProperties:
     compression_level: int | None
     commit_max_attempts: int
     commit_id_retention: int
+    compact_min_file_size: int
+    compact_delete_ratio: float
+    retain_versions: int
+    retain_seconds: int
+    orphan_grace_seconds: int
 
     @classmethod
     def parse(cls, props: Mapping[str, str]) -> TableProperties:
@@ -48,6 +63,12 @@ class TableProperties:
                 raise InvalidInputError(f"property {name} must be positive, not {value}")
             return value
 
+        try:
+            ratio = float(merged[COMPACT_DELETE_RATIO])
+        except ValueError:
+            ratio = -1.0
+        if not 0 < ratio <= 1:
+            raise InvalidInputError(f"property {COMPACT_DELETE_RATIO} must be a number in (0, 1]")
         codec = merged[COMPRESSION].lower()
         if codec not in _CODECS:
             raise InvalidInputError(f"property {COMPRESSION} must be one of {sorted(_CODECS)}")
@@ -59,6 +80,11 @@ class TableProperties:
             compression_level=None if level is None else positive(COMPRESSION_LEVEL),
             commit_max_attempts=positive(COMMIT_MAX_ATTEMPTS),
             commit_id_retention=positive(COMMIT_ID_RETENTION),
+            compact_min_file_size=positive(COMPACT_MIN_FILE_SIZE),
+            compact_delete_ratio=ratio,
+            retain_versions=positive(RETAIN_VERSIONS),
+            retain_seconds=positive(RETAIN_SECONDS),
+            orphan_grace_seconds=positive(ORPHAN_GRACE_SECONDS),
         )
 
 

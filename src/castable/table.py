@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,6 +20,7 @@ from castable.commit import (
     now,
     read_manifest,
 )
+from castable.compact import CompactChange, CompactOptions, CompactReport
 from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
@@ -31,6 +32,9 @@ from castable.errors import (
     TableAlreadyExistsError,
     VersionNotFoundError,
 )
+from castable.gc import ExpireReport, GcReport
+from castable.gc import expire as expire_versions
+from castable.gc import gc as collect_garbage
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, Manifest
 from castable.predicate import Predicate, parse_predicate
@@ -393,6 +397,58 @@ class Table:
         delete those objects (and their noncurrent versions), and verify that no retained
         object still holds a matching row."""
         return purge_erased_objects(self.store, report)
+
+    # --------------------------------------------------------------- maintenance
+
+    def compact(
+        self,
+        *,
+        min_file_size: int | None = None,
+        delete_ratio: float | None = None,
+        sort_by: str | None = None,
+        coalesce_tombstones: bool = True,
+        commit_id: str | None = None,
+    ) -> CompactReport:
+        """Rewrite small and delete-heavy files into files of the target size and merge tombstones.
+
+        Defaults come from the ``compaction.*`` table properties. Old files stay for time travel
+        until ``expire`` and ``gc`` remove them.
+        """
+        props = self._props
+        if sort_by is not None and sort_by not in self.schema.names:
+            raise InvalidInputError(f"sort_by names unknown column {sort_by!r}")
+        options = CompactOptions(
+            min_file_size=props.compact_min_file_size if min_file_size is None else min_file_size,
+            delete_ratio=props.compact_delete_ratio if delete_ratio is None else delete_ratio,
+            sort_by=sort_by,
+            coalesce_tombstones=coalesce_tombstones,
+        )
+        commit_id = _new_commit_id(commit_id)
+        change = CompactChange(self.store, self._manifest, props, options)
+        if change.is_empty:
+            return CompactReport(self.version)
+        version = self._commit("compact", commit_id, change.build).manifest.version
+        return change.report(version)
+
+    def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
+        """Delete the manifests of old versions: kept are the newest ``retain_versions`` and those
+        younger than ``retain_for`` (defaults: the ``history.*`` properties); the latest always."""
+        if retain_versions is None and retain_for is None:
+            props = self._props
+            retain_versions, retain_for = props.retain_versions, timedelta(seconds=props.retain_seconds)
+        if retain_versions is not None and retain_versions < 1:
+            raise InvalidInputError("retain_versions must be at least 1")
+        return expire_versions(
+            self.store, self.refresh()._manifest, retain_versions=retain_versions, retain_for=retain_for, now=now()
+        )
+
+    def gc(self, *, orphan_grace: timedelta | None = None, dry_run: bool = False) -> GcReport:
+        """Delete data and tombstone files no retained version references, once older than
+        ``orphan_grace`` (default: ``gc.orphan-grace-seconds``), and abort stale multipart uploads."""
+        grace = timedelta(seconds=self._props.orphan_grace_seconds) if orphan_grace is None else orphan_grace
+        if grace < timedelta(0):
+            raise InvalidInputError("orphan_grace cannot be negative")
+        return collect_garbage(self.store, orphan_grace=grace, dry_run=dry_run, now=now())
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"

@@ -138,6 +138,11 @@ class ObjectStore(ABC):
     def delete(self, key: str) -> None:
         """Delete an object; deleting a missing key is not an error (as on S3)."""
 
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete several objects (S3 batches them 1,000 to a request)."""
+        for key in keys:
+            self.delete(key)
+
     @abstractmethod
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         """A random-access reader for Parquet, checked against the recorded size and ETag."""

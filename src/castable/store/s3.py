@@ -167,6 +167,17 @@ class S3Store(ObjectStore):
         except ClientError as e:
             raise _translate(e, key) from e
 
+    def delete_many(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = keys[start : start + 1000]
+            self.stats.record("DELETE_BATCH")
+            r = self._call(
+                batch[0], "delete_objects", Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True}
+            )
+            if r.get("Errors"):
+                first = r["Errors"][0]
+                raise StoreError(f"{len(r['Errors'])} deletes failed, e.g. {first.get('Key')}: {first.get('Message')}")
+
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         return pa.PythonFile(_RangeReader(self, key, size, etag), mode="r")
 

@@ -1,0 +1,139 @@
+"""Snapshot expiry and garbage collection.
+
+- ``expire`` deletes the manifests of versions outside the retention window (by count and by
+  age; the newest version is always kept). Only a prefix of the history is ever expired, so
+  the retained versions stay contiguous.
+- ``gc`` marks every object a retained manifest references and sweeps data and tombstone files
+  that nothing references and that are older than the grace period (orphans of failed
+  commits, files of expired versions), and aborts multipart uploads older than it. Objects are
+  listed *before* manifests are read, so a file committed during the sweep is always seen as
+  referenced; the grace period protects files uploaded by writers that have not committed yet.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from castable.commit import advance_pointer, read_manifest
+from castable.errors import VersionNotFoundError
+from castable.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key
+from castable.manifest import Manifest
+from castable.store import ObjectInfo, ObjectStore
+
+_THREADS = 16
+
+
+@dataclass
+class ExpireReport:
+    """Versions whose manifests were deleted, and how many remain."""
+
+    versions_expired: list[int]
+    versions_retained: int
+
+
+@dataclass
+class GcReport:
+    """What garbage collection removed (or, with ``dry_run``, would remove)."""
+
+    dry_run: bool
+    objects: list[str] = field(default_factory=list)
+    bytes: int = 0
+    uploads_aborted: list[str] = field(default_factory=list)
+    objects_scanned: int = 0
+    objects_referenced: int = 0
+    versions_scanned: int = 0
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "dry_run": self.dry_run,
+            "objects_removed": len(self.objects),
+            "bytes_removed": self.bytes,
+            "uploads_aborted": len(self.uploads_aborted),
+            "objects_scanned": self.objects_scanned,
+            "objects_referenced": self.objects_referenced,
+            "versions_scanned": self.versions_scanned,
+        }
+
+
+def retained_versions(store: ObjectStore) -> list[int]:
+    """Versions whose manifest still exists, oldest first."""
+    found = (version_of_manifest_key(info.key) for info in store.list(MANIFEST_PREFIX))
+    return sorted(v for v in found if v is not None)
+
+
+def expire(
+    store: ObjectStore,
+    latest: Manifest,
+    *,
+    retain_versions: int | None,
+    retain_for: timedelta | None,
+    now: datetime,
+) -> ExpireReport:
+    """Delete the manifests of versions neither among the newest ``retain_versions`` nor younger
+    than ``retain_for``. The newest version is always kept."""
+    advance_pointer(store, latest.version, None)  # the pointer must never name an expired version
+    versions = [v for v in retained_versions(store) if v <= latest.version]
+    keep_from = latest.version
+    if retain_versions is not None:
+        keep_from = min(keep_from, versions[-retain_versions] if retain_versions <= len(versions) else versions[0])
+    if retain_for is not None:
+        keep_from = min(keep_from, _first_version_since(store, versions, now - retain_for, latest))
+    expired = [v for v in versions if v < keep_from]
+    store.delete_many([manifest_key(v) for v in expired])
+    return ExpireReport(expired, len(versions) - len(expired))
+
+
+def _first_version_since(store: ObjectStore, versions: list[int], cutoff: datetime, latest: Manifest) -> int:
+    """The oldest retained version created at or after ``cutoff`` (binary search: times increase)."""
+    lo, hi = 0, len(versions) - 1
+    if latest.created_at < cutoff:
+        return latest.version
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            created = read_manifest(store, versions[mid]).created_at
+        except VersionNotFoundError:
+            lo = mid + 1
+            continue
+        if created >= cutoff:
+            hi = mid
+        else:
+            lo = mid + 1
+    return versions[lo]
+
+
+def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datetime) -> GcReport:
+    """Sweep unreferenced data and tombstone files older than ``orphan_grace``."""
+    cutoff = now - orphan_grace
+    objects: list[ObjectInfo] = [*store.list(DATA_PREFIX), *store.list(TOMBSTONE_PREFIX)]
+    versions = retained_versions(store)
+    referenced: set[str] = set()
+
+    def files_of(version: int) -> set[str]:
+        try:
+            m = read_manifest(store, version)
+        except VersionNotFoundError:  # expired meanwhile: its files are no longer protected by it
+            return set()
+        return {f.path for f in m.data_files} | {t.path for t in m.tombstones}
+
+    with ThreadPoolExecutor(_THREADS) as pool:
+        for paths in pool.map(files_of, versions):
+            referenced |= paths
+    report = GcReport(dry_run=dry_run, objects_scanned=len(objects), versions_scanned=len(versions))
+    report.objects_referenced = sum(o.key in referenced for o in objects)
+    doomed = [o for o in objects if o.key not in referenced and _older(o, cutoff)]
+    report.objects = [o.key for o in doomed]
+    report.bytes = sum(o.size for o in doomed)
+    uploads = [u for u in store.list_multipart_uploads() if u.initiated is not None and u.initiated < cutoff]
+    report.uploads_aborted = [u.key for u in uploads]
+    if not dry_run:
+        store.delete_many(report.objects)
+        for u in uploads:
+            store.abort_multipart(u.key, u.upload_id)
+    return report
+
+
+def _older(info: ObjectInfo, cutoff: datetime) -> bool:
+    return info.last_modified is not None and info.last_modified < cutoff
