@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -175,6 +175,64 @@ def erase(
         )
     console.print(shown)
     console.print_json(json.dumps(report.summary(), default=str))
+
+
+def _print_summary(title: str, summary: dict[str, object]) -> None:
+    shown = RichTable("", "", title=title, show_header=False)
+    for key, value in summary.items():
+        shown.add_row(key, str(value))
+    console.print(shown)
+
+
+@app.command()
+def compact(
+    uri: str,
+    sort_by: Annotated[str | None, typer.Option(help="Sort rows by this column within each new file.")] = None,
+    min_file_size: Annotated[int | None, typer.Option(help="Rewrite files smaller than this many bytes.")] = None,
+    delete_ratio: Annotated[
+        float | None, typer.Option(help="Rewrite files with at least this deleted fraction.")
+    ] = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Bin-pack small files, rewrite delete-heavy ones and merge tombstones."""
+    table = _open(uri, storage_option)
+    with err_console.status("compacting"):
+        report = table.compact(sort_by=sort_by, min_file_size=min_file_size, delete_ratio=delete_ratio)
+    _print_summary("compaction", report.summary())
+
+
+@app.command()
+def expire(
+    uri: str,
+    retain_versions: Annotated[int | None, typer.Option(help="Keep at least the newest N versions.")] = None,
+    retain_hours: Annotated[float | None, typer.Option(help="Keep versions younger than this.")] = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Delete the manifests of versions outside the retention window."""
+    table = _open(uri, storage_option)
+    retain_for = None if retain_hours is None else timedelta(hours=retain_hours)
+    report = table.expire(retain_versions=retain_versions, retain_for=retain_for)
+    _print_summary(
+        "expire", {"versions_expired": len(report.versions_expired), "versions_retained": report.versions_retained}
+    )
+
+
+@app.command()
+def gc(
+    uri: str,
+    grace_hours: Annotated[float | None, typer.Option(help="Only remove orphans older than this.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed.")] = False,
+    storage_option: StorageOption = None,
+) -> None:
+    """Remove files no retained version references, and stale multipart uploads."""
+    table = _open(uri, storage_option)
+    grace = None if grace_hours is None else timedelta(hours=grace_hours)
+    with err_console.status("collecting garbage"):
+        report = table.gc(orphan_grace=grace, dry_run=dry_run)
+    if dry_run:
+        for key in report.objects:
+            console.print(key)
+    _print_summary("gc (dry run)" if dry_run else "gc", report.summary())
 
 
 @app.command()
