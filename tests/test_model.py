@@ -1,9 +1,12 @@
-"""Property-based tests: random append/delete/scan/time-travel sequences against an in-memory model."""
+"""Property-based tests: random sequences of append, delete, erase, compact, expire, gc, scans and
+time travel against an in-memory model. Every retained version must read back exactly as the
+model says, and gc must never delete what a retained version references."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -60,6 +63,7 @@ class TableModel(RuleBasedStateMachine):
         self.dir = Path(tempfile.mkdtemp())
         self.next_id = 0
         self.versions: list[dict[int, Row]] = []
+        self.oldest = 0  # versions below this were expired
 
     @initialize(target_file=st.sampled_from([2_000, 50_000]), row_group=st.sampled_from([600, 4_000]))
     def create(self, target_file: int, row_group: int) -> None:
@@ -110,6 +114,31 @@ class TableModel(RuleBasedStateMachine):
             assert state == self.versions[-1]
         assert castable.open_table(str(self.dir / "t")).scan(filter=sql).count() == 0
 
+    @rule(min_file_size=st.sampled_from([1, 10_000, 10**9]), sort=st.booleans())
+    def compact(self, min_file_size: int, sort: bool) -> None:
+        before = self.table.version
+        report = self.table.compact(min_file_size=min_file_size, sort_by="id" if sort else None)
+        if report.version != before:
+            assert report.version == before + 1
+            self.versions.append(dict(self.versions[-1]))
+
+    @rule(keep=st.integers(1, 4))
+    def expire(self, keep: int) -> None:
+        report = self.table.expire(retain_versions=keep)
+        if report.versions_expired:
+            self.oldest = report.versions_expired[-1] + 1
+        assert self.oldest == max(0, len(self.versions) - keep) or not report.versions_expired
+
+    @rule()
+    def gc(self) -> None:
+        self.table.gc(orphan_grace=timedelta(0))
+        for v in range(self.oldest, len(self.versions)):
+            self.check_version(v)
+
+    def check_version(self, v: int) -> None:
+        got = self.table.scan(version=v).to_arrow()
+        assert sorted(zip(*got.to_pydict().values(), strict=True)) == sorted(self.versions[v].values())
+
     @rule(pred=_predicates())
     def filtered_scan(self, pred: tuple[str, object]) -> None:
         sql, fn = pred
@@ -121,9 +150,10 @@ class TableModel(RuleBasedStateMachine):
     @precondition(lambda self: len(self.versions) > 1)
     @rule(data=st.data())
     def time_travel(self, data: st.DataObject) -> None:
-        v = data.draw(st.integers(0, len(self.versions) - 1))
-        got = self.table.scan(version=v).to_arrow()
-        assert sorted(zip(*got.to_pydict().values(), strict=True)) == sorted(self.versions[v].values())
+        self.check_version(data.draw(st.integers(self.oldest, len(self.versions) - 1)))
+        if self.oldest:
+            with pytest.raises(castable.VersionNotFoundError):
+                self.table.scan(version=self.oldest - 1)
 
     @invariant()
     def latest_matches(self) -> None:
@@ -137,7 +167,7 @@ class TableModel(RuleBasedStateMachine):
 
 
 TableModel.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=150, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 
