@@ -168,3 +168,32 @@ def test_bad_maintenance_arguments(table: Table) -> None:
         table.compact(sort_by="nope")
     with pytest.raises(castable.InvalidInputError):
         table.gc(orphan_grace=timedelta(seconds=-1))
+
+
+@pytest.mark.slow
+def test_maintenance_while_processes_write(table_uri: tuple[str, dict | None]) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from workers import append_and_delete, expected_ids, maintain
+
+    uri, options = table_uri
+    castable.create_table(
+        uri, EVENTS, primary_key="id", properties={"commit.max-attempts": 200}, storage_options=options
+    )
+    with ProcessPoolExecutor(5, mp_context=multiprocessing.get_context("spawn")) as pool:
+        keeper = pool.submit(maintain, uri, options, 20.0)
+        writers = [pool.submit(append_and_delete, uri, options, w, 3) for w in range(4)]
+        for w in writers:
+            w.result(timeout=600)
+        done = keeper.result(timeout=600)
+    assert done["compactions"] >= 1 and done["expired"] >= 1
+    table = castable.open_table(uri, storage_options=options)
+    expected = sorted(set().union(*(expected_ids(w, 3) for w in range(4))))
+    assert ids(table) == expected
+    for version in range(table.version - 4, table.version + 1):
+        table.scan(version=version).count()  # every retained version is still readable
+    table.gc(orphan_grace=timedelta(0))
+    for version in range(table.version - 4, table.version + 1):
+        table.scan(version=version).count()
+    assert ids(table) == expected

@@ -53,3 +53,22 @@ def erase_or_delete(uri: str, options: dict | None, worker: int) -> list[int]:
         else:
             table.erase(f"id = {target}", mode="splice")
     return targets
+
+
+def maintain(uri: str, options: dict | None, seconds: float) -> dict[str, int]:
+    """Compact, expire and collect garbage in a loop while other processes write."""
+    import time
+    from datetime import timedelta
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    done = {"compactions": 0, "expired": 0, "swept": 0}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        table.refresh()
+        if table.compact(min_file_size=10**9).files_rewritten:
+            done["compactions"] += 1
+        done["expired"] += len(table.expire(retain_versions=5).versions_expired)
+        done["swept"] += len(table.gc(orphan_grace=timedelta(seconds=20)).objects)
+    return done
