@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,8 @@ _KEEP = "__castable_keep"
 _KEY = "__castable_key"
 DEFAULT_BATCH_SIZE = 128 * 1024
 DEFAULT_READAHEAD = 2
+_FILE_READAHEAD = 4
+T = TypeVar("T")
 
 
 class Scan:
@@ -72,8 +74,7 @@ class Scan:
         return self.snapshot.prune_files(self.predicate)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        for table in self._tables(self.columns):
-            yield from table.to_batches(max_chunksize=self.batch_size)
+        return self._batches(self.columns)
 
     def to_reader(self) -> pa.RecordBatchReader:
         """A streaming reader; memory stays bounded by about ``readahead`` row groups."""
@@ -87,30 +88,41 @@ class Scan:
 
     def count(self) -> int:
         """Rows the scan would return, reading only what deletes and the filter need."""
-        return sum(t.num_rows for t in self._tables([]))
+        return sum(b.num_rows for b in self._batches([]))
 
-    def _tables(self, columns: list[str]) -> Iterator[pa.Table]:
-        """The scan's rows as one table per row group, read ``readahead`` row groups ahead."""
+    def _batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """Files are opened (footers read) a few ahead. A file without deletes streams straight
+        from pyarrow; one with deletes is read row group by row group, ``readahead`` ahead."""
         files = self.files()
         deletes = self.snapshot.deletes_for(files)
-        tasks = (task for f in files for task in self._file_tasks(f, deletes.get(f.path), columns))
-        for table in _read_ahead(tasks, self.readahead):
-            if table.num_rows:
-                yield table
+        expression = self.predicate.to_expression() if self.predicate is not None else None
+        fragments = _read_ahead((partial(self.snapshot.fragment, f) for f in files), _FILE_READAHEAD)
+        for f, fragment in zip(files, fragments, strict=True):
+            file_deletes = deletes.get(f.path)
+            if file_deletes is None:
+                batches = fragment.to_batches(columns=columns, filter=expression, batch_size=self.batch_size)
+            else:
+                tasks = self._row_group_tasks(fragment, file_deletes, columns, expression)
+                batches = (
+                    b for t in _read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
+                )
+            yield from (b for b in batches if b.num_rows)
 
-    def _file_tasks(
-        self, f: DataFile, deletes: FileDeletes | None, columns: list[str]
+    def _row_group_tasks(
+        self,
+        fragment: ds.ParquetFileFragment,
+        deletes: FileDeletes,
+        columns: list[str],
+        expression: pc.Expression | None,
     ) -> Iterator[Callable[[], pa.Table]]:
         """One task per row group that may hold matching live rows."""
-        fragment = self.snapshot.fragment(f)
-        expression = self.predicate.to_expression() if self.predicate is not None else None
         candidates = (
             [rg.id for rg in fragment.subset(filter=expression).row_groups]
             if expression is not None
             else range(fragment.num_row_groups)
         )
         for rg in candidates:
-            if deletes is None or not deletes.touches(rg, self._key_bounds(fragment, rg)):
+            if not deletes.touches(rg, self._key_bounds(fragment, rg)):
                 yield partial(_read_clean, fragment, rg, columns, expression)
             elif rg not in deletes.full_groups:
                 key = self.snapshot.manifest.primary_key[0] if deletes.key_ranges else None
@@ -126,10 +138,10 @@ class Scan:
         return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
 
 
-def _read_ahead(tasks: Iterator[Callable[[], pa.Table]], depth: int) -> Iterator[pa.Table]:
+def _read_ahead(tasks: Iterator[Callable[[], T]], depth: int) -> Iterator[T]:
     """Run tasks on ``depth`` threads, yielding results in order; at most ``depth`` in flight."""
     pool = ThreadPoolExecutor(depth, thread_name_prefix="castable-scan")
-    pending: deque[Future[pa.Table]] = deque()
+    pending: deque[Future[T]] = deque()
     try:
         for task in tasks:
             pending.append(pool.submit(task))
