@@ -23,7 +23,9 @@ test: lint
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10
 
 bench: $(VENV)/.installed
-	$(BIN)/python bench/bench_core.py
+	cd bench && ../$(BIN)/python bench_core.py
+	cd bench && ../$(BIN)/python bench_erase.py
+	cd bench && ../$(BIN)/python bench_maintenance.py
 
 clean:
 	rm -rf $(VENV) demo-table .pytest_cache .ruff_cache .hypothesis
