@@ -197,3 +197,28 @@ def test_maintenance_while_processes_write(table_uri: tuple[str, dict | None]) -
     for version in range(table.version - 4, table.version + 1):
         table.scan(version=version).count()
     assert ids(table) == expected
+
+
+def test_stale_writer_cannot_commit_into_an_expired_slot(table: Table) -> None:
+    table.append(events(0, 10))
+    stale = Table.load(table.store)
+    for i in range(1, 9):
+        table.append(events(i * 10, i * 10 + 10))
+    table.expire(retain_versions=2)
+    assert table.store.get("_latest_manifest").data.count(b'"oldest"') == 1
+    version = stale.append(events(500, 510))
+    assert version == table.refresh().version == 10
+    with pytest.raises(VersionNotFoundError):
+        table.scan(version=2)
+    assert ids(table) == [*range(90), *range(500, 510)]
+    assert [h.version for h in table.history()] == [10, 9, 8]
+
+
+def test_reader_racing_expiry_follows_the_pointer(table: Table) -> None:
+    for i in range(5):
+        table.append(events(i, i + 1))
+    stale_pointer = table.store.get("_latest_manifest").data
+    table.append(events(5, 6))
+    table.expire(retain_versions=1)
+    assert Table.load(table.store).version == 6
+    assert stale_pointer != table.store.get("_latest_manifest").data

@@ -54,14 +54,23 @@ class NextState:
 
 @dataclass(frozen=True)
 class Pointer:
-    """The decoded ``_latest_manifest`` object and the ETag it was read with."""
+    """The decoded ``_latest_manifest`` object and the ETag it was read with.
+
+    ``oldest`` is the retention floor: ``expire`` raises it before deleting the manifests below
+    it, so a writer that committed from a stale base can tell its version landed in an
+    expired slot (see ``commit``).
+    """
 
     version: int
     etag: str
+    oldest: int = 0
 
 
-def encode_pointer(version: int) -> bytes:
-    return json.dumps({"version": version, "manifest": manifest_key(version)}).encode()
+def encode_pointer(version: int, oldest: int = 0) -> bytes:
+    doc: dict[str, Any] = {"version": version, "manifest": manifest_key(version)}
+    if oldest:
+        doc["oldest"] = oldest
+    return json.dumps(doc).encode()
 
 
 def read_pointer(store: ObjectStore) -> Pointer:
@@ -71,12 +80,13 @@ def read_pointer(store: ObjectStore) -> Pointer:
         raise TableNotFoundError(f"no castable table at {store.uri}") from None
     try:
         doc = json.loads(blob.data)
-        version = doc["version"]
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise ValueError(f"bad version {version!r}")
-    except (ValueError, KeyError, TypeError) as e:
+        version, oldest = doc["version"], doc.get("oldest", 0)
+        for value in (version, oldest):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"bad version {value!r}")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CorruptObjectError(f"{store.uri}/{POINTER_KEY} is malformed: {e!r}") from None
-    return Pointer(version=version, etag=blob.etag)
+    return Pointer(version=version, etag=blob.etag, oldest=oldest)
 
 
 def read_manifest(store: ObjectStore, version: int) -> Manifest:
@@ -94,14 +104,18 @@ def read_manifest(store: ObjectStore, version: int) -> Manifest:
 
 def load_latest(store: ObjectStore) -> tuple[Manifest, Pointer]:
     """The newest committed version: the pointer's, then forward while ``v<N+1>`` exists."""
-    pointer = read_pointer(store)
-    try:
-        manifest = read_manifest(store, pointer.version)
-    except VersionNotFoundError:
+    for _ in range(3):
+        pointer = read_pointer(store)
+        try:
+            manifest = read_manifest(store, pointer.version)
+            break
+        except VersionNotFoundError:
+            continue  # expired between the two reads: the pointer has moved on since
+    else:
         raise CorruptObjectError(
             f"{store.uri}/{POINTER_KEY} names version {pointer.version}, whose manifest "
             f"{manifest_key(pointer.version)} does not exist"
-        ) from None
+        )
     while True:
         try:
             manifest = read_manifest(store, manifest.version + 1)
@@ -109,27 +123,42 @@ def load_latest(store: ObjectStore) -> tuple[Manifest, Pointer]:
             return manifest, pointer
 
 
-def advance_pointer(store: ObjectStore, version: int, etag: str | None) -> str | None:
-    """Move the pointer forward to ``version`` (never backwards); return its new ETag.
+def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> Pointer | None:
+    """Move the pointer forward to ``version`` (never backwards); return the pointer as it ends.
 
     The commit has already happened when this runs, so failures are logged, not raised: the
     next writer or reader that finds the pointer behind rolls it forward.
     """
     for _ in range(20):
         try:
-            if etag is None:
-                current = read_pointer(store)
-                if current.version >= version:
-                    return current.etag
-                etag = current.etag
-            return store.put(POINTER_KEY, encode_pointer(version), if_match=etag).etag
+            current = known if known is not None else read_pointer(store)
+            if current.version >= version:
+                return current
+            info = store.put(POINTER_KEY, encode_pointer(version, current.oldest), if_match=current.etag)
+            return Pointer(version, info.etag, current.oldest)
         except (PreconditionFailedError, ConcurrentModificationError):
-            etag = None
+            known = None
         except (StoreError, CorruptObjectError, TableNotFoundError) as e:
             log.warning("could not advance %s to version %d: %s", POINTER_KEY, version, e)
             return None
     log.warning("gave up advancing %s to version %d under contention", POINTER_KEY, version)
     return None
+
+
+def raise_floor(store: ObjectStore, oldest: int, version: int) -> Pointer:
+    """Record in the pointer that versions below ``oldest`` are being expired (and that the
+    newest is at least ``version``). Must succeed before any manifest below it is deleted."""
+    for _ in range(50):
+        current = read_pointer(store)
+        if current.oldest >= oldest and current.version >= version:
+            return current
+        target = encode_pointer(max(current.version, version), max(current.oldest, oldest))
+        try:
+            info = store.put(POINTER_KEY, target, if_match=current.etag)
+            return Pointer(max(current.version, version), info.etag, max(current.oldest, oldest))
+        except (PreconditionFailedError, ConcurrentModificationError):
+            continue
+    raise CommitConflictError(f"could not record the retention floor in {POINTER_KEY} under contention")
 
 
 class _Retry(Exception):
@@ -139,7 +168,7 @@ class _Retry(Exception):
 @dataclass
 class CommitResult:
     manifest: Manifest
-    pointer_etag: str | None
+    pointer: Pointer | None
     already_committed: bool = False
 
 
@@ -150,7 +179,7 @@ def commit(
     operation: str,
     commit_id: str,
     build: Callable[[Manifest], NextState],
-    pointer_etag: str | None = None,
+    pointer: Pointer | None = None,
     max_attempts: int = 50,
     commit_retention: int = 1000,
 ) -> CommitResult:
@@ -158,13 +187,22 @@ def commit(
 
     ``build(base)`` is called again on every newer base: that is where a change re-validates
     itself against what was committed meanwhile (DESIGN section 4), and it may raise to abort.
-    """
-    state = {"base": base}
 
-    def attempt() -> Manifest | CommitResult:
+    Expiry deletes old manifests, which frees their keys: a writer whose base is older than the
+    retention window could create one of them again. So after each commit the writer checks
+    the pointer's retention floor; a version below it is invisible to everyone, so the writer
+    deletes it and commits again on the newest version.
+    """
+    state: dict[str, Any] = {"base": base, "pointer": pointer}
+
+    def rebase_on_latest() -> None:
+        state["base"], state["pointer"] = load_latest(store)
+
+    def attempt() -> CommitResult:
         current = state["base"]
         if commit_id in current.recent_commits:
-            return CommitResult(read_manifest(store, current.recent_commits[commit_id]), pointer_etag, True)
+            found = read_manifest(store, current.recent_commits[commit_id])
+            return CommitResult(found, state["pointer"], True)
         staged = build(current)
         candidate = current.next(
             commit=CommitInfo(operation, commit_id, staged.summary),
@@ -176,7 +214,7 @@ def commit(
         key = manifest_key(candidate.version)
         try:
             store.put(key, candidate.to_json(), if_none_match=True)
-            return candidate
+            return landed(candidate)
         except PreconditionFailedError:
             pass
         except ConcurrentModificationError:
@@ -191,11 +229,26 @@ def commit(
                 raise CommitStateUnknownError(
                     f"could not tell whether commit {commit_id} landed as {key}: {e2}", commit_id
                 ) from e
-        winner = read_manifest(store, candidate.version)
+        try:
+            winner = read_manifest(store, candidate.version)
+        except VersionNotFoundError:  # expired meanwhile: our base is far behind
+            rebase_on_latest()
+            raise _Retry() from None
         if winner.commit.commit_id == commit_id:
-            return winner
+            return landed(winner)
         state["base"] = winner
         raise _Retry()
+
+    def landed(manifest: Manifest) -> CommitResult:
+        moved = advance_pointer(store, manifest.version, state["pointer"])
+        if moved is not None and manifest.version < moved.oldest:
+            log.warning(
+                "version %d landed below the retention floor %d; committing again", manifest.version, moved.oldest
+            )
+            store.delete(manifest_key(manifest.version))
+            rebase_on_latest()
+            raise _Retry()
+        return CommitResult(manifest, moved)
 
     retrying = Retrying(
         stop=stop_after_attempt(max_attempts),
@@ -204,14 +257,11 @@ def commit(
         reraise=False,
     )
     try:
-        outcome = retrying(attempt)
+        return retrying(attempt)
     except RetryError:
         raise CommitConflictError(
             f"commit {commit_id} ({operation}) lost to concurrent writers {max_attempts} times"
         ) from None
-    if isinstance(outcome, CommitResult):
-        return outcome
-    return CommitResult(outcome, advance_pointer(store, outcome.version, pointer_etag))
 
 
 def now() -> datetime:

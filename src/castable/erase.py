@@ -19,7 +19,7 @@ import numpy as np
 from pyroaring import BitMap
 
 from castable import tombstone
-from castable.commit import NextState, advance_pointer, read_manifest
+from castable.commit import NextState, raise_floor, read_manifest
 from castable.errors import VersionNotFoundError
 from castable.layout import MANIFEST_PREFIX, manifest_key, new_tombstone_key, version_of_manifest_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
@@ -271,9 +271,10 @@ def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
 
 def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
     """Expire the versions that reference erased objects, delete those objects, then verify."""
-    advance_pointer(store, report.version, None)  # never leave the pointer on an expired version
     refreshed = still_referenced(store, report.files, report.version)
     versions = sorted({v for vs in refreshed.values() for v in vs})
+    if versions:
+        raise_floor(store, versions[-1] + 1, report.version)
     for v in versions:
         store.purge(manifest_key(v))
     removed = sum(store.purge(path) for path in report.to_purge)

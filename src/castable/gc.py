@@ -2,7 +2,7 @@
 
 - ``expire`` deletes the manifests of versions outside the retention window (by count and by
   age; the newest version is always kept). Only a prefix of the history is ever expired, so
-  the retained versions stay contiguous.
+  the retained versions stay contiguous; the pointer records the new floor first.
 - ``gc`` marks every object a retained manifest references and sweeps data and tombstone files
   that nothing references and that are older than the grace period (orphans of failed
   commits, files of expired versions), and aborts multipart uploads older than it. Objects are
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from castable.commit import advance_pointer, read_manifest
+from castable.commit import raise_floor, read_manifest
 from castable.errors import VersionNotFoundError
 from castable.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key
 from castable.manifest import Manifest
@@ -73,7 +73,6 @@ def expire(
 ) -> ExpireReport:
     """Delete the manifests of versions neither among the newest ``retain_versions`` nor younger
     than ``retain_for``. The newest version is always kept."""
-    advance_pointer(store, latest.version, None)  # the pointer must never name an expired version
     versions = [v for v in retained_versions(store) if v <= latest.version]
     keep_from = latest.version
     if retain_versions is not None:
@@ -81,6 +80,10 @@ def expire(
     if retain_for is not None:
         keep_from = min(keep_from, _first_version_since(store, versions, now - retain_for, latest))
     expired = [v for v in versions if v < keep_from]
+    if expired:
+        # First the floor: the pointer moves to the newest version and records that slots below
+        # keep_from are going, so a stale writer that re-creates one of them notices.
+        raise_floor(store, keep_from, latest.version)
     store.delete_many([manifest_key(v) for v in expired])
     return ExpireReport(expired, len(versions) - len(expired))
 

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from castable.commit import (
     CommitResult,
     NextState,
+    Pointer,
     commit,
     encode_pointer,
     load_latest,
@@ -100,15 +101,15 @@ def _from_pandas(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
 class Table:
     """A handle on one table. It caches the newest version it has seen; ``refresh()`` reloads."""
 
-    def __init__(self, store: ObjectStore, manifest: Manifest, pointer_etag: str | None) -> None:
+    def __init__(self, store: ObjectStore, manifest: Manifest, pointer: Pointer | None) -> None:
         self.store = store
         self._manifest = manifest
-        self._pointer_etag = pointer_etag
+        self._pointer = pointer
 
     @classmethod
     def load(cls, store: ObjectStore) -> Table:
         manifest, pointer = load_latest(store)
-        return cls(store, manifest, pointer.etag if pointer.version == manifest.version else None)
+        return cls(store, manifest, pointer)
 
     @classmethod
     def create(
@@ -148,7 +149,7 @@ class Table:
         except PreconditionFailedError:
             raise TableAlreadyExistsError(f"a table already exists at {store.uri}") from None
         etag = store.put(POINTER_KEY, encode_pointer(0), if_none_match=True).etag
-        return cls(store, manifest, etag)
+        return cls(store, manifest, Pointer(0, etag))
 
     # ----------------------------------------------------------------- metadata
 
@@ -185,7 +186,7 @@ class Table:
         """Load the newest committed version."""
         manifest, pointer = load_latest(self.store)
         self._manifest = manifest
-        self._pointer_etag = pointer.etag
+        self._pointer = pointer
         return self
 
     def manifest_at(self, version: int | None = None, as_of: datetime | None = None) -> Manifest:
@@ -272,13 +273,13 @@ class Table:
             operation=operation,
             commit_id=commit_id,
             build=build,
-            pointer_etag=self._pointer_etag,
+            pointer=self._pointer,
             max_attempts=props.commit_max_attempts,
             commit_retention=props.commit_id_retention,
         )
         if result.manifest.version >= self._manifest.version:
             self._manifest = result.manifest
-            self._pointer_etag = result.pointer_etag
+            self._pointer = result.pointer
         return result
 
     def append(
