@@ -89,6 +89,14 @@ def test_nothing_to_compact_commits_nothing(table: Table) -> None:
     assert table.compact().version == table.version == 1
 
 
+def test_compaction_commit_id_is_idempotent(table: Table) -> None:
+    churn(table, rounds=3)
+    first = table.compact(commit_id="nightly")
+    table.append(events(9000, 9001))
+    again = Table.load(table.store).compact(commit_id="nightly")
+    assert again.version == first.version and again.files_written == []
+
+
 def test_delete_during_compaction_is_not_lost(table: Table) -> None:
     expected = churn(table, rounds=4)
     other = Table.load(table.store)

@@ -425,6 +425,8 @@ class Table:
             coalesce_tombstones=coalesce_tombstones,
         )
         commit_id = _new_commit_id(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return CompactReport(self._manifest.recent_commits[commit_id])
         change = CompactChange(self.store, self._manifest, props, options)
         if change.is_empty:
             return CompactReport(self.version)
