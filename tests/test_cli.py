@@ -77,6 +77,15 @@ def test_cli_maintenance(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     assert castable.open_table(uri).manifest.tombstones == ()
 
 
+def test_cli_add_files(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]))
+    (tmp_path / "t" / "data" / "spark").mkdir(parents=True)
+    (tmp_path / "t" / "data" / "spark" / "part-0.parquet").write_bytes(inputs[0].read_bytes())
+    assert "version 1" in run("add-files", uri, "data/spark/part-0.parquet", "--commit-id", "emr-1")
+    assert run("scan", uri, "--count").strip() == "500"
+
+
 def test_cli_csv_append_and_schema_option(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     uri = str(tmp_path / "t")
     run("create", uri, "--schema", "id:int64,value:double,category:string")

@@ -134,6 +134,19 @@ def append(
     console.print(f"committed version {version}: {json.dumps(summary)}")
 
 
+@app.command("add-files")
+def add_files(
+    uri: str,
+    paths: Annotated[list[str], typer.Argument(help="Parquet files already under the table's data/ prefix.")],
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+) -> None:
+    """Register Parquet files written by another engine as one append (footers only are read)."""
+    table = _open(uri, storage_option)
+    version = table.add_files(paths, commit_id=commit_id)
+    console.print(f"committed version {version}: {json.dumps(table.manifest_at(version).commit.summary)}")
+
+
 @app.command()
 def delete(
     uri: str,

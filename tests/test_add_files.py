@@ -1,0 +1,79 @@
+"""Registering Parquet files written by other engines, on both stores."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import EVENTS, events, snapshot_of
+
+import castable
+from castable.errors import EmptyWriteError, InvalidInputError, SchemaMismatchError
+from castable.table import Table
+
+
+@pytest.fixture
+def table(table_uri: tuple[str, dict | None]) -> Table:
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t.append(events(0, 10))
+    return t
+
+
+def upload(t: Table, key: str, data: pa.Table) -> str:
+    buf = io.BytesIO()
+    pq.write_table(data, buf, row_group_size=50)
+    t.store.put(key, buf.getvalue())
+    return key
+
+
+def ids(t: Table) -> list[int]:
+    return sorted(t.scan(["id"]).to_arrow().column("id").to_pylist())
+
+
+def test_files_written_elsewhere_are_appended_in_one_commit(table: Table) -> None:
+    a = upload(table, "data/spark/part-0.parquet", events(100, 300))
+    b = upload(table, "data/spark/part-1.parquet", events(300, 400))
+    version = table.add_files([a, f"{table.uri}/{b}"], commit_id="job-1")
+    assert version == 2
+    assert ids(table) == [*range(10), *range(100, 400)]
+    added = {f.path: f for f in table.manifest.data_files}
+    assert added[a].rows == 200 and added[a].row_groups == 4 and added[a].stats["id"]["min"] == 100
+    assert table.manifest.commit.summary["registered"] is True
+    assert Table.load(table.store).add_files([a, b], commit_id="job-1") == 2, "a retried job commits nothing twice"
+    table.delete("id BETWEEN 150 AND 160")
+    assert len(ids(table)) == 10 + 300 - 11
+
+
+@pytest.mark.parametrize(
+    ("paths", "error", "match"),
+    [
+        ([], EmptyWriteError, "no files"),
+        (["elsewhere/x.parquet"], InvalidInputError, "data prefix"),
+        (["data/../manifest/x.parquet"], InvalidInputError, "data prefix"),
+        (["s3://other-bucket/data/x.parquet"], InvalidInputError, "data prefix"),
+        (["data/missing.parquet"], InvalidInputError, "does not exist"),
+        (["data/notes.txt"], InvalidInputError, "not a .parquet"),
+        (["data/corrupt.parquet"], InvalidInputError, "not valid Parquet"),
+        (["data/wrong.parquet"], SchemaMismatchError, "category"),
+        (["data/ok.parquet", "data/ok.parquet"], InvalidInputError, "twice"),
+    ],
+)
+def test_bad_registrations_change_nothing(table: Table, paths: list[str], error: type, match: str) -> None:
+    table.store.put("data/corrupt.parquet", b"PAR1 not really PAR1")
+    upload(table, "data/wrong.parquet", pa.table({"id": pa.array([1], pa.int64()), "category": [1], "value": [1.0]}))
+    upload(table, "data/ok.parquet", events(50, 60))
+    before = snapshot_of(table.store)
+    with pytest.raises(error, match=match):
+        table.add_files(paths)
+    assert snapshot_of(table.store) == before
+
+
+def test_a_file_cannot_be_registered_twice(table: Table) -> None:
+    key = upload(table, "data/once.parquet", events(50, 60))
+    table.add_files([key])
+    with pytest.raises(InvalidInputError, match="already part"):
+        table.add_files([key])
+    assert ids(table) == [*range(10), *range(50, 60)]
