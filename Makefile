@@ -16,8 +16,8 @@ demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src lambdas tests bench examples
+	$(BIN)/ruff format --check src lambdas tests bench examples
 
 test: lint
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10

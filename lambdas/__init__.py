@@ -1,0 +1,1 @@
+"""AWS Lambda handlers: thin layers over the castable library (one module per function)."""

@@ -1,0 +1,69 @@
+"""What every castable Lambda shares: Powertools instrumentation, event validation, errors.
+
+A handler is written as ``def handle(event: Model) -> dict`` and wrapped by :func:`lambda_handler`,
+which adds the Logger (with the request context), Tracer and Metrics, validates the raw event
+against the pydantic model, and turns a malformed event into an ``InvalidEventError`` whose
+message lists every problem. castable's own errors propagate with their class names, so a
+Step Functions ``Retry``/``Catch`` or a caller of ``Invoke`` can match on ``errorType``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ValidationError
+
+import castable
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics(namespace="castable")
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class InvalidEventError(castable.InvalidInputError):
+    """The event does not have the shape this function expects; nothing was changed."""
+
+
+def parse(model: type[M], event: Any) -> M:
+    try:
+        return model.model_validate(event)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'event'}: {err['msg']}" for err in e.errors())
+        raise InvalidEventError(f"invalid {model.__name__}: {problems}") from None
+
+
+def lambda_handler(
+    model: type[M],
+) -> Callable[[Callable[[M], dict[str, Any]]], Callable[[Any, LambdaContext], dict[str, Any]]]:
+    """Wrap ``handle(parsed_event)`` as an instrumented Lambda entry point."""
+
+    def decorate(handle: Callable[[M], dict[str, Any]]) -> Callable[[Any, LambdaContext], dict[str, Any]]:
+        @functools.wraps(handle)
+        @logger.inject_lambda_context(clear_state=True)
+        @tracer.capture_lambda_handler
+        @metrics.log_metrics
+        def entry(event: Any, context: LambdaContext) -> dict[str, Any]:
+            try:
+                parsed = parse(model, event)
+                logger.append_keys(table=getattr(parsed, "table", None))
+                return handle(parsed)
+            except castable.CastableError as e:
+                metrics.add_metric(name="Failures", unit=MetricUnit.Count, value=1)
+                logger.warning("request failed", extra={"error_type": type(e).__name__, "error": str(e)})
+                raise
+
+        return entry
+
+    return decorate
+
+
+def open_table(uri: str) -> castable.Table:
+    """The table at ``uri``; S3 settings (endpoint, region, credentials) come from the environment."""
+    return castable.open_table(uri)

@@ -1,0 +1,35 @@
+"""Commit Lambda: register Parquet files written elsewhere (Spark on EMR, ...) as one append.
+
+Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ...],
+"commit_id": "job-run-42"}``. The ``commit_id`` makes retried invocations idempotent.
+Every file must exist under the table's ``data/`` prefix and match the table schema (only
+footers are read); otherwise the function fails with a clear error and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel, ConfigDict, Field
+
+from lambdas._runtime import lambda_handler, logger, metrics, open_table, tracer
+
+
+class CommitEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    table: str = Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+    files: list[str] = Field(min_length=1, max_length=10_000)
+    commit_id: str = Field(min_length=1, max_length=256)
+
+
+@lambda_handler(CommitEvent)
+@tracer.capture_method
+def handler(event: CommitEvent) -> dict[str, Any]:
+    table = open_table(event.table)
+    version = table.add_files(event.files, commit_id=event.commit_id)
+    summary = table.manifest_at(version).commit.summary
+    logger.info("committed", extra={"version": version, "commit_id": event.commit_id, "summary": summary})
+    metrics.add_metric(name="FilesCommitted", unit=MetricUnit.Count, value=len(event.files))
+    return {"table": event.table, "version": version, "commit_id": event.commit_id, "summary": summary}

@@ -1,0 +1,112 @@
+"""The Lambda handlers against S3 on a moto server over HTTP, with realistic events."""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import EVENTS, events, snapshot_of
+
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
+
+import castable
+from castable.table import Table
+from lambdas import commit, tombstone
+from lambdas._runtime import InvalidEventError
+
+
+@dataclass
+class Context:
+    function_name: str = "castable-test"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:castable-test"
+    aws_request_id: str = "req-1"
+
+
+@pytest.fixture
+def table(s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Table:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    t = castable.create_table(f"s3://{s3_bucket}/events", EVENTS, primary_key="id")
+    t.append(events(0, 10))
+    return t
+
+
+def upload(t: Table, key: str, data: pa.Table) -> str:
+    buf = io.BytesIO()
+    pq.write_table(data, buf)
+    t.store.put(key, buf.getvalue())
+    return key
+
+
+def ids(t: Table) -> list[int]:
+    return sorted(Table.load(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
+
+
+def test_commit_registers_spark_output_idempotently(table: Table) -> None:
+    files = [upload(table, f"data/emr/run-7/part-{i}.parquet", events(100 + 10 * i, 110 + 10 * i)) for i in range(3)]
+    event = {"table": table.uri, "files": files, "commit_id": "emr-run-7"}
+    result = commit.handler(event, Context())
+    assert result["version"] == 2 and result["summary"]["files_added"] == 3
+    assert commit.handler(event, Context())["version"] == 2, "a duplicate delivery commits nothing twice"
+    assert ids(table) == [*range(10), *range(100, 130)]
+
+
+@pytest.mark.parametrize(
+    ("event", "error", "match"),
+    [
+        ({}, InvalidEventError, "table"),
+        ({"table": "s3://b", "files": ["data/x.parquet"], "commit_id": "c"}, InvalidEventError, "table"),
+        ({"table": "{uri}", "files": [], "commit_id": "c"}, InvalidEventError, "files"),
+        ({"table": "{uri}", "files": ["data/x.parquet"]}, InvalidEventError, "commit_id"),
+        ({"table": "{uri}", "files": ["data/x.parquet"], "commit_id": "c", "extra": 1}, InvalidEventError, "extra"),
+        (
+            {"table": "{uri}", "files": ["landing/x.parquet"], "commit_id": "c"},
+            castable.InvalidInputError,
+            "data prefix",
+        ),
+        (
+            {"table": "{uri}", "files": ["data/missing.parquet"], "commit_id": "c"},
+            castable.InvalidInputError,
+            "not exist",
+        ),
+        ({"table": "{uri}", "files": ["data/wrong.parquet"], "commit_id": "c"}, castable.SchemaMismatchError, "id"),
+        (
+            {"table": "{uri}/other", "files": ["data/x.parquet"], "commit_id": "c"},
+            castable.TableNotFoundError,
+            "no castable table",
+        ),
+    ],
+)
+def test_commit_rejects_bad_input_and_changes_nothing(table: Table, event: dict, error: type, match: str) -> None:
+    upload(table, "data/wrong.parquet", pa.table({"id": pa.array([1], pa.int32())}))
+    event = {k: (v.replace("{uri}", table.uri) if isinstance(v, str) else v) for k, v in event.items()}
+    before = snapshot_of(table.store)
+    with pytest.raises(error, match=match):
+        commit.handler(event, Context())
+    assert snapshot_of(table.store) == before
+
+
+def test_tombstone_deletes_by_predicate(table: Table) -> None:
+    result = tombstone.handler(
+        {"table": table.uri, "predicate": "id BETWEEN 2 AND 4", "commit_id": "gdpr-1"}, Context()
+    )
+    assert result["committed"] and result["version"] == 2
+    again = tombstone.handler({"table": table.uri, "predicate": "id BETWEEN 2 AND 4", "commit_id": "gdpr-1"}, Context())
+    assert again["version"] == 2
+    assert ids(table) == [0, 1, 5, 6, 7, 8, 9]
+    nothing = tombstone.handler({"table": table.uri, "predicate": "category = 'zzz'"}, Context())
+    assert not nothing["committed"]
+
+
+def test_tombstone_rejects_bad_predicates(table: Table) -> None:
+    before = snapshot_of(table.store)
+    with pytest.raises(castable.InvalidPredicateError):
+        tombstone.handler({"table": table.uri, "predicate": "nope = 1"}, Context())
+    with pytest.raises(InvalidEventError):
+        tombstone.handler({"table": table.uri, "predicate": ""}, Context())
+    assert snapshot_of(table.store) == before
