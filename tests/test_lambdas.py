@@ -110,3 +110,102 @@ def test_tombstone_rejects_bad_predicates(table: Table) -> None:
     with pytest.raises(InvalidEventError):
         tombstone.handler({"table": table.uri, "predicate": ""}, Context())
     assert snapshot_of(table.store) == before
+
+
+def sqs_event(bucket: str, keys: list[str], bodies: list[str] | None = None) -> dict:
+    """An SQS batch whose messages are S3 object-created notifications, as AWS delivers them."""
+    import json
+
+    records = []
+    for i, key in enumerate(keys):
+        note = {
+            "Records": [
+                {
+                    "eventVersion": "2.1",
+                    "eventSource": "aws:s3",
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {
+                        "bucket": {"name": bucket},
+                        "object": {"key": key.replace(" ", "+"), "size": 1, "eTag": "x"},
+                    },
+                }
+            ]
+        }
+        records.append(
+            {
+                "messageId": f"m{i}",
+                "receiptHandle": "h",
+                "body": json.dumps(note),
+                "attributes": {},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:landing",
+                "awsRegion": "us-east-1",
+            }
+        )
+    for j, body in enumerate(bodies or []):
+        records.append({**records[0], "messageId": f"raw{j}", "body": body})
+    return {"Records": records}
+
+
+def land(t: Table, key: str, data: pa.Table) -> None:
+    """Put a Parquet file at ``key`` of the table's bucket (outside the table's prefix)."""
+    buf = io.BytesIO()
+    pq.write_table(data, buf)
+    t.store.client.put_object(Bucket=t.store.bucket, Key=key, Body=buf.getvalue())  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def ingest_env(table: Table, monkeypatch: pytest.MonkeyPatch) -> Table:
+    monkeypatch.setenv("CASTABLE_TABLE", table.uri)
+    monkeypatch.setenv("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
+    return table
+
+
+def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(ingest_env: Table) -> None:
+    from lambdas import ingest
+
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    for i in range(3):
+        land(t, f"landing/day 1/part-{i}.parquet", events(1000 + 10 * i, 1010 + 10 * i))
+    s3 = t.store.client  # type: ignore[attr-defined]
+    s3.put_object(Bucket=bucket, Key="landing/corrupt.parquet", Body=b"not parquet")
+    land(t, "landing/wrong.parquet", pa.table({"id": pa.array([1], pa.int32())}))
+    keys = [f"landing/day 1/part-{i}.parquet" for i in range(3)] + ["landing/corrupt.parquet", "landing/wrong.parquet"]
+    event = sqs_event(bucket, keys, bodies=['{"Service":"Amazon S3","Event":"s3:TestEvent"}'])
+    response = ingest.handler(event, Context())
+    assert response == {"batchItemFailures": []}
+    assert ids(t) == [*range(10), *range(1000, 1030)]
+    assert len(Table.load(t.store).history()) == 3, "one commit for the whole batch"
+    listing = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing")["Contents"]}
+    assert listing == {
+        "landing-failed/landing/corrupt.parquet",
+        "landing-failed/landing/corrupt.parquet.reason.json",
+        "landing-failed/landing/wrong.parquet",
+        "landing-failed/landing/wrong.parquet.reason.json",
+    }
+    reason = s3.get_object(Bucket=bucket, Key="landing-failed/landing/wrong.parquet.reason.json")["Body"].read()
+    assert b"id" in reason
+    assert ingest.handler(event, Context()) == {"batchItemFailures": []}, "a duplicate delivery changes nothing"
+    assert len(Table.load(t.store).history()) == 3
+
+
+def test_ingest_reports_transient_failures_for_retry(ingest_env: Table) -> None:
+    from lambdas import ingest
+
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    land(t, "landing/ok.parquet", events(2000, 2005))
+    event = sqs_event(bucket, ["landing/ok.parquet"], bodies=["not json"])
+    event["Records"].append(
+        {
+            **event["Records"][0],
+            "messageId": "elsewhere",
+            "body": event["Records"][0]["body"].replace(bucket, "no-such-bucket-xyz"),
+        }
+    )
+    response = ingest.handler(event, Context())
+    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == ["elsewhere", "raw0"]
+    assert ids(t) == [*range(10), *range(2000, 2005)]

@@ -1,0 +1,132 @@
+"""Ingest Lambda: append Parquet files landing in S3, a batch of SQS messages per commit.
+
+Each SQS message carries an S3 object-created notification for the landing prefix. Every file
+of the batch is read and checked against the table schema; the good ones are appended in one
+commit and then removed from the landing prefix. A bad file (not Parquet, wrong schema) goes
+to the dead-letter prefix with a ``.reason.json`` beside it and its message succeeds, so it is
+never retried forever nor blocks the others. A message that fails for a transient reason
+(S3 unreachable, say) is reported in ``batchItemFailures`` and retried by SQS.
+
+Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_DEAD_LETTER_PREFIX``
+(default ``landing-failed/``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote_plus
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes import S3Event
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
+
+import castable
+from castable.schema import conform
+from lambdas._runtime import logger, metrics, open_table, tracer
+
+
+@functools.cache
+def _s3() -> Any:
+    """One S3 client per process (settings from the environment), made on first use."""
+    return boto3.client("s3")
+
+
+@dataclass(frozen=True)
+class Landed:
+    bucket: str
+    key: str
+    etag: str
+    rows: pa.Table
+
+
+class BadFileError(castable.CastableError):
+    """A landed file that can never be appended (not Parquet, wrong schema)."""
+
+
+@dataclass
+class _Batch:
+    table: castable.Table
+    dead_letter_prefix: str
+    landed: list[Landed]
+
+
+def _read(batch: _Batch, bucket: str, key: str) -> Landed | None:
+    try:
+        obj = _s3().get_object(Bucket=bucket, Key=key)
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            logger.info("already ingested or removed", extra={"key": key})
+            return None
+        raise
+    data = obj["Body"].read()
+    try:
+        rows = conform(pq.read_table(pa.BufferReader(data)), batch.table.schema)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise BadFileError(f"not a readable Parquet file: {e}") from None
+    except castable.SchemaMismatchError as e:
+        raise BadFileError(str(e)) from None
+    return Landed(bucket, key, obj["ETag"], rows)
+
+
+def _dead_letter(batch: _Batch, bucket: str, key: str, reason: str) -> None:
+    target = batch.dead_letter_prefix + key
+    _s3().copy_object(Bucket=bucket, Key=target, CopySource={"Bucket": bucket, "Key": key})
+    _s3().put_object(Bucket=bucket, Key=target + ".reason.json", Body=json.dumps({"source": key, "reason": reason}))
+    _s3().delete_object(Bucket=bucket, Key=key)
+    metrics.add_metric(name="FilesDeadLettered", unit=MetricUnit.Count, value=1)
+    logger.warning("dead-lettered", extra={"key": key, "reason": reason})
+
+
+def _make_record_handler(batch: _Batch) -> Any:
+    def record_handler(record: SQSRecord) -> None:
+        notification = S3Event(json.loads(record.body))
+        if "Records" not in notification.raw_event:  # s3:TestEvent and the like
+            return
+        for s3_record in notification.records:
+            if not s3_record.event_name.startswith("ObjectCreated"):
+                continue
+            bucket, key = s3_record.s3.bucket.name, unquote_plus(s3_record.s3.get_object.key)
+            try:
+                landed = _read(batch, bucket, key)
+            except BadFileError as e:
+                _dead_letter(batch, bucket, key, str(e))
+                continue
+            if landed is not None:
+                batch.landed.append(landed)
+
+    return record_handler
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    batch = _Batch(
+        table=open_table(os.environ["CASTABLE_TABLE"]),
+        dead_letter_prefix=os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/"),
+        landed=[],
+    )
+    metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
+    processor = BatchProcessor(event_type=EventType.SQS)
+    response = process_partial_response(event, _make_record_handler(batch), processor, context)
+    if any(f.rows.num_rows for f in batch.landed):
+        identity = "\n".join(sorted(f"{f.bucket}/{f.key}@{f.etag}" for f in batch.landed))
+        commit_id = "ingest-" + hashlib.sha256(identity.encode()).hexdigest()[:32]
+        version = batch.table.append(iter(b for f in batch.landed for b in f.rows.to_batches()), commit_id=commit_id)
+        rows = sum(f.rows.num_rows for f in batch.landed)
+        metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
+        logger.info("ingested", extra={"version": version, "files": len(batch.landed), "rows": rows})
+    for f in batch.landed:
+        _s3().delete_object(Bucket=f.bucket, Key=f.key)
+    return dict(response)
