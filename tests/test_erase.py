@@ -346,3 +346,21 @@ def test_processes_erasing_and_deleting_the_same_file(table_uri: tuple[str, dict
     )
     assert not physical & erased, "no erased row comes back"
     assert len([h for h in latest.history() if h.operation == "erase"]) == 6
+
+
+def test_erase_one_file_at_a_time_then_purge_by_paths(table_uri: tuple[str, dict | None]) -> None:
+    from castable.erase import purge_objects
+
+    t = make(table_uri, n=20_000)
+    t.append(rows(50_000, 70_000))
+    predicate = "id IN (5, 60000)"
+    affected = [f.path for f in t.scan(filter=predicate).files()]
+    assert len(affected) == 2
+    old = {f.path: f.added_version for f in t.manifest.data_files}
+    for path in affected:
+        t.erase(predicate, files=[path], commit_id=f"gdpr-7/{path}")
+    assert ids_of(t) == [i for i in [*range(20_000), *range(50_000, 70_000)] if i not in (5, 60000)]
+    from castable.predicate import parse_predicate
+
+    report = purge_objects(t.store, old, t.version, parse_predicate(predicate, t.schema))
+    assert report.verified and sorted(report.objects_deleted) == sorted(old)

@@ -230,3 +230,31 @@ def test_reader_racing_expiry_follows_the_pointer(table: Table) -> None:
     table.expire(retain_versions=1)
     assert Table.load(table.store).version == 6
     assert stale_pointer != table.store.get("_latest_manifest").data
+
+
+def test_planned_groups_compact_independently(table: Table) -> None:
+    expected = churn(table, rounds=6)
+    groups = table.plan_compaction(min_file_size=10**9)
+    assert sum(len(g) for g in groups) == 6 and all(groups)
+    small = castable.create_table(
+        table.uri + "-grouped",
+        EVENTS,
+        primary_key="id",
+        properties={"write.target-file-size-bytes": 6_000},
+        storage_options=_options(table),
+    )
+    churn(small, rounds=6)
+    split = small.plan_compaction(min_file_size=10**9)
+    assert len(split) > 1, "a small target size splits the work"
+    for group in split:
+        Table.load(small.store).compact(files=group, min_file_size=10**9)
+    assert ids(Table.load(small.store)) == expected
+    assert len(Table.load(small.store).manifest.data_files) <= len(split) * 2
+
+
+def _options(t: Table) -> dict | None:
+    from castable.store import S3Store
+
+    if isinstance(t.store, S3Store):
+        return {"endpoint_url": t.store.client.meta.endpoint_url, "region": "us-east-1"}
+    return None

@@ -65,6 +65,36 @@ class CompactOptions:
     delete_ratio: float
     sort_by: str | None = None
     coalesce_tombstones: bool = True
+    only: frozenset[str] | None = None  # restrict to these data files (one group of a plan)
+
+
+def candidates(snapshot: Snapshot, deletes: dict[str, object], options: CompactOptions) -> list[DataFile]:
+    """Data files worth rewriting: small ones, and those with enough of their rows deleted."""
+
+    def worth(f: DataFile) -> bool:
+        if options.only is not None and f.path not in options.only:
+            return False
+        if f.size < options.min_file_size:
+            return True
+        if f.path not in deletes:
+            return False
+        live = Scan(Snapshot(snapshot.store, replace(snapshot.manifest, data_files=(f,))), []).count()
+        return (f.rows - live) >= options.delete_ratio * f.rows
+
+    return [f for f in snapshot.manifest.data_files if worth(f)]
+
+
+def plan_groups(snapshot: Snapshot, options: CompactOptions, target_size: int) -> list[list[str]]:
+    """Candidate files in groups of about ``target_size`` bytes: independent units of work
+    (each can be compacted, and committed, separately and in parallel)."""
+    deletes = snapshot.deletes_for(snapshot.manifest.data_files)
+    groups: list[list[DataFile]] = []
+    for f in candidates(snapshot, deletes, options):
+        if groups and sum(g.size for g in groups[-1]) + f.size <= target_size:
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    return [[f.path for f in g] for g in groups if len(g) > 1 or g[0].path in deletes]
 
 
 class CompactChange:
@@ -85,7 +115,7 @@ class CompactChange:
         self.base_version = base.version
         snapshot = Snapshot(self.store, base)
         deletes = snapshot.deletes_for(base.data_files)
-        self.rewritten = [f for f in base.data_files if self._worth_rewriting(snapshot, f, f.path in deletes)]
+        self.rewritten = candidates(snapshot, deletes, self.options)
         if len(self.rewritten) == 1 and self.rewritten[0].path not in deletes and self.options.sort_by is None:
             self.rewritten = []  # rewriting one clean small file alone gains nothing
         self.written: list[DataFile] = []
@@ -97,14 +127,6 @@ class CompactChange:
             self.rows_written = sum(f.rows for f in self.written)
             self.rows_dropped = sum(f.rows for f in self.rewritten) - self.rows_written
         self.coalesced, self.merged = self._coalesce(snapshot, {f.path for f in self.rewritten})
-
-    def _worth_rewriting(self, snapshot: Snapshot, f: DataFile, has_deletes: bool) -> bool:
-        if f.size < self.options.min_file_size:
-            return True
-        if not has_deletes:
-            return False
-        live = Scan(Snapshot(self.store, replace(snapshot.manifest, data_files=(f,))), []).count()
-        return (f.rows - live) >= self.options.delete_ratio * f.rows
 
     def _rows(self, snapshot: Snapshot) -> Iterator[pa.RecordBatch]:
         scan = Scan(snapshot)

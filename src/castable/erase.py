@@ -21,7 +21,8 @@ from pyroaring import BitMap
 from castable import tombstone
 from castable.commit import NextState, raise_floor, read_manifest
 from castable.errors import VersionNotFoundError
-from castable.layout import MANIFEST_PREFIX, manifest_key, new_tombstone_key, version_of_manifest_key
+from castable.gc import retained_versions
+from castable.layout import manifest_key, new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate
 from castable.properties import TableProperties
@@ -162,18 +163,25 @@ class EraseChange:
     """An erase being committed: rebuilt on every newer base, re-planned if its files were replaced."""
 
     def __init__(
-        self, store: ObjectStore, predicate: Predicate, base: Manifest, mode: EraseMode, props: TableProperties
+        self,
+        store: ObjectStore,
+        predicate: Predicate,
+        base: Manifest,
+        mode: EraseMode,
+        props: TableProperties,
+        only: frozenset[str] | None = None,
     ) -> None:
         self.store = store
         self.predicate = predicate
         self.mode = mode
         self.props = props
+        self.only = only
         self.replans = 0
         self._plan(base)
 
     def _plan(self, base: Manifest) -> None:
         snapshot = Snapshot(self.store, base)
-        files = snapshot.prune_files(self.predicate)
+        files = [f for f in snapshot.prune_files(self.predicate) if self.only is None or f.path in self.only]
         deletes = snapshot.deletes_for(files)
         erasures = (erase_file(snapshot, f, self.predicate, deletes.get(f.path), self.mode, self.props) for f in files)
         self.files = [e for e in erasures if e is not None]
@@ -242,7 +250,7 @@ class EraseChange:
 
 def still_referenced(store: ObjectStore, erased: list[FileErasure], version: int) -> dict[str, list[int]]:
     """For each replaced file, the retained versions before ``version`` that still list it."""
-    retained = sorted(v for i in store.list(MANIFEST_PREFIX) if (v := version_of_manifest_key(i.key)) is not None)
+    retained = retained_versions(store)
     return {e.old.path: [v for v in retained if e.old.added_version <= v < version] for e in erased}
 
 
@@ -251,10 +259,7 @@ def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
     remaining: dict[str, int] = {}
     checked: set[str] = set()
     expression = predicate.to_expression()
-    for info in store.list(MANIFEST_PREFIX):
-        version = version_of_manifest_key(info.key)
-        if version is None:
-            continue
+    for version in retained_versions(store):
         try:
             snapshot = Snapshot(store, read_manifest(store, version))
         except VersionNotFoundError:
@@ -271,12 +276,19 @@ def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
 
 def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
     """Expire the versions that reference erased objects, delete those objects, then verify."""
-    refreshed = still_referenced(store, report.files, report.version)
-    versions = sorted({v for vs in refreshed.values() for v in vs})
+    old = {e.old.path: e.old.added_version for e in report.files}
+    return purge_objects(store, old, report.version, report.predicate)
+
+
+def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predicate: Predicate | None) -> PurgeReport:
+    """Complete erasures committed at or before ``version``: ``old`` maps each replaced data
+    file to the version that added it; the versions in between are expired."""
+    retained = retained_versions(store)
+    versions = sorted({v for v in retained for added in old.values() if added <= v < version})
     if versions:
-        raise_floor(store, versions[-1] + 1, report.version)
+        raise_floor(store, versions[-1] + 1, version)
     for v in versions:
         store.purge(manifest_key(v))
-    removed = sum(store.purge(path) for path in report.to_purge)
-    remaining = verify_erased(store, report.predicate) if report.predicate is not None else {}
-    return PurgeReport(versions, report.to_purge, removed, remaining)
+    removed = sum(store.purge(path) for path in old)
+    remaining = verify_erased(store, predicate) if predicate is not None else {}
+    return PurgeReport(versions, sorted(old), removed, remaining)

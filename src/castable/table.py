@@ -21,7 +21,7 @@ from castable.commit import (
     now,
     read_manifest,
 )
-from castable.compact import CompactChange, CompactOptions, CompactReport
+from castable.compact import CompactChange, CompactOptions, CompactReport, plan_groups
 from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
@@ -404,13 +404,15 @@ class Table:
         commit_id: str | None = None,
         mode: EraseMode = "auto",
         purge: bool = False,
+        files: list[str] | None = None,
     ) -> EraseReport:
         """Physically remove the rows matching ``predicate`` and commit the rewritten files.
 
         ``mode="splice"`` rewrites only the affected row groups server-side (multipart upload
         with range copies), ``"rewrite"`` rewrites whole files, ``"auto"`` splices unless a file
         is small. Older versions still reference the old files until ``purge_erased`` (or
-        ``purge=True``) expires them and deletes the old objects.
+        ``purge=True``) expires them and deletes the old objects. ``files`` restricts the erase
+        to those data files (one unit of work of a fan-out).
         """
         if mode not in ERASE_MODES:
             raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
@@ -418,7 +420,8 @@ class Table:
         parsed = parse_predicate(predicate, self.schema)
         if commit_id in self._manifest.recent_commits:
             return EraseReport(self._manifest.recent_commits[commit_id], 0, [], parsed)
-        change = EraseChange(self.store, parsed, self._manifest, mode, self._props)
+        only = None if files is None else frozenset(files)
+        change = EraseChange(self.store, parsed, self._manifest, mode, self._props, only)
         if change.is_empty:
             report = EraseReport(self.version, 0, [], parsed)
         else:
@@ -446,30 +449,51 @@ class Table:
         delete_ratio: float | None = None,
         sort_by: str | None = None,
         coalesce_tombstones: bool = True,
+        files: list[str] | None = None,
         commit_id: str | None = None,
     ) -> CompactReport:
         """Rewrite small and delete-heavy files into files of the target size and merge tombstones.
 
         Defaults come from the ``compaction.*`` table properties. Old files stay for time travel
-        until ``expire`` and ``gc`` remove them.
+        until ``expire`` and ``gc`` remove them. ``files`` restricts the compaction to one group
+        of :meth:`plan_compaction` (tombstones are then left as they are).
         """
-        props = self._props
-        if sort_by is not None and sort_by not in self.schema.names:
-            raise InvalidInputError(f"sort_by names unknown column {sort_by!r}")
-        options = CompactOptions(
-            min_file_size=props.compact_min_file_size if min_file_size is None else min_file_size,
-            delete_ratio=props.compact_delete_ratio if delete_ratio is None else delete_ratio,
-            sort_by=sort_by,
-            coalesce_tombstones=coalesce_tombstones,
-        )
+        options = self._compact_options(min_file_size, delete_ratio, sort_by, coalesce_tombstones, files)
         commit_id = _new_commit_id(commit_id)
         if commit_id in self._manifest.recent_commits:
             return CompactReport(self._manifest.recent_commits[commit_id])
-        change = CompactChange(self.store, self._manifest, props, options)
+        change = CompactChange(self.store, self._manifest, self._props, options)
         if change.is_empty:
             return CompactReport(self.version)
         version = self._commit("compact", commit_id, change.build).manifest.version
         return change.report(version)
+
+    def plan_compaction(
+        self, *, min_file_size: int | None = None, delete_ratio: float | None = None
+    ) -> list[list[str]]:
+        """Groups of data files worth compacting, each about one target file in size: independent
+        units of work that can be compacted in parallel (``compact(files=group)``)."""
+        options = self._compact_options(min_file_size, delete_ratio, None, False, None)
+        return plan_groups(self.snapshot(), options, self._props.target_file_size)
+
+    def _compact_options(
+        self,
+        min_file_size: int | None,
+        delete_ratio: float | None,
+        sort_by: str | None,
+        coalesce_tombstones: bool,
+        files: list[str] | None,
+    ) -> CompactOptions:
+        props = self._props
+        if sort_by is not None and sort_by not in self.schema.names:
+            raise InvalidInputError(f"sort_by names unknown column {sort_by!r}")
+        return CompactOptions(
+            min_file_size=props.compact_min_file_size if min_file_size is None else min_file_size,
+            delete_ratio=props.compact_delete_ratio if delete_ratio is None else delete_ratio,
+            sort_by=sort_by,
+            coalesce_tombstones=coalesce_tombstones and files is None,
+            only=None if files is None else frozenset(files),
+        )
 
     def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
         """Delete the manifests of old versions: kept are the newest ``retain_versions`` and those
