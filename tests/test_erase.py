@@ -364,3 +364,13 @@ def test_erase_one_file_at_a_time_then_purge_by_paths(table_uri: tuple[str, dict
 
     report = purge_objects(t.store, old, t.version, parse_predicate(predicate, t.schema))
     assert report.verified and sorted(report.objects_deleted) == sorted(old)
+
+
+def test_purge_never_touches_live_files(tmp_path: Path) -> None:
+    from castable.erase import purge_objects
+
+    t = make((str(tmp_path / "t"), None), n=1000)
+    (f,) = t.manifest.data_files
+    report = purge_objects(t.store, {f.path: f.added_version}, t.version, None)
+    assert report.objects_deleted == [] and report.versions_expired == []
+    assert ids_of(t) == list(range(1000))

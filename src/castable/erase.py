@@ -282,7 +282,10 @@ def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
 
 def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predicate: Predicate | None) -> PurgeReport:
     """Complete erasures committed at or before ``version``: ``old`` maps each replaced data
-    file to the version that added it; the versions in between are expired."""
+    file to the version that added it; the versions in between are expired. Files the newest
+    version still references (nothing matched in them) are left alone."""
+    live = {f.path for f in read_manifest(store, retained_versions(store)[-1]).data_files}
+    old = {path: added for path, added in old.items() if path not in live}
     retained = retained_versions(store)
     versions = sorted({v for v in retained for added in old.values() if added <= v < version})
     if versions:

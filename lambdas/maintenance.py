@@ -1,0 +1,86 @@
+"""Maintenance Lambda: the steps of the maintenance workflow, one action per invocation.
+
+- ``{"action": "plan", "table": ...}`` -> ``{"groups": [[path, ...], ...]}`` (units of work)
+- ``{"action": "compact", "table": ..., "files": [...]}`` compacts one group and commits it
+- ``{"action": "coalesce", "table": ...}`` merges the tombstone files of the files that stay
+- ``{"action": "expire", "table": ..., "retain_versions": 100, "retain_hours": 168}``
+- ``{"action": "gc", "table": ..., "grace_hours": 24, "dry_run": false}``
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from lambdas._runtime import lambda_handler, logger, metrics, open_table, tracer
+
+TableUri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")]
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    table: TableUri
+
+
+class Plan(_Step):
+    action: Literal["plan"]
+
+
+class Compact(_Step):
+    action: Literal["compact"]
+    files: list[str] = Field(min_length=1)
+    commit_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+class Coalesce(_Step):
+    action: Literal["coalesce"]
+
+
+class Expire(_Step):
+    action: Literal["expire"]
+    retain_versions: int | None = Field(default=None, ge=1)
+    retain_hours: float | None = Field(default=None, ge=0)
+
+
+class Gc(_Step):
+    action: Literal["gc"]
+    grace_hours: float | None = Field(default=None, ge=0)
+    dry_run: bool = False
+
+
+class MaintenanceEvent(RootModel[Annotated[Plan | Compact | Coalesce | Expire | Gc, Field(discriminator="action")]]):
+    pass
+
+
+@lambda_handler(MaintenanceEvent)
+@tracer.capture_method
+def handler(event: MaintenanceEvent) -> dict[str, Any]:
+    step = event.root
+    table = open_table(step.table)
+    logger.append_keys(action=step.action)
+    if isinstance(step, Plan):
+        groups = table.plan_compaction()
+        return {"table": step.table, "version": table.version, "groups": groups}
+    if isinstance(step, Compact):
+        report = table.compact(files=step.files, min_file_size=2**62, delete_ratio=1e-9, commit_id=step.commit_id)
+        metrics.add_metric(name="FilesCompacted", unit=MetricUnit.Count, value=len(report.files_rewritten))
+        return {"table": step.table, **report.summary()}
+    if isinstance(step, Coalesce):
+        report = table.compact(min_file_size=1, delete_ratio=1.0)
+        return {"table": step.table, **report.summary()}
+    if isinstance(step, Expire):
+        retain_for = None if step.retain_hours is None else timedelta(hours=step.retain_hours)
+        expired = table.expire(retain_versions=step.retain_versions, retain_for=retain_for)
+        metrics.add_metric(name="VersionsExpired", unit=MetricUnit.Count, value=len(expired.versions_expired))
+        return {
+            "table": step.table,
+            "versions_expired": expired.versions_expired,
+            "versions_retained": expired.versions_retained,
+        }
+    grace = None if step.grace_hours is None else timedelta(hours=step.grace_hours)
+    report = table.gc(orphan_grace=grace, dry_run=step.dry_run)
+    metrics.add_metric(name="ObjectsCollected", unit=MetricUnit.Count, value=len(report.objects))
+    return {"table": step.table, **report.summary()}
