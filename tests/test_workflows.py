@@ -1,0 +1,201 @@
+"""Both state machines executed by moto's Step Functions interpreter, their Lambda tasks running
+the real handler code in-process, against S3 on the moto server over HTTP."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import logging
+import os
+import time
+import traceback
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import EVENTS, events
+
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+
+import castable
+from castable.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+FUNCTIONS = {
+    "TombstoneFunctionArn": "lambdas.tombstone.handler",
+    "ErasureFunctionArn": "lambdas.erasure.handler",
+    "SpliceFunctionArn": "lambdas.splice.handler",
+    "MaintenanceFunctionArn": "lambdas.maintenance.handler",
+}
+
+
+def _run_handler(self: Any, event: str | dict | None = None) -> tuple[str, bool, str]:
+    """Stand-in for moto's Docker-based invoke: import the handler and call it in-process."""
+    module, function = self.handler.rsplit(".", 1)
+    handler = getattr(importlib.import_module(module), function)
+    context = type(
+        "Context",
+        (),
+        {
+            "function_name": self.function_name,
+            "memory_limit_in_mb": 1024,
+            "invoked_function_arn": self.function_arn,
+            "aws_request_id": str(uuid.uuid4()),
+        },
+    )()
+    try:
+        payload = event if isinstance(event, dict) else json.loads(event or "{}")
+        return json.dumps(handler(payload, context)), False, ""
+    except Exception as e:
+        payload = {
+            "errorType": type(e).__name__,
+            "errorMessage": str(e),
+            "stackTrace": traceback.format_exc().splitlines(),
+        }
+        return json.dumps(payload), True, ""
+
+
+@pytest.fixture
+def aws(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """In-process Step Functions and Lambda (moto) whose tasks reach S3 on the moto server."""
+    import boto3
+    from moto import mock_aws
+    from moto.awslambda.models import LambdaFunction
+
+    logging.getLogger("moto.stepfunctions").setLevel(logging.CRITICAL)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
+    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", _run_handler)
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        iam = boto3.client("iam", region_name="us-east-1")
+        role = iam.create_role(RoleName="castable", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        lam = boto3.client("lambda", region_name="us-east-1")
+        code = io.BytesIO()
+        with zipfile.ZipFile(code, "w") as z:
+            z.writestr("handler.py", "")
+        arns = {}
+        for placeholder, handler in FUNCTIONS.items():
+            name = handler.split(".")[1]
+            arns[placeholder] = lam.create_function(
+                FunctionName=name, Runtime="python3.12", Role=role, Handler=handler, Code={"ZipFile": code.getvalue()}
+            )["FunctionArn"]
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        machines = {}
+        for name in ("erasure", "maintenance"):
+            definition = (ROOT / "statemachines" / f"{name}.asl.json").read_text()
+            for placeholder, arn in arns.items():
+                definition = definition.replace("${" + placeholder + "}", arn)
+            machines[name] = sfn.create_state_machine(name=name, definition=definition, roleArn=role)["stateMachineArn"]
+        yield machines
+
+
+def run(machine: str, payload: dict[str, Any]) -> dict[str, Any]:
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    execution = sfn.start_execution(stateMachineArn=machine, name=str(uuid.uuid4()), input=json.dumps(payload))
+    for _ in range(600):
+        d = sfn.describe_execution(executionArn=execution["executionArn"])
+        if d["status"] != "RUNNING":
+            return d
+        time.sleep(0.1)
+    raise TimeoutError("execution did not finish")
+
+
+def failures(execution: dict[str, Any]) -> list[Any]:
+    """The error details of failed tasks and of the execution, for assertion messages."""
+    keys = ("taskFailedEventDetails", "executionFailedEventDetails", "lambdaFunctionFailedEventDetails")
+    return [e[k] for e in history(execution) for k in keys if k in e]
+
+
+def history(execution: dict[str, Any]) -> list[dict[str, Any]]:
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    return sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
+
+
+@pytest.fixture
+def table(s3_bucket: str, s3_endpoint: str) -> Table:
+    props = {"write.parquet.compression": "none", "write.target-file-size-bytes": 30_000}
+    t = castable.create_table(
+        f"s3://{s3_bucket}/events",
+        EVENTS,
+        primary_key="id",
+        properties=props,
+        storage_options={"endpoint_url": s3_endpoint, "region": "us-east-1"},
+    )
+    for i in range(4):
+        t.append(events(i * 1000, i * 1000 + 1000))
+    return t
+
+
+def ids(t: Table) -> list[int]:
+    return sorted(Table.load(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
+
+
+def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dict[str, str], table: Table) -> None:
+    predicate = "id IN (10, 2500, 3999)"
+    d = run(aws["erasure"], {"table": table.uri, "predicate": predicate, "commit_id": "gdpr-42"})
+    assert d["status"] == "SUCCEEDED", failures(d)
+    receipt = json.loads(d["output"])
+    assert receipt["verified"] is True and receipt["commit_id"] == "gdpr-42"
+    assert sum(s["rows_erased"] for s in receipt["files_spliced"]) == 3
+    assert receipt["objects_deleted"] and receipt["versions_expired"]
+    assert ids(table) == [i for i in range(4000) if i not in (10, 2500, 3999)]
+    latest = Table.load(table.store)
+    for f in latest.manifest.data_files:
+        data = pq.read_table(latest.store.open_input(f.path, size=f.size, etag=f.etag)).column("id").to_pylist()
+        assert not {10, 2500, 3999} & set(data)
+
+
+def test_erasure_workflow_catch_path(aws: dict[str, str], table: Table) -> None:
+    d = run(aws["erasure"], {"table": table.uri, "predicate": "nope = 1", "commit_id": "bad"})
+    assert d["status"] == "FAILED"
+    failed = [e for e in history(d) if e["type"] == "ExecutionFailed"]
+    assert failed and failed[0]["executionFailedEventDetails"]["error"] == "ErasureFailed"
+    assert Table.load(table.store).version == table.version
+
+
+def test_maintenance_workflow_compacts_expires_and_collects(aws: dict[str, str], table: Table) -> None:
+    for i in range(6):
+        table.delete(f"id = {i * 500 + 1}")
+    before = ids(table)
+    payload = {"table": table.uri, "retain_versions": 1, "retain_hours": None, "grace_hours": 0}
+    d = run(aws["maintenance"], payload)
+    assert d["status"] == "SUCCEEDED", failures(d)
+    out = json.loads(d["output"])
+    assert out["groups_compacted"] and out["versions_expired"] and out["objects_removed"] > 0
+    latest = Table.load(table.store)
+    assert ids(table) == before
+    assert latest.manifest.tombstones == (), "deleted rows were compacted away"
+    assert len(out["groups_compacted"]) == 3, "the three files holding deleted rows were compacted in parallel"
+
+
+def test_maintenance_workflow_retries_a_conflict_then_succeeds(
+    aws: dict[str, str], table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambdas import maintenance
+
+    calls = {"n": 0}
+    original = maintenance.open_table
+
+    def flaky(uri: str) -> Table:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first compact attempt loses to a "concurrent writer"
+            raise castable.CommitConflictError("injected conflict")
+        return original(uri)
+
+    monkeypatch.setattr(maintenance, "open_table", flaky)
+    for i in range(3):
+        table.delete(f"id = {i * 700 + 3}")
+    d = run(
+        aws["maintenance"], {"table": table.uri, "retain_versions": None, "retain_hours": None, "grace_hours": None}
+    )
+    assert d["status"] == "SUCCEEDED", failures(d)
+    retried = [e for e in history(d) if e["type"] == "TaskFailed"]
+    assert retried, "the conflict was retried by the state machine"
