@@ -16,16 +16,17 @@ demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src lambdas tests bench examples
-	$(BIN)/ruff format --check src lambdas tests bench examples
+	$(BIN)/ruff check src lambdas infra app.py tests bench examples
+	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples
 
 test: lint
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10
 
 bench: $(VENV)/.installed
 	cd bench && ../$(BIN)/python bench_core.py
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_maintenance.py
+	cd bench && ../$(BIN)/python bundle_size.py
 
 clean:
 	rm -rf $(VENV) demo-table .pytest_cache .ruff_cache .hypothesis

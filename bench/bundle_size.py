@@ -1,0 +1,81 @@
+"""Lambda bundle size and cold import times, built exactly as the CDK app bundles it.
+
+Builds the bundle with infra.bundling.install (pip, manylinux_2_28 x86_64 wheels for
+CPython 3.12, no Docker) into a temporary directory, reports its unzipped size against
+Lambda's 250 MB limit, and the cold import time of each handler module on this machine
+(median of 5 fresh interpreters, from the repository's own environment).
+
+Usage: python bench/bundle_size.py   (writes bench/results/bundle.md)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_core import RESULTS
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from infra.bundling import install  # noqa: E402
+
+HANDLERS = ["commit", "tombstone", "splice", "ingest", "maintenance", "erasure"]
+LIMIT = 250 * 1024 * 1024
+
+
+def tree_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def cold_import(module: str) -> float:
+    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true", "PYTHONPATH": str(ROOT)}
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=env, cwd=ROOT)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="castable-bundle-"))
+    try:
+        t0 = time.perf_counter()
+        install(work)
+        build_s = time.perf_counter() - t0
+        size = tree_size(work)
+        biggest = sorted(((tree_size(p), p.name) for p in work.iterdir() if p.is_dir()), reverse=True)[:6]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    baseline = cold_import("json")
+    lines = [
+        "# Lambda bundle",
+        "",
+        f"Built in {build_s:.0f} s without Docker: **{size / 2**20:.0f} MiB unzipped** "
+        f"({size / LIMIT:.0%} of Lambda's 250 MB limit).",
+        "",
+        "| largest packages | MiB |",
+        "| --- | ---: |",
+        *(f"| {name} | {n / 2**20:.1f} |" for n, name in biggest),
+        "",
+        f"Cold import of each handler module (median of 5 new interpreters, minus {baseline * 1000:.0f} ms "
+        "of interpreter start-up):",
+        "",
+        "| handler | import |",
+        "| --- | ---: |",
+        *(f"| lambdas.{h} | {(cold_import(f'lambdas.{h}') - baseline) * 1000:.0f} ms |" for h in HANDLERS),
+    ]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "bundle.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The AWS CDK app of castable: one stack with the table bucket, functions and workflows."""

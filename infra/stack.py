@@ -1,0 +1,272 @@
+"""The castable stack: table bucket, landing queue, functions, workflows, schedules, EMR role.
+
+Tables live under ``s3://<bucket>/tables/<name>/``; files dropped under ``landing/<name>/``
+are ingested into table ``<name>``. Every function's role is limited to the table prefixes
+(and the landing prefix for ingest); nothing gets a bucket-wide write.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.bundling import RUNTIME, function_code
+
+STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """One table of the deployment and its maintenance schedule."""
+
+    name: str
+    schedule: str = "rate(6 hours)"
+    retain_versions: int | None = None
+    retain_hours: float | None = None
+    grace_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class CastableConfig:
+    tables: list[TableConfig] = field(default_factory=lambda: [TableConfig("events")])
+    versioned: bool = False
+    incomplete_upload_days: int = 2
+
+
+class CastableStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, config: CastableConfig, **kwargs: object) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Tables",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            versioned=config.versioned,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="tables-bucket/",
+            event_bridge_enabled=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(abort_incomplete_multipart_upload_after=Duration.days(config.incomplete_upload_days))
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
+        code = function_code()
+        self.functions = {
+            name: self._function(name, code, description, timeout, memory)
+            for name, description, timeout, memory in [
+                ("commit", "Register Parquet files written elsewhere as one append", 60, 1024),
+                ("tombstone", "Soft-delete rows by SQL predicate", 120, 1024),
+                ("splice", "Erase rows from one data file (row-group splice)", 900, 3008),
+                ("ingest", "Append Parquet files landing in S3 (SQS batches)", 900, 3008),
+                ("maintenance", "Compaction, expiry and garbage-collection steps", 900, 3008),
+                ("erasure", "Erasure planning, purge and verification steps", 900, 3008),
+            ]
+        }
+        for fn in self.functions.values():
+            self._grant_tables(fn)
+        self._ingest()
+        self.erasure = self._state_machine("erasure", ["tombstone", "erasure", "splice"])
+        self.maintenance = self._state_machine("maintenance", ["maintenance"])
+        self._schedules()
+        self.emr_job_role = self._emr_role()
+
+    # ------------------------------------------------------------------ functions
+
+    def _function(self, name: str, code: lambda_.Code, description: str, timeout: int, memory: int) -> lambda_.Function:
+        log_group = logs.LogGroup(self, f"{name.title()}Logs", retention=logs.RetentionDays.ONE_MONTH)
+        return lambda_.Function(
+            self,
+            f"{name.title()}Function",
+            description=f"castable: {description}",
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.X86_64,
+            handler=f"lambdas.{name}.handler",
+            code=code,
+            timeout=Duration.seconds(timeout),
+            memory_size=memory,
+            ephemeral_storage_size=None,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": f"castable-{name}",
+                "POWERTOOLS_METRICS_NAMESPACE": "castable",
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+            },
+        )
+
+    def _grant_tables(self, fn: lambda_.Function) -> None:
+        """Read/write/delete under the table prefixes only; listing restricted to them."""
+        prefixes = [f"tables/{t.name}/" for t in self.config.tables]
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "s3:GetObject",
+                    "s3:GetObjectVersion",
+                    "s3:PutObject",
+                    "s3:DeleteObject",
+                    "s3:DeleteObjectVersion",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
+                resources=[self.bucket.arn_for_objects(f"{p}*") for p in prefixes],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+            )
+        )
+
+    # --------------------------------------------------------------------- ingest
+
+    def _ingest(self) -> None:
+        dead_letters = sqs.Queue(
+            self,
+            "LandingDeadLetters",
+            enforce_ssl=True,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            retention_period=Duration.days(14),
+        )
+        self.landing_queue = sqs.Queue(
+            self,
+            "Landing",
+            enforce_ssl=True,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            visibility_timeout=Duration.seconds(6 * 900),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
+        )
+        fn = self.functions["ingest"]
+        if len(self.config.tables) == 1:
+            fn.add_environment("CASTABLE_TABLE", next(iter(self.table_uris.values())))
+        fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
+        for t in self.config.tables:
+            self.bucket.add_event_notification(
+                s3.EventType.OBJECT_CREATED,
+                s3n.SqsDestination(self.landing_queue),
+                s3.NotificationKeyFilter(prefix=f"landing/{t.name}/", suffix=".parquet"),
+            )
+        fn.add_event_source(
+            sources.SqsEventSource(
+                self.landing_queue,
+                batch_size=50,
+                max_batching_window=Duration.seconds(30),
+                report_batch_item_failures=True,
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:DeleteObject", "s3:PutObject"],
+                resources=[self.bucket.arn_for_objects("landing/*"), self.bucket.arn_for_objects("landing-failed/*")],
+            )
+        )
+
+    # -------------------------------------------------------------- state machines
+
+    def _state_machine(self, name: str, functions: list[str]) -> sfn.StateMachine:
+        substitutions = {f"{f.title()}FunctionArn": self.functions[f].function_arn for f in functions}
+        machine = sfn.StateMachine(
+            self,
+            f"{name.title()}Workflow",
+            definition_body=sfn.DefinitionBody.from_string((STATE_MACHINES / f"{name}.asl.json").read_text()),
+            definition_substitutions=substitutions,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=logs.LogGroup(self, f"{name.title()}WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH),
+                level=sfn.LogLevel.ALL,
+            ),
+            timeout=Duration.hours(6),
+        )
+        for f in functions:
+            self.functions[f].grant_invoke(machine)
+        return machine
+
+    def _schedules(self) -> None:
+        for t in self.config.tables:
+            payload = {
+                "table": self.table_uris[t.name],
+                "retain_versions": t.retain_versions,
+                "retain_hours": t.retain_hours,
+                "grace_hours": t.grace_hours,
+            }
+            events.Rule(
+                self,
+                f"Maintain{t.name.title()}",
+                description=f"castable maintenance of table {t.name}",
+                schedule=events.Schedule.expression(t.schedule),
+                targets=[targets.SfnStateMachine(self.maintenance, input=events.RuleTargetInput.from_object(payload))],
+            )
+            events.Rule(
+                self,
+                f"Tombstones{t.name.title()}",
+                description=f"start maintenance of {t.name} when tombstone files are written",
+                event_pattern=events.EventPattern(
+                    source=["aws.s3"],
+                    detail_type=["Object Created"],
+                    detail={
+                        "bucket": {"name": [self.bucket.bucket_name]},
+                        "object": {"key": [{"prefix": f"tables/{t.name}/tombstone/"}]},
+                    },
+                ),
+                targets=[
+                    targets.SfnStateMachine(
+                        self.maintenance, input=events.RuleTargetInput.from_text(json.dumps(payload))
+                    )
+                ],
+            )
+
+    # ------------------------------------------------------------------------ EMR
+
+    def _emr_role(self) -> iam.Role:
+        """The job role of EMR (Serverless) Spark jobs: write data files, invoke commit."""
+        role = iam.Role(
+            self,
+            "EmrJobRole",
+            assumed_by=iam.CompositePrincipal(
+                iam.ServicePrincipal("emr-serverless.amazonaws.com"),
+                iam.ServicePrincipal("elasticmapreduce.amazonaws.com"),
+            ),
+            description="castable Spark jobs: write Parquet under tables/*/data/ and call the commit function",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[self.bucket.arn_for_objects(f"tables/{t.name}/data/*") for t in self.config.tables],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[self.bucket.arn_for_objects(f"tables/{t.name}/*") for t in self.config.tables],
+            )
+        )
+        self.functions["commit"].grant_invoke(role)
+        return role

@@ -1,0 +1,179 @@
+"""The CDK app synthesises offline; its resources, permissions and wiring; cfn-lint; cdk-nag."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+pytestmark = pytest.mark.slow
+
+TABLES = [{"name": "events", "schedule": "rate(6 hours)"}, {"name": "orders", "schedule": "cron(0 3 * * ? *)"}]
+
+
+def synth(outdir: Path, **context: Any) -> dict[str, Any]:
+    import aws_cdk as cdk
+
+    import app
+
+    # Bundling pip-installs ~190 MB of Linux wheels; it is measured by bench/bundle_size.py instead.
+    cdk_app = cdk.App(context={"aws:cdk:bundling-stacks": [], "tables": TABLES, **context}, outdir=str(outdir))
+    app.build(cdk_app)
+    cdk_app.synth()
+    return json.loads((outdir / "Castable.template.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("cdk")
+    t = synth(out)
+    t["__outdir"] = str(out)
+    return t
+
+
+def resources(t: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in t["Resources"].items() if v["Type"] == kind}
+
+
+def statements(t: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        s for p in resources(t, "AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_table_bucket_is_private_encrypted_tls_only_and_cleans_uploads(template: dict[str, Any]) -> None:
+    buckets = resources(template, "AWS::S3::Bucket")
+    tables = next(b for b in buckets.values() if "LoggingConfiguration" in b["Properties"])["Properties"]
+    assert tables["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert tables["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    assert "VersioningConfiguration" not in tables
+    rules = tables["LifecycleConfiguration"]["Rules"]
+    assert any(r.get("AbortIncompleteMultipartUpload", {}).get("DaysAfterInitiation") == 2 for r in rules)
+    policies = json.dumps(resources(template, "AWS::S3::BucketPolicy"))
+    assert '"aws:SecureTransport": "false"' in policies
+
+
+def test_versioning_is_an_option(tmp_path: Path) -> None:
+    t = synth(tmp_path, versioned="true")
+    assert any(
+        b["Properties"].get("VersioningConfiguration", {}).get("Status") == "Enabled"
+        for b in resources(t, "AWS::S3::Bucket").values()
+    )
+
+
+def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> None:
+    fns = {
+        f["Properties"]["Handler"]: f["Properties"]
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler", "").startswith("lambdas.")
+    }
+    assert set(fns) == {
+        f"lambdas.{n}.handler" for n in ("commit", "tombstone", "splice", "ingest", "maintenance", "erasure")
+    }
+    for props in fns.values():
+        assert props["Runtime"] == "python3.12" and props["TracingConfig"] == {"Mode": "Active"}
+        assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "castable"
+
+
+def test_permissions_are_scoped_to_table_prefixes(template: dict[str, Any]) -> None:
+    for s in statements(template):
+        actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        assert not any(a in ("s3:*", "*") for a in actions), s
+        if actions == ["s3:PutBucketNotification"]:  # CDK's notification custom resource configures the bucket
+            continue
+        if any(
+            a.startswith("s3:") and a not in ("s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads")
+            for a in actions
+        ):
+            text = json.dumps(s["Resource"])
+            assert any(p in text for p in ("/tables/events/", "/tables/orders/", "/landing/", "/landing-failed/")), s
+    listing = [s for s in statements(template) if "s3:ListBucket" in json.dumps(s["Action"])]
+    assert listing and all("s3:prefix" in json.dumps(s.get("Condition", {})) for s in listing)
+
+
+def test_landing_notifications_reach_an_sqs_queue_with_a_dead_letter_queue(template: dict[str, Any]) -> None:
+    queues = resources(template, "AWS::SQS::Queue")
+    assert any("RedrivePolicy" in q["Properties"] for q in queues.values())
+    notes = json.dumps(resources(template, "Custom::S3BucketNotifications"))
+    assert "landing/events/" in notes and "landing/orders/" in notes
+    mappings = resources(template, "AWS::Lambda::EventSourceMapping")
+    assert any(m["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"] for m in mappings.values())
+
+
+def test_state_machines_are_logged_and_invoke_the_functions(template: dict[str, Any]) -> None:
+    machines = resources(template, "AWS::StepFunctions::StateMachine")
+    assert len(machines) == 2
+    for m in machines.values():
+        props = m["Properties"]
+        assert props["LoggingConfiguration"]["Level"] == "ALL" and props["TracingConfiguration"]["Enabled"]
+        text, variables = props["DefinitionString"], props["DefinitionSubstitutions"]
+        placeholders = {p.split("}")[0] for p in text.split("${")[1:]}
+        assert placeholders and placeholders <= set(variables), "every ARN placeholder is substituted"
+        assert all("Function" in json.dumps(v) for v in variables.values())
+    invoke = [
+        s
+        for s in statements(template)
+        if s["Action"] == "lambda:InvokeFunction" or "lambda:InvokeFunction" in s["Action"]
+    ]
+    assert len(invoke) >= 3
+
+
+def test_schedules_and_tombstone_events_start_maintenance(template: dict[str, Any]) -> None:
+    rules = resources(template, "AWS::Events::Rule")
+    schedules = {r["Properties"].get("ScheduleExpression") for r in rules.values()}
+    assert {"rate(6 hours)", "cron(0 3 * * ? *)"} <= schedules
+    patterns = [r["Properties"]["EventPattern"] for r in rules.values() if "EventPattern" in r["Properties"]]
+    assert any("tables/orders/tombstone/" in json.dumps(p) for p in patterns)
+    targets = [t for r in rules.values() for t in r["Properties"]["Targets"]]
+    assert all("MaintenanceWorkflow" in json.dumps(t["Arn"]) for t in targets)
+
+
+def test_emr_job_role_writes_data_and_invokes_commit(template: dict[str, Any]) -> None:
+    roles = resources(template, "AWS::IAM::Role")
+    emr = [k for k, r in roles.items() if "emr-serverless" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])]
+    assert len(emr) == 1
+    text = json.dumps(
+        [p for p in resources(template, "AWS::IAM::Policy").values() if emr[0] in json.dumps(p["Properties"]["Roles"])]
+    )
+    assert "/tables/events/data/*" in text and "lambda:InvokeFunction" in text and "CommitFunction" in text
+
+
+def test_cfn_lint_passes(template: dict[str, Any]) -> None:
+    path = Path(template["__outdir"]) / "Castable.template.json"
+    # W3005 (a DependsOn also implied by a GetAtt) is how CDK writes every role; nothing else is accepted.
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("cfn-lint")), "--ignore-checks", "W3005", "--", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cdk_nag_aws_solutions_passes(template: dict[str, Any]) -> None:
+    report = json.loads((Path(template["__outdir"]) / "validation-report.json").read_text())
+    (nag,) = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
+    assert nag["conclusion"] == "success", nag.get("violations")
+
+
+def test_every_nag_acknowledgment_has_a_reason() -> None:
+    from infra.nag import accepted_findings
+
+    assert accepted_findings.__doc__
+    import aws_cdk as cdk
+
+    import app
+
+    stack = app.build(cdk.App(context={"aws:cdk:bundling-stacks": []}))
+    for finding, reason in accepted_findings(stack).items():
+        assert finding.startswith("AwsSolutions-") and len(reason) > 40
