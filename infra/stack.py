@@ -87,10 +87,12 @@ class CastableStack(Stack):
                 ("ingest", "Append Parquet files landing in S3 (SQS batches)", 900, 3008),
                 ("maintenance", "Compaction, expiry and garbage-collection steps", 900, 3008),
                 ("erasure", "Erasure planning, purge and verification steps", 900, 3008),
+                ("trigger", "Start maintenance when tombstones pile up (debounced)", 60, 256),
             ]
         }
-        for fn in self.functions.values():
-            self._grant_tables(fn)
+        for name, fn in self.functions.items():
+            if name != "trigger":
+                self._grant_tables(fn)
         self._ingest()
         self.erasure = self._state_machine("erasure", ["tombstone", "erasure", "splice"])
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
@@ -210,13 +212,17 @@ class CastableStack(Stack):
         return machine
 
     def _schedules(self) -> None:
-        for t in self.config.tables:
-            payload = {
+        self.maintenance_inputs = {
+            t.name: {
                 "table": self.table_uris[t.name],
                 "retain_versions": t.retain_versions,
                 "retain_hours": t.retain_hours,
                 "grace_hours": t.grace_hours,
             }
+            for t in self.config.tables
+        }
+        for t in self.config.tables:
+            payload = self.maintenance_inputs[t.name]
             events.Rule(
                 self,
                 f"Maintain{t.name.title()}",
@@ -224,24 +230,43 @@ class CastableStack(Stack):
                 schedule=events.Schedule.expression(t.schedule),
                 targets=[targets.SfnStateMachine(self.maintenance, input=events.RuleTargetInput.from_object(payload))],
             )
-            events.Rule(
-                self,
-                f"Tombstones{t.name.title()}",
-                description=f"start maintenance of {t.name} when tombstone files are written",
-                event_pattern=events.EventPattern(
-                    source=["aws.s3"],
-                    detail_type=["Object Created"],
-                    detail={
-                        "bucket": {"name": [self.bucket.bucket_name]},
-                        "object": {"key": [{"prefix": f"tables/{t.name}/tombstone/"}]},
-                    },
+        self._tombstone_trigger()
+
+    def _tombstone_trigger(self) -> None:
+        """S3 tombstone writes -> EventBridge -> SQS -> trigger Lambda -> one maintenance run per window."""
+        queue = sqs.Queue(
+            self,
+            "TombstoneEvents",
+            enforce_ssl=True,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            visibility_timeout=Duration.seconds(360),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=sqs.Queue(
+                    self, "TombstoneEventsDeadLetters", enforce_ssl=True, encryption=sqs.QueueEncryption.SQS_MANAGED
                 ),
-                targets=[
-                    targets.SfnStateMachine(
-                        self.maintenance, input=events.RuleTargetInput.from_text(json.dumps(payload))
-                    )
-                ],
-            )
+                max_receive_count=5,
+            ),
+        )
+        events.Rule(
+            self,
+            "TombstonesWritten",
+            description="castable: tombstone files written under any table",
+            event_pattern=events.EventPattern(
+                source=["aws.s3"],
+                detail_type=["Object Created"],
+                detail={
+                    "bucket": {"name": [self.bucket.bucket_name]},
+                    "object": {"key": [{"wildcard": f"tables/{t.name}/tombstone/*"} for t in self.config.tables]},
+                },
+            ),
+            targets=[targets.SqsQueue(queue)],
+        )
+        fn = self.functions["trigger"]
+        fn.add_environment("MAINTENANCE_STATE_MACHINE_ARN", self.maintenance.state_machine_arn)
+        fn.add_environment("CASTABLE_TABLES", json.dumps(self.maintenance_inputs))
+        fn.add_environment("DEBOUNCE_SECONDS", "900")
+        fn.add_event_source(sources.SqsEventSource(queue, batch_size=100, max_batching_window=Duration.seconds(60)))
+        self.maintenance.grant_start_execution(fn)
 
     # ------------------------------------------------------------------------ EMR
 

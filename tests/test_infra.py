@@ -78,9 +78,8 @@ def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> No
         for f in resources(template, "AWS::Lambda::Function").values()
         if f["Properties"].get("Handler", "").startswith("lambdas.")
     }
-    assert set(fns) == {
-        f"lambdas.{n}.handler" for n in ("commit", "tombstone", "splice", "ingest", "maintenance", "erasure")
-    }
+    names = ("commit", "tombstone", "splice", "ingest", "maintenance", "erasure", "trigger")
+    assert set(fns) == {f"lambdas.{n}.handler" for n in names}
     for props in fns.values():
         assert props["Runtime"] == "python3.12" and props["TracingConfig"] == {"Mode": "Active"}
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "castable"
@@ -135,8 +134,24 @@ def test_schedules_and_tombstone_events_start_maintenance(template: dict[str, An
     assert {"rate(6 hours)", "cron(0 3 * * ? *)"} <= schedules
     patterns = [r["Properties"]["EventPattern"] for r in rules.values() if "EventPattern" in r["Properties"]]
     assert any("tables/orders/tombstone/" in json.dumps(p) for p in patterns)
-    targets = [t for r in rules.values() for t in r["Properties"]["Targets"]]
-    assert all("MaintenanceWorkflow" in json.dumps(t["Arn"]) for t in targets)
+    scheduled = [
+        t for r in rules.values() if "ScheduleExpression" in r["Properties"] for t in r["Properties"]["Targets"]
+    ]
+    assert len(scheduled) == 2 and all("MaintenanceWorkflow" in json.dumps(t["Arn"]) for t in scheduled)
+    (tombstones,) = [r for r in rules.values() if "EventPattern" in r["Properties"]]
+    assert "TombstoneEvents" in json.dumps(tombstones["Properties"]["Targets"]), (
+        "tombstone events are debounced via SQS"
+    )
+    (trigger,) = [
+        f
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "lambdas.trigger.handler"
+    ]
+    env = trigger["Properties"]["Environment"]["Variables"]
+    assert env["DEBOUNCE_SECONDS"] == "900" and "MaintenanceWorkflow" in json.dumps(
+        env["MAINTENANCE_STATE_MACHINE_ARN"]
+    )
+    assert any("states:StartExecution" in json.dumps(s["Action"]) for s in statements(template))
 
 
 def test_emr_job_role_writes_data_and_invokes_commit(template: dict[str, Any]) -> None:

@@ -199,3 +199,42 @@ def test_maintenance_workflow_retries_a_conflict_then_succeeds(
     assert d["status"] == "SUCCEEDED", failures(d)
     retried = [e for e in history(d) if e["type"] == "TaskFailed"]
     assert retried, "the conflict was retried by the state machine"
+
+
+def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    from lambdas import trigger
+
+    monkeypatch.setenv("MAINTENANCE_STATE_MACHINE_ARN", aws["maintenance"])
+    monkeypatch.setenv("CASTABLE_TABLES", json.dumps({"events": {"table": "s3://no-such-bucket/tables/events"}}))
+    monkeypatch.setenv("DEBOUNCE_SECONDS", "3600")
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+
+    def burst(n: int) -> dict[str, Any]:
+        body = {"detail-type": "Object Created", "detail": {"object": {"key": ""}}}
+        records = []
+        for i in range(n):
+            body["detail"]["object"]["key"] = f"tables/events/tombstone/2026/11/22/06/{i}.del"
+            records.append({"messageId": str(i), "body": json.dumps(body)})
+        records.append(
+            {"messageId": "x", "body": json.dumps({"detail": {"object": {"key": "tables/events/data/x.parquet"}}})}
+        )
+        return {"Records": records}
+
+    context = type(
+        "C",
+        (),
+        {
+            "function_name": "trigger",
+            "memory_limit_in_mb": 128,
+            "invoked_function_arn": "arn:aws:lambda:us-east-1:1:function:trigger",
+            "aws_request_id": "r",
+        },
+    )()
+    first = trigger.handler(burst(20), context)
+    second = trigger.handler(burst(5), context)
+    assert first["started"] == ["events"]
+    assert second["started"] + second["debounced"] == ["events"]  # AWS answers a same-name start idempotently
+    executions = sfn.list_executions(stateMachineArn=aws["maintenance"])["executions"]
+    assert len([e for e in executions if e["name"].startswith("events-tombstones-")]) == 1
