@@ -374,3 +374,14 @@ def test_purge_never_touches_live_files(tmp_path: Path) -> None:
     report = purge_objects(t.store, {f.path: f.added_version}, t.version, None)
     assert report.objects_deleted == [] and report.versions_expired == []
     assert ids_of(t) == list(range(1000))
+
+
+def test_erasing_a_file_that_was_compacted_away_erases_its_rows_where_they_went(tmp_path: Path) -> None:
+    t = make((str(tmp_path / "t"), None), n=2000)
+    t.append(rows(5000, 6000))
+    stale = [f.path for f in t.scan(filter="id = 5").files()]
+    Table.load(t.store).compact(min_file_size=10**9)
+    report = Table.load(t.store).erase("id = 5", files=stale)
+    assert report.rows_erased == 1
+    latest = Table.load(t.store)
+    assert 5 not in ids_of(latest) and len(ids_of(latest)) == 2999

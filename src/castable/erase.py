@@ -181,7 +181,11 @@ class EraseChange:
 
     def _plan(self, base: Manifest) -> None:
         snapshot = Snapshot(self.store, base)
-        files = [f for f in snapshot.prune_files(self.predicate) if self.only is None or f.path in self.only]
+        present = {f.path for f in base.data_files}
+        # A requested file replaced meanwhile (compaction, another erase) widens the erase to the
+        # whole table: its rows now live in files the caller could not name.
+        only = self.only if self.only is not None and self.only <= present else None
+        files = [f for f in snapshot.prune_files(self.predicate) if only is None or f.path in only]
         deletes = snapshot.deletes_for(files)
         erasures = (erase_file(snapshot, f, self.predicate, deletes.get(f.path), self.mode, self.props) for f in files)
         self.files = [e for e in erasures if e is not None]
