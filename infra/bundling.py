@@ -1,8 +1,9 @@
 """Lambda code bundled without Docker: pip installs manylinux wheels for the Lambda runtime.
 
 The bundle holds castable (src/castable), the handlers (lambdas/) and their dependencies
-(pyarrow, pyroaring, sqlglot, tenacity, filelock, Powertools, pydantic). boto3 comes with the
-runtime. pyarrow's headers and tests are removed to stay well under Lambda's 250 MB limit.
+(pyarrow, pyroaring, sqlglot, tenacity, filelock, Powertools, pydantic, and boto3: the X-Ray SDK
+pulls in a newer botocore than the runtime's boto3 expects, so both are bundled together).
+pyarrow's headers and tests are removed to stay well under Lambda's 250 MB limit.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from aws_cdk import aws_lambda as lambda_
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 REQUIREMENTS = [
+    "boto3>=1.35",
     "pyarrow>=17",
     "pyroaring>=1.0",
     "sqlglot>=25",
