@@ -150,19 +150,20 @@ class CastableStack(Stack):
 
     # --------------------------------------------------------------------- ingest
 
-    def _ingest(self) -> None:
-        dead_letters = sqs.Queue(
+    def _queue(self, construct_id: str, **kwargs: object) -> sqs.Queue:
+        """An SQS queue that refuses plain HTTP and is encrypted at rest."""
+        return sqs.Queue(
             self,
-            "LandingDeadLetters",
+            construct_id,
             enforce_ssl=True,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
-            retention_period=Duration.days(14),
+            **kwargs,  # type: ignore[arg-type]
         )
-        self.landing_queue = sqs.Queue(
-            self,
+
+    def _ingest(self) -> None:
+        dead_letters = self._queue("LandingDeadLetters", retention_period=Duration.days(14))
+        self.landing_queue = self._queue(
             "Landing",
-            enforce_ssl=True,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
             visibility_timeout=Duration.seconds(6 * 900),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
@@ -234,18 +235,10 @@ class CastableStack(Stack):
 
     def _tombstone_trigger(self) -> None:
         """S3 tombstone writes -> EventBridge -> SQS -> trigger Lambda -> one maintenance run per window."""
-        queue = sqs.Queue(
-            self,
+        queue = self._queue(
             "TombstoneEvents",
-            enforce_ssl=True,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
             visibility_timeout=Duration.seconds(360),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=sqs.Queue(
-                    self, "TombstoneEventsDeadLetters", enforce_ssl=True, encryption=sqs.QueueEncryption.SQS_MANAGED
-                ),
-                max_receive_count=5,
-            ),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self._queue("TombstoneEventsDeadLetters"), max_receive_count=5),
         )
         events.Rule(
             self,

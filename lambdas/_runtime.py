@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 import castable
 
@@ -25,6 +25,9 @@ tracer = Tracer()
 metrics = Metrics(namespace="castable")
 
 M = TypeVar("M", bound=BaseModel)
+
+TableUri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")]
+"""An ``s3://bucket/prefix`` table location (functions only serve tables on S3)."""
 
 
 class InvalidEventError(castable.InvalidInputError):

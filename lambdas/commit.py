@@ -13,13 +13,13 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from lambdas._runtime import lambda_handler, logger, metrics, open_table, tracer
+from lambdas._runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 
 class CommitEvent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    table: str = Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+    table: TableUri
     files: list[str] = Field(min_length=1, max_length=10_000)
     commit_id: str = Field(min_length=1, max_length=256)
 

@@ -16,9 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from castable.erase import purge_objects, verify_erased
 from castable.predicate import parse_predicate
-from lambdas._runtime import lambda_handler, logger, open_table, tracer
-
-TableUri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")]
+from lambdas._runtime import TableUri, lambda_handler, logger, open_table, tracer
 
 
 class _Step(BaseModel):

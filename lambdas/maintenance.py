@@ -15,9 +15,7 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from lambdas._runtime import lambda_handler, logger, metrics, open_table, tracer
-
-TableUri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")]
+from lambdas._runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 
 class _Step(BaseModel):
