@@ -169,7 +169,6 @@ class _Retry(Exception):
 class CommitResult:
     manifest: Manifest
     pointer: Pointer | None
-    already_committed: bool = False
 
 
 def commit(
@@ -202,7 +201,7 @@ def commit(
         current = state["base"]
         if commit_id in current.recent_commits:
             found = read_manifest(store, current.recent_commits[commit_id])
-            return CommitResult(found, state["pointer"], True)
+            return CommitResult(found, state["pointer"])
         staged = build(current)
         candidate = current.next(
             commit=CommitInfo(operation, commit_id, staged.summary),
