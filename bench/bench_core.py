@@ -66,6 +66,25 @@ def event_batches(rows: int, seed: int = 42) -> Iterator[pa.RecordBatch]:
         )
 
 
+def report_header(title: str, detail: str) -> list[str]:
+    """The first lines of every benchmark report: title, date, machine and versions."""
+    return [
+        f"# castable {title} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"pyarrow {pa.__version__}, castable {castable.__version__}. {detail}",
+        "",
+    ]
+
+
+def publish(name: str, lines: list[str]) -> None:
+    """Print a report and keep it as bench/results/<name>.md."""
+    report = "\n".join(lines) + "\n"
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.md").write_text(report)
+    print(report)
+
+
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
     t0 = time.perf_counter()
     result = fn()
@@ -212,11 +231,7 @@ def main() -> None:
     args = parser.parse_args()
 
     lines = [
-        f"# castable core benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"pyarrow {pa.__version__}, castable {castable.__version__}. Medians of {args.repeats} runs.",
-        "",
+        *report_header("core benchmark", f"Medians of {args.repeats} runs."),
         "## Delete cost (local store)",
         "",
         "Bytes read count manifests and tombstones; Parquet reads of the local store are not counted",
@@ -276,10 +291,7 @@ def main() -> None:
             f"| {name} | {s.get('PUT', 0)} | {s.get('GET', 0)} | {s.get('HEAD', 0)} | {s.get('LIST', 0)} "
             f"| {s['bytes_out']:,} | {s['bytes_in']:,} |"
         )
-    report = "\n".join(lines) + "\n"
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "core.md").write_text(report)
-    print(report)
+    publish("core", lines)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,14 @@ Writes bench/results/erase.md as well as printing it.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-from bench_core import RESULTS, SCHEMA, event_batches, moto_server
+from bench_core import SCHEMA, event_batches, moto_server, publish, report_header
 
 import castable
 
@@ -59,13 +56,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_400_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    lines = [
-        f"# castable erase benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"pyarrow {pa.__version__}. One row erased per run; medians of {args.repeats} runs per mode.",
-        "",
-    ]
+    lines = report_header("erase benchmark", f"One row erased per run; medians of {args.repeats} runs per mode.")
     work = Path(tempfile.mkdtemp(prefix="castable-erase-"))
     server, endpoint = moto_server()
     try:
@@ -113,10 +104,7 @@ def main() -> None:
     finally:
         server.stop()  # type: ignore[attr-defined]
         shutil.rmtree(work, ignore_errors=True)
-    report = "\n".join(lines)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "erase.md").write_text(report)
-    print(report)
+    publish("erase", lines)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ Writes bench/results/maintenance.md as well as printing it.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -26,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
-from bench_core import RESULTS, SCHEMA, event_batches, median_time, moto_server
+from bench_core import SCHEMA, event_batches, median_time, moto_server, publish, report_header
 
 import castable
 import castable.gc
@@ -120,11 +118,7 @@ def main() -> None:
     parser.add_argument("--gc-sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     args = parser.parse_args()
     lines = [
-        f"# castable maintenance benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"pyarrow {pa.__version__}. Medians of {args.repeats} runs.",
-        "",
+        *report_header("maintenance benchmark", f"Medians of {args.repeats} runs."),
         f"## Scan before and after compaction ({args.rows:,} rows + 200 appends of 1,000 rows + 200 deletes)",
         "",
     ]
@@ -152,10 +146,7 @@ def main() -> None:
     finally:
         server.stop()  # type: ignore[attr-defined]
         shutil.rmtree(work, ignore_errors=True)
-    report = "\n".join(lines) + "\n"
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "maintenance.md").write_text(report)
-    print(report)
+    publish("maintenance", lines)
 
 
 if __name__ == "__main__":

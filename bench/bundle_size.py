@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_core import RESULTS
+from bench_core import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -72,9 +72,7 @@ def main() -> None:
         "| --- | ---: |",
         *(f"| lambdas.{h} | {(cold_import(f'lambdas.{h}') - baseline) * 1000:.0f} ms |" for h in HANDLERS),
     ]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bundle.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    publish("bundle", lines)
 
 
 if __name__ == "__main__":
