@@ -23,7 +23,7 @@ from castable.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from castable.scan import Scan
+from castable.scan import Scan, ScanTask
 from castable.table import HistoryEntry, Table, create_table, open_table
 
 __version__ = "0.1.0"
@@ -38,6 +38,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidPredicateError",
     "Scan",
+    "ScanTask",
     "SchemaMismatchError",
     "Table",
     "TableAlreadyExistsError",

@@ -2,9 +2,16 @@
 
 Each file must already exist under the table's ``data/`` prefix, be valid Parquet, and have
 exactly the table's columns and types; only its footer is read (one or two range GETs).
+Entries that castable's own writer produced in another process (Spark executors) carry their
+statistics already: for those one HEAD checks that the object is the one described.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
 
 from castable.errors import CorruptObjectError, InvalidInputError, SchemaMismatchError
 from castable.layout import DATA_PREFIX
@@ -27,7 +34,44 @@ def table_key(store: ObjectStore, path: str) -> str:
     return key
 
 
-def describe_data_file(store: ObjectStore, key: str, schema: object) -> DataFile:
+_CHECK_THREADS = 16
+
+
+def check_files(store: ObjectStore, files: Sequence[str | DataFile], schema: pa.Schema) -> list[DataFile]:
+    """The manifest entries of files to register, each checked, a few in parallel.
+
+    A path is described from its footer (:func:`describe_data_file`); a ``DataFile`` written by
+    castable's writer is checked against the object's size and ETag (:func:`verify_data_file`).
+    """
+    keys = [table_key(store, f.path if isinstance(f, DataFile) else f) for f in files]
+    if len(set(keys)) != len(keys):
+        raise InvalidInputError("the same file is listed twice")
+
+    def check(item: tuple[str, str | DataFile]) -> DataFile:
+        key, f = item
+        return verify_data_file(store, f) if isinstance(f, DataFile) else describe_data_file(store, key, schema)
+
+    with ThreadPoolExecutor(max(1, min(_CHECK_THREADS, len(keys)))) as pool:
+        return list(pool.map(check, zip(keys, files, strict=True)))
+
+
+def verify_data_file(store: ObjectStore, entry: DataFile) -> DataFile:
+    """``entry`` itself, once a HEAD shows the object exists with the recorded size and ETag."""
+    try:
+        info = store.head(entry.path)
+    except ObjectNotFoundError:
+        raise InvalidInputError(f"{entry.path} does not exist") from None
+    if (info.size, info.etag) != (entry.size, entry.etag):
+        raise InvalidInputError(
+            f"{entry.path} is {info.size} bytes with ETag {info.etag}, "
+            f"but was described as {entry.size} bytes with ETag {entry.etag}"
+        )
+    if entry.rows <= 0 or entry.row_groups <= 0:
+        raise InvalidInputError(f"{entry.path} is described with no rows")
+    return entry
+
+
+def describe_data_file(store: ObjectStore, key: str, schema: pa.Schema) -> DataFile:
     """The manifest entry for an existing Parquet file, checked against the table schema."""
     try:
         info = store.head(key)
@@ -39,7 +83,7 @@ def describe_data_file(store: ObjectStore, key: str, schema: object) -> DataFile
         file_schema = metadata.schema.to_arrow_schema()
     except (CorruptObjectError, OSError, ValueError) as e:
         raise InvalidInputError(f"{key} is not valid Parquet: {e}") from None
-    problems = describe_mismatch(file_schema, schema)  # type: ignore[arg-type]
+    problems = describe_mismatch(file_schema, schema)
     if problems:
         raise SchemaMismatchError(f"{key} does not match the table schema: " + "; ".join(problems))
-    return data_file_from_metadata(info, metadata, schema)  # type: ignore[arg-type]
+    return data_file_from_metadata(info, metadata, schema)

@@ -9,9 +9,12 @@ then filtered. Row groups are read a few ahead on worker threads, so memory stay
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
@@ -35,6 +38,26 @@ DEFAULT_BATCH_SIZE = 128 * 1024
 DEFAULT_READAHEAD = 2
 _FILE_READAHEAD = 4
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    """An independently readable part of a scan: row groups of one file, with the file's deletes.
+
+    Tasks are picklable, so a planner can hand them to other processes (Spark executors) that
+    read them with :meth:`Scan.read_task` on an equal scan.
+    """
+
+    file: DataFile
+    row_groups: tuple[int, ...] | None
+    deletes: FileDeletes | None
+
+    @property
+    def estimated_bytes(self) -> int:
+        """The share of the file's bytes this task covers (row groups counted as equal)."""
+        if self.row_groups is None:
+            return self.file.size
+        return self.file.size * len(self.row_groups) // max(self.file.row_groups, 1)
 
 
 class Scan:
@@ -90,23 +113,61 @@ class Scan:
         """Rows the scan would return, reading only what deletes and the filter need."""
         return sum(b.num_rows for b in self._batches([]))
 
+    def plan_tasks(self, target_bytes: int) -> list[ScanTask]:
+        """Split the scan into tasks of about ``target_bytes`` (whole row groups, never less than one).
+
+        Planning reads only the tombstones of the files that survive pruning, no data file.
+        """
+        if target_bytes <= 0:
+            raise InvalidInputError("target_bytes must be positive")
+        files = self.files()
+        deletes = self.snapshot.deletes_for(files)
+        tasks = []
+        for f in files:
+            pieces = max(1, min(f.row_groups, math.ceil(f.size / target_bytes)))
+            if pieces == 1:
+                tasks.append(ScanTask(f, None, deletes.get(f.path)))
+                continue
+            bounds = [round(i * f.row_groups / pieces) for i in range(pieces + 1)]
+            tasks.extend(
+                ScanTask(f, tuple(range(lo, hi)), deletes.get(f.path)) for lo, hi in itertools.pairwise(bounds)
+            )
+        return tasks
+
+    def read_task(self, task: ScanTask) -> Iterator[pa.RecordBatch]:
+        """The rows of one task, with its deletes and the scan's filter applied."""
+        fragment = self.snapshot.fragment(task.file)
+        expression = self.predicate.to_expression() if self.predicate is not None else None
+        yield from self._file_batches(fragment, task.deletes, self.columns, expression, task.row_groups)
+
     def _batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """Files are opened (footers read) a few ahead. A file without deletes streams straight
-        from pyarrow; one with deletes is read row group by row group, ``readahead`` ahead."""
+        """Files are opened (footers read) a few ahead, then read by :meth:`_file_batches`."""
         files = self.files()
         deletes = self.snapshot.deletes_for(files)
         expression = self.predicate.to_expression() if self.predicate is not None else None
         fragments = _read_ahead((partial(self.snapshot.fragment, f) for f in files), _FILE_READAHEAD)
         for f, fragment in zip(files, fragments, strict=True):
-            file_deletes = deletes.get(f.path)
-            if file_deletes is None:
-                batches = fragment.to_batches(columns=columns, filter=expression, batch_size=self.batch_size)
-            else:
-                tasks = self._row_group_tasks(fragment, file_deletes, columns, expression)
-                batches = (
-                    b for t in _read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
-                )
-            yield from (b for b in batches if b.num_rows)
+            yield from self._file_batches(fragment, deletes.get(f.path), columns, expression, None)
+
+    def _file_batches(
+        self,
+        fragment: ds.ParquetFileFragment,
+        deletes: FileDeletes | None,
+        columns: list[str],
+        expression: pc.Expression | None,
+        row_groups: Sequence[int] | None,
+    ) -> Iterator[pa.RecordBatch]:
+        """A file (or some of its row groups) without deletes streams straight from pyarrow; one
+        with deletes is read row group by row group, ``readahead`` ahead."""
+        if deletes is None:
+            part = fragment if row_groups is None else fragment.subset(row_group_ids=list(row_groups))
+            batches = part.to_batches(columns=columns, filter=expression, batch_size=self.batch_size)
+        else:
+            tasks = self._row_group_tasks(fragment, deletes, columns, expression, row_groups)
+            batches = (
+                b for t in _read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
+            )
+        yield from (b for b in batches if b.num_rows)
 
     def _row_group_tasks(
         self,
@@ -114,13 +175,13 @@ class Scan:
         deletes: FileDeletes,
         columns: list[str],
         expression: pc.Expression | None,
+        row_groups: Sequence[int] | None,
     ) -> Iterator[Callable[[], pa.Table]]:
-        """One task per row group that may hold matching live rows."""
-        candidates = (
-            [rg.id for rg in fragment.subset(filter=expression).row_groups]
-            if expression is not None
-            else range(fragment.num_row_groups)
-        )
+        """One task per row group (of ``row_groups``, or all) that may hold matching live rows."""
+        candidates: Sequence[int] = range(fragment.num_row_groups) if row_groups is None else row_groups
+        if expression is not None:
+            kept = {rg.id for rg in fragment.subset(filter=expression).row_groups}
+            candidates = [rg for rg in candidates if rg in kept]
         for rg in candidates:
             if not deletes.touches(rg, self._key_bounds(fragment, rg)):
                 yield partial(_read_clean, fragment, rg, columns, expression)

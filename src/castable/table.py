@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -37,10 +37,10 @@ from castable.gc import ExpireReport, GcReport
 from castable.gc import expire as expire_versions
 from castable.gc import gc as collect_garbage
 from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import CommitInfo, Manifest
+from castable.manifest import CommitInfo, DataFile, Manifest
 from castable.predicate import Predicate, parse_predicate
 from castable.properties import TableProperties, normalize
-from castable.register import describe_data_file, table_key
+from castable.register import check_files
 from castable.scan import Scan
 from castable.schema import conform
 from castable.snapshot import Snapshot
@@ -325,37 +325,35 @@ class Table:
 
         return self._commit("append", commit_id, build).manifest.version
 
-    def add_files(self, paths: list[str], *, commit_id: str | None = None) -> int:
+    def add_files(self, files: Sequence[str | DataFile], *, commit_id: str | None = None) -> int:
         """Append Parquet files already written under the table's ``data/`` prefix; return the version.
 
-        For writers that produce files themselves (Spark on EMR, other engines): each file must
+        For writers that produce files themselves (Spark on EMR, other engines): each path must
         exist, lie under ``data/``, be valid Parquet with exactly the table's columns and types,
-        and not already belong to the table. Only footers are read. With a ``commit_id`` a
-        retried registration commits nothing twice.
+        and not already belong to the table; only footers are read. ``DataFile`` entries made by
+        castable's writer in another process (Spark executors) keep their statistics and are
+        checked by one HEAD each. With a ``commit_id`` a retried registration commits nothing twice.
         """
         commit_id = _new_commit_id(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
-        if not paths:
+        if not files:
             raise EmptyWriteError("add_files was given no files; nothing was committed")
-        keys = [table_key(self.store, p) for p in paths]
-        if len(set(keys)) != len(keys):
-            raise InvalidInputError("the same file is listed twice")
-        files = [describe_data_file(self.store, key, self.schema) for key in keys]
+        checked = check_files(self.store, files, self.schema)
 
         def build(base: Manifest) -> NextState:
             present = {f.path for f in base.data_files}
-            clash = [k for k in keys if k in present]
+            clash = [f.path for f in checked if f.path in present]
             if clash:
                 raise InvalidInputError(f"already part of the table: {clash}")
-            added = tuple(replace(f, added_version=base.version + 1) for f in files)
+            added = tuple(replace(f, added_version=base.version + 1) for f in checked)
             return NextState(
                 data_files=base.data_files + added,
                 tombstones=base.tombstones,
                 summary={
-                    "rows_added": sum(f.rows for f in files),
-                    "files_added": len(files),
-                    "bytes_added": sum(f.size for f in files),
+                    "rows_added": sum(f.rows for f in checked),
+                    "files_added": len(checked),
+                    "bytes_added": sum(f.size for f in checked),
                     "registered": True,
                 },
             )

@@ -1,0 +1,30 @@
+"""castable for Apache Spark: an ingest job that runs on Spark 3.5 (EMR 7.x) and 4.x, and a
+``spark.read.format("castable")`` / ``df.write.format("castable")`` data source (Spark 4.0+).
+
+Both are thin layers over the library: executors write data files with castable's writer and
+read scan tasks with castable's scan; the driver commits once through the commit protocol (or
+the commit Lambda). S3 is reached through the library, so no Hadoop S3 connector is needed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from castable.spark.files import TableTarget, from_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["TableTarget", "from_spark", "register"]
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``castable`` data source with a Spark 4.0+ session.
+
+    Filters are pushed down when the session enables Python filter pushdown; register again
+    after changing that setting.
+    """
+    from castable.spark.datasource import PUSHDOWN_CONF, CastableDataSource, FilteringCastableDataSource
+
+    pushdown = str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
+    spark.dataSource.register(FilteringCastableDataSource if pushdown else CastableDataSource)

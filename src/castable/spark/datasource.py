@@ -1,0 +1,215 @@
+"""``spark.read.format("castable")`` and ``df.write.format("castable")`` (Spark 4.0+).
+
+Reads one snapshot (the latest, or ``versionAsOf`` / ``timestampAsOf`` as in Delta Lake), one
+Spark partition per scan task (a file, or a group of its row groups, of about
+``maxPartitionBytes``), tombstones applied, filters pushed down when Spark 4.1+ offers them
+(``spark.sql.python.filterPushdown.enabled``; Spark refuses a reader that implements
+``pushFilters`` while that is off, so :func:`register` picks the reader by the setting). The
+Python Data Source API offers no column
+pruning: Spark projects after the read. Writes append: executors write data files, the driver
+commits once; ``commitId`` makes a repeated write commit nothing twice.
+
+Options: ``path`` (or ``load(uri)`` / ``save(uri)``), ``versionAsOf``, ``timestampAsOf``,
+``commitId``, ``maxPartitionBytes``, and castable's storage options (``endpoint_url``,
+``region``, ``profile``, ``max_attempts``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+import castable
+from castable.errors import InvalidInputError
+from castable.manifest import DataFile, Manifest
+from castable.predicate import And, Predicate
+from castable.scan import Scan, ScanTask
+from castable.snapshot import Snapshot
+from castable.spark.files import TableTarget
+from castable.spark.filters import to_predicate
+from castable.store import store_from_uri
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts")
+DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
+
+
+def _option(options: Mapping[str, str], name: str) -> str | None:
+    """An option by case-insensitive name (Spark lower-cases some paths of its option maps)."""
+    for key, value in options.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class _Location:
+    uri: str
+    storage_options: dict[str, str] | None
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> _Location:
+        uri = _option(options, "path")
+        if not uri:
+            raise InvalidInputError("give the table URI: spark.read.format('castable').load('s3://bucket/table')")
+        storage = {k: v for k in STORAGE_OPTIONS if (v := _option(options, k)) is not None}
+        return cls(uri, storage or None)
+
+    def open(self) -> castable.Table:
+        return castable.open_table(self.uri, storage_options=self.storage_options)
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema of a table (zone-less timestamps become TIMESTAMP_NTZ)."""
+    try:
+        return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+    except (TypeError, NotImplementedError) as e:
+        raise InvalidInputError(f"the table has a type Spark cannot represent: {e}") from None
+
+
+class CastableDataSource(DataSource):
+    """The ``castable`` format, for sessions without Python filter pushdown."""
+
+    reader_class: type[CastableReader]
+
+    @classmethod
+    def name(cls) -> str:
+        return "castable"
+
+    def schema(self) -> StructType:
+        return spark_schema(_Location.of(self.options).open().schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        location = _Location.of(self.options)
+        table = location.open()
+        version = _option(self.options, "versionAsOf")
+        timestamp = _option(self.options, "timestampAsOf")
+        if version is not None and timestamp is not None:
+            raise InvalidInputError("give versionAsOf or timestampAsOf, not both")
+        try:
+            as_of = None if timestamp is None else datetime.fromisoformat(timestamp)
+            at = None if version is None else int(version)
+        except ValueError as e:
+            raise InvalidInputError(f"bad versionAsOf/timestampAsOf: {e}") from None
+        manifest = table.manifest_at(at, as_of)
+        if spark_schema(manifest.schema) != schema:
+            raise InvalidInputError(f"the given schema {schema.simpleString()} is not the table's")
+        partition_bytes = int(_option(self.options, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES)
+        return self.reader_class(location, manifest, partition_bytes)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        if overwrite:
+            raise InvalidInputError("castable tables take appends from Spark: use mode('append')")
+        location = _Location.of(self.options)
+        table = location.open()
+        commit_id = _option(self.options, "commitId") or str(uuid.uuid4())
+        done = table.manifest.recent_commits.get(commit_id)
+        return CastableWriter(location, TableTarget.of(table, location.storage_options), commit_id, done)
+
+
+@dataclass
+class TaskPartition(InputPartition):
+    """One scan task as a Spark partition."""
+
+    task: ScanTask
+
+
+class CastableReader(DataSourceReader):
+    """Reads one version. The planner keeps the version number, not the file list, so the reader
+    shipped to every task stays small; ``partitions`` reads the manifest again to plan."""
+
+    def __init__(self, location: _Location, manifest: Manifest, partition_bytes: int) -> None:
+        self.location = location
+        self.version = manifest.version
+        self.meta = replace(manifest, data_files=(), tombstones=(), recent_commits={})
+        self.partition_bytes = partition_bytes
+        self.predicate: Predicate | None = None
+
+    def _scan(self, manifest: Manifest) -> Scan:
+        store = store_from_uri(self.location.uri, self.location.storage_options)
+        return Scan(Snapshot(store, manifest), None, self.predicate)
+
+    def partitions(self) -> list[InputPartition]:
+        manifest = self.location.open().manifest_at(self.version)
+        return [TaskPartition(t) for t in self._scan(manifest).plan_tasks(self.partition_bytes)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, TaskPartition)
+        yield from self._scan(self.meta).read_task(partition.task)
+
+
+class FilteringReader(CastableReader):
+    """A reader that takes the filters Spark pushes down and prunes files and row groups by them."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        """Keep the filters castable evaluates exactly; return the rest for Spark."""
+        pushed, rest = [], []
+        for f in filters:
+            predicate = to_predicate(f, self.meta.schema)
+            if predicate is None:
+                rest.append(f)
+            else:
+                pushed.append(predicate)
+        if pushed:
+            self.predicate = pushed[0] if len(pushed) == 1 else And(tuple(pushed))
+        return rest
+
+
+class FilteringCastableDataSource(CastableDataSource):
+    """The ``castable`` format, for sessions with ``spark.sql.python.filterPushdown.enabled``."""
+
+    reader_class = FilteringReader
+
+
+CastableDataSource.reader_class = CastableReader
+
+
+@dataclass
+class FilesWritten(WriterCommitMessage):
+    """The entries of the data files one Spark task wrote (JSON, as in the manifest)."""
+
+    files: list[dict[str, Any]]
+
+
+class CastableWriter(DataSourceArrowWriter):
+    """Appends: each task writes data files, the driver commits them all in one commit."""
+
+    def __init__(self, location: _Location, target: TableTarget, commit_id: str, done: int | None) -> None:
+        self.location = location
+        self.target = target
+        self.commit_id = commit_id
+        self.done = done
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesWritten:
+        if self.done is not None:
+            return FilesWritten([])
+        return FilesWritten([f.to_json() for f in self.target.write(iterator)])
+
+    @staticmethod
+    def _files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
+        return [DataFile.from_json(d) for m in messages if isinstance(m, FilesWritten) for d in m.files]
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        files = self._files(messages)
+        if self.done is None and files:
+            self.location.open().add_files(files, commit_id=self.commit_id)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Delete what the finished tasks wrote; files of failed tasks are left to ``gc``."""
+        files = self._files(messages)
+        if files:
+            self.target.store().delete_many([f.path for f in files])

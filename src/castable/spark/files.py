@@ -1,0 +1,66 @@
+"""What Spark executors do with data files: adapt Spark's Arrow batches, write castable files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from castable.errors import SchemaMismatchError
+from castable.manifest import DataFile
+from castable.properties import TableProperties
+from castable.schema import conform
+from castable.store import ObjectStore, store_from_uri
+from castable.table import Table
+from castable.writer import write_data_files
+
+
+def from_spark(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch from Spark in the table's types, or ``SchemaMismatchError``.
+
+    Spark labels every timestamp with its session time zone and has microseconds only, so a
+    timestamp column is cast to the table's zone and unit when that loses nothing (the same
+    instants); everything else must already match, as for any append (:func:`conform`).
+    """
+    columns = []
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        target = schema.field(name).type if name in schema.names else None
+        if (
+            target is not None
+            and pa.types.is_timestamp(column.type)
+            and pa.types.is_timestamp(target)
+            and (column.type.tz is None) == (target.tz is None)
+            and not column.type.equals(target)
+        ):
+            try:
+                column = column.cast(target, safe=True)
+            except pa.ArrowInvalid as e:
+                raise SchemaMismatchError(f"column {name!r} does not fit {target}: {e}") from None
+        columns.append(column)
+    conformed = conform(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), schema)
+    assert isinstance(conformed, pa.RecordBatch)
+    return conformed
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    """Everything an executor needs to write a table's data files; small and picklable."""
+
+    uri: str
+    storage_options: Mapping[str, Any] | None
+    schema: pa.Schema
+    properties: Mapping[str, str]
+
+    @classmethod
+    def of(cls, table: Table, storage_options: Mapping[str, Any] | None) -> TableTarget:
+        return cls(table.uri, dict(storage_options or {}) or None, table.schema, table.properties)
+
+    def store(self) -> ObjectStore:
+        return store_from_uri(self.uri, self.storage_options)
+
+    def write(self, batches: Iterable[pa.RecordBatch]) -> list[DataFile]:
+        """Write Spark's batches as data files of the table's target sizes; nothing is committed."""
+        conformed: Iterator[pa.RecordBatch] = (from_spark(b, self.schema) for b in batches if b.num_rows)
+        return write_data_files(self.store(), conformed, self.schema, TableProperties.parse(self.properties))

@@ -1,0 +1,158 @@
+"""The Spark ingest job: read a source, write castable data files on the executors, commit once.
+
+Runs on Spark 3.5 (EMR 7.x) and 4.x: it uses ``DataFrame.mapInArrow`` only, not the Python
+Data Source API. Executors write Parquet files of the table's target sizes under ``data/``
+and return their manifest entries (path, size, ETag, rows, statistics); the driver commits
+them in one commit, through the commit Lambda or (``--direct``) the library. The ``commit_id``
+makes a re-run commit nothing twice; files of a failed run are orphans that ``gc`` collects.
+
+    spark-submit jobs/castable_ingest.py --source s3://landing/2026/11/22/ --format parquet \\
+        --table s3://tables/events --commit-id events-2026-11-22 --commit-function castable-commit
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+import castable
+from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.manifest import DataFile
+from castable.spark.files import TableTarget
+from castable.spark.remote import invoke_commit
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("castable.spark.ingest")
+FUNCTION_ENV = "CASTABLE_COMMIT_FUNCTION"
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What a run committed (or found already committed under its ``commit_id``)."""
+
+    table: str
+    commit_id: str
+    version: int
+    files: int
+    rows: int
+    bytes: int
+    already_committed: bool
+
+
+def write_files(df: DataFrame, target: TableTarget) -> list[DataFile]:
+    """Write ``df`` as data files from the executors; return their entries, nothing committed."""
+    extra = sorted(set(df.columns) - set(target.schema.names))
+    missing = [n for n in target.schema.names if n not in df.columns]
+    if extra or missing:
+        raise SchemaMismatchError(f"the source does not match the table schema: missing {missing}, unknown {extra}")
+
+    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        entries = [json.dumps(f.to_json()) for f in target.write(batches)]
+        yield pa.RecordBatch.from_pydict({"file": entries}, schema=pa.schema([("file", pa.string())]))
+
+    rows = df.select(*target.schema.names).mapInArrow(write_partition, "file string").collect()
+    return [DataFile.from_json(json.loads(r["file"])) for r in rows]
+
+
+def ingest(
+    df: DataFrame,
+    table_uri: str,
+    commit_id: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    commit_function: str | None = None,
+    lambda_client: Any = None,
+) -> IngestResult:
+    """Append ``df`` to the table in one commit: through ``commit_function`` if given, else directly."""
+    table = castable.open_table(table_uri, storage_options=storage_options)
+    done = table.manifest.recent_commits.get(commit_id)
+    if done is not None:
+        log.info("commit_id %s is already version %d: nothing to do", commit_id, done)
+        summary = table.manifest_at(done).commit.summary
+        return IngestResult(
+            table.uri,
+            commit_id,
+            done,
+            int(summary.get("files_added", 0)),
+            int(summary.get("rows_added", 0)),
+            int(summary.get("bytes_added", 0)),
+            True,
+        )
+    files = write_files(df, TableTarget.of(table, storage_options))
+    rows, size = sum(f.rows for f in files), sum(f.size for f in files)
+    if not files:
+        raise castable.EmptyWriteError("the source has no rows; nothing was committed")
+    log.info("wrote %d files, %d rows, %d bytes; committing %s", len(files), rows, size, commit_id)
+    if commit_function:
+        response = invoke_commit(commit_function, table.uri, [f.path for f in files], commit_id, client=lambda_client)
+        version = int(response["version"])
+    else:
+        version = table.add_files(files, commit_id=commit_id)
+    ours = {f.path for f in files}
+    added = {f.path for f in table.manifest_at(version).data_files if f.added_version == version}
+    return IngestResult(table.uri, commit_id, version, len(files), rows, size, added != ours)
+
+
+def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"{what} must look like key=value, not {value!r}")
+        out[key] = val
+    return out
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="castable_ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--source", required=True, help="input path(s) Spark can read, comma separated")
+    parser.add_argument("--format", default="parquet", help="Spark reader format (parquet, csv, json, orc)")
+    parser.add_argument("--read-option", action="append", default=[], metavar="K=V", help="Spark reader option")
+    parser.add_argument("--table", required=True, help="castable table URI (s3://bucket/prefix)")
+    parser.add_argument("--commit-id", required=True, help="idempotency key: a re-run with it commits nothing")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--commit-function", help=f"commit Lambda name or ARN (default: ${FUNCTION_ENV})")
+    how.add_argument("--direct", action="store_true", help="commit with the library instead of the Lambda")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="K=V", help="castable option")
+    parser.add_argument("--partitions", type=int, help="repartition the input first (fewer, larger files)")
+    args = parser.parse_args(argv)
+    if not args.direct:
+        args.commit_function = args.commit_function or os.environ.get(FUNCTION_ENV)
+        if not args.commit_function:
+            parser.error(f"give --commit-function, set ${FUNCTION_ENV}, or commit with --direct")
+    return args
+
+
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> IngestResult:
+    """The job's entry point: parse arguments, ingest, print the result as one JSON line."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName(f"castable-ingest-{args.commit_id}").getOrCreate()
+    reader = spark.read.format(args.format).options(**_pairs(args.read_option, "--read-option"))
+    df = reader.load(args.source.split(","))
+    if args.partitions:
+        df = df.repartition(args.partitions)
+    result = ingest(
+        df,
+        args.table,
+        args.commit_id,
+        storage_options=_pairs(args.storage_option, "--storage-option") or None,
+        commit_function=None if args.direct else args.commit_function,
+    )
+    print(json.dumps(asdict(result)), flush=True)
+    return result

@@ -1,0 +1,49 @@
+"""Committing through the deployed commit Lambda (``lambdas/commit.py``) instead of directly.
+
+The function re-checks every file (exists, under ``data/``, the table's schema) with its own
+role, so a job needs no write access to the table's manifests. Its errors come back with
+their castable class names and are raised here as the same classes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from castable import errors
+from castable.errors import CastableError
+
+MAX_FILES = 10_000
+"""The most files one commit event may list (the function's event model allows no more)."""
+
+
+class RemoteCommitError(CastableError):
+    """The commit function failed with an error that is not one of castable's own."""
+
+
+def invoke_commit(
+    function_name: str, table_uri: str, paths: Sequence[str], commit_id: str, *, client: Any = None
+) -> dict[str, Any]:
+    """Invoke the commit function synchronously; return its result (``version``, ``summary``)."""
+    if len(paths) > MAX_FILES:
+        raise errors.InvalidInputError(
+            f"{len(paths)} files exceed the {MAX_FILES} one commit takes; write larger files (fewer partitions)"
+        )
+    if client is None:
+        import boto3
+
+        client = boto3.client("lambda")
+    payload = {"table": table_uri, "files": list(paths), "commit_id": commit_id}
+    response = client.invoke(FunctionName=function_name, Payload=json.dumps(payload).encode())
+    body = json.loads(response["Payload"].read() or b"null")
+    if response.get("FunctionError"):
+        error_type = str((body or {}).get("errorType", "Unhandled"))
+        message = f"{function_name}: {(body or {}).get('errorMessage', body)}"
+        cls = getattr(errors, error_type, None)
+        if cls is errors.CommitStateUnknownError:
+            raise errors.CommitStateUnknownError(message, commit_id)
+        if isinstance(cls, type) and issubclass(cls, CastableError):
+            raise cls(message)
+        raise RemoteCommitError(f"{error_type}: {message}")
+    return dict(body)
