@@ -66,22 +66,24 @@ def event_batches(rows: int, seed: int = 42) -> Iterator[pa.RecordBatch]:
         )
 
 
+def machine_line(detail: str) -> str:
+    """The machine, Python, pyarrow and castable versions and ``detail``: one line for any report."""
+    return (
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"pyarrow {pa.__version__}, castable {castable.__version__}. {detail}"
+    )
+
+
 def report_header(title: str, detail: str) -> list[str]:
     """The first lines of every benchmark report: title, date, machine and versions."""
-    return [
-        f"# castable {title} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"pyarrow {pa.__version__}, castable {castable.__version__}. {detail}",
-        "",
-    ]
+    return [f"# castable {title} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)", "", machine_line(detail), ""]
 
 
-def publish(name: str, lines: list[str]) -> None:
-    """Print a report and keep it as bench/results/<name>.md."""
+def publish(name: str, lines: list[str], results: Path = RESULTS) -> None:
+    """Print a report and keep it as <results>/<name>.md (bench/results/ unless told otherwise)."""
     report = "\n".join(lines) + "\n"
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.md").write_text(report)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{name}.md").write_text(report)
     print(report)
 
 
