@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+SPARK35 := .venv-spark35
 PYTEST_WORKERS ?= 2
 
 .PHONY: demo test lint bench clean
@@ -12,15 +13,22 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# Spark 3.5 (what EMR 7.x runs) beside the main venv's Spark 4, for the ingest job's test.
+$(SPARK35)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(SPARK35)
+	$(SPARK35)/bin/python -m pip install --quiet --upgrade pip
+	$(SPARK35)/bin/python -m pip install --quiet -e . "pyspark==3.5.*" "pandas<3"
+	touch $@
+
 demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src lambdas infra app.py tests bench examples
-	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples
+	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs
+	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs
 
-test: lint
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10
+test: lint $(SPARK35)/.installed
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
 bench: $(VENV)/.installed
 	cd bench && ../$(BIN)/python bench_core.py
@@ -29,4 +37,4 @@ bench: $(VENV)/.installed
 	cd bench && ../$(BIN)/python bundle_size.py
 
 clean:
-	rm -rf $(VENV) demo-table .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SPARK35) demo-table .pytest_cache .ruff_cache .hypothesis

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,7 +12,10 @@ from conftest import EVENTS, events, snapshot_of
 
 import castable
 from castable.errors import EmptyWriteError, InvalidInputError, SchemaMismatchError
+from castable.manifest import DataFile
+from castable.properties import TableProperties
 from castable.table import Table
+from castable.writer import write_data_files
 
 
 @pytest.fixture
@@ -77,3 +81,34 @@ def test_a_file_cannot_be_registered_twice(table: Table) -> None:
     with pytest.raises(InvalidInputError, match="already part"):
         table.add_files([key])
     assert ids(table) == [*range(10), *range(50, 60)]
+
+
+def written_elsewhere(t: Table, start: int, stop: int) -> list[DataFile]:
+    """Entries as castable's writer returns them in another process (a Spark executor)."""
+    props = TableProperties.parse({**t.properties, "write.row-group-size-bytes": "2000"})
+    return write_data_files(t.store, events(start, stop).to_batches(), t.schema, props)
+
+
+def test_entries_written_by_castable_keep_their_statistics(table: Table) -> None:
+    files = written_elsewhere(table, 100, 400)
+    table.store.stats.reset()
+    version = table.add_files(files, commit_id="spark-job")
+    assert table.store.stats.snapshot().get("GET", 0) == 0, "no footer is read for a written entry"
+    assert ids(table) == [*range(10), *range(100, 400)]
+    added = [f for f in table.manifest.data_files if f.added_version == version]
+    assert [(f.path, f.stats) for f in added] == [(f.path, f.stats) for f in files]
+
+
+def test_a_written_entry_must_describe_the_object(table: Table) -> None:
+    (f,) = written_elsewhere(table, 100, 120)
+    before = snapshot_of(table.store)
+    for bad, match in [
+        (replace(f, etag="other"), "ETag"),
+        (replace(f, size=f.size + 1), "bytes"),
+        (replace(f, path="data/2026/none.parquet"), "does not exist"),
+        (replace(f, path="manifest/v1.parquet"), "data prefix"),
+        (replace(f, rows=0), "no rows"),
+    ]:
+        with pytest.raises(InvalidInputError, match=match):
+            table.add_files([bad])
+    assert snapshot_of(table.store) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -216,3 +217,23 @@ def _options(t: castable.Table) -> dict | None:
     if isinstance(t.store, S3Store):
         return {"endpoint_url": t.store.client.meta.endpoint_url, "region": "us-east-1"}
     return None
+
+
+def test_scan_tasks_cover_the_scan_exactly_once(table: castable.Table) -> None:
+    """Planned tasks (row groups of a file each) read back the scan's rows, deletes and filter applied."""
+    t = table
+    for i in range(3):
+        t.append(events(i * 1000, i * 1000 + 1000))
+    t.delete("id BETWEEN 10 AND 20")
+    t.delete("id IN (1500, 2500) OR value < 3")
+    for columns, where in [(None, None), (["id"], "id > 900 AND category = 'a'")]:
+        scan = t.scan(columns, where)
+        tasks = scan.plan_tasks(target_bytes=1)
+        assert len(tasks) == sum(f.row_groups for f in scan.files())
+        pickled = [pickle.loads(pickle.dumps(task)) for task in tasks]
+        rows = pa.Table.from_batches([b for task in pickled for b in scan.read_task(task)], schema=scan.schema)
+        assert rows.sort_by("id").equals(scan.to_arrow().sort_by("id"))
+    whole = t.scan().plan_tasks(target_bytes=1 << 40)
+    assert [task.row_groups for task in whole] == [None] * len(t.manifest.data_files)
+    with pytest.raises(castable.InvalidInputError, match="positive"):
+        t.scan().plan_tasks(0)

@@ -3,21 +3,18 @@ the real handler code in-process, against S3 on the moto server over HTTP."""
 
 from __future__ import annotations
 
-import importlib
-import io
 import json
 import logging
 import os
 import time
-import traceback
 import uuid
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from aws_stubs import function_code, run_handler_in_process
 from conftest import EVENTS, events
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -34,32 +31,6 @@ FUNCTIONS = {
 }
 
 
-def _run_handler(self: Any, event: str | dict | None = None) -> tuple[str, bool, str]:
-    """Stand-in for moto's Docker-based invoke: import the handler and call it in-process."""
-    module, function = self.handler.rsplit(".", 1)
-    handler = getattr(importlib.import_module(module), function)
-    context = type(
-        "Context",
-        (),
-        {
-            "function_name": self.function_name,
-            "memory_limit_in_mb": 1024,
-            "invoked_function_arn": self.function_arn,
-            "aws_request_id": str(uuid.uuid4()),
-        },
-    )()
-    try:
-        payload = event if isinstance(event, dict) else json.loads(event or "{}")
-        return json.dumps(handler(payload, context)), False, ""
-    except Exception as e:
-        payload = {
-            "errorType": type(e).__name__,
-            "errorMessage": str(e),
-            "stackTrace": traceback.format_exc().splitlines(),
-        }
-        return json.dumps(payload), True, ""
-
-
 @pytest.fixture
 def aws(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """In-process Step Functions and Lambda (moto) whose tasks reach S3 on the moto server."""
@@ -69,19 +40,16 @@ def aws(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
 
     logging.getLogger("moto.stepfunctions").setLevel(logging.CRITICAL)
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
-    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", _run_handler)
+    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         iam = boto3.client("iam", region_name="us-east-1")
         role = iam.create_role(RoleName="castable", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         lam = boto3.client("lambda", region_name="us-east-1")
-        code = io.BytesIO()
-        with zipfile.ZipFile(code, "w") as z:
-            z.writestr("handler.py", "")
         arns = {}
         for placeholder, handler in FUNCTIONS.items():
             name = handler.split(".")[1]
             arns[placeholder] = lam.create_function(
-                FunctionName=name, Runtime="python3.12", Role=role, Handler=handler, Code={"ZipFile": code.getvalue()}
+                FunctionName=name, Runtime="python3.12", Role=role, Handler=handler, Code={"ZipFile": function_code()}
             )["FunctionArn"]
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
         machines = {}

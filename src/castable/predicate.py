@@ -428,12 +428,12 @@ class _SqlConverter:
         if value is None:
             raise self.fail(f"NULL is not a valid value for {column!r}")
         try:
-            return coerce_literal(value, target)
+            return _coerce(value, target)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             raise self.fail(f"{node.sql()} is not a valid {target} value for column {column!r}") from None
 
 
-def coerce_literal(value: Any, target: pa.DataType) -> pa.Scalar:
+def _coerce(value: Any, target: pa.DataType) -> pa.Scalar:
     """A Python literal as a scalar of the column type, refusing lossy conversions."""
     if isinstance(value, Decimal) and not pa.types.is_decimal(target):
         value = int(value) if value == value.to_integral_value() and not pa.types.is_floating(target) else float(value)

@@ -19,12 +19,7 @@ __all__ = ["TableTarget", "from_spark", "register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``castable`` data source with a Spark 4.0+ session.
+    """Register the ``castable`` data source with a Spark 4.0+ session."""
+    from castable.spark.datasource import CastableDataSource
 
-    Filters are pushed down when the session enables Python filter pushdown; register again
-    after changing that setting.
-    """
-    from castable.spark.datasource import PUSHDOWN_CONF, CastableDataSource, FilteringCastableDataSource
-
-    pushdown = str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
-    spark.dataSource.register(FilteringCastableDataSource if pushdown else CastableDataSource)
+    spark.dataSource.register(CastableDataSource)

@@ -2,22 +2,24 @@
 
 Reads one snapshot (the latest, or ``versionAsOf`` / ``timestampAsOf`` as in Delta Lake), one
 Spark partition per scan task (a file, or a group of its row groups, of about
-``maxPartitionBytes``), tombstones applied, filters pushed down when Spark 4.1+ offers them
-(``spark.sql.python.filterPushdown.enabled``; Spark refuses a reader that implements
-``pushFilters`` while that is off, so :func:`register` picks the reader by the setting). The
-Python Data Source API offers no column
-pruning: Spark projects after the read. Writes append: executors write data files, the driver
-commits once; ``commitId`` makes a repeated write commit nothing twice.
+``maxPartitionBytes``), tombstones applied. Writes append: executors write data files, the
+driver commits once; ``commitId`` makes a repeated write commit nothing twice.
+
+Pruning is asked for with options, ``columns`` (read only those column chunks) and ``filter``
+(a castable SQL predicate: files and row groups pruned by statistics, rows filtered exactly).
+Spark's own hooks are not used: the Python Data Source API of Spark 4.0-4.3 offers no column
+pruning, and its filter pushdown (4.1+) keeps the pushed-down reader on the relation, so a
+DataFrame reused after a filtered query reads with the old filter.
 
 Options: ``path`` (or ``load(uri)`` / ``save(uri)``), ``versionAsOf``, ``timestampAsOf``,
-``commitId``, ``maxPartitionBytes``, and castable's storage options (``endpoint_url``,
-``region``, ``profile``, ``max_attempts``).
+``columns``, ``filter``, ``maxPartitionBytes``, ``commitId``, and castable's storage options
+(``endpoint_url``, ``region``, ``profile``, ``max_attempts``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -36,14 +38,12 @@ from pyspark.sql.types import StructType
 import castable
 from castable.errors import InvalidInputError
 from castable.manifest import DataFile, Manifest
-from castable.predicate import And, Predicate
+from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import Snapshot
 from castable.spark.files import TableTarget
-from castable.spark.filters import to_predicate
 from castable.store import store_from_uri
 
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts")
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
 
@@ -81,17 +81,29 @@ def spark_schema(schema: pa.Schema) -> StructType:
         raise InvalidInputError(f"the table has a type Spark cannot represent: {e}") from None
 
 
-class CastableDataSource(DataSource):
-    """The ``castable`` format, for sessions without Python filter pushdown."""
+def _columns(options: Mapping[str, str], schema: pa.Schema) -> list[str] | None:
+    """The ``columns`` option as a list of known column names (``None``: all)."""
+    text = _option(options, "columns")
+    if text is None:
+        return None
+    columns = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown or not columns:
+        raise InvalidInputError(f"columns option names unknown columns {unknown} (columns: {', '.join(schema.names)})")
+    return columns
 
-    reader_class: type[CastableReader]
+
+class CastableDataSource(DataSource):
+    """The ``castable`` format."""
 
     @classmethod
     def name(cls) -> str:
         return "castable"
 
     def schema(self) -> StructType:
-        return spark_schema(_Location.of(self.options).open().schema)
+        schema = _Location.of(self.options).open().schema
+        columns = _columns(self.options, schema)
+        return spark_schema(schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         location = _Location.of(self.options)
@@ -106,10 +118,14 @@ class CastableDataSource(DataSource):
         except ValueError as e:
             raise InvalidInputError(f"bad versionAsOf/timestampAsOf: {e}") from None
         manifest = table.manifest_at(at, as_of)
-        if spark_schema(manifest.schema) != schema:
-            raise InvalidInputError(f"the given schema {schema.simpleString()} is not the table's")
+        columns = _columns(self.options, manifest.schema)
+        text = _option(self.options, "filter")
+        predicate = None if text is None else parse_predicate(text, manifest.schema)
+        scan = Scan(Snapshot(table.store, manifest), columns, predicate)
+        if spark_schema(scan.schema) != schema:
+            raise InvalidInputError(f"the given schema {schema.simpleString()} is not the table's {scan.schema}")
         partition_bytes = int(_option(self.options, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES)
-        return self.reader_class(location, manifest, partition_bytes)
+        return CastableReader(location, manifest, columns, predicate, partition_bytes)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:
@@ -132,50 +148,32 @@ class CastableReader(DataSourceReader):
     """Reads one version. The planner keeps the version number, not the file list, so the reader
     shipped to every task stays small; ``partitions`` reads the manifest again to plan."""
 
-    def __init__(self, location: _Location, manifest: Manifest, partition_bytes: int) -> None:
+    def __init__(
+        self,
+        location: _Location,
+        manifest: Manifest,
+        columns: list[str] | None,
+        predicate: Predicate | None,
+        partition_bytes: int,
+    ) -> None:
         self.location = location
         self.version = manifest.version
         self.meta = replace(manifest, data_files=(), tombstones=(), recent_commits={})
+        self.columns = columns
+        self.predicate = predicate
         self.partition_bytes = partition_bytes
-        self.predicate: Predicate | None = None
 
     def _scan(self, manifest: Manifest) -> Scan:
         store = store_from_uri(self.location.uri, self.location.storage_options)
-        return Scan(Snapshot(store, manifest), None, self.predicate)
+        return Scan(Snapshot(store, manifest), self.columns, self.predicate)
 
     def partitions(self) -> list[InputPartition]:
         manifest = self.location.open().manifest_at(self.version)
         return [TaskPartition(t) for t in self._scan(manifest).plan_tasks(self.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, TaskPartition)
-        yield from self._scan(self.meta).read_task(partition.task)
-
-
-class FilteringReader(CastableReader):
-    """A reader that takes the filters Spark pushes down and prunes files and row groups by them."""
-
-    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
-        """Keep the filters castable evaluates exactly; return the rest for Spark."""
-        pushed, rest = [], []
-        for f in filters:
-            predicate = to_predicate(f, self.meta.schema)
-            if predicate is None:
-                rest.append(f)
-            else:
-                pushed.append(predicate)
-        if pushed:
-            self.predicate = pushed[0] if len(pushed) == 1 else And(tuple(pushed))
-        return rest
-
-
-class FilteringCastableDataSource(CastableDataSource):
-    """The ``castable`` format, for sessions with ``spark.sql.python.filterPushdown.enabled``."""
-
-    reader_class = FilteringReader
-
-
-CastableDataSource.reader_class = CastableReader
+        if isinstance(partition, TaskPartition):  # else Spark's one empty partition of an empty plan
+            yield from self._scan(self.meta).read_task(partition.task)
 
 
 @dataclass

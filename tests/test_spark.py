@@ -1,0 +1,381 @@
+"""Spark in local mode against S3 on the moto server: the ingest job (Spark 4 in-process, Spark
+3.5 through spark-submit) committing directly and through the commit Lambda, and the castable
+data source reading and writing beside the library."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from aws_stubs import function_code, run_handler_in_process
+from conftest import EVENTS, events, snapshot_of
+
+import castable
+from castable.spark import register
+from castable.spark.ingest import main as ingest_main
+from castable.spark.remote import invoke_commit
+from castable.table import Table
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark")]
+
+ROOT = Path(__file__).resolve().parent.parent
+SPARK35_PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
+SMALL_FILES = {"write.target-file-size-bytes": 6_000, "write.row-group-size-bytes": 3_000}
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local Spark 4 session for the module."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("castable-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def options(s3_options: dict[str, str]) -> dict[str, str]:
+    return s3_options
+
+
+@pytest.fixture
+def table(s3_bucket: str, options: dict[str, str]) -> Table:
+    return castable.create_table(
+        f"s3://{s3_bucket}/events", EVENTS, primary_key="id", properties=SMALL_FILES, storage_options=options
+    )
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """A multi-file Parquet source: ids 0..2999 in three files."""
+    root = tmp_path / "landing"
+    root.mkdir()
+    for i in range(3):
+        pq.write_table(events(i * 1000, i * 1000 + 1000), root / f"part-{i}.parquet")
+    return root
+
+
+@pytest.fixture
+def commit_function(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The commit Lambda on the moto server (over HTTP); its handler runs in this process."""
+    from moto.awslambda.models import LambdaFunction
+
+    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", s3_endpoint)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    iam = boto3.client("iam", endpoint_url=s3_endpoint, region_name="us-east-1")
+    name = f"castable-commit-{uuid.uuid4().hex[:8]}"
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    boto3.client("lambda", endpoint_url=s3_endpoint, region_name="us-east-1").create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role,
+        Handler="lambdas.commit.handler",
+        Code={"ZipFile": function_code()},
+    )
+    return name
+
+
+def storage_args(options: dict[str, str]) -> list[str]:
+    return [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
+
+
+def ids(t: Table, **kwargs: Any) -> list[int]:
+    return sorted(Table.load(t.store).scan(["id"], **kwargs).to_arrow().column("id").to_pylist())
+
+
+def spark_rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def library_rows(t: Table, **kwargs: Any) -> list[tuple[Any, ...]]:
+    data = Table.load(t.store).scan(**kwargs).to_arrow()
+    return sorted(zip(*(data.column(n).to_pylist() for n in data.column_names), strict=True))
+
+
+# ---------------------------------------------------------------------- ingest job
+
+
+def test_job_appends_a_multi_file_dataset_in_one_commit(
+    spark: Any, table: Table, landing: Path, options: dict[str, str]
+) -> None:
+    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "load-1", "--direct", "--partitions", "3"]
+    result = ingest_main([*argv, *storage_args(options)], spark=spark)
+    latest = Table.load(table.store)
+    assert (result.version, latest.version, result.already_committed) == (1, 1, False)
+    assert result.rows == 3000 and result.files == len(latest.manifest.data_files) > 3
+    assert ids(table) == list(range(3000))
+    assert library_rows(table) == sorted(
+        zip(*(events(0, 3000).column(n).to_pylist() for n in EVENTS.names), strict=True)
+    )
+    for f in latest.manifest.data_files:
+        meta = pq.read_metadata(latest.store.open_input(f.path, size=f.size, etag=f.etag))
+        assert f.path.startswith("data/") and f.stats and meta.num_row_groups == f.row_groups
+        assert f.size < 2 * SMALL_FILES["write.target-file-size-bytes"]
+    entry = latest.history(limit=1)[0]
+    assert (entry.commit_id, entry.summary["rows_added"]) == ("load-1", 3000)
+
+
+def test_job_rerun_with_the_same_commit_id_adds_nothing(
+    spark: Any, table: Table, landing: Path, options: dict[str, str]
+) -> None:
+    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "load-1", "--direct", *storage_args(options)]
+    first = ingest_main(argv, spark=spark)
+    before = snapshot_of(table.store)
+    again = ingest_main(argv, spark=spark)
+    assert again.already_committed and again.version == first.version and again.rows == 3000
+    assert snapshot_of(table.store) == before
+
+
+def test_job_commits_through_the_commit_lambda(
+    spark: Any, table: Table, landing: Path, options: dict[str, str], commit_function: str
+) -> None:
+    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "emr-7", *storage_args(options)]
+    result = ingest_main([*argv, "--commit-function", commit_function], spark=spark)
+    assert (result.version, result.rows, result.already_committed) == (1, 3000, False)
+    assert ids(table) == list(range(3000))
+    assert Table.load(table.store).history(limit=1)[0].summary["registered"] is True
+    before = snapshot_of(table.store)
+    again = ingest_main([*argv, "--commit-function", commit_function], spark=spark)
+    assert again.already_committed and snapshot_of(table.store) == before
+
+
+def test_commit_lambda_errors_come_back_as_castable_errors(table: Table, commit_function: str) -> None:
+    before = snapshot_of(table.store)
+    with pytest.raises(castable.InvalidInputError, match="not under the table's data prefix"):
+        invoke_commit(commit_function, table.uri, ["../elsewhere/x.parquet"], "bad-1")
+    with pytest.raises(castable.InvalidInputError, match="does not exist"):
+        invoke_commit(commit_function, table.uri, ["data/2026/nope.parquet"], "bad-2")
+    assert snapshot_of(table.store) == before
+
+
+def test_job_with_a_wrong_schema_fails_and_leaves_only_orphans(
+    spark: Any, table: Table, tmp_path: Path, options: dict[str, str]
+) -> None:
+    table.append(events(0, 10))
+    before = snapshot_of(table.store)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    wrong = pa.table({"id": pa.array([1, 2], pa.int32()), "category": ["a", "b"], "value": [1.0, 2.0]})
+    pq.write_table(wrong, bad / "part-0.parquet")
+    argv = ["--source", str(bad), "--table", table.uri, "--commit-id", "bad", "--direct", *storage_args(options)]
+    with pytest.raises(Exception, match="column 'id' is int32, expected int64"):
+        ingest_main(argv, spark=spark)
+    pq.write_table(wrong.drop_columns(["value"]), bad / "part-0.parquet")
+    with pytest.raises(castable.SchemaMismatchError, match=r"missing \['value'\]"):
+        ingest_main(argv, spark=spark)
+    assert Table.load(table.store).version == table.version
+    table.gc(orphan_grace=timedelta(0))
+    assert snapshot_of(table.store) == before
+
+
+def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CASTABLE_COMMIT_FUNCTION", raising=False)
+    with pytest.raises(SystemExit):
+        ingest_main(["--source", "x", "--table", "s3://b/t", "--commit-id", "c"])
+
+
+def test_job_runs_on_spark_35_with_spark_submit(
+    table: Table, landing: Path, options: dict[str, str], commit_function: str, s3_endpoint: str
+) -> None:
+    if not SPARK35_PYTHON.exists():
+        pytest.fail(f"{SPARK35_PYTHON} is missing: `make test` builds it (pyspark 3.5, as on EMR 7.x)")
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": str(SPARK35_PYTHON),
+        "PYSPARK_DRIVER_PYTHON": str(SPARK35_PYTHON),
+        "AWS_ENDPOINT_URL_LAMBDA": s3_endpoint,
+        "CASTABLE_COMMIT_FUNCTION": commit_function,
+    }
+    submit = SPARK35_PYTHON.parent / "spark-submit"
+    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "emr-35", *storage_args(options)]
+    run = subprocess.run(
+        [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "castable_ingest.py"), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (result["version"], result["rows"], result["already_committed"]) == (1, 3000, False)
+    assert ids(table) == list(range(3000))
+    version = subprocess.run(
+        [str(SPARK35_PYTHON), "-c", "import pyspark; print(pyspark.__version__)"], capture_output=True, text=True
+    )
+    assert version.stdout.startswith("3.5.")
+
+
+# -------------------------------------------------------------------- data source
+
+
+def build_history(table: Table) -> dict[int, datetime]:
+    """Appends, soft deletes of every kind and an erase; returns each version's commit time."""
+    for i in range(4):
+        table.append(events(i * 1000, i * 1000 + 1000))
+    table.delete("id BETWEEN 100 AND 199")
+    table.delete("id IN (1001, 1500, 2999) OR category = 'c' AND id > 3500")
+    table.delete("value < 10")
+    table.erase("id = 2500", mode="rewrite")
+    return {h.version: h.timestamp for h in table.history()}
+
+
+def test_data_source_reads_what_the_library_reads_at_every_version(
+    spark: Any, table: Table, options: dict[str, str]
+) -> None:
+    times = build_history(table)
+    path = table.uri
+    latest = spark.read.format("castable").options(**options).load(path)
+    assert latest.schema.simpleString() == "struct<id:bigint,category:string,value:double>"
+    assert spark_rows(latest) == library_rows(table)
+    for version in sorted(times):
+        df = spark.read.format("castable").options(**options).option("versionAsOf", version).load(path)
+        assert spark_rows(df) == library_rows(table, version=version), version
+    as_of = times[3] + (times[4] - times[3]) / 2
+    df = spark.read.format("castable").options(**options).option("timestampAsOf", as_of.isoformat()).load(path)
+    assert spark_rows(df) == library_rows(table, version=3)
+
+
+def test_data_source_splits_files_and_prunes_by_its_options(spark: Any, table: Table, options: dict[str, str]) -> None:
+    build_history(table)
+    reader = spark.read.format("castable").options(**options).option("maxPartitionBytes", "4000")
+    df = reader.load(table.uri)
+    files = len(Table.load(table.store).manifest.data_files)
+    assert df.rdd.getNumPartitions() > files
+    query = "id BETWEEN 3000 AND 3100 AND category = 'a'"
+    pruned = reader.option("filter", query).option("columns", "value, id").load(table.uri)
+    assert pruned.columns == ["value", "id"]
+    assert pruned.rdd.getNumPartitions() < files
+    assert spark_rows(pruned) == library_rows(table, columns=["value", "id"], filter=query)
+
+
+def test_a_reused_data_frame_reads_each_query_afresh(spark: Any, table: Table, options: dict[str, str]) -> None:
+    build_history(table)
+    df = spark.read.format("castable").options(**options).load(table.uri)
+    for text in ("id < 10", "category LIKE 'b%' OR id < 5", "NOT (id >= 50)", "category IS NULL AND id IN (3, 1003)"):
+        assert spark_rows(df.filter(text)) == library_rows(table, filter=text), text
+        assert df.count() == Table.load(table.store).count()
+
+
+def test_spark_appends_and_library_appends_see_each_other(spark: Any, table: Table, options: dict[str, str]) -> None:
+    table.append(events(0, 500))
+    df = spark.createDataFrame(events(500, 1500))
+    df.write.format("castable").options(**options).option("commitId", "spark-1").mode("append").save(table.uri)
+    assert ids(table) == list(range(1500))
+    assert Table.load(table.store).history(limit=1)[0].commit_id == "spark-1"
+    before = snapshot_of(table.store)
+    df.write.format("castable").options(**options).option("commitId", "spark-1").mode("append").save(table.uri)
+    assert snapshot_of(table.store) == before
+    Table.load(table.store).append(events(1500, 1600))
+    Table.load(table.store).delete("id < 100")
+    read = spark.read.format("castable").options(**options).load(table.uri)
+    assert sorted(r.id for r in read.select("id").collect()) == list(range(100, 1600))
+
+
+def test_data_source_round_trips_types(spark: Any, s3_bucket: str, options: dict[str, str]) -> None:
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("local", pa.timestamp("us")),
+            ("day", pa.date32()),
+            ("amount", pa.decimal128(12, 2)),
+            ("raw", pa.binary()),
+            ("small", pa.int32()),
+            ("flag", pa.bool_()),
+        ]
+    )
+    t = castable.create_table(f"s3://{s3_bucket}/typed", schema, primary_key="id", storage_options=options)
+    base = datetime(2026, 11, 22, 4, 30, tzinfo=UTC)
+    data = pa.table(
+        {
+            "id": [1, 2, 3],
+            "ts": [base, base + timedelta(microseconds=1), None],
+            "local": [base.replace(tzinfo=None)] * 3,
+            "day": [base.date()] * 3,
+            "amount": [Decimal("1.25"), None, Decimal("-3.50")],
+            "raw": [b"\x00\x01", b"", None],
+            "small": [1, None, 3],
+            "flag": [True, False, None],
+        },
+        schema=schema,
+    )
+    t.append(data)
+    df = spark.read.format("castable").options(**options).load(t.uri)
+    df.write.format("castable").options(**options).mode("append").save(t.uri)
+    back = Table.load(t.store).to_arrow()
+    assert back.num_rows == 6
+    assert back.slice(3).sort_by("id").equals(data) and back.slice(0, 3).equals(data)
+
+
+def test_data_source_bad_requests_change_nothing(spark: Any, table: Table, options: dict[str, str]) -> None:
+    from pyspark.errors import PySparkException
+
+    table.append(events(0, 10))
+    before = snapshot_of(table.store)
+    df = spark.createDataFrame(events(10, 20))
+    with pytest.raises(PySparkException, match="mode\\('append'\\)"):
+        df.write.format("castable").options(**options).mode("overwrite").save(table.uri)
+    wrong = spark.createDataFrame([(1, "a")], "id long, category string")
+    with pytest.raises(PySparkException, match="missing column 'value'"):
+        wrong.write.format("castable").options(**options).mode("append").save(table.uri)
+    with pytest.raises(PySparkException, match="versionAsOf or timestampAsOf"):
+        reader = spark.read.format("castable").options(**options)
+        reader.option("versionAsOf", 0).option("timestampAsOf", "2026-01-01").load(table.uri).collect()
+    with pytest.raises(PySparkException, match="version 9 does not exist"):
+        spark.read.format("castable").options(**options).option("versionAsOf", 9).load(table.uri).collect()
+    with pytest.raises(PySparkException, match=r"TableNotFoundError|no table"):
+        spark.read.format("castable").options(**options).load(table.uri + "-missing").collect()
+    with pytest.raises(PySparkException, match="unknown column"):
+        spark.read.format("castable").options(**options).option("filter", "nope = 1").load(table.uri).collect()
+    with pytest.raises(PySparkException, match="unknown columns"):
+        spark.read.format("castable").options(**options).option("columns", "id,nope").load(table.uri).collect()
+    table.gc(orphan_grace=timedelta(0))
+    assert snapshot_of(table.store) == before
+
+
+def test_concurrent_spark_and_library_writers_lose_nothing(spark: Any, table: Table, options: dict[str, str]) -> None:
+    from workers import append_and_delete, expected_ids
+
+    rounds = 4
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(append_and_delete, table.uri, options, w, rounds) for w in (1, 2)]
+        for i in range(4):
+            df = spark.createDataFrame(events(100_000 + i * 100, 100_000 + (i + 1) * 100))
+            writer = df.write.format("castable").options(**options).option("commitId", f"spark-{i}")
+            writer.mode("append").save(table.uri)
+        commits = [c for f in futures for c in f.result()]
+    want = expected_ids(1, rounds) | expected_ids(2, rounds) | set(range(100_000, 100_400))
+    assert ids(table) == sorted(want)
+    history = Table.load(table.store).history()
+    assert [h.version for h in history] == list(range(len(history) - 1, -1, -1))
+    recorded = {h.commit_id for h in history}
+    assert {c for _, _, c in commits} | {f"spark-{i}" for i in range(4)} <= recorded
+    logging.getLogger(__name__).info("%d commits", len(history))
