@@ -6,7 +6,7 @@ from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from infra.stack import CastableStack
+from infra.stack import EMR_ARTIFACTS, EMR_LOGS, CastableStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 
@@ -21,6 +21,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
     bucket = _logical_id(stack.bucket)
     prefixes = [f"tables/{t.name}/*" for t in stack.config.tables] + ["landing/*", "landing-failed/*"]
     prefixes += [f"tables/{t.name}/data/*" for t in stack.config.tables]
+    prefixes += [f"landing/{t.name}/*" for t in stack.config.tables] + [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*"]
     findings = {
         f"AwsSolutions-IAM4[{BASIC_EXECUTION}]": "AWSLambdaBasicExecutionRole only lets a function write its own "
         "logs, as AWS recommends; every data permission is an inline, prefix-scoped statement.",

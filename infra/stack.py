@@ -1,4 +1,5 @@
-"""The castable stack: table bucket, landing queue, functions, workflows, schedules, EMR role.
+"""The castable stack: table bucket, landing queue, functions, workflows, schedules, and the EMR
+side (an EMR Serverless Spark application and the job role of the ingest job).
 
 Tables live under ``s3://<bucket>/tables/<name>/``; files dropped under ``landing/<name>/``
 are ingested into table ``<name>``. Every function's role is limited to the table prefixes
@@ -11,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_emrserverless as emrs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -27,6 +29,9 @@ from constructs import Construct
 from infra.bundling import RUNTIME, function_code
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
+EMR_ARTIFACTS = "artifacts/"
+"""Where the ingest job's entry script and packed Python environment are uploaded."""
+EMR_LOGS = "emr-logs/"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class CastableConfig:
     tables: list[TableConfig] = field(default_factory=lambda: [TableConfig("events")])
     versioned: bool = False
     incomplete_upload_days: int = 2
+    emr_release: str = "emr-7.5.0"
+    """EMR 7.x runs Spark 3.5, which the ingest job supports (the data source needs Spark 4)."""
 
 
 class CastableStack(Stack):
@@ -98,6 +105,8 @@ class CastableStack(Stack):
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
         self._schedules()
         self.emr_job_role = self._emr_role()
+        self.emr_application = self._emr_application()
+        self._outputs()
 
     # ------------------------------------------------------------------ functions
 
@@ -264,7 +273,8 @@ class CastableStack(Stack):
     # ------------------------------------------------------------------------ EMR
 
     def _emr_role(self) -> iam.Role:
-        """The job role of EMR (Serverless) Spark jobs: write data files, invoke commit."""
+        """The job role of the Spark ingest job: read its inputs and the tables, write data files
+        (``tables/*/data/``) and logs, and commit only through the commit function."""
         role = iam.Role(
             self,
             "EmrJobRole",
@@ -274,17 +284,64 @@ class CastableStack(Stack):
             ),
             description="castable Spark jobs: write Parquet under tables/*/data/ and call the commit function",
         )
+        tables = [f"tables/{t.name}/" for t in self.config.tables]
+        landing = [f"landing/{t.name}/" for t in self.config.tables]
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
-                resources=[self.bucket.arn_for_objects(f"tables/{t.name}/data/*") for t in self.config.tables],
+                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[self.bucket.arn_for_objects(f"{p}data/*") for p in tables]
+                + [self.bucket.arn_for_objects(f"{EMR_LOGS}*")],
             )
         )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject"],
-                resources=[self.bucket.arn_for_objects(f"tables/{t.name}/*") for t in self.config.tables],
+                resources=[self.bucket.arn_for_objects(f"{p}*") for p in [*tables, *landing, EMR_ARTIFACTS]],
+            )
+        )
+        # Without ListBucket a GET of a missing key is 403, not 404: the commit protocol's probe
+        # for a newer manifest needs the 404, so listing is granted on exactly these prefixes.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in [*tables, *landing, EMR_ARTIFACTS]]}},
             )
         )
         self.functions["commit"].grant_invoke(role)
         return role
+
+    def _emr_application(self) -> emrs.CfnApplication:
+        """A Spark application that starts on the first job and stops when idle (no cluster to keep)."""
+        return emrs.CfnApplication(
+            self,
+            "SparkApplication",
+            name="castable-spark",
+            release_label=self.config.emr_release,
+            type="Spark",
+            architecture="X86_64",
+            auto_start_configuration=emrs.CfnApplication.AutoStartConfigurationProperty(enabled=True),
+            auto_stop_configuration=emrs.CfnApplication.AutoStopConfigurationProperty(
+                enabled=True, idle_timeout_minutes=15
+            ),
+            maximum_capacity=emrs.CfnApplication.MaximumAllowedResourcesProperty(
+                cpu="64 vCPU", memory="256 GB", disk="1000 GB"
+            ),
+            monitoring_configuration=emrs.CfnApplication.MonitoringConfigurationProperty(
+                s3_monitoring_configuration=emrs.CfnApplication.S3MonitoringConfigurationProperty(
+                    log_uri=f"s3://{self.bucket.bucket_name}/{EMR_LOGS}"
+                )
+            ),
+        )
+
+    def _outputs(self) -> None:
+        """What the README's commands need: the bucket, the functions, the workflows, EMR."""
+        for name, value in [
+            ("TablesBucket", self.bucket.bucket_name),
+            ("CommitFunctionName", self.functions["commit"].function_name),
+            ("ErasureStateMachineArn", self.erasure.state_machine_arn),
+            ("MaintenanceStateMachineArn", self.maintenance.state_machine_arn),
+            ("EmrApplicationId", self.emr_application.attr_application_id),
+            ("EmrJobRoleArn", self.emr_job_role.role_arn),
+        ]:
+            CfnOutput(self, name, value=value)

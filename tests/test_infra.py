@@ -158,10 +158,34 @@ def test_emr_job_role_writes_data_and_invokes_commit(template: dict[str, Any]) -
     roles = resources(template, "AWS::IAM::Role")
     emr = [k for k, r in roles.items() if "emr-serverless" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])]
     assert len(emr) == 1
-    text = json.dumps(
-        [p for p in resources(template, "AWS::IAM::Policy").values() if emr[0] in json.dumps(p["Properties"]["Roles"])]
-    )
-    assert "/tables/events/data/*" in text and "lambda:InvokeFunction" in text and "CommitFunction" in text
+    policies = [p for p in resources(template, "AWS::IAM::Policy").values() if emr[0] in json.dumps(p["Properties"])]
+    stmts = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    writes = [s for s in stmts if "s3:PutObject" in json.dumps(s["Action"])]
+    assert len(writes) == 1
+    targets = json.dumps(writes[0]["Resource"])
+    assert "/tables/events/data/*" in targets and "/emr-logs/*" in targets and "manifest" not in targets
+    assert "_latest_manifest" not in json.dumps(stmts), "the job commits through the function only"
+    listing = [s for s in stmts if s["Action"] == "s3:ListBucket"]
+    assert listing and listing[0]["Condition"]["StringLike"]["s3:prefix"] == [
+        "tables/events/*",
+        "tables/orders/*",
+        "landing/events/*",
+        "landing/orders/*",
+        "artifacts/*",
+    ]
+    text = json.dumps(stmts)
+    assert "lambda:InvokeFunction" in text and "CommitFunction" in text
+
+
+def test_emr_serverless_application_runs_spark_35_and_stops_when_idle(template: dict[str, Any]) -> None:
+    (app,) = resources(template, "AWS::EMRServerless::Application").values()
+    props = app["Properties"]
+    assert props["Type"] == "Spark" and props["ReleaseLabel"].startswith("emr-7.")
+    assert props["AutoStopConfiguration"] == {"Enabled": True, "IdleTimeoutMinutes": 15}
+    assert "emr-logs/" in json.dumps(props["MonitoringConfiguration"])
+    outputs = template["Outputs"]
+    for name in ("TablesBucket", "CommitFunctionName", "EmrApplicationId", "EmrJobRoleArn", "ErasureStateMachineArn"):
+        assert name in outputs
 
 
 def test_cfn_lint_passes(template: dict[str, Any]) -> None:
