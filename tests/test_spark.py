@@ -379,3 +379,17 @@ def test_concurrent_spark_and_library_writers_lose_nothing(spark: Any, table: Ta
     recorded = {h.commit_id for h in history}
     assert {c for _, _, c in commits} | {f"spark-{i}" for i in range(4)} <= recorded
     logging.getLogger(__name__).info("%d commits", len(history))
+
+
+def test_spark_benchmark_runs(tmp_path: Path) -> None:
+    """A tiny run of bench/bench_spark.py, so the benchmark cannot rot unnoticed."""
+    run = subprocess.run(
+        [sys.executable, "bench_spark.py", "--rows", "20000", "--repeats", "1", "--out", str(tmp_path)],
+        cwd=ROOT / "bench",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = (tmp_path / "spark.md").read_text()
+    assert "| castable job |" in report and "| format('castable') |" in report

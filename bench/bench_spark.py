@@ -1,0 +1,163 @@
+"""Spark benchmarks in local mode, measured side by side in one run (medians and ratios).
+
+1. Ingest: the castable ingest job (executors write castable data files, the driver commits
+   once, directly) against Spark's own ``df.write.parquet`` of the same DataFrame to the same
+   local disk, with the same codec (zstd): rows/s and MB/s of Parquet written.
+2. Scan: ``spark.read.format("castable")`` of the table against ``spark.read.parquet`` of the
+   very same data files, forced through Spark's ``noop`` sink (every column of every row read).
+
+Spark cannot reach the moto S3 server here (no hadoop-aws), so both sides use a local
+directory; the castable side would reach S3 through the library unchanged.
+
+Usage: python bench/bench_spark.py [--rows 5000000] [--repeats 5] [--partitions 4] [--out DIR]
+Writes bench/results/spark.md (or DIR/spark.md) as well as printing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from bench_core import RESULTS, SCHEMA, event_batches, publish, report_header, timed
+
+import castable
+from castable.spark import register
+from castable.spark.ingest import ingest
+
+
+def spark_session(partitions: int) -> object:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("castable-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "6g")
+        .config("spark.sql.shuffle.partitions", str(partitions))
+        .config("spark.sql.parquet.compression.codec", "zstd")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
+
+
+def source_files(root: Path, rows: int, partitions: int) -> Path:
+    """The input: the synthetic event table as ``partitions`` Parquet files."""
+    src = root / "source"
+    src.mkdir()
+    data = pa.Table.from_batches(list(event_batches(rows)), schema=SCHEMA)
+    step = -(-rows // partitions)
+    for i in range(partitions):
+        pq.write_table(data.slice(i * step, step), src / f"part-{i}.parquet", compression="zstd")
+    return src
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*.parquet"))
+
+
+def median_range(times: list[float]) -> tuple[float, float, float]:
+    return statistics.median(times), min(times), max(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the report")
+    args = parser.parse_args()
+    spark = spark_session(args.partitions)
+    import pyspark
+
+    root = Path(tempfile.mkdtemp(prefix="castable-bench-spark-"))
+    try:
+        src = source_files(root, args.rows, args.partitions)
+        df = spark.read.parquet(str(src)).cache()  # type: ignore[attr-defined]
+        df.count()
+        ingest_times: dict[str, list[float]] = {"castable job": [], "df.write.parquet": []}
+        written: dict[str, int] = {}
+        for r in range(args.repeats + 1):  # the first round warms both up and is not counted
+            table_dir = root / f"table-{r}"
+            castable.create_table(str(table_dir), SCHEMA, primary_key="id")
+            elapsed, _ = timed(lambda d=table_dir, c=f"bench-{r}": ingest(df, str(d), c))
+            if r:
+                ingest_times["castable job"].append(elapsed)
+            written["castable job"] = tree_bytes(table_dir / "data")
+            out = root / f"spark-{r}"
+            elapsed, _ = timed(lambda o=out: df.write.parquet(str(o), compression="zstd"))
+            if r:
+                ingest_times["df.write.parquet"].append(elapsed)
+            written["df.write.parquet"] = tree_bytes(out)
+            shutil.rmtree(out)
+        table = castable.open_table(str(table_dir))
+        files = [str(table_dir / f.path) for f in table.manifest.data_files]
+        scans = {
+            "format('castable')": lambda: spark.read.format("castable").load(table.uri),  # type: ignore[attr-defined]
+            "read.parquet (same files)": lambda: spark.read.parquet(*files),  # type: ignore[attr-defined]
+        }
+        scan_times: dict[str, list[float]] = {name: [] for name in scans}
+        for r in range(args.repeats + 1):
+            for name, load in scans.items():
+                elapsed, _ = timed(lambda load=load: load().write.format("noop").mode("overwrite").save())
+                if r:
+                    scan_times[name].append(elapsed)
+        assert spark.read.format("castable").load(table.uri).count() == args.rows  # type: ignore[attr-defined]
+    finally:
+        spark.stop()  # type: ignore[attr-defined]
+        shutil.rmtree(root, ignore_errors=True)
+
+    mb = written["castable job"] / 1e6
+    lines = report_header(
+        "Spark benchmarks",
+        f"PySpark {pyspark.__version__}, local[2]; {args.rows:,} rows of the event table "
+        f"({mb:.0f} MB of zstd Parquet), {args.partitions} input partitions; medians of {args.repeats}, "
+        "min-max in brackets.",
+    )
+    lines += [
+        "## Ingest",
+        "",
+        "| writer | median | rows/s | MB/s | bytes written | vs df.write.parquet |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    base = statistics.median(ingest_times["df.write.parquet"])
+    for name, times in ingest_times.items():
+        m, lo, hi = median_range(times)
+        lines.append(
+            f"| {name} | {m:.2f} s [{lo:.2f}-{hi:.2f}] | {args.rows / m:,.0f} | {written[name] / 1e6 / m:.1f} | "
+            f"{written[name] / 1e6:.1f} MB | {base / m:.2f}x |"
+        )
+    lines += [
+        "",
+        "## Scan (noop sink: every column of every row)",
+        "",
+        "| reader | median | rows/s | MB/s | vs read.parquet |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    base = statistics.median(scan_times["read.parquet (same files)"])
+    for name, times in scan_times.items():
+        m, lo, hi = median_range(times)
+        lines.append(
+            f"| {name} | {m:.2f} s [{lo:.2f}-{hi:.2f}] | {args.rows / m:,.0f} | {mb / m:.1f} | {base / m:.2f}x |"
+        )
+    lines += [
+        "",
+        "Ratios above 1 mean castable is faster. The ingest job's time includes opening the table and the commit;",
+        "Spark's includes its own commit protocol (a _SUCCESS marker, file renames).",
+    ]
+    publish("spark", lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
