@@ -21,7 +21,11 @@ def config_from_context(app: cdk.App) -> CastableConfig:
     if isinstance(tables, str):
         tables = json.loads(tables)
     versioned = app.node.try_get_context("versioned") in (True, "true", "True", "1")
-    return CastableConfig(tables=[TableConfig(**t) for t in tables], versioned=versioned)
+    return CastableConfig(
+        tables=[TableConfig(**t) for t in tables],
+        versioned=versioned,
+        emr_image=app.node.try_get_context("emrImage"),
+    )
 
 
 FEATURE_FLAGS = {

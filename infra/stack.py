@@ -52,6 +52,8 @@ class CastableConfig:
     incomplete_upload_days: int = 2
     emr_release: str = "emr-7.5.0"
     """EMR 7.x runs Spark 3.5, which the ingest job supports (the data source needs Spark 4)."""
+    emr_image: str | None = None
+    """A custom EMR Serverless image with Python 3.11 and castable (jobs/emr.Dockerfile)."""
 
 
 class CastableStack(Stack):
@@ -327,6 +329,9 @@ class CastableStack(Stack):
             maximum_capacity=emrs.CfnApplication.MaximumAllowedResourcesProperty(
                 cpu="64 vCPU", memory="256 GB", disk="1000 GB"
             ),
+            image_configuration=None
+            if self.config.emr_image is None
+            else emrs.CfnApplication.ImageConfigurationInputProperty(image_uri=self.config.emr_image),
             monitoring_configuration=emrs.CfnApplication.MonitoringConfigurationProperty(
                 s3_monitoring_configuration=emrs.CfnApplication.S3MonitoringConfigurationProperty(
                     log_uri=f"s3://{self.bucket.bucket_name}/{EMR_LOGS}"

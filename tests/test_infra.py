@@ -64,12 +64,15 @@ def test_table_bucket_is_private_encrypted_tls_only_and_cleans_uploads(template:
     assert '"aws:SecureTransport": "false"' in policies
 
 
-def test_versioning_is_an_option(tmp_path: Path) -> None:
-    t = synth(tmp_path, versioned="true")
+def test_versioning_and_a_custom_emr_image_are_options(tmp_path: Path) -> None:
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/castable-emr:7.5.0"
+    t = synth(tmp_path, versioned="true", emrImage=image)
     assert any(
         b["Properties"].get("VersioningConfiguration", {}).get("Status") == "Enabled"
         for b in resources(t, "AWS::S3::Bucket").values()
     )
+    (app,) = resources(t, "AWS::EMRServerless::Application").values()
+    assert app["Properties"]["ImageConfiguration"] == {"ImageUri": image}
 
 
 def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> None:
@@ -182,7 +185,7 @@ def test_emr_serverless_application_runs_spark_35_and_stops_when_idle(template: 
     props = app["Properties"]
     assert props["Type"] == "Spark" and props["ReleaseLabel"].startswith("emr-7.")
     assert props["AutoStopConfiguration"] == {"Enabled": True, "IdleTimeoutMinutes": 15}
-    assert "emr-logs/" in json.dumps(props["MonitoringConfiguration"])
+    assert "emr-logs/" in json.dumps(props["MonitoringConfiguration"]) and "ImageConfiguration" not in props
     outputs = template["Outputs"]
     for name in ("TablesBucket", "CommitFunctionName", "EmrApplicationId", "EmrJobRoleArn", "ErasureStateMachineArn"):
         assert name in outputs
