@@ -445,6 +445,7 @@ def run_size(systems: list[System], rows: int, repeats: int, results: Results) -
             for op, case in ((SCATTERED, scattered), (RANGE, key_range)):
                 root = system.work / f"t{rows}_r{r}_{'s' if op == SCATTERED else 'k'}"
                 append = system.appender(root, data)
+                os.sync()
                 seconds, _ = timed(append)
                 took[f"append for {op}"] = seconds
                 res = results.get(APPEND, rows, system.name, system.name, system.role)
@@ -452,6 +453,7 @@ def run_size(systems: list[System], rows: int, repeats: int, results: Results) -
                 res.written.append(written_since({}, root)[0])
                 delete = system.deleter(root, case)
                 before = tree_state(root)
+                os.sync()
                 seconds, _ = timed(delete)
                 written, rewritten = written_since(before, root)
                 res = results.get(op, rows, system.name, system.name, system.role)
@@ -507,6 +509,7 @@ def run_commits(systems: list[System], commits: list[int], repeats: int, results
         for _ in range(repeats):
             for system in systems:
                 res = results.get(COMMIT, target, system.name, system.name, system.role)
+                os.sync()
                 res.times.append(timed(appenders[system.name])[0])
         done = target + repeats
     for system in systems:
@@ -875,6 +878,9 @@ def main() -> None:
         "append samples as repeats). Scattered keys differ per repeat (fixed seed) and are the same for every "
         f"system; each key range is {key_count(min(args.sizes)):,} contiguous keys. Handles are opened before "
         "the timer starts.",
+        "- Every timed write starts after os.sync(), so no system pays for another's dirty pages. castable "
+        "fsyncs each object it writes and pyiceberg's SQLite catalog syncs its commits; deltalake and plain "
+        "pyarrow leave writeback to the page cache (seen with strace).",
         "- Bytes written: the sizes of files new or changed under the table's directory, walked before and after "
         "(the same for all systems; pyiceberg's SQLite catalog is outside and not counted). Data files rewritten: "
         "new Parquet data files (castable writes a tombstone file instead).",
