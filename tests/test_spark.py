@@ -346,6 +346,12 @@ def test_data_source_bad_requests_change_nothing(spark: Any, table: Table, optio
     wrong = spark.createDataFrame([(1, "a")], "id long, category string")
     with pytest.raises(PySparkException, match="missing column 'value'"):
         wrong.write.format("castable").options(**options).mode("append").save(table.uri)
+    late = spark.range(0, 4000, numPartitions=4).selectExpr(
+        "IF(id = 3999, NULL, id) AS id", "'a' AS category", "CAST(id AS DOUBLE) AS value"
+    )
+    with pytest.raises(PySparkException, match="'id' is not nullable"):
+        late.write.format("castable").options(**options).mode("append").save(table.uri)
+    assert Table.load(table.store).version == table.version
     with pytest.raises(PySparkException, match="versionAsOf or timestampAsOf"):
         reader = spark.read.format("castable").options(**options)
         reader.option("versionAsOf", 0).option("timestampAsOf", "2026-01-01").load(table.uri).collect()
