@@ -67,8 +67,21 @@ def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*.parquet"))
 
 
-def median_range(times: list[float]) -> tuple[float, float, float]:
-    return statistics.median(times), min(times), max(times)
+def throughput_table(
+    title: str, kind: str, times: dict[str, list[float]], base: str, nbytes: dict[str, int], rows: int
+) -> list[str]:
+    """One Markdown table: median [min-max], rows/s, MB/s of Parquet, and the ratio to ``base``."""
+    lines = [f"## {title}", "", f"| {kind} | median | rows/s | MB/s | Parquet bytes | vs {base} |"]
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+    reference = statistics.median(times[base])
+    for name, runs in times.items():
+        m, lo, hi = statistics.median(runs), min(runs), max(runs)
+        mb = nbytes[name] / 1e6
+        lines.append(
+            f"| {name} | {m:.2f} s [{lo:.2f}-{hi:.2f}] | {rows / m:,.0f} | {mb / m:.1f} | {mb:.1f} MB | "
+            f"{reference / m:.2f}x |"
+        )
+    return [*lines, ""]
 
 
 def main() -> None:
@@ -125,34 +138,11 @@ def main() -> None:
         f"({mb:.0f} MB of zstd Parquet), {args.partitions} input partitions; medians of {args.repeats}, "
         "min-max in brackets.",
     )
+    scanned = {name: written["castable job"] for name in scan_times}
+    lines += throughput_table("Ingest", "writer", ingest_times, "df.write.parquet", written, args.rows)
+    scan_title = "Scan (noop sink: every column of every row)"
+    lines += throughput_table(scan_title, "reader", scan_times, "read.parquet (same files)", scanned, args.rows)
     lines += [
-        "## Ingest",
-        "",
-        "| writer | median | rows/s | MB/s | bytes written | vs df.write.parquet |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    base = statistics.median(ingest_times["df.write.parquet"])
-    for name, times in ingest_times.items():
-        m, lo, hi = median_range(times)
-        lines.append(
-            f"| {name} | {m:.2f} s [{lo:.2f}-{hi:.2f}] | {args.rows / m:,.0f} | {written[name] / 1e6 / m:.1f} | "
-            f"{written[name] / 1e6:.1f} MB | {base / m:.2f}x |"
-        )
-    lines += [
-        "",
-        "## Scan (noop sink: every column of every row)",
-        "",
-        "| reader | median | rows/s | MB/s | vs read.parquet |",
-        "| --- | ---: | ---: | ---: | ---: |",
-    ]
-    base = statistics.median(scan_times["read.parquet (same files)"])
-    for name, times in scan_times.items():
-        m, lo, hi = median_range(times)
-        lines.append(
-            f"| {name} | {m:.2f} s [{lo:.2f}-{hi:.2f}] | {args.rows / m:,.0f} | {mb / m:.1f} | {base / m:.2f}x |"
-        )
-    lines += [
-        "",
         "Ratios above 1 mean castable is faster. The ingest job's time includes opening the table and the commit;",
         "Spark's includes its own commit protocol (a _SUCCESS marker, file renames).",
     ]
