@@ -24,6 +24,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -899,7 +900,7 @@ def main() -> None:
         "",
         "## Run",
         "",
-        machine_line(versions()),
+        f"Finished {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. {machine_line(versions())}",
         "",
         f"Plots: {', '.join(p.name for p in pngs)}.",
     ]
