@@ -67,6 +67,19 @@ def test_manifest_and_pointer_documents(tmp_path) -> None:  # type: ignore[no-un
     assert (tmp_path / "t" / f["path"]).stat().st_size == f["size"]
 
 
+def test_manifest_bytes_are_plain_compact_json_of_the_document(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The spliced encoding (cached per entry) is exactly ``json.dumps`` of the whole document."""
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
+    for i in range(3):
+        t.append(events(i * 10, i * 10 + 10))
+    t.delete("id IN (3, 14)")
+    t.delete("category IS NULL")
+    for version in range(t.version + 1):
+        raw = (tmp_path / "t" / manifest_key(version)).read_bytes()
+        assert raw == json.dumps(json.loads(raw), separators=(",", ":")).encode()
+        assert castable.open_table(str(tmp_path / "t")).manifest_at(version).to_json() == raw
+
+
 def test_temporal_and_decimal_statistics_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from datetime import date, datetime
     from decimal import Decimal

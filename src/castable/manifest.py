@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +50,11 @@ class DataFile:
             "added_version": self.added_version,
         }
 
+    @cached_property
+    def json_text(self) -> str:
+        """The compact JSON of this entry, encoded once: a commit re-encodes only new entries."""
+        return _dumps(self.to_json())
+
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> DataFile:
         return cls(
@@ -82,6 +88,11 @@ class TombstoneFile:
             "rows": self.rows,
             "added_version": self.added_version,
         }
+
+    @cached_property
+    def json_text(self) -> str:
+        """The compact JSON of this entry, encoded once (see :attr:`DataFile.json_text`)."""
+        return _dumps(self.to_json())
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> TombstoneFile:
@@ -152,6 +163,8 @@ class Manifest:
         return sum(f.rows for f in self.data_files)
 
     def to_json(self) -> bytes:
+        """Compact JSON; the file lists are spliced in from each entry's cached encoding, so
+        the bytes equal ``json.dumps`` of the whole document but a commit costs O(change)."""
         doc = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -167,11 +180,13 @@ class Manifest:
                 "commit_id": self.commit.commit_id,
                 "summary": self.commit.summary,
             },
-            "data_files": [f.to_json() for f in self.data_files],
-            "tombstones": [t.to_json() for t in self.tombstones],
-            "recent_commits": self.recent_commits,
         }
-        return json.dumps(doc, separators=(",", ":")).encode()
+        files = ",".join(f.json_text for f in self.data_files)
+        tombstones = ",".join(t.json_text for t in self.tombstones)
+        return (
+            f'{_dumps(doc)[:-1]},"data_files":[{files}],"tombstones":[{tombstones}],'
+            f'"recent_commits":{_dumps(self.recent_commits)}}}'
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes, *, key: str) -> Manifest:
@@ -212,6 +227,10 @@ class Manifest:
             if name not in manifest.schema.names:
                 raise CorruptObjectError(f"{key}: primary key column {name!r} is not in the schema")
         return manifest
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _format_time(t: datetime) -> str:
