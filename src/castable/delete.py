@@ -11,9 +11,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyroaring import BitMap
 
 from castable import tombstone
@@ -21,13 +24,14 @@ from castable.commit import NextState
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate
-from castable.scan import rows_mask
+from castable.scan import read_ahead, rows_mask
 from castable.snapshot import Snapshot
 from castable.stats import encode_value
 from castable.store import ObjectStore
 
 _KEEP = "__castable_match"
 _KEY = "__castable_key"
+_READAHEAD = 4
 
 
 @dataclass
@@ -75,13 +79,13 @@ def _plan_file(
     deletes: tombstone.FileDeletes | None,
     plan: DeletePlan,
 ) -> None:
+    """Entries for one file: row groups judged by statistics, the rest read (a few at a time)."""
     fragment = snapshot.fragment(f)
     expression = predicate.to_expression()
     candidates = {rg.id for rg in fragment.subset(filter=expression).row_groups}
-    entries: list[tombstone.Entry] = []
-    dead_groups = 0
-    rows = 0
     pk = snapshot.manifest.primary_key
+    dead_groups = 0
+    reads: list[tuple[int, int, dict[str, pc.Expression]]] = []
     for rg in range(fragment.num_row_groups):
         num_rows = fragment.metadata.row_group(rg).num_rows
         if deletes is not None and rg in deletes.full_groups:
@@ -97,7 +101,11 @@ def _plan_file(
             projection[_KEEP] = expression
         if deletes is not None and deletes.key_ranges:
             projection[_KEY] = pc.field(pk[0])
-        table = fragment.subset(row_group_ids=[rg]).to_table(columns=projection) if projection else None
+        reads.append((rg, num_rows, projection))
+    tables = read_ahead((partial(_read_columns, fragment, rg, p) for rg, _, p in reads), _READAHEAD)
+    entries: list[tombstone.Entry] = []
+    rows = 0
+    for (rg, num_rows, projection), table in zip(reads, tables, strict=True):
         existing = deletes.position_mask(rg, num_rows) if deletes else np.zeros(num_rows, dtype=bool)
         if table is not None and _KEY in projection:
             existing |= deletes.key_mask(table.column(_KEY))  # type: ignore[union-attr]
@@ -121,6 +129,11 @@ def _plan_file(
         plan.entries.extend(entries)
     assert plan.rows is not None
     plan.rows += rows
+
+
+def _read_columns(fragment: ds.ParquetFileFragment, rg: int, projection: dict[str, pc.Expression]) -> pa.Table | None:
+    """The projected columns of one row group; ``None`` when nothing needs reading."""
+    return fragment.subset(row_group_ids=[rg]).to_table(columns=projection) if projection else None
 
 
 class DeleteChange:

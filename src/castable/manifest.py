@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa

@@ -145,7 +145,7 @@ class Scan:
         files = self.files()
         deletes = self.snapshot.deletes_for(files)
         expression = self.predicate.to_expression() if self.predicate is not None else None
-        fragments = _read_ahead((partial(self.snapshot.fragment, f) for f in files), _FILE_READAHEAD)
+        fragments = read_ahead((partial(self.snapshot.fragment, f) for f in files), _FILE_READAHEAD)
         for f, fragment in zip(files, fragments, strict=True):
             yield from self._file_batches(fragment, deletes.get(f.path), columns, expression, None)
 
@@ -165,7 +165,7 @@ class Scan:
         else:
             tasks = self._row_group_tasks(fragment, deletes, columns, expression, row_groups)
             batches = (
-                b for t in _read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
+                b for t in read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
             )
         yield from (b for b in batches if b.num_rows)
 
@@ -199,7 +199,7 @@ class Scan:
         return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
 
 
-def _read_ahead(tasks: Iterator[Callable[[], T]], depth: int) -> Iterator[T]:
+def read_ahead(tasks: Iterator[Callable[[], T]], depth: int) -> Iterator[T]:
     """Run tasks on ``depth`` threads, yielding results in order; at most ``depth`` in flight."""
     pool = ThreadPoolExecutor(depth, thread_name_prefix="castable-scan")
     pending: deque[Future[T]] = deque()
