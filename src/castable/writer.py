@@ -2,12 +2,15 @@
 
 Row groups are cut at ``write.row-group-size-bytes`` of Arrow data and files at
 ``write.target-file-size-bytes`` of Parquet bytes, so memory stays bounded by about one row
-group whatever the input size.
+group whatever the input size. A finished file is published (fsync and rename locally, upload
+on S3) on a background thread while the next one is encoded: at most two files are staged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,7 +19,7 @@ from castable.layout import new_data_key
 from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.stats import file_stats, stats_to_json
-from castable.store import ObjectInfo, ObjectStore
+from castable.store import ObjectInfo, ObjectStore, StagedObject
 
 
 def data_file_from_metadata(info: ObjectInfo, metadata: pq.FileMetaData, schema: pa.Schema) -> DataFile:
@@ -65,23 +68,44 @@ def write_data_files(
     files: list[DataFile] = []
     groups = _row_groups(batches, props.row_group_size)
     group = next(groups, None)
-    while group is not None:
-        with store.staged_write(new_data_key()) as staged:
-            writer = pq.ParquetWriter(
-                staged.path,
-                schema,
-                compression=props.compression,
-                compression_level=props.compression_level,
-            )
-            with writer:
-                while group is not None:
-                    writer.write_table(group, row_group_size=max(group.num_rows, 1))
-                    if on_rows:
-                        on_rows(group.num_rows)
-                    group = next(groups, None)
-                    if staged.path.stat().st_size >= props.target_file_size:
-                        break
-            metadata = writer.writer.metadata
-        assert staged.info is not None
-        files.append(data_file_from_metadata(staged.info, metadata, schema))
+    publishing: Future[None] | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="castable-publish") as pool:
+        try:
+            while group is not None:
+                stage = store.staged_write(new_data_key())
+                staged = stage.__enter__()
+                try:
+                    writer = pq.ParquetWriter(
+                        staged.path, schema, compression=props.compression, compression_level=props.compression_level
+                    )
+                    with writer:
+                        while group is not None:
+                            writer.write_table(group, row_group_size=max(group.num_rows, 1))
+                            if on_rows:
+                                on_rows(group.num_rows)
+                            group = next(groups, None)
+                            if staged.path.stat().st_size >= props.target_file_size:
+                                break
+                except BaseException as e:
+                    stage.__exit__(type(e), e, e.__traceback__)
+                    raise
+                if publishing is not None:
+                    publishing.result()
+                publishing = pool.submit(_publish, stage, staged, writer.writer.metadata, schema, files)
+        finally:
+            if publishing is not None:
+                publishing.result()
     return files
+
+
+def _publish(
+    stage: AbstractContextManager[StagedObject],
+    staged: StagedObject,
+    metadata: pq.FileMetaData,
+    schema: pa.Schema,
+    files: list[DataFile],
+) -> None:
+    """Publish one finished file (leaving its staged block) and record its manifest entry."""
+    stage.__exit__(None, None, None)
+    assert staged.info is not None
+    files.append(data_file_from_metadata(staged.info, metadata, schema))

@@ -1,0 +1,69 @@
+"""The data-file writer: files of the target size, published in the background, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import EVENTS, events
+
+from castable.properties import TableProperties
+from castable.store import LocalStore, StagedObject, StoreError
+from castable.writer import write_data_files
+
+PROPS = TableProperties.parse({"write.target-file-size-bytes": "6000", "write.row-group-size-bytes": "3000"})
+
+
+class FlakyStore(LocalStore):
+    """A local store whose n-th published object fails to publish."""
+
+    def __init__(self, root: Path, fail_at: int) -> None:
+        super().__init__(root)
+        self.fail_at = fail_at
+        self.published = 0
+
+    @contextmanager
+    def staged_write(self, key: str) -> Iterator[StagedObject]:
+        with super().staged_write(key) as staged:
+            yield staged
+            self.published += 1
+            if self.published == self.fail_at:
+                raise StoreError(f"{key}: injected upload failure")
+
+
+def leftovers(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".parquet")]
+
+
+def test_files_are_published_in_order_with_their_entries(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    files = write_data_files(store, events(0, 6000).to_batches(max_chunksize=100), EVENTS, PROPS)
+    assert len(files) >= 4 and sum(f.rows for f in files) == 6000
+    firsts = [f.stats["id"]["min"] for f in files]
+    assert firsts == sorted(firsts), "entries come back in the order the rows were written"
+    for f in files:
+        assert store.head(f.path).size == f.size
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 4])
+def test_a_failed_publish_surfaces_and_leaves_no_staged_file(tmp_path: Path, fail_at: int) -> None:
+    store = FlakyStore(tmp_path, fail_at)
+    with pytest.raises(StoreError, match="injected"):
+        write_data_files(store, events(0, 6000).to_batches(max_chunksize=100), EVENTS, PROPS)
+    assert leftovers(tmp_path) == []
+
+
+def test_a_failing_input_waits_for_the_file_being_published(tmp_path: Path) -> None:
+    def batches() -> Iterator[pa.RecordBatch]:
+        yield from events(0, 2000).to_batches(max_chunksize=100)
+        raise ValueError("the source broke")
+
+    store = LocalStore(tmp_path)
+    with pytest.raises(ValueError, match="source broke"):
+        write_data_files(store, batches(), EVENTS, PROPS)
+    assert leftovers(tmp_path) == []
+    assert list(tmp_path.rglob("*.parquet")), "files finished before the failure were published (orphans for gc)"
