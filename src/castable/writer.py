@@ -86,11 +86,11 @@ def write_data_files(
                             group = next(groups, None)
                             if staged.path.stat().st_size >= props.target_file_size:
                                 break
+                    if publishing is not None:
+                        publishing.result()  # the previous file is out before this one is handed over
                 except BaseException as e:
                     stage.__exit__(type(e), e, e.__traceback__)
                     raise
-                if publishing is not None:
-                    publishing.result()
                 publishing = pool.submit(_publish, stage, staged, writer.writer.metadata, schema, files)
         finally:
             if publishing is not None:
