@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SPARK35 := .venv-spark35
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench compare clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(VENV)/.installed
 	cd bench && ../$(BIN)/python bench_maintenance.py
 	cd bench && ../$(BIN)/python bench_spark.py
 	cd bench && ../$(BIN)/python bundle_size.py
+
+# castable against deltalake, pyiceberg and a pyarrow floor on the same data (about 20 minutes).
+compare: $(VENV)/.installed
+	cd bench && ../$(BIN)/python compare.py
 
 clean:
 	rm -rf $(VENV) $(SPARK35) demo-table .pytest_cache .ruff_cache .hypothesis
