@@ -12,6 +12,7 @@ import pytest
 from conftest import EVENTS, events
 
 import castable
+from castable import tombstone
 from castable.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
 
 SMALL = {"write.target-file-size-bytes": 10_000, "write.row-group-size-bytes": 8_000}
@@ -79,6 +80,29 @@ def test_key_range_delete_reads_no_data(table: castable.Table) -> None:
     assert counts.get("GET", 0) == 0 and counts.get("OPEN", 0) == 0, counts
     assert ids(table) == [*range(1000), *range(2000, 5000)]
     assert ids(table, version=version - 1) == list(range(5000))
+
+
+def test_key_list_delete_reads_no_data(table: castable.Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(3):
+        table.append(events(i * 2000, i * 2000 + 2000))
+    keys = [3, 1999, 2000, 4321, 5999, 3, 99_999]
+    table.store.stats.reset()
+    version = table.delete(f"id IN ({', '.join(map(str, keys))})")
+    counts = table.store.stats.snapshot()
+    assert counts.get("PUT") == 3 and counts.get("GET", 0) == counts.get("OPEN", 0) == 0, counts
+    entries = tombstone.decode(table.store.get(table.manifest.tombstones[-1].path).data, key="t")
+    assert sorted(e.lo for e in entries) == [3, 1999, 2000, 4321, 5999]  # type: ignore[union-attr]
+    assert ids(table) == [i for i in range(6000) if i not in keys]
+    assert table.delete("id IN (99999, 100000)") == version, "keys outside every file commit nothing"
+    table.compact(min_file_size=1 << 30, delete_ratio=0.0)
+    table.erase("id = 2001")
+    assert ids(table) == [i for i in range(6000) if i not in {*keys, 2001}]
+    monkeypatch.setattr("castable.delete.MAX_KEY_POINTS", 2)
+    table.store.stats.reset()
+    table.delete("id IN (10, 11, 12)")
+    assert table.store.stats.snapshot().get("OPEN", 0) + table.store.stats.snapshot().get("GET", 0) > 0
+    assert table.manifest.commit.summary["rows_deleted"] == 3
+    assert ids(table) == [i for i in range(6000) if i not in {*keys, 2001, 10, 11, 12}]
 
 
 def test_point_and_strict_range_deletes(table: castable.Table) -> None:
@@ -237,3 +261,15 @@ def test_scan_tasks_cover_the_scan_exactly_once(table: castable.Table) -> None:
     assert [task.row_groups for task in whole] == [None] * len(t.manifest.data_files)
     with pytest.raises(castable.InvalidInputError, match="positive"):
         t.scan().plan_tasks(0)
+
+
+def test_file_deletes_mix_single_keys_and_ranges() -> None:
+    deletes = tombstone.FileDeletes()
+    for lo, hi in [(5, 5), (20, 30), (None, 1), (42, 42)]:
+        deletes.add(tombstone.KeyRangeDelete("f", lo, hi), pa.int64())
+    keys = pa.array([0, 1, 2, 5, 6, 25, 31, 42, None], pa.int64())
+    assert deletes.key_mask(keys).tolist() == [True, True, False, True, False, True, False, True, False]
+    assert deletes.touches(0, (40, 45)) and deletes.touches(0, (2, 5)) and deletes.touches(0, (-3, 0))
+    assert not deletes.touches(0, (6, 19)) and not deletes.touches(0, (31, 41))
+    deletes.add(tombstone.KeyRangeDelete("f", 10, 10), pa.int64())
+    assert deletes.touches(0, (6, 19)), "a key added later is seen"

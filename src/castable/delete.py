@@ -3,6 +3,8 @@
 - A range of the primary key needs no data at all: one key-range entry per file whose
   manifest statistics overlap it (a file entirely inside the range is dropped from the
   manifest instead).
+- So does a list of primary-key values (``id IN (...)``, up to ``MAX_KEY_POINTS``): one
+  single-key range entry per value, in the files whose key statistics hold it.
 - Otherwise files and row groups are pruned by statistics; a row group whose statistics prove
   every row matches is deleted whole, unread; the rest are read for the predicate's columns
   only and their matching rows recorded by position in a roaring bitmap.
@@ -32,6 +34,8 @@ from castable.store import ObjectStore
 _KEEP = "__castable_match"
 _KEY = "__castable_key"
 _READAHEAD = 4
+MAX_KEY_POINTS = 10_000
+"""Longer key lists are planned by reading the key column: scans would pay for every entry."""
 
 
 @dataclass
@@ -66,10 +70,28 @@ def plan_delete(snapshot: Snapshot, predicate: Predicate) -> DeletePlan:
                 plan.entries.append(tombstone.KeyRangeDelete(f.path, lo, hi))
         plan.rows = None if plan.entries or plan.removed else 0
         return plan
+    points = predicate.key_points(pk[0]) if pk else None
+    if points is not None and len(points) <= MAX_KEY_POINTS:
+        _plan_key_points(snapshot, files, points, plan)
+        return plan
     deletes = snapshot.deletes_for(files)
     for f in files:
         _plan_file(snapshot, f, predicate, deletes.get(f.path), plan)
     return plan
+
+
+def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array, plan: DeletePlan) -> None:
+    """Single-key range entries for each listed key, in each file whose key bounds hold it."""
+    key = snapshot.manifest.primary_key[0]
+    for f in files:
+        stats = f.column_stats(key, snapshot.schema)
+        inside = points
+        if stats is not None and stats.has_bounds:
+            inside = points.filter(pc.and_(pc.greater_equal(points, stats.min), pc.less_equal(points, stats.max)))
+        for value in inside:
+            encoded = encode_value(value)
+            plan.entries.append(tombstone.KeyRangeDelete(f.path, encoded, encoded))
+    plan.rows = None if plan.entries else 0
 
 
 def _plan_file(

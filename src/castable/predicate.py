@@ -58,6 +58,10 @@ class Predicate(ABC):
         """Inclusive bounds if the predicate is exactly a range of column ``key``, else ``None``."""
         return None
 
+    def key_points(self, key: str) -> pa.Array | None:
+        """The non-null values if the predicate is exactly ``key IN (...)``, else ``None``."""
+        return None
+
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq,
@@ -159,6 +163,11 @@ class InList(Predicate):
                 return Match.NONE if single else Match.SOME
             return Match.ALL if single else Match.SOME
         return Match.ALL if self.negated and exact else (Match.SOME if self.negated else Match.NONE)
+
+    def key_points(self, key: str) -> pa.Array | None:
+        if self.column != key or self.negated:
+            return None
+        return pc.unique(pc.drop_null(self.values))
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ Positions are relative to their row group, so rewriting one group never invalida
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -94,6 +96,9 @@ class FileDeletes:
     full_groups: set[int] = field(default_factory=set)
     positions: dict[int, BitMap] = field(default_factory=dict)
     key_ranges: list[tuple[pa.Scalar, pa.Scalar]] = field(default_factory=list)
+    _keys: tuple[list[Any], list[tuple[pa.Scalar, pa.Scalar]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def add(self, entry: Entry, key_type: pa.DataType | None) -> None:
         if isinstance(entry, KeyRangeDelete):
@@ -101,6 +106,7 @@ class FileDeletes:
                 raise CorruptObjectError("a key-range tombstone on a table without a primary key")
 
             self.key_ranges.append((_bound(entry.lo, key_type), _bound(entry.hi, key_type)))
+            self._keys = None
         elif entry.positions is None:
             self.full_groups.add(entry.row_group)
         elif entry.row_group in self.positions:
@@ -108,16 +114,33 @@ class FileDeletes:
         else:
             self.positions[entry.row_group] = BitMap(entry.positions)
 
+    def _split_keys(self) -> tuple[list[Any], list[tuple[pa.Scalar, pa.Scalar]]]:
+        """Key ranges as sorted single keys (``id IN (...)`` deletes) and the proper ranges."""
+        if self._keys is None:
+            points, ranges = [], []
+            for lo, hi in self.key_ranges:
+                if lo.is_valid and hi.is_valid and lo.equals(hi):
+                    points.append(lo.as_py())
+                else:
+                    ranges.append((lo, hi))
+            self._keys = sorted(points), ranges
+        return self._keys
+
     def touches(self, row_group: int, key_bounds: tuple[object, object] | None) -> bool:
         """Whether any delete can hit the row group; ``key_bounds`` is its primary-key (min, max)."""
         if row_group in self.full_groups or row_group in self.positions:
             return True
-        return any(self._overlaps(lo, hi, key_bounds) for lo, hi in self.key_ranges)
+        if key_bounds is None:
+            return bool(self.key_ranges)
+        points, ranges = self._split_keys()
+        kmin, kmax = key_bounds
+        i = bisect.bisect_left(points, kmin)
+        if i < len(points) and points[i] <= kmax:  # type: ignore[operator]
+            return True
+        return any(self._overlaps(lo, hi, key_bounds) for lo, hi in ranges)
 
     @staticmethod
-    def _overlaps(lo: pa.Scalar, hi: pa.Scalar, bounds: tuple[object, object] | None) -> bool:
-        if bounds is None:
-            return True
+    def _overlaps(lo: pa.Scalar, hi: pa.Scalar, bounds: tuple[object, object]) -> bool:
         kmin, kmax = bounds
         return (not lo.is_valid or lo.as_py() <= kmax) and (not hi.is_valid or hi.as_py() >= kmin)
 
@@ -135,7 +158,10 @@ class FileDeletes:
     def key_mask(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Rows whose primary key falls in a deleted key range (a NULL key never does)."""
         mask = np.zeros(len(keys), dtype=bool)
-        for lo, hi in self.key_ranges:
+        points, ranges = self._split_keys()
+        if points:
+            mask |= np.asarray(pc.fill_null(pc.is_in(keys, value_set=pa.array(points, type=keys.type)), False))
+        for lo, hi in ranges:
             inside = pc.is_valid(keys)
             if lo.is_valid:
                 inside = pc.and_(inside, pc.greater_equal(keys, lo))
