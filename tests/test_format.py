@@ -6,6 +6,7 @@ import base64
 import json
 
 import pyarrow as pa
+import pytest
 from conftest import EVENTS, events
 from pyroaring import BitMap
 
@@ -39,6 +40,28 @@ def test_tombstone_encoding_is_json_lines_with_portable_roaring() -> None:
     # Portable roaring format: cookie 12346 (no run containers) as little-endian uint32.
     assert int.from_bytes(raw[:4], "little") in (12346, 12347) or raw[:2] == (12347).to_bytes(2, "little")
     assert tombstone.decode(data, key="t") == entries
+
+
+def test_key_lists_are_one_pk_in_line_per_file_under_header_2() -> None:
+    entries = [
+        tombstone.KeyRangeDelete("data/a.parquet", 7, 7),
+        tombstone.KeyRangeDelete("data/a.parquet", 3, 3),
+        tombstone.KeyRangeDelete("data/b.parquet", 5, 9),
+        tombstone.KeyRangeDelete("data/b.parquet", 11, 11),
+    ]
+    data = tombstone.encode(entries)
+    lines = [json.loads(line) for line in data.decode().splitlines()]
+    assert lines == [
+        {"castable_tombstone": 2},
+        {"file": "data/b.parquet", "pk_min": 5, "pk_max": 9},
+        {"file": "data/a.parquet", "pk_in": [7, 3]},
+        {"file": "data/b.parquet", "pk_in": [11]},
+    ]
+    assert sorted(tombstone.decode(data, key="t"), key=repr) == sorted(entries, key=repr)
+    assert json.loads(tombstone.encode(entries[2:3]).splitlines()[0]) == {"castable_tombstone": 1}
+    for bad in ('{"file": "f", "pk_in": 3}', '{"file": "f", "pk_in": [1, null]}'):
+        with pytest.raises(castable.CorruptObjectError, match="pk_in"):
+            tombstone.decode(f'{{"castable_tombstone": 2}}\n{bad}\n'.encode(), key="t")
 
 
 def test_manifest_and_pointer_documents(tmp_path) -> None:  # type: ignore[no-untyped-def]

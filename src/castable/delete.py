@@ -121,7 +121,7 @@ def _plan_file(
         projection: dict[str, pc.Expression] = {}
         if verdict is not Match.ALL:
             projection[_KEEP] = expression
-        if deletes is not None and deletes.key_ranges:
+        if deletes is not None and deletes.has_key_deletes:
             projection[_KEY] = pc.field(pk[0])
         reads.append((rg, num_rows, projection))
     tables = read_ahead((partial(_read_columns, fragment, rg, p) for rg, _, p in reads), _READAHEAD)

@@ -186,7 +186,7 @@ class Scan:
             if not deletes.touches(rg, self._key_bounds(fragment, rg)):
                 yield partial(_read_clean, fragment, rg, columns, expression)
             elif rg not in deletes.full_groups:
-                key = self.snapshot.manifest.primary_key[0] if deletes.key_ranges else None
+                key = self.snapshot.manifest.primary_key[0] if deletes.has_key_deletes else None
                 yield partial(_read_masked, fragment, rg, deletes, columns, expression, key)
 
     def _key_bounds(self, fragment: ds.ParquetFileFragment, rg: int) -> tuple[object, object] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
@@ -15,6 +17,34 @@ from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate
 from castable.stats import ColumnStats, row_group_stats
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
+
+
+class _TombstoneCache:
+    """Decoded tombstones by (store URI, path, ETag), least recently used evicted. Tombstones are
+    immutable and read with ``If-Match``, so a later scan neither reads nor decodes them again."""
+
+    def __init__(self, size: int) -> None:
+        self._items: OrderedDict[tuple[str, str, str], tuple[tombstone.Entry, ...]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> tuple[tombstone.Entry, ...] | None:
+        with self._lock:
+            entries = self._items.get(key)
+            if entries is not None:
+                self._items.move_to_end(key)
+            return entries
+
+    def put(self, key: tuple[str, str, str], entries: tuple[tombstone.Entry, ...]) -> None:
+        with self._lock:
+            self._items[key] = entries
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_TOMBSTONES = _TombstoneCache(256)
+
 
 _FORMAT = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
 _IO_THREADS = 16
@@ -61,19 +91,25 @@ class Snapshot:
             return {}
         with ThreadPoolExecutor(min(_IO_THREADS, len(needed))) as pool:
             loaded = list(pool.map(self._read_tombstone, needed.values()))
+        key_type = self.key_type
         result: dict[str, tombstone.FileDeletes] = {}
         for entries in loaded:
             for entry in entries:
                 if entry.file in wanted:
-                    result.setdefault(entry.file, tombstone.FileDeletes()).add(entry, self.key_type)
+                    result.setdefault(entry.file, tombstone.FileDeletes()).add(entry, key_type)
         return result
 
-    def _read_tombstone(self, t: TombstoneFile) -> list[tombstone.Entry]:
-        try:
-            blob = self.store.get(t.path, if_match=t.etag)
-        except (ObjectNotFoundError, PreconditionFailedError) as e:
-            raise CorruptObjectError(f"tombstone {t.path} is missing or changed: {e}") from None
-        return tombstone.decode(blob.data, key=t.path)
+    def _read_tombstone(self, t: TombstoneFile) -> tuple[tombstone.Entry, ...]:
+        key = (self.store.uri, t.path, t.etag)
+        entries = _TOMBSTONES.get(key)
+        if entries is None:
+            try:
+                blob = self.store.get(t.path, if_match=t.etag)
+            except (ObjectNotFoundError, PreconditionFailedError) as e:
+                raise CorruptObjectError(f"tombstone {t.path} is missing or changed: {e}") from None
+            entries = tuple(tombstone.decode(blob.data, key=t.path))
+            _TOMBSTONES.put(key, entries)
+        return entries
 
     def fragment(self, f: DataFile) -> ds.ParquetFileFragment:
         """The Parquet fragment of a data file, footer read and checked against the manifest."""

@@ -171,7 +171,7 @@ def doomed_rows(
     doomed = matched.copy()
     if deletes is not None:
         doomed |= deletes.position_mask(rg, table.num_rows)
-        if key is not None and deletes.key_ranges:
+        if key is not None and deletes.has_key_deletes:
             doomed |= deletes.key_mask(table.column(key))
     return doomed
 

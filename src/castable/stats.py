@@ -81,6 +81,19 @@ def decode_value(value: JsonValue, t: pa.DataType) -> pa.Scalar:
     return pa.scalar(value, type=t)
 
 
+def decode_values(values: list[JsonValue], t: pa.DataType) -> pa.Array:
+    """Many JSON-encoded values of one type at once (:func:`decode_value`, vectorised)."""
+    t = value_type(t)
+    storage = _storage_type(t)
+    if storage is not None:
+        return pa.array(values, type=storage).cast(t)
+    if pa.types.is_decimal(t):
+        from decimal import Decimal
+
+        return pa.array([Decimal(str(v)) for v in values], type=t)
+    return pa.array(values, type=t)
+
+
 def stats_to_json(stats: dict[str, ColumnStats]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, s in stats.items():

@@ -7,7 +7,10 @@ every other line is one entry naming a data file by its table-relative path:
 - ``{"file": F, "row_group": G, "positions": B}``: the rows at the given 0-based positions
   within row group G, B being a base64 roaring bitmap in the portable serialization;
 - ``{"file": F, "pk_min": L, "pk_max": H}``: every row whose primary key is in [L, H]
-  (``null`` for an unbounded side; a NULL key is never in a range).
+  (``null`` for an unbounded side; a NULL key is never in a range);
+- ``{"file": F, "pk_in": [K, ...]}``: every row whose primary key is one of the keys; it means
+  exactly one ``pk_min = pk_max = K`` entry per key, and is how those are written. A file with
+  such lines has header version 2, so that castable versions without them refuse it.
 
 Positions are relative to their row group, so rewriting one group never invalidates the others.
 """
@@ -27,9 +30,10 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from castable.errors import CorruptObjectError
-from castable.stats import JsonValue, decode_value
+from castable.stats import JsonValue, decode_value, decode_values
 
 TOMBSTONE_FORMAT_VERSION = 1
+KEY_LIST_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -53,16 +57,29 @@ class KeyRangeDelete:
 Entry = RowGroupDelete | KeyRangeDelete
 
 
+def _is_point(e: Entry) -> bool:
+    return isinstance(e, KeyRangeDelete) and e.lo is not None and e.lo == e.hi
+
+
 def encode(entries: Iterable[Entry]) -> bytes:
-    lines = [json.dumps({"castable_tombstone": TOMBSTONE_FORMAT_VERSION})]
+    """JSON Lines; single-key ranges of one file are grouped into one ``pk_in`` line."""
+    docs: list[dict[str, object]] = []
+    points: dict[str, list[JsonValue]] = {}
     for e in entries:
         if isinstance(e, KeyRangeDelete):
-            doc: dict[str, object] = {"file": e.file, "pk_min": e.lo, "pk_max": e.hi}
+            if _is_point(e):
+                points.setdefault(e.file, []).append(e.lo)  # type: ignore[arg-type]
+            else:
+                docs.append({"file": e.file, "pk_min": e.lo, "pk_max": e.hi})
         else:
-            doc = {"file": e.file, "row_group": e.row_group}
+            doc: dict[str, object] = {"file": e.file, "row_group": e.row_group}
             if e.positions is not None:
                 doc["positions"] = base64.b64encode(e.positions.serialize()).decode()
-        lines.append(json.dumps(doc, separators=(",", ":")))
+            docs.append(doc)
+    docs += [{"file": f, "pk_in": keys} for f, keys in points.items()]
+    version = KEY_LIST_FORMAT_VERSION if points else TOMBSTONE_FORMAT_VERSION
+    lines = [json.dumps({"castable_tombstone": version})]
+    lines += [json.dumps(doc, separators=(",", ":")) for doc in docs]
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -71,7 +88,7 @@ def decode(data: bytes, *, key: str) -> list[Entry]:
     try:
         lines = data.decode().splitlines()
         header = json.loads(lines[0])
-        if header.get("castable_tombstone") != TOMBSTONE_FORMAT_VERSION:
+        if header.get("castable_tombstone") not in (TOMBSTONE_FORMAT_VERSION, KEY_LIST_FORMAT_VERSION):
             raise ValueError(f"unsupported tombstone header {header!r}")
         entries: list[Entry] = []
         for line in lines[1:]:
@@ -80,6 +97,10 @@ def decode(data: bytes, *, key: str) -> list[Entry]:
             doc = json.loads(line)
             if "pk_min" in doc:
                 entries.append(KeyRangeDelete(str(doc["file"]), doc["pk_min"], doc["pk_max"]))
+            elif "pk_in" in doc:
+                if not isinstance(doc["pk_in"], list) or None in doc["pk_in"]:
+                    raise ValueError("pk_in must be a list of keys")
+                entries += [KeyRangeDelete(str(doc["file"]), k, k) for k in doc["pk_in"]]
             else:
                 raw = doc.get("positions")
                 positions = None if raw is None else BitMap.deserialize(base64.b64decode(raw))
@@ -91,22 +112,30 @@ def decode(data: bytes, *, key: str) -> list[Entry]:
 
 @dataclass
 class FileDeletes:
-    """Everything deleted from one data file, merged over all tombstones of a version."""
+    """Everything deleted from one data file, merged over all tombstones of a version.
 
+    Single keys (``id IN (...)`` deletes, possibly thousands) are kept apart from proper key
+    ranges as one sorted array, so masking them is one set lookup per row group.
+    """
+
+    key_type: pa.DataType | None = None
     full_groups: set[int] = field(default_factory=set)
     positions: dict[int, BitMap] = field(default_factory=dict)
-    key_ranges: list[tuple[pa.Scalar, pa.Scalar]] = field(default_factory=list)
-    _keys: tuple[list[Any], list[tuple[pa.Scalar, pa.Scalar]]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    ranges: list[tuple[pa.Scalar, pa.Scalar]] = field(default_factory=list)
+    point_values: list[JsonValue] = field(default_factory=list)
+    _points: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
+    _sorted: list[Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def add(self, entry: Entry, key_type: pa.DataType | None) -> None:
         if isinstance(entry, KeyRangeDelete):
             if key_type is None:
                 raise CorruptObjectError("a key-range tombstone on a table without a primary key")
-
-            self.key_ranges.append((_bound(entry.lo, key_type), _bound(entry.hi, key_type)))
-            self._keys = None
+            self.key_type = key_type
+            if _is_point(entry):
+                self.point_values.append(entry.lo)  # type: ignore[arg-type]
+                self._points = self._sorted = None
+            else:
+                self.ranges.append((_bound(entry.lo, key_type), _bound(entry.hi, key_type)))
         elif entry.positions is None:
             self.full_groups.add(entry.row_group)
         elif entry.row_group in self.positions:
@@ -114,30 +143,38 @@ class FileDeletes:
         else:
             self.positions[entry.row_group] = BitMap(entry.positions)
 
-    def _split_keys(self) -> tuple[list[Any], list[tuple[pa.Scalar, pa.Scalar]]]:
-        """Key ranges as sorted single keys (``id IN (...)`` deletes) and the proper ranges."""
-        if self._keys is None:
-            points, ranges = [], []
-            for lo, hi in self.key_ranges:
-                if lo.is_valid and hi.is_valid and lo.equals(hi):
-                    points.append(lo.as_py())
-                else:
-                    ranges.append((lo, hi))
-            self._keys = sorted(points), ranges
-        return self._keys
+    @property
+    def points(self) -> pa.Array:
+        """The single deleted keys, sorted and unique (decoded once)."""
+        if self._points is None:
+            assert self.key_type is not None or not self.point_values
+            decoded = decode_values(self.point_values, self.key_type or pa.null())
+            self._points = pc.unique(decoded).sort() if len(decoded) else decoded
+        return self._points
+
+    @property
+    def key_ranges(self) -> list[tuple[pa.Scalar, pa.Scalar]]:
+        """Every key range, single keys as ``(k, k)``: what compaction and erase carry over."""
+        return self.ranges + [(k, k) for k in self.points]
+
+    @property
+    def has_key_deletes(self) -> bool:
+        return bool(self.ranges or self.point_values)
 
     def touches(self, row_group: int, key_bounds: tuple[object, object] | None) -> bool:
         """Whether any delete can hit the row group; ``key_bounds`` is its primary-key (min, max)."""
         if row_group in self.full_groups or row_group in self.positions:
             return True
         if key_bounds is None:
-            return bool(self.key_ranges)
-        points, ranges = self._split_keys()
+            return self.has_key_deletes
         kmin, kmax = key_bounds
-        i = bisect.bisect_left(points, kmin)
-        if i < len(points) and points[i] <= kmax:  # type: ignore[operator]
-            return True
-        return any(self._overlaps(lo, hi, key_bounds) for lo, hi in ranges)
+        if self.point_values:
+            if self._sorted is None:
+                self._sorted = self.points.to_pylist()
+            i = bisect.bisect_left(self._sorted, kmin)
+            if i < len(self._sorted) and self._sorted[i] <= kmax:
+                return True
+        return any(self._overlaps(lo, hi, key_bounds) for lo, hi in self.ranges)
 
     @staticmethod
     def _overlaps(lo: pa.Scalar, hi: pa.Scalar, bounds: tuple[object, object]) -> bool:
@@ -158,10 +195,9 @@ class FileDeletes:
     def key_mask(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Rows whose primary key falls in a deleted key range (a NULL key never does)."""
         mask = np.zeros(len(keys), dtype=bool)
-        points, ranges = self._split_keys()
-        if points:
-            mask |= np.asarray(pc.fill_null(pc.is_in(keys, value_set=pa.array(points, type=keys.type)), False))
-        for lo, hi in ranges:
+        if self.point_values:
+            mask |= np.asarray(pc.fill_null(pc.is_in(keys, value_set=self.points.cast(keys.type)), False))
+        for lo, hi in self.ranges:
             inside = pc.is_valid(keys)
             if lo.is_valid:
                 inside = pc.and_(inside, pc.greater_equal(keys, lo))
