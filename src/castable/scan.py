@@ -52,13 +52,6 @@ class ScanTask:
     row_groups: tuple[int, ...] | None
     deletes: FileDeletes | None
 
-    @property
-    def estimated_bytes(self) -> int:
-        """The share of the file's bytes this task covers (row groups counted as equal)."""
-        if self.row_groups is None:
-            return self.file.size
-        return self.file.size * len(self.row_groups) // max(self.file.row_groups, 1)
-
 
 class Scan:
     """A lazy read of one version: nothing is fetched until a ``to_*`` method or ``count`` runs."""

@@ -35,14 +35,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-import castable
+from castable.commit import read_manifest
 from castable.errors import InvalidInputError
 from castable.manifest import DataFile, Manifest
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import Snapshot
-from castable.spark.files import TableTarget
-from castable.store import store_from_uri
+from castable.spark.files import TableLocation, TableTarget
+from castable.store import ObjectStore
 
 STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts")
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
@@ -56,21 +56,13 @@ def _option(options: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Location:
-    uri: str
-    storage_options: dict[str, str] | None
-
-    @classmethod
-    def of(cls, options: Mapping[str, str]) -> _Location:
-        uri = _option(options, "path")
-        if not uri:
-            raise InvalidInputError("give the table URI: spark.read.format('castable').load('s3://bucket/table')")
-        storage = {k: v for k in STORAGE_OPTIONS if (v := _option(options, k)) is not None}
-        return cls(uri, storage or None)
-
-    def open(self) -> castable.Table:
-        return castable.open_table(self.uri, storage_options=self.storage_options)
+def _location(options: Mapping[str, str]) -> TableLocation:
+    """The table named by the ``path`` option, with the storage options among ``options``."""
+    uri = _option(options, "path")
+    if not uri:
+        raise InvalidInputError("give the table URI: spark.read.format('castable').load('s3://bucket/table')")
+    storage = {k: v for k in STORAGE_OPTIONS if (v := _option(options, k)) is not None}
+    return TableLocation(uri, storage or None)
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -101,12 +93,12 @@ class CastableDataSource(DataSource):
         return "castable"
 
     def schema(self) -> StructType:
-        schema = _Location.of(self.options).open().schema
+        schema = _location(self.options).open().schema
         columns = _columns(self.options, schema)
         return spark_schema(schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        location = _Location.of(self.options)
+        location = _location(self.options)
         table = location.open()
         version = _option(self.options, "versionAsOf")
         timestamp = _option(self.options, "timestampAsOf")
@@ -130,11 +122,11 @@ class CastableDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:
             raise InvalidInputError("castable tables take appends from Spark: use mode('append')")
-        location = _Location.of(self.options)
+        location = _location(self.options)
         table = location.open()
         commit_id = _option(self.options, "commitId") or str(uuid.uuid4())
         done = table.manifest.recent_commits.get(commit_id)
-        return CastableWriter(location, TableTarget.of(table, location.storage_options), commit_id, done)
+        return CastableWriter(TableTarget.of(table, location.storage_options), commit_id, done)
 
 
 @dataclass
@@ -150,7 +142,7 @@ class CastableReader(DataSourceReader):
 
     def __init__(
         self,
-        location: _Location,
+        location: TableLocation,
         manifest: Manifest,
         columns: list[str] | None,
         predicate: Predicate | None,
@@ -163,17 +155,18 @@ class CastableReader(DataSourceReader):
         self.predicate = predicate
         self.partition_bytes = partition_bytes
 
-    def _scan(self, manifest: Manifest) -> Scan:
-        store = store_from_uri(self.location.uri, self.location.storage_options)
+    def _scan(self, store: ObjectStore, manifest: Manifest) -> Scan:
         return Scan(Snapshot(store, manifest), self.columns, self.predicate)
 
     def partitions(self) -> list[InputPartition]:
-        manifest = self.location.open().manifest_at(self.version)
-        return [TaskPartition(t) for t in self._scan(manifest).plan_tasks(self.partition_bytes)]
+        """Plan from the version's manifest alone (one GET), not from the latest version."""
+        store = self.location.store()
+        scan = self._scan(store, read_manifest(store, self.version))
+        return [TaskPartition(t) for t in scan.plan_tasks(self.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, TaskPartition):  # else Spark's one empty partition of an empty plan
-            yield from self._scan(self.meta).read_task(partition.task)
+            yield from self._scan(self.location.store(), self.meta).read_task(partition.task)
 
 
 @dataclass
@@ -186,8 +179,7 @@ class FilesWritten(WriterCommitMessage):
 class CastableWriter(DataSourceArrowWriter):
     """Appends: each task writes data files, the driver commits them all in one commit."""
 
-    def __init__(self, location: _Location, target: TableTarget, commit_id: str, done: int | None) -> None:
-        self.location = location
+    def __init__(self, target: TableTarget, commit_id: str, done: int | None) -> None:
         self.target = target
         self.commit_id = commit_id
         self.done = done
@@ -204,7 +196,7 @@ class CastableWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = self._files(messages)
         if self.done is None and files:
-            self.location.open().add_files(files, commit_id=self.commit_id)
+            self.target.location.open().add_files(files, commit_id=self.commit_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete what the finished tasks wrote; files of failed tasks are left to ``gc``."""

@@ -45,20 +45,33 @@ def from_spark(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 @dataclass(frozen=True)
+class TableLocation:
+    """Where a table is and how to reach it, rebuilt into a store in each Spark process."""
+
+    uri: str
+    storage_options: Mapping[str, Any] | None = None
+
+    def store(self) -> ObjectStore:
+        return store_from_uri(self.uri, self.storage_options)
+
+    def open(self) -> Table:
+        return Table.load(self.store())
+
+
+@dataclass(frozen=True)
 class TableTarget:
     """Everything an executor needs to write a table's data files; small and picklable."""
 
-    uri: str
-    storage_options: Mapping[str, Any] | None
+    location: TableLocation
     schema: pa.Schema
     properties: Mapping[str, str]
 
     @classmethod
     def of(cls, table: Table, storage_options: Mapping[str, Any] | None) -> TableTarget:
-        return cls(table.uri, dict(storage_options or {}) or None, table.schema, table.properties)
+        return cls(TableLocation(table.uri, dict(storage_options or {}) or None), table.schema, table.properties)
 
     def store(self) -> ObjectStore:
-        return store_from_uri(self.uri, self.storage_options)
+        return self.location.store()
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> list[DataFile]:
         """Write Spark's batches as data files of the table's target sizes; nothing is committed."""
