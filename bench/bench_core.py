@@ -14,15 +14,15 @@ Writes bench/results/core.md as well as printing it.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import platform
 import shutil
-import socket
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,6 +32,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 import castable
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
+from s3servers import moto_s3
 
 SCHEMA = pa.schema(
     [
@@ -183,19 +186,13 @@ def scan_throughput(table: castable.Table, repeats: int) -> list[tuple[str, floa
     return results
 
 
-def moto_server() -> tuple[object, str]:
-    """A moto S3 server on a free loopback port; returns it (``stop()`` when done) and its endpoint."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+def moto_server() -> tuple[ExitStack, str]:
+    """A moto S3 server on a free loopback port, its conditional writes atomic as on S3 (see
+    tests/s3servers.py); returns what stops it (``close()``) and its endpoint."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    return server, f"http://127.0.0.1:{port}"
+    stack = ExitStack()
+    return stack, stack.enter_context(moto_s3())
 
 
 def s3_requests() -> dict[str, dict[str, int]]:
@@ -223,7 +220,7 @@ def s3_requests() -> dict[str, dict[str, int]]:
         out["open latest version"] = opened.store.stats.snapshot()
         return out
     finally:
-        server.stop()  # type: ignore[attr-defined]
+        server.close()  # type: ignore[attr-defined]
 
 
 def main() -> None:

@@ -102,7 +102,7 @@ def main() -> None:
                 "",
             ]
     finally:
-        server.stop()  # type: ignore[attr-defined]
+        server.close()  # type: ignore[attr-defined]
         shutil.rmtree(work, ignore_errors=True)
     publish("erase", lines)
 

@@ -144,7 +144,7 @@ def main() -> None:
             lines.append(gc_case(f"s3://bench/gc-{n}", options, n, 3))
             print(lines[-1], flush=True)
     finally:
-        server.stop()  # type: ignore[attr-defined]
+        server.close()  # type: ignore[attr-defined]
         shutil.rmtree(work, ignore_errors=True)
     publish("maintenance", lines)
 

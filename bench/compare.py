@@ -550,7 +550,7 @@ def run_s3(rows: int) -> list[tuple[str, float, dict[str, int]]]:
             log(f"S3: {name} in {fmt_s(seconds)}")
         return out
     finally:
-        server.stop()  # type: ignore[attr-defined]
+        server.close()  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------------ report

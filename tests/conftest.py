@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,26 +16,17 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
+from s3servers import moto_s3
+
 from castable.store import LocalStore, ObjectStore, S3Store, make_s3_client
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on loopback for the whole session; yields its endpoint URL."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    """A moto S3 server on loopback for the whole session (conditional writes made atomic, as
+    on S3); yields its endpoint URL."""
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

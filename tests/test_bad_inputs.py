@@ -189,7 +189,10 @@ def test_bad_uris(uri: str, kwargs: dict) -> None:
         ({"primary_key": "value"}, "must be an integer"),
         ({"properties": {"write.target-file-size-bytes": "big"}}, "integer"),
         ({"properties": {"write.parquet.compression": "rar"}}, "one of"),
-        ({"properties": {"commit.max-attempts": 0}}, "positive"),
+        ({"properties": {"commit.timeout-seconds": 0}}, "positive number"),
+        ({"properties": {"commit.timeout-seconds": "soon"}}, "positive number"),
+        ({"properties": {"write.target-file-size": 1024}}, "unknown table properties"),
+        ({"properties": {"commit.max-attempts": 10}}, "unknown table properties"),
     ],
 )
 def test_bad_create_arguments(tmp_path, kwargs: dict, match: str) -> None:  # type: ignore[no-untyped-def]

@@ -93,10 +93,16 @@ def test_lost_response_on_commit_is_recognised(base: Table) -> None:
 
 
 def test_unknown_outcome_then_retry_commits_once(base: Table) -> None:
+    """The PUT's response is lost and the read that would tell fails too: the caller learns the
+    outcome is unknown, and a retry with the same ``commit_id`` commits nothing twice."""
+    put_done = False
+
     def rule(op: str, key: str) -> str | None:
+        nonlocal put_done
         if key == manifest_key(2) and op == "put":
+            put_done = True
             return "lose-response"
-        if key == manifest_key(2) and op == "head":
+        if key == manifest_key(2) and op == "get" and put_done:
             return "fail"
         return None
 
@@ -119,9 +125,11 @@ def test_conditional_request_conflict_is_retried(base: Table) -> None:
     assert writer.append(events(10, 20)) == 2
 
 
-def test_commit_gives_up_after_bounded_retries(table_uri: tuple[str, dict | None]) -> None:
+def test_commit_gives_up_after_its_time_bound(table_uri: tuple[str, dict | None]) -> None:
+    """A writer that loses every race stops after ``commit.timeout-seconds``, commits nothing,
+    and leaves its handle at the newest version it saw."""
     uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, properties={"commit.max-attempts": 3}, storage_options=options)
+    t = castable.create_table(uri, EVENTS, properties={"commit.timeout-seconds": 0.3}, storage_options=options)
     rival = Table.load(t.store)
     counter = iter(range(1000, 2000))
 
@@ -132,9 +140,12 @@ def test_commit_gives_up_after_bounded_retries(table_uri: tuple[str, dict | None
         return None
 
     writer = faulty(t, rule)
-    with pytest.raises(CommitConflictError):
+    with pytest.raises(CommitConflictError, match=r"lost to concurrent writers for 0\.3 s"):
         writer.append(events(0, 5))
-    assert sorted(ids(t)) == [1000, 1001, 1002]
+    rival_commits = next(counter) - 1000
+    assert rival_commits >= 2
+    assert sorted(ids(t)) == list(range(1000, 1000 + rival_commits))
+    assert writer.version == Table.load(t.store).version, "the failed commit left the handle refreshed"
 
 
 def test_pointer_never_moves_backwards(base: Table) -> None:

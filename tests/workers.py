@@ -32,6 +32,14 @@ def append_and_delete(uri: str, options: dict | None, worker: int, rounds: int) 
     return done
 
 
+def append_rows(uri: str, options: dict | None, worker: int, commits: int) -> list[int]:
+    """Append ``commits`` one-row batches with one handle and default settings; return the versions."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    return [table.append(events(worker * 1000 + i, worker * 1000 + i + 1)) for i in range(commits)]
+
+
 def expected_ids(worker: int, rounds: int) -> set[int]:
     keep = set()
     for r in range(rounds):

@@ -4,8 +4,11 @@
   creates each version, so versions are dense and time travel to version K is one GET.
 - ``_latest_manifest`` is an accelerator, moved forward only, by compare-and-swap (If-Match).
   Whoever finds it behind rolls it forward; it is never moved backwards.
-- A writer that loses the race loads the winner, lets its change re-validate and rebuild on
-  top (rebase), and retries with bounded, jittered exponential backoff.
+- A writer that loses the race loads the *newest* committed version (pointer, then probe
+  forward), lets its change re-validate and rebuild on top of it (rebase), and tries again
+  after a jittered backoff scaled to how long one attempt takes on this store. However far
+  behind a writer starts, one lost attempt brings it to the head, so it never falls behind.
+  Attempts are bounded in time (``commit.timeout-seconds``), not in count.
 - Every commit carries a ``commit_id``. A retried commit whose id is already in the table's
   recent history returns that version, and after an ambiguous failure the writer reads the
   version it tried and recognises its own commit.
@@ -15,13 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt
-from tenacity.wait import wait_random_exponential
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
 from castable.errors import (
     CommitConflictError,
@@ -41,6 +44,11 @@ from castable.store import (
 )
 
 log = logging.getLogger(__name__)
+
+BACKOFF_GROWTH_LIMIT = 5
+"""A loser waits up to 2**n attempt-times after its n-th loss in a row, n capped here (32x)."""
+BACKOFF_MIN_SECONDS = 0.001
+BACKOFF_MAX_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -89,8 +97,12 @@ def read_pointer(store: ObjectStore) -> Pointer:
     return Pointer(version=version, etag=blob.etag, oldest=oldest)
 
 
-def read_manifest(store: ObjectStore, version: int) -> Manifest:
-    """The manifest of ``version``; ``VersionNotFoundError`` if it does not (or no longer) exist."""
+def read_manifest(store: ObjectStore, version: int, table_uuid: str | None = None) -> Manifest:
+    """The manifest of ``version``; ``VersionNotFoundError`` if it does not (or no longer) exist.
+
+    With ``table_uuid`` the manifest must belong to that table: a store that let another
+    table's writer overwrite this one's versions is reported, not read as if nothing happened.
+    """
     key = manifest_key(version)
     try:
         blob = store.get(key)
@@ -99,15 +111,27 @@ def read_manifest(store: ObjectStore, version: int) -> Manifest:
     manifest = Manifest.from_json(blob.data, key=key)
     if manifest.version != version:
         raise CorruptObjectError(f"{key} claims to be version {manifest.version}")
+    if table_uuid is not None and manifest.table_uuid != table_uuid:
+        raise CorruptObjectError(
+            f"{store.uri}/{key} belongs to table {manifest.table_uuid}, not {table_uuid}: the table was "
+            "re-created or overwritten (a store that ignores conditional writes allows this)"
+        )
     return manifest
 
 
-def load_latest(store: ObjectStore) -> tuple[Manifest, Pointer]:
-    """The newest committed version: the pointer's, then forward while ``v<N+1>`` exists."""
+def load_latest(
+    store: ObjectStore, *, known: Manifest | None = None, table_uuid: str | None = None
+) -> tuple[Manifest, Pointer]:
+    """The newest committed version: from the pointer (or from ``known``, a manifest already in
+    hand, if that is newer), then forward while ``v<N+1>`` exists. Three requests when the
+    pointer is current, however far behind ``known`` is."""
     for _ in range(3):
         pointer = read_pointer(store)
+        if known is not None and known.version >= pointer.version:
+            manifest = known
+            break
         try:
-            manifest = read_manifest(store, pointer.version)
+            manifest = read_manifest(store, pointer.version, table_uuid)
             break
         except VersionNotFoundError:
             continue  # expired between the two reads: the pointer has moved on since
@@ -116,9 +140,10 @@ def load_latest(store: ObjectStore) -> tuple[Manifest, Pointer]:
             f"{store.uri}/{POINTER_KEY} names version {pointer.version}, whose manifest "
             f"{manifest_key(pointer.version)} does not exist"
         )
+    table_uuid = table_uuid or manifest.table_uuid
     while True:
         try:
-            manifest = read_manifest(store, manifest.version + 1)
+            manifest = read_manifest(store, manifest.version + 1, table_uuid)
         except VersionNotFoundError:
             return manifest, pointer
 
@@ -127,7 +152,8 @@ def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> 
     """Move the pointer forward to ``version`` (never backwards); return the pointer as it ends.
 
     The commit has already happened when this runs, so failures are logged, not raised: the
-    next writer or reader that finds the pointer behind rolls it forward.
+    next writer or reader that finds the pointer behind rolls it forward. A store error on the
+    conditional PUT is ambiguous (it may have landed), so the pointer is read again to decide.
     """
     for _ in range(20):
         try:
@@ -138,10 +164,13 @@ def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> 
             return Pointer(version, info.etag, current.oldest)
         except (PreconditionFailedError, ConcurrentModificationError):
             known = None
-        except (StoreError, CorruptObjectError, TableNotFoundError) as e:
+        except StoreError as e:
+            log.info("advancing %s to version %d ended ambiguously (%s); reading it again", POINTER_KEY, version, e)
+            known = None
+        except (CorruptObjectError, TableNotFoundError) as e:
             log.warning("could not advance %s to version %d: %s", POINTER_KEY, version, e)
             return None
-    log.warning("gave up advancing %s to version %d under contention", POINTER_KEY, version)
+    log.warning("gave up advancing %s to version %d after 20 attempts", POINTER_KEY, version)
     return None
 
 
@@ -156,19 +185,32 @@ def raise_floor(store: ObjectStore, oldest: int, version: int) -> Pointer:
         try:
             info = store.put(POINTER_KEY, target, if_match=current.etag)
             return Pointer(max(current.version, version), info.etag, max(current.oldest, oldest))
-        except (PreconditionFailedError, ConcurrentModificationError):
+        except (PreconditionFailedError, ConcurrentModificationError, StoreError):
             continue
     raise CommitConflictError(f"could not record the retention floor in {POINTER_KEY} under contention")
 
 
-class _Retry(Exception):
-    """Internal: this attempt lost; rebase and try again."""
+class _Lost(Exception):
+    """Internal: this attempt lost (or did not land); try again on the base now in hand."""
 
 
 @dataclass
 class CommitResult:
     manifest: Manifest
     pointer: Pointer | None
+
+
+def backoff(retry_state: RetryCallState) -> float:
+    """A random wait of up to 2**n times the average attempt so far (n losses in a row, capped).
+
+    Scaling by the attempt time makes the same rule fit a local disk (milliseconds) and S3
+    (tens of milliseconds); the jitter spreads the losers so the next round has one winner.
+    """
+    attempts = retry_state.attempt_number
+    active = max(retry_state.seconds_since_start or 0.0, 0.0) - retry_state.idle_for
+    per_attempt = max(active / attempts, BACKOFF_MIN_SECONDS)
+    window = min(per_attempt * 2 ** min(attempts - 1, BACKOFF_GROWTH_LIMIT), BACKOFF_MAX_SECONDS)
+    return random.uniform(0, window)
 
 
 def commit(
@@ -179,13 +221,16 @@ def commit(
     commit_id: str,
     build: Callable[[Manifest], NextState],
     pointer: Pointer | None = None,
-    max_attempts: int = 50,
+    timeout: float = 120.0,
     commit_retention: int = 1000,
+    on_newer_base: Callable[[Manifest, Pointer | None], None] | None = None,
 ) -> CommitResult:
     """Commit the change that ``build`` applies to a base manifest, rebasing until it lands.
 
     ``build(base)`` is called again on every newer base: that is where a change re-validates
     itself against what was committed meanwhile (DESIGN section 4), and it may raise to abort.
+    ``on_newer_base`` hears of every newer version the writer loads, so a handle stays current
+    even when the commit then fails.
 
     Expiry deletes old manifests, which frees their keys: a writer whose base is older than the
     retention window could create one of them again. So after each commit the writer checks
@@ -194,13 +239,15 @@ def commit(
     """
     state: dict[str, Any] = {"base": base, "pointer": pointer}
 
-    def rebase_on_latest() -> None:
-        state["base"], state["pointer"] = load_latest(store)
+    def rebase(known: Manifest | None) -> None:
+        state["base"], state["pointer"] = load_latest(store, known=known, table_uuid=base.table_uuid)
+        if on_newer_base is not None:
+            on_newer_base(state["base"], state["pointer"])
 
     def attempt() -> CommitResult:
-        current = state["base"]
+        current: Manifest = state["base"]
         if commit_id in current.recent_commits:
-            found = read_manifest(store, current.recent_commits[commit_id])
+            found = read_manifest(store, current.recent_commits[commit_id], base.table_uuid)
             return CommitResult(found, state["pointer"])
         staged = build(current)
         candidate = current.next(
@@ -214,29 +261,14 @@ def commit(
         try:
             store.put(key, candidate.to_json(), if_none_match=True)
             return landed(candidate)
-        except PreconditionFailedError:
-            pass
-        except ConcurrentModificationError:
-            raise _Retry() from None
+        except (PreconditionFailedError, ConcurrentModificationError):
+            rebase(current)
         except StoreError as e:
             log.warning("commit of %s to %s ended ambiguously: %s", commit_id, key, e)
-            try:
-                store.head(key)
-            except ObjectNotFoundError:
-                raise _Retry() from None
-            except StoreError as e2:
-                raise CommitStateUnknownError(
-                    f"could not tell whether commit {commit_id} landed as {key}: {e2}", commit_id
-                ) from e
-        try:
-            winner = read_manifest(store, candidate.version)
-        except VersionNotFoundError:  # expired meanwhile: our base is far behind
-            rebase_on_latest()
-            raise _Retry() from None
-        if winner.commit.commit_id == commit_id:
-            return landed(winner)
-        state["base"] = winner
-        raise _Retry()
+            if _holds_commit(store, key, commit_id, base.table_uuid, e):
+                return landed(candidate)
+            rebase(current)
+        raise _Lost()
 
     def landed(manifest: Manifest) -> CommitResult:
         moved = advance_pointer(store, manifest.version, state["pointer"])
@@ -245,22 +277,37 @@ def commit(
                 "version %d landed below the retention floor %d; committing again", manifest.version, moved.oldest
             )
             store.delete(manifest_key(manifest.version))
-            rebase_on_latest()
-            raise _Retry()
+            rebase(None)
+            raise _Lost()
         return CommitResult(manifest, moved)
 
     retrying = Retrying(
-        stop=stop_after_attempt(max_attempts),
-        wait=wait_random_exponential(multiplier=0.005, max=0.5),
-        retry=retry_if_exception_type(_Retry),
+        stop=stop_after_delay(timeout),
+        wait=backoff,
+        retry=retry_if_exception_type(_Lost),
         reraise=False,
     )
     try:
         return retrying(attempt)
-    except RetryError:
+    except RetryError as e:
         raise CommitConflictError(
-            f"commit {commit_id} ({operation}) lost to concurrent writers {max_attempts} times"
+            f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
+            f"({e.last_attempt.attempt_number} attempts); nothing was committed"
         ) from None
+
+
+def _holds_commit(store: ObjectStore, key: str, commit_id: str, table_uuid: str, cause: StoreError) -> bool:
+    """After an ambiguous PUT of ``key``: whether the manifest there is this commit's own."""
+    try:
+        blob = store.get(key)
+    except ObjectNotFoundError:
+        return False
+    except StoreError as e:
+        raise CommitStateUnknownError(
+            f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
+        ) from cause
+    found = Manifest.from_json(blob.data, key=key)
+    return found.table_uuid == table_uuid and found.commit.commit_id == commit_id
 
 
 def now() -> datetime:

@@ -52,3 +52,11 @@ class CommitStateUnknownError(CastableError):
     def __init__(self, message: str, commit_id: str) -> None:
         super().__init__(message)
         self.commit_id = commit_id
+
+
+class UnsafeStoreError(CastableError):
+    """The store does not honour the conditional writes the commit protocol relies on.
+
+    Concurrent writers on such a store would silently lose commits, so castable refuses to
+    write unless the table is opened in single-writer mode (storage option ``single_writer``).
+    """

@@ -11,7 +11,7 @@ TARGET_FILE_SIZE = "write.target-file-size-bytes"
 ROW_GROUP_SIZE = "write.row-group-size-bytes"
 COMPRESSION = "write.parquet.compression"
 COMPRESSION_LEVEL = "write.parquet.compression-level"
-COMMIT_MAX_ATTEMPTS = "commit.max-attempts"
+COMMIT_TIMEOUT_SECONDS = "commit.timeout-seconds"
 COMMIT_ID_RETENTION = "commit.id-retention"
 COMPACT_MIN_FILE_SIZE = "compaction.min-file-size-bytes"
 COMPACT_DELETE_RATIO = "compaction.delete-ratio"
@@ -23,7 +23,7 @@ DEFAULTS: dict[str, str] = {
     TARGET_FILE_SIZE: str(256 * 1024 * 1024),
     ROW_GROUP_SIZE: str(32 * 1024 * 1024),
     COMPRESSION: "zstd",
-    COMMIT_MAX_ATTEMPTS: "50",
+    COMMIT_TIMEOUT_SECONDS: "120",
     COMMIT_ID_RETENTION: "1000",
     COMPACT_MIN_FILE_SIZE: str(64 * 1024 * 1024),
     COMPACT_DELETE_RATIO: "0.2",
@@ -42,7 +42,7 @@ class TableProperties:
     row_group_size: int
     compression: str
     compression_level: int | None
-    commit_max_attempts: int
+    commit_timeout_seconds: float
     commit_id_retention: int
     compact_min_file_size: int
     compact_delete_ratio: float
@@ -63,6 +63,15 @@ class TableProperties:
                 raise InvalidInputError(f"property {name} must be positive, not {value}")
             return value
 
+        def positive_number(name: str) -> float:
+            try:
+                value = float(merged[name])
+            except ValueError:
+                value = -1.0
+            if not 0 < value < float("inf"):
+                raise InvalidInputError(f"property {name} must be a positive number, not {merged[name]!r}")
+            return value
+
         try:
             ratio = float(merged[COMPACT_DELETE_RATIO])
         except ValueError:
@@ -78,7 +87,7 @@ class TableProperties:
             row_group_size=positive(ROW_GROUP_SIZE),
             compression=codec,
             compression_level=None if level is None else positive(COMPRESSION_LEVEL),
-            commit_max_attempts=positive(COMMIT_MAX_ATTEMPTS),
+            commit_timeout_seconds=positive_number(COMMIT_TIMEOUT_SECONDS),
             commit_id_retention=positive(COMMIT_ID_RETENTION),
             compact_min_file_size=positive(COMPACT_MIN_FILE_SIZE),
             compact_delete_ratio=ratio,
@@ -88,8 +97,20 @@ class TableProperties:
         )
 
 
+_NAMESPACES = tuple({name.split(".")[0] + "." for name in DEFAULTS})
+_KNOWN = {*DEFAULTS, COMPRESSION_LEVEL}
+
+
 def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
-    """Properties as stored: string keys and values, checked by parsing them once."""
+    """Properties as stored: string keys and values, checked by parsing them once.
+
+    A name in one of castable's namespaces (``write.``, ``commit.``, ...) must be one castable
+    knows, so a misspelt setting is refused rather than silently ignored; other names are the
+    user's own and kept as given.
+    """
     out = {str(k): str(v) for k, v in (props or {}).items()}
+    unknown = sorted(k for k in out if k.startswith(_NAMESPACES) and k not in _KNOWN)
+    if unknown:
+        raise InvalidInputError(f"unknown table properties {unknown}; castable's are {sorted(_KNOWN)}")
     TableProperties.parse(out)
     return out

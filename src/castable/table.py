@@ -133,6 +133,9 @@ class Table:
                 raise InvalidInputError(
                     f"primary key column {k!r} must be an integer, string, date, timestamp or decimal"
                 )
+        if store.exists(POINTER_KEY):
+            raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
+        store.check_conditional_writes()
         manifest = Manifest(
             table_uuid=str(uuid.uuid4()),
             version=0,
@@ -185,10 +188,14 @@ class Table:
 
     def refresh(self) -> Table:
         """Load the newest committed version."""
-        manifest, pointer = load_latest(self.store)
-        self._manifest = manifest
-        self._pointer = pointer
+        self._adopt(*load_latest(self.store, known=self._manifest, table_uuid=self._manifest.table_uuid))
         return self
+
+    def _adopt(self, manifest: Manifest, pointer: Pointer | None) -> None:
+        """Make a newer version this handle's own (an older one is ignored)."""
+        if manifest.version >= self._manifest.version:
+            self._manifest = manifest
+            self._pointer = pointer
 
     def manifest_at(self, version: int | None = None, as_of: datetime | None = None) -> Manifest:
         """The manifest of a version, of the version current at ``as_of``, or the newest known."""
@@ -198,9 +205,11 @@ class Table:
             return self._manifest_as_of(as_of)
         if version is None or version == self._manifest.version:
             return self._manifest
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise InvalidInputError(f"version must be an integer, not {version!r}")
         if version < 0:
             raise VersionNotFoundError(f"version {version} does not exist")
-        return read_manifest(self.store, version)
+        return read_manifest(self.store, version, self._manifest.table_uuid)
 
     def _manifest_as_of(self, as_of: datetime) -> Manifest:
         if as_of.tzinfo is None:
@@ -213,7 +222,7 @@ class Table:
         while lo < hi:
             mid = (lo + hi) // 2
             try:
-                m = read_manifest(self.store, mid)
+                m = read_manifest(self.store, mid, latest.table_uuid)
             except VersionNotFoundError:
                 lo = mid + 1
                 continue
@@ -235,7 +244,7 @@ class Table:
             if manifest.previous is None:
                 break
             try:
-                manifest = read_manifest(self.store, manifest.previous)
+                manifest = read_manifest(self.store, manifest.previous, manifest.table_uuid)
             except VersionNotFoundError:
                 manifest = None
         return entries
@@ -266,6 +275,13 @@ class Table:
 
     # -------------------------------------------------------------------- writes
 
+    def _begin_write(self, commit_id: str | None) -> str:
+        """Every write starts here: a valid ``commit_id`` (a new one if none is given), and a store
+        known to honour conditional writes (probed once per process and store)."""
+        checked = _new_commit_id(commit_id)
+        self.store.check_conditional_writes()
+        return checked
+
     def _commit(self, operation: str, commit_id: str, build: Callable[[Manifest], NextState]) -> CommitResult:
         props = self._props
         result = commit(
@@ -275,12 +291,11 @@ class Table:
             commit_id=commit_id,
             build=build,
             pointer=self._pointer,
-            max_attempts=props.commit_max_attempts,
+            timeout=props.commit_timeout_seconds,
             commit_retention=props.commit_id_retention,
+            on_newer_base=self._adopt,
         )
-        if result.manifest.version >= self._manifest.version:
-            self._manifest = result.manifest
-            self._pointer = result.pointer
+        self._adopt(result.manifest, result.pointer)
         return result
 
     def append(
@@ -295,7 +310,7 @@ class Table:
         ``data`` streams into Parquet files of the target size; a repeated ``commit_id``
         returns the version that already holds it without writing anything.
         """
-        commit_id = _new_commit_id(commit_id)
+        commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
         schema = self.schema
@@ -334,7 +349,7 @@ class Table:
         castable's writer in another process (Spark executors) keep their statistics and are
         checked by one HEAD each. With a ``commit_id`` a retried registration commits nothing twice.
         """
-        commit_id = _new_commit_id(commit_id)
+        commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
         if not files:
@@ -386,7 +401,7 @@ class Table:
 
         Nothing is committed (and the current version is returned) when no row matches.
         """
-        commit_id = _new_commit_id(commit_id)
+        commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
         parsed = parse_predicate(predicate, self.schema)
@@ -414,7 +429,7 @@ class Table:
         """
         if mode not in ERASE_MODES:
             raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
-        commit_id = _new_commit_id(commit_id)
+        commit_id = self._begin_write(commit_id)
         parsed = parse_predicate(predicate, self.schema)
         if commit_id in self._manifest.recent_commits:
             return EraseReport(self._manifest.recent_commits[commit_id], 0, [], parsed)
@@ -436,6 +451,7 @@ class Table:
         """Complete an erasure: expire the versions that still reference the old objects,
         delete those objects (and their noncurrent versions), and verify that no retained
         object still holds a matching row."""
+        self.store.check_conditional_writes()
         return purge_erased_objects(self.store, report)
 
     # --------------------------------------------------------------- maintenance
@@ -457,7 +473,7 @@ class Table:
         of :meth:`plan_compaction` (tombstones are then left as they are).
         """
         options = self._compact_options(min_file_size, delete_ratio, sort_by, coalesce_tombstones, files)
-        commit_id = _new_commit_id(commit_id)
+        commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return CompactReport(self._manifest.recent_commits[commit_id])
         change = CompactChange(self.store, self._manifest, self._props, options)
@@ -501,6 +517,7 @@ class Table:
             retain_versions, retain_for = props.retain_versions, timedelta(seconds=props.retain_seconds)
         if retain_versions is not None and retain_versions < 1:
             raise InvalidInputError("retain_versions must be at least 1")
+        self.store.check_conditional_writes()
         return expire_versions(
             self.store, self.refresh()._manifest, retain_versions=retain_versions, retain_for=retain_for, now=now()
         )

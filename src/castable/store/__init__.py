@@ -27,7 +27,7 @@ from castable.store.errors import (
     StoreError,
 )
 from castable.store.local import LocalStore
-from castable.store.s3 import S3Store, make_s3_client
+from castable.store.s3 import S3Store, make_s3_client, single_writer_option
 
 __all__ = [
     "MAX_PART_SIZE",
@@ -60,7 +60,7 @@ def store_from_uri(uri: str, storage_options: Mapping[str, Any] | None = None) -
             client = make_s3_client(storage_options)
         except ValueError as e:
             raise InvalidInputError(str(e)) from None
-        return S3Store(parsed.netloc, parsed.path, client)
+        return S3Store(parsed.netloc, parsed.path, client, single_writer=single_writer_option(storage_options))
     if storage_options:
         raise InvalidInputError(f"storage_options apply to s3:// URIs only, not {uri!r}")
     if parsed.scheme == "file":

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from castable.store.errors import ObjectNotFoundError
+
 MIN_PART_SIZE = 5 * 1024 * 1024
 """S3's minimum size of every multipart part but the last."""
 MAX_PART_SIZE = 5 * 1024 * 1024 * 1024
@@ -106,6 +108,13 @@ class ObjectStore(ABC):
     def uri(self) -> str:
         """The URI of the root this store is scoped to."""
 
+    def check_conditional_writes(self) -> None:
+        """Raise ``UnsafeStoreError`` unless the store honours If-None-Match and If-Match.
+
+        Called before a table is created or written. A backend that implements the conditions
+        itself (the local directory) has nothing to check.
+        """
+
     @abstractmethod
     def put(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> ObjectInfo:
         """Write ``data`` at ``key``.
@@ -129,6 +138,14 @@ class ObjectStore(ABC):
     @abstractmethod
     def head(self, key: str) -> ObjectInfo:
         """Size and ETag of an object; ``ObjectNotFoundError`` if absent."""
+
+    def exists(self, key: str) -> bool:
+        """Whether an object exists at ``key`` (one HEAD)."""
+        try:
+            self.head(key)
+        except ObjectNotFoundError:
+            return False
+        return True
 
     @abstractmethod
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:

@@ -8,8 +8,10 @@ botocore's standard retry mode before they surface.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +22,7 @@ import pyarrow as pa
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from castable.errors import CorruptObjectError
+from castable.errors import CorruptObjectError, UnsafeStoreError
 from castable.store.base import Blob, MultipartUpload, ObjectInfo, ObjectStore, StagedObject, UploadedPart
 from castable.store.errors import (
     ConcurrentModificationError,
@@ -29,6 +31,9 @@ from castable.store.errors import (
     PreconditionFailedError,
     StoreError,
 )
+from castable.store.probe import ConditionalWrites, probe_conditional_writes
+
+log = logging.getLogger(__name__)
 
 _SINGLE_PUT_LIMIT = 64 * 1024 * 1024
 _SESSION_OPTIONS = {
@@ -40,7 +45,16 @@ _SESSION_OPTIONS = {
     "profile": "profile_name",
     "profile_name": "profile_name",
 }
-_KNOWN_OPTIONS = {*_SESSION_OPTIONS, "endpoint_url", "max_attempts"}
+_KNOWN_OPTIONS = {*_SESSION_OPTIONS, "endpoint_url", "max_attempts", "single_writer"}
+_PROBED: dict[tuple[str, str], ConditionalWrites] = {}
+"""Probe results per (endpoint, bucket), so each process probes a store once."""
+_PROBE_LOCK = threading.Lock()
+
+
+def _quoted(etag: str | None) -> str:
+    """An ETag in S3's canonical form, in double quotes (some stores return it bare)."""
+    bare = (etag or "").strip().strip('"')
+    return f'"{bare}"' if bare else ""
 
 
 def _translate(error: ClientError, key: str) -> Exception:
@@ -72,14 +86,51 @@ def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
     return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
 
 
-class S3Store(ObjectStore):
-    """Objects under ``s3://bucket/prefix``."""
+def single_writer_option(storage_options: Mapping[str, Any] | None) -> bool:
+    """The ``single_writer`` storage option as a bool (``True``/``"true"``/``"1"``)."""
+    value = (storage_options or {}).get("single_writer", False)
+    return value is True or str(value).lower() in ("true", "1", "yes")
 
-    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
+
+class S3Store(ObjectStore):
+    """Objects under ``s3://bucket/prefix``.
+
+    ETags are kept in S3's quoted form whatever the server returns; a server whose
+    ``If-Match`` wants them bare (found by the probe) gets them bare. ``single_writer`` lets a
+    table be written on a store that ignores conditional writes, at the caller's word that
+    no other process writes it.
+    """
+
+    def __init__(self, bucket: str, prefix: str, client: Any, *, single_writer: bool = False) -> None:
         super().__init__()
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.client = client
+        self.single_writer = single_writer
+        self._bare_if_match = False
+
+    def check_conditional_writes(self) -> None:
+        endpoint = (str(self.client.meta.endpoint_url), self.bucket)
+        with _PROBE_LOCK:
+            found = _PROBED.get(endpoint)
+            if found is None:
+                found = _PROBED[endpoint] = probe_conditional_writes(self)
+        self._bare_if_match = not found.if_match_quoted and found.if_match_unquoted
+        if found.safe:
+            return
+        problems = "; ".join(found.problems())
+        if self.single_writer:
+            log.warning("%s does not honour conditional writes (%s); single-writer mode", self.uri, problems)
+            return
+        raise UnsafeStoreError(
+            f"{self.uri} does not honour the conditional writes castable's commits rely on: {problems}. "
+            "Concurrent writers would lose commits. If only one process ever writes this table, pass "
+            "storage_options={'single_writer': True}."
+        )
+
+    def _match(self, etag: str) -> str:
+        """An ETag as this store's ``If-Match`` wants it."""
+        return etag.strip('"') if self._bare_if_match else etag
 
     @property
     def uri(self) -> str:
@@ -96,13 +147,14 @@ class S3Store(ObjectStore):
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
         if if_match is not None:
-            kwargs["IfMatch"] = if_match
+            kwargs["IfMatch"] = self._match(if_match)
         self.stats.record("PUT", bytes_out=len(data))
         try:
             response = self.client.put_object(**kwargs)
         except ClientError as e:
             raise _translate(e, key) from e
-        return ObjectInfo(key=key, size=len(data), etag=response["ETag"])
+        etag = _quoted(response.get("ETag"))
+        return ObjectInfo(key=key, size=len(data), etag=etag) if etag else self.head(key)
 
     @contextmanager
     def staged_write(self, key: str) -> Iterator[StagedObject]:
@@ -129,7 +181,7 @@ class S3Store(ObjectStore):
         if byte_range is not None:
             kwargs["Range"] = f"bytes={byte_range[0]}-{byte_range[1] - 1}"
         if if_match is not None:
-            kwargs["IfMatch"] = if_match
+            kwargs["IfMatch"] = self._match(if_match)
         try:
             response = self.client.get_object(**kwargs)
             data = response["Body"].read()
@@ -137,7 +189,7 @@ class S3Store(ObjectStore):
             self.stats.record("GET")
             raise _translate(e, key) from e
         self.stats.record("GET", bytes_in=len(data))
-        return Blob(data=data, etag=response["ETag"])
+        return Blob(data=data, etag=_quoted(response.get("ETag")))
 
     def head(self, key: str) -> ObjectInfo:
         self.stats.record("HEAD")
@@ -145,7 +197,7 @@ class S3Store(ObjectStore):
             r = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as e:
             raise _translate(e, key) from e
-        return ObjectInfo(key, r["ContentLength"], r["ETag"], r.get("LastModified"))
+        return ObjectInfo(key, r["ContentLength"], _quoted(r.get("ETag")), r.get("LastModified"))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
@@ -156,7 +208,7 @@ class S3Store(ObjectStore):
                 yield ObjectInfo(
                     key=self._relative(item["Key"]),
                     size=item["Size"],
-                    etag=item["ETag"],
+                    etag=_quoted(item.get("ETag")),
                     last_modified=item["LastModified"],
                 )
 
@@ -209,7 +261,7 @@ class S3Store(ObjectStore):
     def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> UploadedPart:
         self.stats.record("UPLOAD_PART", bytes_out=len(data))
         r = self._call(key, "upload_part", Key=self._key(key), UploadId=upload_id, PartNumber=number, Body=data)
-        return UploadedPart(number=number, etag=r["ETag"], size=len(data))
+        return UploadedPart(number=number, etag=_quoted(r["ETag"]), size=len(data))
 
     def upload_part_copy(
         self,
@@ -235,9 +287,9 @@ class S3Store(ObjectStore):
             PartNumber=number,
             CopySource={"Bucket": self.bucket, "Key": self._key(source_key)},
             CopySourceRange=f"bytes={start}-{end - 1}",
-            CopySourceIfMatch=source_etag,
+            CopySourceIfMatch=self._match(source_etag),
         )
-        return UploadedPart(number=number, etag=r["CopyPartResult"]["ETag"], size=end - start)
+        return UploadedPart(number=number, etag=_quoted(r["CopyPartResult"]["ETag"]), size=end - start)
 
     def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
         self.stats.record("COMPLETE_MPU")
@@ -249,7 +301,8 @@ class S3Store(ObjectStore):
             MultipartUpload={"Parts": [{"ETag": p.etag, "PartNumber": p.number} for p in parts]},
             IfNoneMatch="*",
         )
-        return ObjectInfo(key=key, size=sum(p.size for p in parts), etag=r["ETag"])
+        etag = _quoted(r.get("ETag"))  # Ceph radosgw returns none here: ask for it
+        return ObjectInfo(key=key, size=sum(p.size for p in parts), etag=etag) if etag else self.head(key)
 
     def abort_multipart(self, key: str, upload_id: str) -> None:
         self.stats.record("ABORT_MPU")
