@@ -85,6 +85,9 @@ class FaultyStore(ObjectStore):
             raise StoreError(f"injected lost response on {op} {key}")
         return result
 
+    def check_conditional_writes(self) -> None:
+        self.inner.check_conditional_writes()
+
     def put(self, key: str, data: bytes, **kwargs: Any) -> ObjectInfo:
         return self._run("put", key, lambda: self.inner.put(key, data, **kwargs))
 

@@ -108,11 +108,12 @@ class ObjectStore(ABC):
     def uri(self) -> str:
         """The URI of the root this store is scoped to."""
 
+    @abstractmethod
     def check_conditional_writes(self) -> None:
         """Raise ``UnsafeStoreError`` unless the store honours If-None-Match and If-Match.
 
-        Called before a table is created or written. A backend that implements the conditions
-        itself (the local directory) has nothing to check.
+        Called before a table is created or written, so a store that would let concurrent
+        writers overwrite each other's commits is refused before anything is written.
         """
 
     @abstractmethod
