@@ -19,9 +19,10 @@ def _logical_id(construct: IConstruct) -> str:
 def accepted_findings(stack: CastableStack) -> dict[str, str]:
     """Each accepted finding (cdk-nag's exact id) and why it is acceptable."""
     bucket = _logical_id(stack.bucket)
-    prefixes = [f"tables/{t.name}/*" for t in stack.config.tables] + ["landing/*", "landing-failed/*"]
-    prefixes += [f"tables/{t.name}/data/*" for t in stack.config.tables]
-    prefixes += [f"landing/{t.name}/*" for t in stack.config.tables] + [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*"]
+    prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*"]
+    for t in stack.config.tables:
+        prefixes += [f"tables/{t.name}/*", f"tables/{t.name}/data/*", f"landing/{t.name}/*"]
+        prefixes.append(f"landing-failed/landing/{t.name}/*")
     findings = {
         f"AwsSolutions-IAM4[{BASIC_EXECUTION}]": "AWSLambdaBasicExecutionRole only lets a function write its own "
         "logs, as AWS recommends; every data permission is an inline, prefix-scoped statement.",

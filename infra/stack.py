@@ -1,9 +1,10 @@
-"""The castable stack: table bucket, landing queue, functions, workflows, schedules, and the EMR
+"""The castable stack: table bucket, landing queues, functions, workflows, schedules, and the EMR
 side (an EMR Serverless Spark application and the job role of the ingest job).
 
 Tables live under ``s3://<bucket>/tables/<name>/``; files dropped under ``landing/<name>/``
-are ingested into table ``<name>``. Every function's role is limited to the table prefixes
-(and the landing prefix for ingest); nothing gets a bucket-wide write.
+are ingested into table ``<name>`` by that table's own queue and ingest function. Every
+function's role is limited to the table prefixes (an ingest function to its own table and
+landing prefix); nothing gets a bucket-wide write.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class TableConfig:
 
     name: str
     schedule: str = "rate(6 hours)"
+    ingest_concurrency: int = 2
+    """At most this many ingest Lambdas commit to the table at once (SQS ``maximumConcurrency``,
+    2 to 1000): a burst of landed files makes fewer, larger commits instead of a race for the pointer."""
     retain_versions: int | None = None
     retain_hours: float | None = None
     grace_hours: float | None = None
@@ -87,13 +91,13 @@ class CastableStack(Stack):
         )
         self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
         code = function_code()
+        self.ingest_functions: dict[str, lambda_.Function] = {}
         self.functions = {
             name: self._function(name, code, description, timeout, memory)
             for name, description, timeout, memory in [
                 ("commit", "Register Parquet files written elsewhere as one append", 60, 1024),
                 ("tombstone", "Soft-delete rows by SQL predicate", 120, 1024),
                 ("splice", "Erase rows from one data file (row-group splice)", 900, 3008),
-                ("ingest", "Append Parquet files landing in S3 (SQS batches)", 900, 3008),
                 ("maintenance", "Compaction, expiry and garbage-collection steps", 900, 3008),
                 ("erasure", "Erasure planning, purge and verification steps", 900, 3008),
                 ("trigger", "Start maintenance when tombstones pile up (debounced)", 60, 256),
@@ -102,7 +106,8 @@ class CastableStack(Stack):
         for name, fn in self.functions.items():
             if name != "trigger":
                 self._grant_tables(fn)
-        self._ingest()
+        for table in config.tables:
+            self._ingest(table, code)
         self.erasure = self._state_machine("erasure", ["tombstone", "erasure", "splice"])
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
         self._schedules()
@@ -112,11 +117,15 @@ class CastableStack(Stack):
 
     # ------------------------------------------------------------------ functions
 
-    def _function(self, name: str, code: lambda_.Code, description: str, timeout: int, memory: int) -> lambda_.Function:
-        log_group = logs.LogGroup(self, f"{name.title()}Logs", retention=logs.RetentionDays.ONE_MONTH)
+    def _function(
+        self, name: str, code: lambda_.Code, description: str, timeout: int, memory: int, construct: str | None = None
+    ) -> lambda_.Function:
+        """The function running ``lambdas/<name>.py``; ``construct`` names it when one handler serves several."""
+        construct = construct or name.title()
+        log_group = logs.LogGroup(self, f"{construct}Logs", retention=logs.RetentionDays.ONE_MONTH)
         return lambda_.Function(
             self,
-            f"{name.title()}Function",
+            f"{construct}Function",
             description=f"castable: {description}",
             runtime=RUNTIME,
             architecture=lambda_.Architecture.X86_64,
@@ -134,9 +143,9 @@ class CastableStack(Stack):
             },
         )
 
-    def _grant_tables(self, fn: lambda_.Function) -> None:
-        """Read/write/delete under the table prefixes only; listing restricted to them."""
-        prefixes = [f"tables/{t.name}/" for t in self.config.tables]
+    def _grant_tables(self, fn: lambda_.Function, tables: list[TableConfig] | None = None) -> None:
+        """Read/write/delete under the table prefixes only (``tables``, default all); listing restricted to them."""
+        prefixes = [f"tables/{t.name}/" for t in (tables or self.config.tables)]
         fn.add_to_role_policy(
             iam.PolicyStatement(
                 actions=[
@@ -171,35 +180,44 @@ class CastableStack(Stack):
             **kwargs,  # type: ignore[arg-type]
         )
 
-    def _ingest(self) -> None:
-        dead_letters = self._queue("LandingDeadLetters", retention_period=Duration.days(14))
-        self.landing_queue = self._queue(
-            "Landing",
+    def _ingest(self, table: TableConfig, code: lambda_.Code) -> None:
+        """Per table: a landing queue with its dead letters, fed by the table's landing prefix, and an
+        ingest function of its own, scoped to that table, at most ``ingest_concurrency`` at a time."""
+        name = table.name.replace("-", " ").replace("_", " ").title().replace(" ", "")
+        dead_letters = self._queue(f"Landing{name}DeadLetters", retention_period=Duration.days(14))
+        queue = self._queue(
+            f"Landing{name}",
             visibility_timeout=Duration.seconds(6 * 900),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
-        fn = self.functions["ingest"]
-        if len(self.config.tables) == 1:
-            fn.add_environment("CASTABLE_TABLE", next(iter(self.table_uris.values())))
+        fn = self._function(
+            "ingest", code, f"Append Parquet files landing in landing/{table.name}/", 900, 3008, f"Ingest{name}"
+        )
+        self.ingest_functions[table.name] = fn
+        self._grant_tables(fn, [table])
+        fn.add_environment("CASTABLE_TABLE", self.table_uris[table.name])
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
-        for t in self.config.tables:
-            self.bucket.add_event_notification(
-                s3.EventType.OBJECT_CREATED,
-                s3n.SqsDestination(self.landing_queue),
-                s3.NotificationKeyFilter(prefix=f"landing/{t.name}/", suffix=".parquet"),
-            )
+        self.bucket.add_event_notification(
+            s3.EventType.OBJECT_CREATED,
+            s3n.SqsDestination(queue),
+            s3.NotificationKeyFilter(prefix=f"landing/{table.name}/", suffix=".parquet"),
+        )
         fn.add_event_source(
             sources.SqsEventSource(
-                self.landing_queue,
+                queue,
                 batch_size=50,
                 max_batching_window=Duration.seconds(30),
                 report_batch_item_failures=True,
+                max_concurrency=table.ingest_concurrency,
             )
         )
         fn.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:DeleteObject", "s3:PutObject"],
-                resources=[self.bucket.arn_for_objects("landing/*"), self.bucket.arn_for_objects("landing-failed/*")],
+                resources=[
+                    self.bucket.arn_for_objects(f"landing/{table.name}/*"),
+                    self.bucket.arn_for_objects(f"landing-failed/landing/{table.name}/*"),
+                ],
             )
         )
 

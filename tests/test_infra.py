@@ -113,6 +113,34 @@ def test_landing_notifications_reach_an_sqs_queue_with_a_dead_letter_queue(templ
     assert any(m["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"] for m in mappings.values())
 
 
+def test_each_table_has_its_own_ingest_queue_function_and_concurrency_cap(template: dict[str, Any]) -> None:
+    """A burst of landings makes at most two ingest functions race for one table's pointer, and
+    one table's ingest function cannot write another table."""
+    functions = resources(template, "AWS::Lambda::Function")
+    ingest = {
+        name: f["Properties"]
+        for name, f in functions.items()
+        if f["Properties"].get("Handler") == "lambdas.ingest.handler"
+    }
+    targets = [json.dumps(p["Environment"]["Variables"]["CASTABLE_TABLE"]) for p in ingest.values()]
+    assert sorted(t.split("/tables/")[1].split('"')[0] for t in targets) == ["events", "orders"]
+    sqs_mappings = [
+        m["Properties"]
+        for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
+        if "ScalingConfig" in m["Properties"]
+    ]
+    assert len(sqs_mappings) == 2
+    assert all(m["ScalingConfig"] == {"MaximumConcurrency": 2} for m in sqs_mappings)
+    assert {json.dumps(m["FunctionName"]) for m in sqs_mappings} == {json.dumps({"Ref": n}) for n in ingest}
+    policies = resources(template, "AWS::IAM::Policy")
+    for name in ingest:
+        role = {"Ref": functions[name]["Properties"]["Role"]["Fn::GetAtt"][0]}
+        granted = json.dumps([p for p in policies.values() if role in p["Properties"]["Roles"]])
+        table = "events" if "Events" in name else "orders"
+        other = "orders" if table == "events" else "events"
+        assert f"/tables/{table}/" in granted and f"/tables/{other}/" not in granted, name
+
+
 def test_state_machines_are_logged_and_invoke_the_functions(template: dict[str, Any]) -> None:
     machines = resources(template, "AWS::StepFunctions::StateMachine")
     assert len(machines) == 2

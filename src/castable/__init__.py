@@ -10,6 +10,7 @@
 [1, 3]
 """
 
+from castable.batching import BatchWriter
 from castable.errors import (
     CastableError,
     CommitConflictError,
@@ -21,6 +22,7 @@ from castable.errors import (
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnsafeStoreError,
     VersionNotFoundError,
 )
 from castable.scan import Scan, ScanTask
@@ -29,6 +31,7 @@ from castable.table import HistoryEntry, Table, create_table, open_table
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchWriter",
     "CastableError",
     "CommitConflictError",
     "CommitStateUnknownError",
@@ -43,6 +46,7 @@ __all__ = [
     "Table",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "UnsafeStoreError",
     "VersionNotFoundError",
     "create_table",
     "open_table",

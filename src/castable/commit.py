@@ -45,8 +45,8 @@ from castable.store import (
 
 log = logging.getLogger(__name__)
 
-BACKOFF_GROWTH_LIMIT = 5
-"""A loser waits up to 2**n attempt-times after its n-th loss in a row, n capped here (32x)."""
+BACKOFF_GROWTH_LIMIT = 3
+"""A loser waits up to 2**n attempt-times after its (n+1)-th loss in a row, n capped here (8x)."""
 BACKOFF_MIN_SECONDS = 0.001
 BACKOFF_MAX_SECONDS = 5.0
 

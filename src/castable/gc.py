@@ -21,6 +21,7 @@ from castable.errors import VersionNotFoundError
 from castable.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key
 from castable.manifest import Manifest
 from castable.store import ObjectInfo, ObjectStore
+from castable.store.probe import PROBE_PREFIX
 
 _THREADS = 16
 
@@ -108,9 +109,10 @@ def _first_version_since(store: ObjectStore, versions: list[int], cutoff: dateti
 
 
 def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datetime) -> GcReport:
-    """Sweep unreferenced data and tombstone files older than ``orphan_grace``."""
+    """Sweep unreferenced data and tombstone files (and store-probe scratch keys a crash left)
+    older than ``orphan_grace``."""
     cutoff = now - orphan_grace
-    objects: list[ObjectInfo] = [*store.list(DATA_PREFIX), *store.list(TOMBSTONE_PREFIX)]
+    objects: list[ObjectInfo] = [*store.list(DATA_PREFIX), *store.list(TOMBSTONE_PREFIX), *store.list(PROBE_PREFIX)]
     versions = retained_versions(store)
     referenced: set[str] = set()
 

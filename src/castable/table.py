@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from castable.batching import BatchWriter
 from castable.commit import (
     CommitResult,
     NextState,
@@ -314,7 +315,7 @@ class Table:
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
         schema = self.schema
-        batches = self._conforming_batches(data, schema)
+        batches = self.conforming_batches(data)
         first = next(batches, None)
         if first is None:
             raise EmptyWriteError("append was given no rows; nothing was committed")
@@ -375,8 +376,22 @@ class Table:
 
         return self._commit("append", commit_id, build).manifest.version
 
-    @staticmethod
-    def _conforming_batches(data: Any, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def batch_writer(
+        self,
+        *,
+        max_rows: int = 1_000_000,
+        max_bytes: int = 128 * 1024 * 1024,
+        max_seconds: float = 10.0,
+        commit_id_prefix: str | None = None,
+    ) -> BatchWriter:
+        """A writer that groups many small appends into few commits (see :class:`BatchWriter`)."""
+        return BatchWriter(
+            self, max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds, commit_id_prefix=commit_id_prefix
+        )
+
+    def conforming_batches(self, data: Any) -> Iterator[pa.RecordBatch]:
+        """``data`` as non-empty RecordBatches of the table's schema; ``SchemaMismatchError`` if it does not fit."""
+        schema = self.schema
         if isinstance(data, pa.RecordBatchReader):
             source: Iterable[Any] = data
         elif isinstance(data, pa.Table | pa.RecordBatch):
