@@ -186,9 +186,7 @@ def test_maintenance_while_processes_write(table_uri: tuple[str, dict | None]) -
     from workers import append_and_delete, expected_ids, maintain
 
     uri, options = table_uri
-    castable.create_table(
-        uri, EVENTS, primary_key="id", properties={"commit.max-attempts": 200}, storage_options=options
-    )
+    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
     with ProcessPoolExecutor(5, mp_context=multiprocessing.get_context("spawn")) as pool:
         keeper = pool.submit(maintain, uri, options, 20.0)
         writers = [pool.submit(append_and_delete, uri, options, w, 3) for w in range(4)]
