@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SPARK35 := .venv-spark35
+LOCALSTACK := .venv-localstack
+S3RVER := .tools/node_modules/.bin/s3rver
+# LocalStack needs Python 3.13 (pyenv's on these machines, else python3.13 on PATH).
+PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
 PYTEST_WORKERS ?= 2
 
 .PHONY: demo test lint bench compare clean
@@ -20,6 +24,19 @@ $(SPARK35)/.installed: pyproject.toml
 	$(SPARK35)/bin/python -m pip install --quiet -e . "pyspark==3.5.*" "pandas<3"
 	touch $@
 
+# LocalStack's own S3 provider (no Docker) and s3rver (ignores conditional writes): the suite runs
+# the concurrency tests on LocalStack too, and checks that castable refuses s3rver.
+$(LOCALSTACK)/.installed: Makefile
+	@test -n "$(PYTHON313)" || { echo "LocalStack needs python3.13 (set PYTHON313=...)"; exit 1; }
+	$(PYTHON313) -m venv $(LOCALSTACK)
+	$(LOCALSTACK)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCALSTACK)/bin/python -m pip install --quiet "localstack-core[base-runtime]==2026.3.0" \
+		"cbor2<6" "pyopenssl<25" "cryptography<45" "service_identity<24.3" "joserfc<1.1"
+	touch $@
+
+$(S3RVER):
+	npm install --silent --no-audit --no-fund --prefix .tools s3rver@3.7.1
+
 demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
@@ -27,7 +44,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs
 	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs
 
-test: lint $(SPARK35)/.installed
+test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(S3RVER)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
 bench: $(VENV)/.installed
@@ -42,4 +59,4 @@ compare: $(VENV)/.installed
 	cd bench && ../$(BIN)/python compare.py
 
 clean:
-	rm -rf $(VENV) $(SPARK35) demo-table .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) .tools demo-table .pytest_cache .ruff_cache .hypothesis

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pyarrow as pa
@@ -16,7 +17,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
-from s3servers import moto_s3
+from s3servers import localstack_s3, moto_s3, s3rver
 
 from castable.store import LocalStore, ObjectStore, S3Store, make_s3_client
 
@@ -29,11 +30,44 @@ def s3_endpoint() -> Iterator[str]:
         yield endpoint
 
 
+ROOT = Path(__file__).resolve().parent.parent
+LOCALSTACK_PYTHON = Path(os.environ.get("CASTABLE_LOCALSTACK_PYTHON", ROOT / ".venv-localstack" / "bin" / "python"))
+S3RVER = Path(os.environ.get("CASTABLE_S3RVER", ROOT / ".tools" / "node_modules" / ".bin" / "s3rver"))
+
+
+def _installed(path: Path, what: str) -> Path:
+    """Fail (never skip) when a server the suite needs is missing: ``make test`` installs it."""
+    if not path.exists():
+        pytest.fail(f"{what} is not installed at {path}; `make test` installs it")
+    return path
+
+
+@pytest.fixture(scope="session")
+def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """LocalStack's own S3 on loopback for the session (tests using it share one xdist group)."""
+    python = _installed(LOCALSTACK_PYTHON, "LocalStack (localstack-core)")
+    with localstack_s3(python, tmp_path_factory.mktemp("localstack")) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """s3rver, which ignores conditional writes, on loopback for the session."""
+    binary = _installed(S3RVER, "s3rver (npm)")
+    with s3rver(binary, tmp_path_factory.mktemp("s3rver")) as endpoint:
+        yield endpoint
+
+
+def new_bucket(endpoint: str, **credentials: Any) -> str:
+    """A fresh bucket on the S3 server at ``endpoint``."""
+    name = f"castable-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials).create_bucket(Bucket=name)
+    return name
+
+
 @pytest.fixture
 def s3_bucket(s3_endpoint: str) -> str:
-    name = f"castable-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
-    return name
+    return new_bucket(s3_endpoint)
 
 
 @pytest.fixture

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import signal
 import socket
+import subprocess
 import threading
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -60,3 +66,79 @@ def moto_s3() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End a server and everything it started (it runs in a session of its own)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@contextmanager
+def _server(command: list[str], env: dict[str, str], ready_url: str, log: Path, timeout: float) -> Iterator[None]:
+    """Run ``command`` until ``ready_url`` answers 200 (or fail with the log's tail), yield, stop it."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{command[0]} exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(ready_url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{command[0]} did not answer within {timeout:g} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield
+    finally:
+        _stop(process)
+
+
+@contextmanager
+def localstack_s3(python: Path, workdir: Path, timeout: float = 180.0) -> Iterator[str]:
+    """LocalStack's own S3 provider (not moto's), without Docker: ``python -m localstack.runtime.main``
+    from a venv with ``localstack-core[base-runtime]``, bound to 127.0.0.1."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SERVICES": "s3",
+        "GATEWAY_LISTEN": f"127.0.0.1:{port}",
+        "GATEWAY_SERVER": "hypercorn",  # the default gateway binds 0.0.0.0 whatever GATEWAY_LISTEN says
+        "EAGER_SERVICE_LOADING": "1",
+        "DNS_ADDRESS": "0",
+        "SKIP_SSL_CERT_DOWNLOAD": "1",
+        "DISABLE_EVENTS": "1",
+        "LOCALSTACK_VOLUME_DIR": str(workdir / "volume"),
+        "FILESYSTEM_ROOT": str(workdir / "volume" / "fs"),
+    }
+    endpoint = f"http://127.0.0.1:{port}"
+    command = [str(python), "-m", "localstack.runtime.main"]
+    with _server(command, env, f"{endpoint}/_localstack/health", workdir / "localstack.log", timeout):
+        yield endpoint
+
+
+S3RVER_KEY = "S3RVER"
+"""s3rver's fixed access key and secret."""
+
+
+@contextmanager
+def s3rver(binary: Path, workdir: Path, timeout: float = 60.0) -> Iterator[str]:
+    """s3rver (npm), which accepts If-None-Match and If-Match and ignores both: the reference
+    for a store that breaks the commit protocol. Credentials: ``S3RVER_KEY`` for both."""
+    port = free_port()
+    data = workdir / "s3rver"
+    data.mkdir(parents=True, exist_ok=True)
+    command = [str(binary), "-d", str(data), "-a", "127.0.0.1", "-p", str(port), "--silent"]
+    command.append("--allow-mismatched-signatures")
+    endpoint = f"http://127.0.0.1:{port}"
+    with _server(command, dict(os.environ), f"{endpoint}/", workdir / "s3rver.log", timeout):
+        yield endpoint

@@ -1,13 +1,15 @@
-"""Several processes committing at once against each store, with the settings a user gets:
-no commit fails, nothing is lost, nothing lands twice, versions stay dense."""
+"""Several processes committing at once, with the settings a user gets, on the local store, on
+moto and on LocalStack's own S3 (both over HTTP): no commit fails, nothing is lost, nothing lands
+twice, versions stay dense."""
 
 from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import pytest
-from conftest import EVENTS
+from conftest import EVENTS, new_bucket
 from workers import append_and_delete, append_rows, expected_ids
 
 import castable
@@ -18,6 +20,15 @@ from castable.table import Table
 WORKERS = 8
 ROUNDS = 3
 COMMITS = 25
+
+
+@pytest.fixture(params=["local", "moto", pytest.param("localstack", marks=pytest.mark.xdist_group("localstack"))])
+def writer_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str] | None]:
+    """A fresh table location on each store the concurrency tests run against."""
+    if request.param == "local":
+        return str(tmp_path / "table"), None
+    endpoint = request.getfixturevalue("s3_endpoint" if request.param == "moto" else "localstack_endpoint")
+    return f"s3://{new_bucket(endpoint)}/tables/t1", {"endpoint_url": endpoint, "region": "us-east-1"}
 
 
 def _spawn_pool(workers: int) -> ProcessPoolExecutor:
@@ -31,9 +42,9 @@ def _assert_dense(table: Table, commits: int) -> None:
 
 
 @pytest.mark.slow
-def test_many_writers_with_default_settings_never_starve(table_uri: tuple[str, dict | None]) -> None:
+def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, dict | None]) -> None:
     """8 processes x 25 one-row appends, one handle each: every append commits, once."""
-    uri, options = table_uri
+    uri, options = writer_uri
     castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
     with _spawn_pool(WORKERS) as pool:
         futures = [pool.submit(append_rows, uri, options, w, COMMITS) for w in range(WORKERS)]
@@ -47,8 +58,8 @@ def test_many_writers_with_default_settings_never_starve(table_uri: tuple[str, d
 
 
 @pytest.mark.slow
-def test_many_processes_append_and_delete(table_uri: tuple[str, dict | None]) -> None:
-    uri, options = table_uri
+def test_many_processes_append_and_delete(writer_uri: tuple[str, dict | None]) -> None:
+    uri, options = writer_uri
     castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
     with _spawn_pool(WORKERS) as pool:
         futures = [pool.submit(append_and_delete, uri, options, w, ROUNDS) for w in range(WORKERS)]
