@@ -8,6 +8,7 @@ endpoint URL and stops with it.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import signal
@@ -80,8 +81,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def _server(command: list[str], env: dict[str, str], ready_url: str, log: Path, timeout: float) -> Iterator[None]:
-    """Run ``command`` until ``ready_url`` answers 200 (or fail with the log's tail), yield, stop it."""
+def _server(
+    command: list[str], env: dict[str, str], ready: Callable[[bytes], bool], url: str, log: Path, timeout: float
+) -> Iterator[None]:
+    """Run ``command`` until ``url`` answers 200 with a body ``ready`` accepts (or fail with the
+    log's tail), yield, stop it."""
     with open(log, "wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -90,8 +94,8 @@ def _server(command: list[str], env: dict[str, str], ready_url: str, log: Path, 
             if process.poll() is not None:
                 raise RuntimeError(f"{command[0]} exited with {process.returncode}:\n{log.read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(ready_url, timeout=2) as response:
-                    if response.status == 200:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200 and ready(response.read()):
                         break
             except OSError:
                 pass
@@ -122,7 +126,10 @@ def localstack_s3(python: Path, workdir: Path, timeout: float = 180.0) -> Iterat
     }
     endpoint = f"http://127.0.0.1:{port}"
     command = [str(python), "-m", "localstack.runtime.main"]
-    with _server(command, env, f"{endpoint}/_localstack/health", workdir / "localstack.log", timeout):
+    def s3_running(health: bytes) -> bool:
+        return json.loads(health).get("services", {}).get("s3") in ("running", "available")
+
+    with _server(command, env, s3_running, f"{endpoint}/_localstack/health", workdir / "localstack.log", timeout):
         yield endpoint
 
 
@@ -140,5 +147,5 @@ def s3rver(binary: Path, workdir: Path, timeout: float = 60.0) -> Iterator[str]:
     command = [str(binary), "-d", str(data), "-a", "127.0.0.1", "-p", str(port), "--silent"]
     command.append("--allow-mismatched-signatures")
     endpoint = f"http://127.0.0.1:{port}"
-    with _server(command, dict(os.environ), f"{endpoint}/", workdir / "s3rver.log", timeout):
+    with _server(command, dict(os.environ), lambda _: True, f"{endpoint}/", workdir / "s3rver.log", timeout):
         yield endpoint
