@@ -126,6 +126,7 @@ def localstack_s3(python: Path, workdir: Path, timeout: float = 180.0) -> Iterat
     }
     endpoint = f"http://127.0.0.1:{port}"
     command = [str(python), "-m", "localstack.runtime.main"]
+
     def s3_running(health: bytes) -> bool:
         return json.loads(health).get("services", {}).get("s3") in ("running", "available")
 

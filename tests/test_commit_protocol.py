@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from conftest import EVENTS, events, snapshot_of
 from faults import FaultyStore, SimulatedCrash, once
 
 import castable
-from castable.commit import advance_pointer, read_pointer
+from castable.commit import advance_pointer, backoff, read_pointer
 from castable.errors import CommitConflictError, CommitStateUnknownError
 from castable.layout import POINTER_KEY, manifest_key
 from castable.store import StoreError
@@ -186,3 +187,16 @@ def test_store_error_on_read_surfaces(base: Table) -> None:
     reader = faulty(base, lambda op, key: "fail" if op == "open_input" else None)
     with pytest.raises(StoreError):
         reader.scan().to_arrow()
+
+
+@pytest.mark.parametrize(
+    ("attempt", "window"),
+    [(1, 0.01), (2, 0.02), (3, 0.04), (4, 0.08), (8, 0.08), (9, 0.01), (30, 0.01)],
+)
+def test_backoff_scales_with_the_attempt_time_grows_and_ages(attempt: int, window: float) -> None:
+    """Waits are jittered within 2**n attempt-times (n capped at 3), and back to one attempt-time
+    once a writer has lost 8 times in a row."""
+    state = SimpleNamespace(attempt_number=attempt, seconds_since_start=0.01 * attempt + 5.0, idle_for=5.0)
+    waits = [backoff(state) for _ in range(400)]  # type: ignore[arg-type]
+    assert all(0 <= w <= window + 1e-9 for w in waits)
+    assert max(waits) > window * 0.8, "the whole window is used"

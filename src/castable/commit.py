@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 BACKOFF_GROWTH_LIMIT = 3
 """A loser waits up to 2**n attempt-times after its (n+1)-th loss in a row, n capped here (8x)."""
+BACKOFF_AGING_AFTER = 8
+"""After this many losses in a row a writer waits at most one attempt-time: it has waited long
+enough, and the writer that just won (whose next commit does not wait) must not keep winning."""
 BACKOFF_MIN_SECONDS = 0.001
 BACKOFF_MAX_SECONDS = 5.0
 
@@ -201,7 +204,8 @@ class CommitResult:
 
 
 def backoff(retry_state: RetryCallState) -> float:
-    """A random wait of up to 2**n times the average attempt so far (n losses in a row, capped).
+    """A random wait of up to 2**n times the average attempt so far (n losses in a row, capped),
+    back to one attempt-time once a writer has lost ``BACKOFF_AGING_AFTER`` times.
 
     Scaling by the attempt time makes the same rule fit a local disk (milliseconds) and S3
     (tens of milliseconds); the jitter spreads the losers so the next round has one winner.
@@ -209,7 +213,8 @@ def backoff(retry_state: RetryCallState) -> float:
     attempts = retry_state.attempt_number
     active = max(retry_state.seconds_since_start or 0.0, 0.0) - retry_state.idle_for
     per_attempt = max(active / attempts, BACKOFF_MIN_SECONDS)
-    window = min(per_attempt * 2 ** min(attempts - 1, BACKOFF_GROWTH_LIMIT), BACKOFF_MAX_SECONDS)
+    exponent = min(attempts - 1, BACKOFF_GROWTH_LIMIT) if attempts <= BACKOFF_AGING_AFTER else 0
+    window = min(per_attempt * 2**exponent, BACKOFF_MAX_SECONDS)
     return random.uniform(0, window)
 
 

@@ -13,7 +13,7 @@ DataFrame reused after a filtered query reads with the old filter.
 
 Options: ``path`` (or ``load(uri)`` / ``save(uri)``), ``versionAsOf``, ``timestampAsOf``,
 ``columns``, ``filter``, ``maxPartitionBytes``, ``commitId``, and castable's storage options
-(``endpoint_url``, ``region``, ``profile``, ``max_attempts``).
+(``endpoint_url``, ``region``, ``profile``, ``max_attempts``, ``single_writer``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from castable.snapshot import Snapshot
 from castable.spark.files import TableLocation, TableTarget
 from castable.store import ObjectStore
 
-STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts")
+STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts", "single_writer")
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
 
 
