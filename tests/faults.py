@@ -13,6 +13,7 @@ from castable.store import (
     MultipartUpload,
     ObjectInfo,
     ObjectStore,
+    PreconditionFailedError,
     StagedObject,
     StoreError,
     UploadedPart,
@@ -23,7 +24,7 @@ class SimulatedCrash(BaseException):
     """The process 'dies' here: a BaseException, so no library code can swallow it."""
 
 
-Action = str | None  # "crash-before", "crash-after", "fail", "lose-response", "conflict", None
+Action = str | None  # "crash-before", "crash-after", "fail", "lose-response", "landed-then-412", "conflict", None
 Rule = Callable[[str, str], Action]
 
 
@@ -83,6 +84,8 @@ class FaultyStore(ObjectStore):
             raise SimulatedCrash(f"after {op} {key}")
         if action == "lose-response":
             raise StoreError(f"injected lost response on {op} {key}")
+        if action == "landed-then-412":  # botocore retried a conditional PUT whose first try landed
+            raise PreconditionFailedError(f"injected 412 on the retry of a landed {op} {key}")
         return result
 
     def check_conditional_writes(self) -> None:

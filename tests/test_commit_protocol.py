@@ -115,6 +115,15 @@ def test_unknown_outcome_then_retry_commits_once(base: Table) -> None:
     assert ids(base) == list(range(20))
 
 
+def test_a_landed_commit_whose_retry_got_412_is_recognised(base: Table) -> None:
+    """A 500 on the manifest PUT that had in fact landed, retried by botocore into a 412: the
+    writer rebases, finds its own commit_id in the newest version and commits nothing twice."""
+    writer = faulty(base, once("put", manifest_key(2), "landed-then-412"))
+    assert writer.append(events(10, 20), commit_id="retried") == 2
+    assert Table.load(base.store).version == 2 and pointer_version(base) == 2
+    assert ids(base) == list(range(20))
+
+
 def test_failed_manifest_put_that_did_not_land_is_retried(base: Table) -> None:
     writer = faulty(base, once("put", manifest_key(2), "fail"))
     assert writer.append(events(10, 20)) == 2

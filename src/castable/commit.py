@@ -251,9 +251,9 @@ def commit(
 
     def attempt() -> CommitResult:
         current: Manifest = state["base"]
-        if commit_id in current.recent_commits:
+        if commit_id in current.recent_commits:  # landed before (a retry, or a response that was lost)
             found = read_manifest(store, current.recent_commits[commit_id], base.table_uuid)
-            return CommitResult(found, state["pointer"])
+            return CommitResult(found, advance_pointer(store, found.version, state["pointer"]))
         staged = build(current)
         candidate = current.next(
             commit=CommitInfo(operation, commit_id, staged.summary),
