@@ -108,3 +108,26 @@ def test_request_accounting(store: ObjectStore) -> None:
 def test_s3_error_translation(code: str, status: int, expected: type[Exception]) -> None:
     error = ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
     assert type(_translate(error, "k")) is expected
+
+
+@pytest.mark.s3
+def test_racing_put_if_absent_has_one_winner_on_the_test_s3(s3_bucket: str, s3_options: dict[str, str]) -> None:
+    """The harness itself: moto's conditional writes are made atomic (tests/s3servers.py), so
+    of several racing ``If-None-Match: *`` PUTs of one key exactly one succeeds, as on S3."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from castable.store import S3Store, make_s3_client
+
+    store = S3Store(s3_bucket, "race", make_s3_client(s3_options))
+
+    def put(key: str, writer: int) -> bool:
+        try:
+            store.put(key, f"writer {writer}".encode(), if_none_match=True)
+        except PreconditionFailedError:
+            return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        for k in range(20):
+            wins = list(pool.map(put, [f"k{k}"] * 8, range(8)))
+            assert wins.count(True) == 1, f"key k{k}: {wins.count(True)} writers won"
