@@ -1,9 +1,13 @@
 """Lambda code bundled without Docker: pip installs manylinux wheels for the Lambda runtime.
 
-The bundle holds castable (src/castable), the handlers (lambdas/) and their dependencies
-(pyarrow, pyroaring, sqlglot, tenacity, filelock, Powertools, pydantic, and boto3: the X-Ray SDK
-pulls in a newer botocore than the runtime's boto3 expects, so both are bundled together).
-pyarrow's headers and tests are removed to stay well under Lambda's 250 MB limit.
+The bundle holds castable (src/castable), the handlers (lambdas/) and their dependencies:
+castable's own and its ``lambda`` extra, read from pyproject.toml so the bundle can never miss
+a dependency the package declares (boto3 is among them: the X-Ray SDK pulls in a newer botocore
+than the runtime's boto3 expects, so both are bundled together). To stay under Lambda's 250 MiB
+limit with numpy, the parts of pyarrow castable never loads are removed: headers, tests, Flight,
+the filesystems castable does not use (S3 goes through boto3), and the copies pip makes of
+symlinked shared libraries. tests/test_bundle.py proves it by invoking every handler from the
+bundle alone under python3.12.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import jsii
@@ -19,17 +24,32 @@ from aws_cdk import aws_lambda as lambda_
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = lambda_.Runtime.PYTHON_3_12
-REQUIREMENTS = [
-    "boto3>=1.35",
-    "pyarrow>=17",
-    "pyroaring>=1.0",
-    "sqlglot>=25",
-    "tenacity>=8.2",
-    "filelock>=3.12",
-    "aws-lambda-powertools[tracer]>=3",
-    "pydantic>=2",
+_PRUNE = [
+    "pyarrow/include",
+    "pyarrow/tests",
+    "pyarrow/src",
+    "pyarrow/libarrow_flight.so.*",
+    "pyarrow/libarrow_python_flight.so*",
+    "pyarrow/_flight.*.so",
+    "pyarrow/flight.py",
+    "pyarrow/libarrow_s3.so.*",
+    "pyarrow/_s3fs.*.so",
+    "pyarrow/_gcsfs.*.so",
+    "pyarrow/_azurefs.*.so",
+    "pyarrow/_hdfs.*.so",
+    "pyarrow/_pyarrow_cpp_tests.*.so",
+    "pyarrow/libarrow_python.so",
+    "pyarrow/libarrow_python.so.*.*.*",
+    "pyarrow/libarrow_python_parquet_encryption.so",
+    "pyarrow/libarrow_python_parquet_encryption.so.*.*.*",
 ]
-_PRUNE = ["pyarrow/include", "pyarrow/tests", "pyarrow/src"]
+"""Globs under the bundle removed after pip: each is loaded by nothing castable imports."""
+
+
+def requirements() -> list[str]:
+    """castable's dependencies plus its ``lambda`` extra, as pyproject.toml declares them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["lambda"]]
 
 
 def install(target: Path) -> None:
@@ -53,12 +73,16 @@ def install(target: Path) -> None:
             "--only-binary=:all:",
             "--target",
             str(target),
-            *REQUIREMENTS,
+            *requirements(),
         ],
         check=True,
     )
-    for rel in _PRUNE:
-        shutil.rmtree(target / rel, ignore_errors=True)
+    for pattern in _PRUNE:
+        for path in target.glob(pattern):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     shutil.copytree(
         ROOT / "src" / "castable", target / "castable", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
     )
@@ -77,9 +101,18 @@ class LocalBundler:
 
 
 def function_code() -> lambda_.Code:
-    """The one asset every castable function shares (its hash covers src/ and lambdas/)."""
+    """The one asset every castable function shares (its hash covers src/, lambdas/ and pyproject.toml)."""
     return lambda_.Code.from_asset(
         str(ROOT),
-        exclude=["*", "!src", "!src/castable", "!src/castable/**", "!lambdas", "!lambdas/**", "**/__pycache__"],
+        exclude=[
+            "*",
+            "!pyproject.toml",
+            "!src",
+            "!src/castable",
+            "!src/castable/**",
+            "!lambdas",
+            "!lambdas/**",
+            "**/__pycache__",
+        ],
         bundling=BundlingOptions(image=RUNTIME.bundling_image, local=LocalBundler(), command=["false"]),
     )
