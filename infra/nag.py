@@ -6,6 +6,7 @@ from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
+from castable.store.probe import PROBE_PREFIX
 from infra.stack import EMR_ARTIFACTS, EMR_LOGS, CastableStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
@@ -22,7 +23,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
     prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*"]
     for t in stack.config.tables:
         prefixes += [f"tables/{t.name}/*", f"tables/{t.name}/data/*", f"landing/{t.name}/*"]
-        prefixes.append(f"landing-failed/landing/{t.name}/*")
+        prefixes += [f"landing-failed/landing/{t.name}/*", f"tables/{t.name}/{PROBE_PREFIX}*"]
     findings = {
         f"AwsSolutions-IAM4[{BASIC_EXECUTION}]": "AWSLambdaBasicExecutionRole only lets a function write its own "
         "logs, as AWS recommends; every data permission is an inline, prefix-scoped statement.",

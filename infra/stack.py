@@ -27,6 +27,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
@@ -143,22 +144,26 @@ class CastableStack(Stack):
             },
         )
 
-    def _grant_tables(self, fn: lambda_.Function, tables: list[TableConfig] | None = None) -> None:
-        """Read/write/delete under the table prefixes only (``tables``, default all); listing restricted to them."""
+    def _grant_tables(
+        self, fn: lambda_.Function, tables: list[TableConfig] | None = None, *, delete: bool = True
+    ) -> None:
+        """Read/write (and with ``delete``, delete) under the table prefixes only (``tables``, default
+        all); listing restricted to them. Without ``delete`` a function may delete only the scratch
+        keys of castable's store probe."""
         prefixes = [f"tables/{t.name}/" for t in (tables or self.config.tables)]
-        fn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "s3:GetObject",
-                    "s3:GetObjectVersion",
-                    "s3:PutObject",
-                    "s3:DeleteObject",
-                    "s3:DeleteObjectVersion",
-                    "s3:AbortMultipartUpload",
-                    "s3:ListMultipartUploadParts",
-                ],
-                resources=[self.bucket.arn_for_objects(f"{p}*") for p in prefixes],
+        actions = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:AbortMultipartUpload"]
+        actions.append("s3:ListMultipartUploadParts")
+        if delete:
+            actions += ["s3:DeleteObject", "s3:DeleteObjectVersion"]
+        else:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["s3:DeleteObject"],
+                    resources=[self.bucket.arn_for_objects(f"{p}{PROBE_PREFIX}*") for p in prefixes],
+                )
             )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=actions, resources=[self.bucket.arn_for_objects(f"{p}*") for p in prefixes])
         )
         fn.add_to_role_policy(
             iam.PolicyStatement(
@@ -194,8 +199,9 @@ class CastableStack(Stack):
             "ingest", code, f"Append Parquet files landing in landing/{table.name}/", 900, 3008, f"Ingest{name}"
         )
         self.ingest_functions[table.name] = fn
-        self._grant_tables(fn, [table])
+        self._grant_tables(fn, [table], delete=False)
         fn.add_environment("CASTABLE_TABLE", self.table_uris[table.name])
+        fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{table.name}/")
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
         self.bucket.add_event_notification(
             s3.EventType.OBJECT_CREATED,

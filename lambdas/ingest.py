@@ -7,8 +7,13 @@ to the dead-letter prefix with a ``.reason.json`` beside it and its message succ
 never retried forever nor blocks the others. A message that fails for a transient reason
 (S3 unreachable, say) is reported in ``batchItemFailures`` and retried by SQS.
 
-Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_DEAD_LETTER_PREFIX``
-(default ``landing-failed/``).
+A record for any other bucket or key than the landing prefix (bucket-wide notifications pointed
+at the queue, a table's own objects) is logged and skipped: nothing is read, copied, appended or
+deleted outside ``CASTABLE_LANDING``.
+
+Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_LANDING``
+(s3://bucket/prefix/ the function ingests from), ``CASTABLE_DEAD_LETTER_PREFIX`` (default
+``landing-failed/``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, urlparse
 
 import boto3
 import pyarrow as pa
@@ -57,8 +62,23 @@ class BadFileError(castable.CastableError):
 @dataclass
 class _Batch:
     table: castable.Table
+    landing_bucket: str
+    landing_prefix: str
     dead_letter_prefix: str
     landed: list[Landed]
+
+    def owns(self, bucket: str, key: str) -> bool:
+        """Whether ``bucket``/``key`` lies under this function's landing prefix."""
+        return bucket == self.landing_bucket and key.startswith(self.landing_prefix) and ".." not in key.split("/")
+
+
+def _landing(uri: str) -> tuple[str, str]:
+    """Bucket and key prefix (ending in ``/``) of an ``s3://bucket/prefix/`` URI."""
+    parsed = urlparse(uri)
+    prefix = parsed.path.strip("/")
+    if parsed.scheme != "s3" or not parsed.netloc or not prefix:
+        raise ValueError(f"CASTABLE_LANDING must be s3://bucket/prefix/, not {uri!r}")
+    return parsed.netloc, prefix + "/"
 
 
 def _read(batch: _Batch, bucket: str, key: str) -> Landed | None:
@@ -97,6 +117,10 @@ def _make_record_handler(batch: _Batch) -> Any:
             if not s3_record.event_name.startswith("ObjectCreated"):
                 continue
             bucket, key = s3_record.s3.bucket.name, unquote_plus(s3_record.s3.get_object.key)
+            if not batch.owns(bucket, key):
+                metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
+                logger.warning("skipped: outside the landing prefix", extra={"bucket": bucket, "key": key})
+                continue
             try:
                 landed = _read(batch, bucket, key)
             except BadFileError as e:
@@ -112,8 +136,11 @@ def _make_record_handler(batch: _Batch) -> Any:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    landing_bucket, landing_prefix = _landing(os.environ["CASTABLE_LANDING"])
     batch = _Batch(
         table=open_table(os.environ["CASTABLE_TABLE"]),
+        landing_bucket=landing_bucket,
+        landing_prefix=landing_prefix,
         dead_letter_prefix=os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/"),
         landed=[],
     )

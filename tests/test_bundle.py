@@ -132,6 +132,7 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "CASTABLE_TABLE": uri,
+        "CASTABLE_LANDING": f"s3://{bucket}/landing/events/",
         "MAINTENANCE_STATE_MACHINE_ARN": machine,
         "CASTABLE_TABLES": json.dumps({"events": {"table": uri}}),
     }

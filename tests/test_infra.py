@@ -139,6 +139,16 @@ def test_each_table_has_its_own_ingest_queue_function_and_concurrency_cap(templa
         table = "events" if "Events" in name else "orders"
         other = "orders" if table == "events" else "events"
         assert f"/tables/{table}/" in granted and f"/tables/{other}/" not in granted, name
+        deletes = [
+            st
+            for p in policies.values()
+            if role in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+            if "s3:DeleteObject" in json.dumps(st["Action"])
+        ]
+        deleted = json.dumps([st["Resource"] for st in deletes])
+        assert f"/tables/{table}/_castable_probe/*" in deleted and f"/tables/{table}/*" not in deleted, name
+        assert f"landing/{table}/" in json.dumps(ingest[name]["Environment"]["Variables"]["CASTABLE_LANDING"])
 
 
 def test_state_machines_are_logged_and_invoke_the_functions(template: dict[str, Any]) -> None:

@@ -159,6 +159,7 @@ def land(t: Table, key: str, data: pa.Table) -> None:
 @pytest.fixture
 def ingest_env(table: Table, monkeypatch: pytest.MonkeyPatch) -> Table:
     monkeypatch.setenv("CASTABLE_TABLE", table.uri)
+    monkeypatch.setenv("CASTABLE_LANDING", f"s3://{table.store.bucket}/landing/")  # type: ignore[attr-defined]
     monkeypatch.setenv("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
     return table
 
@@ -192,20 +193,50 @@ def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(ingest_
     assert len(Table.load(t.store).history()) == 3
 
 
-def test_ingest_reports_transient_failures_for_retry(ingest_env: Table) -> None:
+def test_ingest_reports_transient_failures_for_retry(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.exceptions import ClientError
+
     from lambdas import ingest
 
     t = ingest_env
     bucket = t.store.bucket  # type: ignore[attr-defined]
     land(t, "landing/ok.parquet", events(2000, 2005))
-    event = sqs_event(bucket, ["landing/ok.parquet"], bodies=["not json"])
-    event["Records"].append(
-        {
-            **event["Records"][0],
-            "messageId": "elsewhere",
-            "body": event["Records"][0]["body"].replace(bucket, "no-such-bucket-xyz"),
-        }
-    )
+    land(t, "landing/flaky.parquet", events(3000, 3005))
+    real = ingest._s3()
+
+    class Flaky:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def get_object(self, **kwargs: str) -> object:
+            if kwargs["Key"] == "landing/flaky.parquet":
+                raise ClientError({"Error": {"Code": "InternalError"}}, "GetObject")
+            return real.get_object(**kwargs)
+
+    monkeypatch.setattr(ingest, "_s3", Flaky)
+    event = sqs_event(bucket, ["landing/ok.parquet", "landing/flaky.parquet"], bodies=["not json"])
     response = ingest.handler(event, Context())
-    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == ["elsewhere", "raw0"]
+    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == ["m1", "raw0"]
     assert ids(t) == [*range(10), *range(2000, 2005)]
+
+
+def test_ingest_touches_nothing_outside_its_landing_prefix(ingest_env: Table) -> None:
+    """Bucket-wide notifications pointed at the queue: the table's pointer, manifests and data
+    files, another prefix and another bucket are skipped, never read, appended or deleted."""
+    from lambdas import ingest
+
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    s3 = t.store.client  # type: ignore[attr-defined]
+    land(t, "elsewhere/x.parquet", events(5000, 5005))
+    land(t, "landing-other/y.parquet", events(6000, 6005))
+    before = {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
+    table_keys = [f"{t.store.prefix}/{k}" for k in ("_latest_manifest", t.manifest.data_files[0].path)]  # type: ignore[attr-defined]
+    keys = [*table_keys, "elsewhere/x.parquet", "landing-other/y.parquet", "landing/../events/_latest_manifest"]
+    event = sqs_event(bucket, keys)
+    event["Records"].append({**event["Records"][0], "messageId": "other-bucket"})
+    event["Records"][-1]["body"] = event["Records"][-1]["body"].replace(f'"{bucket}"', '"someone-elses-bucket"')
+    assert ingest.handler(event, Context()) == {"batchItemFailures": []}
+    after = {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert after == before, "nothing was copied, dead-lettered or deleted"
+    assert ids(t) == list(range(10)) and Table.load(t.store).version == t.version
