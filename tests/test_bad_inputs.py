@@ -191,8 +191,8 @@ def test_bad_uris(uri: str, kwargs: dict) -> None:
         ({"properties": {"write.parquet.compression": "rar"}}, "one of"),
         ({"properties": {"commit.timeout-seconds": 0}}, "positive number"),
         ({"properties": {"commit.timeout-seconds": "soon"}}, "positive number"),
-        ({"properties": {"write.target-file-size": 1024}}, "unknown table properties"),
-        ({"properties": {"commit.max-attempts": 10}}, "unknown table properties"),
+        ({"properties": {"write.target-file-size": 1024}}, "did you mean 'write.target-file-size-bytes'"),
+        ({"properties": {"commit.max-attempts": 10}}, "unknown table property 'commit.max-attempts'"),
     ],
 )
 def test_bad_create_arguments(tmp_path, kwargs: dict, match: str) -> None:  # type: ignore[no-untyped-def]
@@ -206,7 +206,15 @@ def test_bad_commit_id(table: Table) -> None:
 
 
 def test_every_error_is_a_castable_error() -> None:
-    for cls in (CorruptObjectError, EmptyWriteError, InvalidInputError, InvalidPredicateError, SchemaMismatchError):
+    for cls in (
+        CorruptObjectError,
+        EmptyWriteError,
+        InvalidInputError,
+        InvalidPredicateError,
+        SchemaMismatchError,
+        castable.StoreUnavailableError,
+        castable.UnsafeStoreError,
+    ):
         assert issubclass(cls, CastableError)
 
 
@@ -216,3 +224,75 @@ def _options(t: Table) -> dict | None:
     if isinstance(t.store, S3Store):
         return {"endpoint_url": t.store.client.meta.endpoint_url, "region": "us-east-1"}
     return None
+
+
+KEYED_NULLABLE = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def test_duplicate_column_names_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    schema = pa.schema([("id", pa.int64()), ("id", pa.string())])
+    with pytest.raises(InvalidInputError, match=r"repeated: \['id'\]"):
+        castable.create_table(str(tmp_path / "t"), schema)
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("how", ["append", "add_files"])
+def test_null_primary_keys_are_refused(table_uri: tuple[str, dict | None], how: str) -> None:
+    """A nullable key column is allowed, a row without a key is not: by append or by add_files."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    uri, options = table_uri
+    t = castable.create_table(uri, KEYED_NULLABLE, primary_key="id", storage_options=options)
+    rows = pa.table({"id": [1, None], "name": ["a", "b"]}, schema=KEYED_NULLABLE)
+    if how == "append":
+        unchanged(t, lambda: t.append(rows), SchemaMismatchError, "primary key column 'id' holds NULLs")
+    else:
+        buf = io.BytesIO()
+        pq.write_table(rows, buf)
+        t.store.put("data/ext/nulls.parquet", buf.getvalue())
+        unchanged(t, lambda: t.add_files(["data/ext/nulls.parquet"]), SchemaMismatchError, "holds NULLs")
+
+
+def test_a_file_is_registered_under_one_spelling_only(table: Table) -> None:
+    import io
+
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(events(500, 510), buf)
+    table.store.put("data/ext/a.parquet", buf.getvalue())
+    table.add_files(["data/ext/a.parquet"])
+    unchanged(table, lambda: table.add_files(["data/./ext/a.parquet"]), InvalidInputError, "canonical form")
+    assert table.count() == 105
+
+
+def test_odd_arguments_get_castable_errors(table: Table, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    unchanged(table, lambda: table.scan(filter="id IN ()"), InvalidPredicateError, "at least one value")
+    unchanged(table, lambda: table.scan(version="1"), InvalidInputError, "integer")  # type: ignore[arg-type]
+    plain = tmp_path / "plain-file"
+    plain.write_text("not a table")
+    with pytest.raises(castable.TableNotFoundError):
+        castable.open_table(str(plain))
+
+
+def test_an_unreachable_endpoint_is_a_store_unavailable_error() -> None:
+    """botocore's EndpointConnectionError becomes castable's StoreUnavailableError, cause kept."""
+    options = {"endpoint_url": "http://127.0.0.1:9", "region": "us-east-1", "max_attempts": 1}
+    with pytest.raises(castable.StoreUnavailableError, match="endpoint_url") as info:
+        castable.open_table("s3://bucket/table", storage_options=options)
+    assert type(info.value.__cause__).__name__ == "EndpointConnectionError"
+
+
+def test_missing_credentials_are_a_store_unavailable_error(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(castable.StoreUnavailableError, match="credentials") as info:
+        castable.open_table("s3://bucket/table", storage_options={"endpoint_url": s3_endpoint, "region": "us-east-1"})
+    assert type(info.value.__cause__).__name__ == "NoCredentialsError"

@@ -26,6 +26,7 @@ from castable.errors import (
     VersionNotFoundError,
 )
 from castable.scan import Scan, ScanTask
+from castable.store.errors import StoreError, StoreUnavailableError
 from castable.table import HistoryEntry, Table, create_table, open_table
 
 __version__ = "0.1.0"
@@ -43,6 +44,8 @@ __all__ = [
     "Scan",
     "ScanTask",
     "SchemaMismatchError",
+    "StoreError",
+    "StoreUnavailableError",
     "Table",
     "TableAlreadyExistsError",
     "TableNotFoundError",

@@ -380,6 +380,8 @@ class _SqlConverter:
             if node.args.get("query") is not None:
                 raise self.fail("subqueries are not supported")
             values = [self.literal(v, column) for v in node.expressions]
+            if not values:
+                raise self.fail("IN needs at least one value")
             return InList(column, pa.array([v.as_py() for v in values], type=values[0].type))
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):

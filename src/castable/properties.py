@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -109,8 +110,9 @@ def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
     user's own and kept as given.
     """
     out = {str(k): str(v) for k, v in (props or {}).items()}
-    unknown = sorted(k for k in out if k.startswith(_NAMESPACES) and k not in _KNOWN)
-    if unknown:
-        raise InvalidInputError(f"unknown table properties {unknown}; castable's are {sorted(_KNOWN)}")
+    for name in sorted(k for k in out if k.startswith(_NAMESPACES) and k not in _KNOWN):
+        nearest = difflib.get_close_matches(name, _KNOWN, n=1)
+        hint = f"; did you mean {nearest[0]!r}?" if nearest else f"; castable's are {sorted(_KNOWN)}"
+        raise InvalidInputError(f"unknown table property {name!r}{hint}")
     TableProperties.parse(out)
     return out

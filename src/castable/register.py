@@ -8,6 +8,7 @@ statistics already: for those one HEAD checks that the object is the one describ
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,6 +32,8 @@ def table_key(store: ObjectStore, path: str) -> str:
         raise InvalidInputError(f"{path!r} is not under the table's data prefix {root}{DATA_PREFIX}")
     if not key.endswith(".parquet"):
         raise InvalidInputError(f"{path!r} is not a .parquet file")
+    if "." in parts:  # one object, one spelling: data/./a.parquet would register data/a.parquet twice
+        raise InvalidInputError(f"{path!r} is not in canonical form; write it as {posixpath.normpath(key)!r}")
     return key
 
 

@@ -124,6 +124,9 @@ class Table:
     ) -> Table:
         if not isinstance(schema, pa.Schema) or len(schema) == 0:
             raise InvalidInputError("schema must be a non-empty pyarrow.Schema")
+        repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
+        if repeated:
+            raise InvalidInputError(f"column names must be unique; repeated: {repeated}")
         keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or [])
         if len(keys) > 1:
             raise InvalidInputError("castable supports a single-column primary key")
@@ -356,6 +359,14 @@ class Table:
         if not files:
             raise EmptyWriteError("add_files was given no files; nothing was committed")
         checked = check_files(self.store, files, self.schema)
+        if self.primary_key is not None:
+            for f in checked:
+                stats = f.column_stats(self.primary_key, self.schema)
+                if stats is None or stats.null_count is None or stats.null_count:
+                    raise SchemaMismatchError(
+                        f"{f.path}: its primary key column {self.primary_key!r} holds NULLs "
+                        "(or its footer does not say it holds none); a row needs a key"
+                    )
 
         def build(base: Manifest) -> NextState:
             present = {f.path for f in base.data_files}
@@ -408,6 +419,8 @@ class Table:
             if not isinstance(item, pa.Table | pa.RecordBatch):
                 raise InvalidInputError(f"expected pyarrow RecordBatches, got {type(item).__name__}")
             conformed = conform(item, schema)
+            if self.primary_key is not None and conformed.column(self.primary_key).null_count:
+                raise SchemaMismatchError(f"primary key column {self.primary_key!r} holds NULLs; a row needs a key")
             batches = conformed.to_batches() if isinstance(conformed, pa.Table) else [conformed]
             yield from (b for b in batches if b.num_rows)
 

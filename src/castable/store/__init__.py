@@ -25,6 +25,7 @@ from castable.store.errors import (
     PartTooSmallError,
     PreconditionFailedError,
     StoreError,
+    StoreUnavailableError,
 )
 from castable.store.local import LocalStore
 from castable.store.s3 import S3Store, make_s3_client, single_writer_option
@@ -45,6 +46,7 @@ __all__ = [
     "S3Store",
     "StagedObject",
     "StoreError",
+    "StoreUnavailableError",
     "UploadedPart",
     "store_from_uri",
 ]

@@ -9,6 +9,11 @@ class StoreError(CastableError):
     """An object-store request failed."""
 
 
+class StoreUnavailableError(StoreError):
+    """The store could not be reached or would not accept the request's identity: no or bad
+    credentials, an unreachable endpoint, a dropped connection. The cause is kept."""
+
+
 class ObjectNotFoundError(StoreError):
     """The key does not exist (HTTP 404)."""
 

@@ -93,7 +93,7 @@ class LocalStore(ObjectStore):
                 with self._lock(key):
                     try:
                         current = _etag(path.stat())
-                    except FileNotFoundError:
+                    except (FileNotFoundError, NotADirectoryError):
                         raise ObjectNotFoundError(key) from None
                     if current != if_match:
                         raise PreconditionFailedError(f"{key} changed (ETag {current})")
@@ -130,7 +130,7 @@ class LocalStore(ObjectStore):
         path = self._path(key)
         try:
             f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             self.stats.record("GET")
             raise ObjectNotFoundError(key) from None
         with f:
@@ -150,7 +150,7 @@ class LocalStore(ObjectStore):
         self.stats.record("HEAD")
         try:
             return self._info(key, self._path(key).stat())
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFoundError(key) from None
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
@@ -168,7 +168,7 @@ class LocalStore(ObjectStore):
                 if key.startswith(prefix):
                     try:
                         found.append(self._info(key, os.stat(os.path.join(dirpath, name))))
-                    except FileNotFoundError:
+                    except (FileNotFoundError, NotADirectoryError):
                         continue
         yield from sorted(found, key=lambda info: info.key)
 
@@ -193,7 +193,7 @@ class LocalStore(ObjectStore):
         try:
             if (directory / "key").read_text() != key:
                 raise StoreError(f"upload {upload_id} is not for {key}")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFoundError(f"no such upload {upload_id} for {key}") from None
         return directory
 
@@ -230,7 +230,7 @@ class LocalStore(ObjectStore):
         part = self._check_upload(key, upload_id) / f"part-{number:05d}"
         try:
             src = open(self._path(source_key), "rb")  # noqa: SIM115 (closed by the with below)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFoundError(source_key) from None
         with src, open(part, "wb") as dst:
             st = os.fstat(src.fileno())
@@ -289,7 +289,7 @@ class LocalStore(ObjectStore):
             try:
                 key = (directory / "key").read_text()
                 started = datetime.fromtimestamp((directory / "key").stat().st_mtime, tz=UTC)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 continue
             if key.startswith(prefix):
                 yield MultipartUpload(key=key, upload_id=directory.name, initiated=started)
@@ -300,7 +300,7 @@ class LocalStore(ObjectStore):
         path = self._path(key)
         try:
             f = pa.OSFile(str(path), mode="r")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFoundError(key) from None
         st = path.stat()
         if st.st_size != size or (etag is not None and _etag(st) != etag):

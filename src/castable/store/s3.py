@@ -12,15 +12,16 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pyarrow as pa
+from boto3.exceptions import S3UploadFailedError
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from castable.errors import CorruptObjectError, UnsafeStoreError
 from castable.store.base import Blob, MultipartUpload, ObjectInfo, ObjectStore, StagedObject, UploadedPart
@@ -30,6 +31,7 @@ from castable.store.errors import (
     PartTooSmallError,
     PreconditionFailedError,
     StoreError,
+    StoreUnavailableError,
 )
 from castable.store.probe import ConditionalWrites, probe_conditional_writes
 
@@ -57,8 +59,13 @@ def _quoted(etag: str | None) -> str:
     return f'"{bare}"' if bare else ""
 
 
-def _translate(error: ClientError, key: str) -> Exception:
+def _translate(error: ClientError | BotoCoreError, key: str) -> Exception:
     """Map a botocore error to the store error with the same meaning on every backend."""
+    if isinstance(error, BotoCoreError):  # no credentials, endpoint unreachable, connection lost, ...
+        return StoreUnavailableError(
+            f"could not reach the store for {key}: {error}. Check the AWS credentials (environment, profile "
+            "or role), the region, and endpoint_url if the store is not AWS S3."
+        )
     code = str(error.response.get("Error", {}).get("Code", ""))
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     if code in ("PreconditionFailed", "412") or status == 412:
@@ -151,7 +158,7 @@ class S3Store(ObjectStore):
         self.stats.record("PUT", bytes_out=len(data))
         try:
             response = self.client.put_object(**kwargs)
-        except ClientError as e:
+        except (ClientError, BotoCoreError) as e:
             raise _translate(e, key) from e
         etag = _quoted(response.get("ETag"))
         return ObjectInfo(key=key, size=len(data), etag=etag) if etag else self.head(key)
@@ -170,8 +177,10 @@ class S3Store(ObjectStore):
                 self.stats.record("MULTIPART_UPLOAD", bytes_out=size)
                 try:
                     self.client.upload_file(str(staged.path), self.bucket, self._key(key))
-                except ClientError as e:
+                except (ClientError, BotoCoreError) as e:
                     raise _translate(e, key) from e
+                except S3UploadFailedError as e:  # boto3's transfer manager wraps the cause in its own error
+                    raise StoreError(f"{key}: upload failed: {e}") from e
                 staged.info = self.head(key)
         finally:
             staged.path.unlink(missing_ok=True)
@@ -185,7 +194,7 @@ class S3Store(ObjectStore):
         try:
             response = self.client.get_object(**kwargs)
             data = response["Body"].read()
-        except ClientError as e:
+        except (ClientError, BotoCoreError) as e:
             self.stats.record("GET")
             raise _translate(e, key) from e
         self.stats.record("GET", bytes_in=len(data))
@@ -195,14 +204,14 @@ class S3Store(ObjectStore):
         self.stats.record("HEAD")
         try:
             r = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
-        except ClientError as e:
+        except (ClientError, BotoCoreError) as e:
             raise _translate(e, key) from e
         return ObjectInfo(key, r["ContentLength"], _quoted(r.get("ETag")), r.get("LastModified"))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
         full_prefix = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=full_prefix):
+        for page in self._pages(paginator.paginate(Bucket=self.bucket, Prefix=full_prefix), prefix):
             self.stats.record("LIST")
             for item in page.get("Contents", []):
                 yield ObjectInfo(
@@ -216,7 +225,7 @@ class S3Store(ObjectStore):
         self.stats.record("DELETE")
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
-        except ClientError as e:
+        except (ClientError, BotoCoreError) as e:
             raise _translate(e, key) from e
 
     def delete_many(self, keys: list[str]) -> None:
@@ -233,17 +242,25 @@ class S3Store(ObjectStore):
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         return pa.PythonFile(_RangeReader(self, key, size, etag), mode="r")
 
+    @staticmethod
+    def _pages(pages: Iterable[dict[str, Any]], key: str) -> Iterator[dict[str, Any]]:
+        """A paginated listing with botocore's errors translated."""
+        try:
+            yield from pages
+        except (ClientError, BotoCoreError) as e:
+            raise _translate(e, key) from e
+
     def _call(self, key: str, method: str, **kwargs: Any) -> Any:
         try:
             return getattr(self.client, method)(Bucket=self.bucket, **kwargs)
-        except ClientError as e:
+        except (ClientError, BotoCoreError) as e:
             raise _translate(e, key) from e
 
     def purge(self, key: str) -> int:
         full = self._key(key)
         removed = 0
         paginator = self.client.get_paginator("list_object_versions")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+        for page in self._pages(paginator.paginate(Bucket=self.bucket, Prefix=full), key):
             self.stats.record("LIST")
             for item in page.get("Versions", []) + page.get("DeleteMarkers", []):
                 if item["Key"] == full:
@@ -310,7 +327,8 @@ class S3Store(ObjectStore):
 
     def list_multipart_uploads(self, prefix: str = "") -> Iterator[MultipartUpload]:
         paginator = self.client.get_paginator("list_multipart_uploads")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix) if prefix else self._key("")):
+        pages = paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix) if prefix else self._key(""))
+        for page in self._pages(pages, prefix):
             self.stats.record("LIST_MPU")
             for u in page.get("Uploads", []):
                 yield MultipartUpload(self._relative(u["Key"]), u["UploadId"], u.get("Initiated"))
