@@ -154,6 +154,24 @@ def test_corrupt_data_file_is_reported(table: Table) -> None:
         Table.load(table.store).scan().to_arrow()
 
 
+def test_a_data_page_garbled_in_place_is_a_corrupt_object(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Bit rot: the footer is intact, size and ETag unchanged, a data page garbled; the scan
+    names the object instead of leaking pyarrow's OSError."""
+    import os
+
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
+    t.append(events(0, 5000))
+    f = t.manifest.data_files[0]
+    path = tmp_path / "t" / f.path
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[8:2000] = bytes(1992)
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(CorruptObjectError, match=f"data file {f.path} .* does not decode"):
+        castable.open_table(str(tmp_path / "t")).to_arrow()
+
+
 def test_corrupt_tombstone_is_reported(table: Table) -> None:
     t = table.manifest.tombstones[0]
     table.store.put(t.path, b"garbage")

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from castable.errors import InvalidInputError
+from castable.errors import CorruptObjectError, InvalidInputError
 from castable.manifest import DataFile
 from castable.predicate import Predicate
 from castable.snapshot import Snapshot
@@ -131,7 +131,7 @@ class Scan:
         """The rows of one task, with its deletes and the scan's filter applied."""
         fragment = self.snapshot.fragment(task.file)
         expression = self.predicate.to_expression() if self.predicate is not None else None
-        yield from self._file_batches(fragment, task.deletes, self.columns, expression, task.row_groups)
+        yield from self._file_batches(task.file.path, fragment, task.deletes, self.columns, expression, task.row_groups)
 
     def _batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
         """Files are opened (footers read) a few ahead, then read by :meth:`_file_batches`."""
@@ -140,10 +140,11 @@ class Scan:
         expression = self.predicate.to_expression() if self.predicate is not None else None
         fragments = read_ahead((partial(self.snapshot.fragment, f) for f in files), _FILE_READAHEAD)
         for f, fragment in zip(files, fragments, strict=True):
-            yield from self._file_batches(fragment, deletes.get(f.path), columns, expression, None)
+            yield from self._file_batches(f.path, fragment, deletes.get(f.path), columns, expression, None)
 
     def _file_batches(
         self,
+        path: str,
         fragment: ds.ParquetFileFragment,
         deletes: FileDeletes | None,
         columns: list[str],
@@ -151,7 +152,8 @@ class Scan:
         row_groups: Sequence[int] | None,
     ) -> Iterator[pa.RecordBatch]:
         """A file (or some of its row groups) without deletes streams straight from pyarrow; one
-        with deletes is read row group by row group, ``readahead`` ahead."""
+        with deletes is read row group by row group, ``readahead`` ahead. Bytes that do not decode
+        are reported as a corrupt object, naming it."""
         if deletes is None:
             part = fragment if row_groups is None else fragment.subset(row_group_ids=list(row_groups))
             batches = part.to_batches(columns=columns, filter=expression, batch_size=self.batch_size)
@@ -160,7 +162,10 @@ class Scan:
             batches = (
                 b for t in read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
             )
-        yield from (b for b in batches if b.num_rows)
+        try:
+            yield from (b for b in batches if b.num_rows)
+        except (OSError, pa.ArrowInvalid) as e:
+            raise CorruptObjectError(f"data file {path} of {self.snapshot.store.uri} does not decode: {e}") from e
 
     def _row_group_tasks(
         self,
