@@ -110,6 +110,9 @@ class FaultyStore(ObjectStore):
     def delete(self, key: str) -> None:
         return self._run("delete", key, lambda: self.inner.delete(key))
 
+    def sweep_temporaries(self, older_than: Any, *, dry_run: bool) -> list[str]:
+        return self.inner.sweep_temporaries(older_than, dry_run=dry_run)
+
     def open_input(self, key: str, **kwargs: Any) -> pa.NativeFile:
         return self._run("open_input", key, lambda: self.inner.open_input(key, **kwargs))
 

@@ -256,3 +256,27 @@ def _options(t: Table) -> dict | None:
     if isinstance(t.store, S3Store):
         return {"endpoint_url": t.store.client.meta.endpoint_url, "region": "us-east-1"}
     return None
+
+
+def test_gc_collects_temporary_files_of_killed_writers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A writer killed mid-append leaves a dot-file beside the object it was writing; gc removes
+    it once older than the grace period, like any orphan, and never a live table file."""
+    import os
+    import time
+
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
+    t.append(events(0, 10))
+    store = t.store
+    assert isinstance(store, LocalStore)
+    old = store._temp_beside(store.root / "data/2026/11/23/01/dead.parquet")
+    fresh = store._temp_beside(store.root / "manifest/v00000000000000000002.json")
+    for path in (old, fresh):
+        path.write_bytes(b"half a file")
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    preview = t.gc(orphan_grace=timedelta(minutes=30), dry_run=True)
+    assert preview.temporaries == [old.relative_to(store.root).as_posix()] and old.exists()
+    report = t.gc(orphan_grace=timedelta(minutes=30))
+    assert report.temporaries == preview.temporaries and report.summary()["temporaries_removed"] == 1
+    assert not old.exists() and fresh.exists()
+    assert t.count() == 10

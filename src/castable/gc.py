@@ -42,6 +42,8 @@ class GcReport:
     objects: list[str] = field(default_factory=list)
     bytes: int = 0
     uploads_aborted: list[str] = field(default_factory=list)
+    temporaries: list[str] = field(default_factory=list)
+    """Temporary files of writers that died mid-write (local store), removed like orphans."""
     objects_scanned: int = 0
     objects_referenced: int = 0
     versions_scanned: int = 0
@@ -52,6 +54,7 @@ class GcReport:
             "objects_removed": len(self.objects),
             "bytes_removed": self.bytes,
             "uploads_aborted": len(self.uploads_aborted),
+            "temporaries_removed": len(self.temporaries),
             "objects_scanned": self.objects_scanned,
             "objects_referenced": self.objects_referenced,
             "versions_scanned": self.versions_scanned,
@@ -109,8 +112,8 @@ def _first_version_since(store: ObjectStore, versions: list[int], cutoff: dateti
 
 
 def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datetime) -> GcReport:
-    """Sweep unreferenced data and tombstone files (and store-probe scratch keys a crash left)
-    older than ``orphan_grace``."""
+    """Sweep unreferenced data and tombstone files, store-probe scratch keys, incomplete multipart
+    uploads and temporary files of killed writers, once older than ``orphan_grace``."""
     cutoff = now - orphan_grace
     objects: list[ObjectInfo] = [*store.list(DATA_PREFIX), *store.list(TOMBSTONE_PREFIX), *store.list(PROBE_PREFIX)]
     versions = retained_versions(store)
@@ -133,6 +136,7 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
     report.bytes = sum(o.size for o in doomed)
     uploads = [u for u in store.list_multipart_uploads() if u.initiated is not None and u.initiated < cutoff]
     report.uploads_aborted = [u.key for u in uploads]
+    report.temporaries = store.sweep_temporaries(cutoff, dry_run=dry_run)
     if not dry_run:
         store.delete_many(report.objects)
         for u in uploads:

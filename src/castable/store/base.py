@@ -162,6 +162,12 @@ class ObjectStore(ABC):
             self.delete(key)
 
     @abstractmethod
+    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> list[str]:
+        """Delete (unless ``dry_run``) the temporary files of writers that died mid-write, last
+        modified before ``older_than``; return their paths. Incomplete multipart uploads are
+        :meth:`list_multipart_uploads`' business."""
+
+    @abstractmethod
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         """A random-access reader for Parquet, checked against the recorded size and ETag."""
 

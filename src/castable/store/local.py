@@ -294,6 +294,25 @@ class LocalStore(ObjectStore):
             if key.startswith(prefix):
                 yield MultipartUpload(key=key, upload_id=directory.name, initiated=started)
 
+    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> list[str]:
+        """The ``.<name>.<hex>.tmp`` files put and staged writes leave when their process is killed."""
+        found = []
+        for directory, subdirs, names in os.walk(self.root):
+            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+            for name in names:
+                path = Path(directory) / name
+                if not (name.startswith(".") and name.endswith(".tmp")):
+                    continue
+                try:
+                    modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+                except FileNotFoundError:
+                    continue  # published or removed meanwhile
+                if modified < older_than:
+                    found.append(path.relative_to(self.root).as_posix())
+                    if not dry_run:
+                        path.unlink(missing_ok=True)
+        return found
+
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         from castable.errors import CorruptObjectError
 

@@ -14,6 +14,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,11 @@ class S3Store(ObjectStore):
             if r.get("Errors"):
                 first = r["Errors"][0]
                 raise StoreError(f"{len(r['Errors'])} deletes failed, e.g. {first.get('Key')}: {first.get('Message')}")
+
+    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> list[str]:
+        """Nothing to sweep: S3 writes are staged in the writer's own temporary directory (gone
+        with it) or as multipart uploads, which ``gc`` aborts."""
+        return []
 
     def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
         return pa.PythonFile(_RangeReader(self, key, size, etag), mode="r")
