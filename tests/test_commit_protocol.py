@@ -13,7 +13,7 @@ import castable
 from castable.commit import advance_pointer, backoff, read_pointer
 from castable.errors import CommitConflictError, CommitStateUnknownError
 from castable.layout import POINTER_KEY, manifest_key
-from castable.store import StoreError
+from castable.store import StoreError, store_from_uri
 from castable.table import Table
 
 
@@ -209,3 +209,28 @@ def test_backoff_scales_with_the_attempt_time_grows_and_ages(attempt: int, windo
     waits = [backoff(state) for _ in range(400)]  # type: ignore[arg-type]
     assert all(0 <= w <= window + 1e-9 for w in waits)
     assert max(waits) > window * 0.8, "the whole window is used"
+
+
+def test_a_create_that_crashed_before_its_pointer_is_completed(table_uri: tuple[str, dict | None]) -> None:
+    """Version 0 without a pointer: the table opens, the next write creates the pointer, and a
+    create with the same definition completes it; one with another is refused."""
+    uri, options = table_uri
+    crashed = FaultyStore(store_from_uri(uri, options), once("put", POINTER_KEY, "crash-before"))
+    with pytest.raises(SimulatedCrash):
+        Table.create(crashed, EVENTS, primary_key="id")
+    assert castable.open_table(uri, storage_options=options).version == 0
+    with pytest.raises(castable.TableAlreadyExistsError, match="half-created"):
+        castable.create_table(uri, EVENTS, storage_options=options)
+    again = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    assert again.version == 0 and pointer_version(again) == 0
+    assert again.append(events(0, 5)) == 1 and pointer_version(again) == 1
+
+
+def test_a_missing_pointer_is_created_by_the_next_commit(table_uri: tuple[str, dict | None]) -> None:
+    uri, options = table_uri
+    base = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    base.append(events(0, 10))
+    base.store.delete(POINTER_KEY)
+    reopened = castable.open_table(uri, storage_options=options)
+    assert reopened.version == 1
+    assert reopened.append(events(10, 20)) == 2 and pointer_version(base) == 2

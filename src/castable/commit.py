@@ -77,6 +77,10 @@ class Pointer:
     oldest: int = 0
 
 
+ABSENT = Pointer(version=0, etag="")
+"""Stands for a pointer that does not exist (yet): advancing it creates it with If-None-Match."""
+
+
 def encode_pointer(version: int, oldest: int = 0) -> bytes:
     doc: dict[str, Any] = {"version": version, "manifest": manifest_key(version)}
     if oldest:
@@ -129,7 +133,12 @@ def load_latest(
     hand, if that is newer), then forward while ``v<N+1>`` exists. Three requests when the
     pointer is current, however far behind ``known`` is."""
     for _ in range(3):
-        pointer = read_pointer(store)
+        try:
+            pointer = read_pointer(store)
+        except TableNotFoundError:
+            if not store.exists(manifest_key(0)):
+                raise
+            pointer = ABSENT  # a create that crashed before its pointer: version 0 is there
         if known is not None and known.version >= pointer.version:
             manifest = known
             break
@@ -160,17 +169,21 @@ def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> 
     """
     for _ in range(20):
         try:
-            current = known if known is not None else read_pointer(store)
+            try:
+                current = known if known is not None else read_pointer(store)
+            except TableNotFoundError:
+                current = ABSENT
             if current.version >= version:
                 return current
-            info = store.put(POINTER_KEY, encode_pointer(version, current.oldest), if_match=current.etag)
+            condition: dict[str, Any] = {"if_match": current.etag} if current.etag else {"if_none_match": True}
+            info = store.put(POINTER_KEY, encode_pointer(version, current.oldest), **condition)
             return Pointer(version, info.etag, current.oldest)
         except (PreconditionFailedError, ConcurrentModificationError):
             known = None
         except StoreError as e:
             log.info("advancing %s to version %d ended ambiguously (%s); reading it again", POINTER_KEY, version, e)
             known = None
-        except (CorruptObjectError, TableNotFoundError) as e:
+        except CorruptObjectError as e:
             log.warning("could not advance %s to version %d: %s", POINTER_KEY, version, e)
             return None
     log.warning("gave up advancing %s to version %d after 20 attempts", POINTER_KEY, version)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -155,9 +156,24 @@ class Table:
         try:
             store.put(manifest_key(0), manifest.to_json(), if_none_match=True)
         except PreconditionFailedError:
-            raise TableAlreadyExistsError(f"a table already exists at {store.uri}") from None
-        etag = store.put(POINTER_KEY, encode_pointer(0), if_none_match=True).etag
-        return cls(store, manifest, Pointer(0, etag))
+            cls._check_half_created(store, manifest)
+        with contextlib.suppress(PreconditionFailedError):  # a concurrent create of the same table wrote it
+            store.put(POINTER_KEY, encode_pointer(0), if_none_match=True)
+        return cls.load(store)
+
+    @staticmethod
+    def _check_half_created(store: ObjectStore, wanted: Manifest) -> None:
+        """Version 0 exists: a table, or a create that crashed before its pointer, which this
+        create completes when it asks for the same definition; anything else is refused."""
+        found = read_manifest(store, 0)
+        definition = (found.schema, found.primary_key, found.properties)
+        if store.exists(POINTER_KEY):
+            raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
+        if definition != (wanted.schema, wanted.primary_key, wanted.properties):
+            raise TableAlreadyExistsError(
+                f"a half-created table (version 0, no pointer: its create crashed) with another schema or "
+                f"properties is at {store.uri}; open it, or create it again with the same definition"
+            )
 
     # ----------------------------------------------------------------- metadata
 
