@@ -234,3 +234,32 @@ def test_a_missing_pointer_is_created_by_the_next_commit(table_uri: tuple[str, d
     reopened = castable.open_table(uri, storage_options=options)
     assert reopened.version == 1
     assert reopened.append(events(10, 20)) == 2 and pointer_version(base) == 2
+
+
+def test_an_unreadable_pointer_after_a_failed_advance_is_an_unknown_outcome(base: Table) -> None:
+    """The version landed but neither the pointer's move nor its read worked: success cannot be
+    claimed (the version might lie below the retention floor), so the outcome is reported unknown
+    and a retry with the same commit_id settles it without committing twice."""
+    landed = False
+
+    def rule(op: str, key: str) -> str | None:
+        nonlocal landed
+        if op == "put" and key == manifest_key(2):
+            landed = True
+        return "fail" if landed and key == POINTER_KEY else None
+
+    with pytest.raises(CommitStateUnknownError, match="retry with the same commit_id"):
+        faulty(base, rule).append(events(10, 20), commit_id="unsure")
+    assert Table.load(base.store).append(events(10, 20), commit_id="unsure") == 2
+    assert ids(base) == list(range(20))
+
+
+def test_a_retried_commit_whose_version_expired_still_answers(base: Table) -> None:
+    """A job re-run with its commit_id long after: its version is expired, the answer stands."""
+    stale = Table.load(base.store)
+    base.append(events(10, 20), commit_id="old-job")
+    for i in range(3):
+        base.append(events(100 + i, 101 + i))
+    base.expire(retain_versions=1)
+    assert stale.append(events(10, 20), commit_id="old-job") == 2
+    assert ids(base) == [*range(20), 100, 101, 102]

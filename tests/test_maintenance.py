@@ -205,13 +205,18 @@ def test_maintenance_while_processes_write(table_uri: tuple[str, dict | None]) -
     assert ids(table) == expected
 
 
-def test_stale_writer_cannot_commit_into_an_expired_slot(table: Table) -> None:
+@pytest.mark.parametrize("pointer_puts", ["work", "fail"])
+def test_stale_writer_cannot_commit_into_an_expired_slot(table: Table, pointer_puts: str) -> None:
+    """Even when it cannot move the pointer, a writer checks the floor before it reports success."""
     table.append(events(0, 10))
     stale = Table.load(table.store)
     for i in range(1, 9):
         table.append(events(i * 10, i * 10 + 10))
     table.expire(retain_versions=2)
     assert table.store.get("_latest_manifest").data.count(b'"oldest"') == 1
+    if pointer_puts == "fail":
+        failing = FaultyStore(table.store, lambda op, key: "fail" if (op, key) == ("put", "_latest_manifest") else None)
+        stale = Table(failing, stale.manifest, None)  # type: ignore[arg-type]
     version = stale.append(events(500, 510))
     assert version == table.refresh().version == 10
     with pytest.raises(VersionNotFoundError):

@@ -212,6 +212,10 @@ class _Lost(Exception):
 
 @dataclass
 class CommitResult:
+    """The version the change is (``version``), and the newest manifest and pointer the writer
+    saw: the committed version's own, unless a retried commit's version has expired since."""
+
+    version: int
     manifest: Manifest
     pointer: Pointer | None
 
@@ -265,8 +269,12 @@ def commit(
     def attempt() -> CommitResult:
         current: Manifest = state["base"]
         if commit_id in current.recent_commits:  # landed before (a retry, or a response that was lost)
-            found = read_manifest(store, current.recent_commits[commit_id], base.table_uuid)
-            return CommitResult(found, advance_pointer(store, found.version, state["pointer"]))
+            version = current.recent_commits[commit_id]
+            try:
+                found = read_manifest(store, version, base.table_uuid)
+            except VersionNotFoundError:  # committed long ago and expired since: the answer stands
+                return CommitResult(version, current, state["pointer"])
+            return CommitResult(version, found, advance_pointer(store, found.version, state["pointer"]))
         staged = build(current)
         candidate = current.next(
             commit=CommitInfo(operation, commit_id, staged.summary),
@@ -289,15 +297,15 @@ def commit(
         raise _Lost()
 
     def landed(manifest: Manifest) -> CommitResult:
-        moved = advance_pointer(store, manifest.version, state["pointer"])
-        if moved is not None and manifest.version < moved.oldest:
+        moved = advance_pointer(store, manifest.version, state["pointer"]) or _floor_check(store, manifest, commit_id)
+        if manifest.version < moved.oldest:
             log.warning(
                 "version %d landed below the retention floor %d; committing again", manifest.version, moved.oldest
             )
             store.delete(manifest_key(manifest.version))
             rebase(None)
             raise _Lost()
-        return CommitResult(manifest, moved)
+        return CommitResult(manifest.version, manifest, moved)
 
     retrying = Retrying(
         stop=stop_after_delay(timeout),
@@ -312,6 +320,19 @@ def commit(
             f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
             f"({e.last_attempt.attempt_number} attempts); nothing was committed"
         ) from None
+
+
+def _floor_check(store: ObjectStore, manifest: Manifest, commit_id: str) -> Pointer:
+    """The pointer, read to check the retention floor after advancing it failed: a version is
+    reported as committed only once it is known not to lie below the floor."""
+    try:
+        return read_pointer(store)
+    except (StoreError, CorruptObjectError, TableNotFoundError) as e:
+        raise CommitStateUnknownError(
+            f"commit {commit_id} landed as version {manifest.version}, but the pointer could not be read to "
+            f"check that version is visible: {e}; retry with the same commit_id",
+            commit_id,
+        ) from e
 
 
 def _holds_commit(store: ObjectStore, key: str, commit_id: str, table_uuid: str, cause: StoreError) -> bool:

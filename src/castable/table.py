@@ -358,7 +358,7 @@ class Table:
                 },
             )
 
-        return self._commit("append", commit_id, build).manifest.version
+        return self._commit("append", commit_id, build).version
 
     def add_files(self, files: Sequence[str | DataFile], *, commit_id: str | None = None) -> int:
         """Append Parquet files already written under the table's ``data/`` prefix; return the version.
@@ -401,7 +401,7 @@ class Table:
                 },
             )
 
-        return self._commit("append", commit_id, build).manifest.version
+        return self._commit("append", commit_id, build).version
 
     def batch_writer(
         self,
@@ -452,7 +452,7 @@ class Table:
         change = DeleteChange(self.store, parsed, self._manifest)
         if change.plan.is_empty:
             return self._manifest.version
-        return self._commit("delete", commit_id, change.build).manifest.version
+        return self._commit("delete", commit_id, change.build).version
 
     def erase(
         self,
@@ -482,7 +482,7 @@ class Table:
         if change.is_empty:
             report = EraseReport(self.version, 0, [], parsed)
         else:
-            version = self._commit("erase", commit_id, change.build).manifest.version
+            version = self._commit("erase", commit_id, change.build).version
             rows = sum(e.rows_removed for e in change.files)
             report = EraseReport(
                 version, rows, change.files, parsed, still_referenced(self.store, change.files, version)
@@ -523,7 +523,7 @@ class Table:
         change = CompactChange(self.store, self._manifest, self._props, options)
         if change.is_empty:
             return CompactReport(self.version)
-        version = self._commit("compact", commit_id, change.build).manifest.version
+        version = self._commit("compact", commit_id, change.build).version
         return change.report(version)
 
     def plan_compaction(
