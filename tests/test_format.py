@@ -6,6 +6,7 @@ import base64
 import json
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from conftest import EVENTS, events
 from pyroaring import BitMap
@@ -128,3 +129,26 @@ def test_temporal_and_decimal_statistics_round_trip(tmp_path) -> None:  # type: 
     assert t.scan(filter="p < 2").count() == 1
     assert len(t.scan(filter="ts > '2001-01-01'").files()) == 0
     assert datetime(1970, 1, 1) is not None
+
+
+@pytest.mark.parametrize(
+    "arrow_type",
+    [pa.timestamp("s"), pa.timestamp("ms"), pa.timestamp("us", tz="UTC"), pa.timestamp("ns"), pa.date32(), pa.date64()],
+)
+def test_date_and_time_statistics_come_from_the_physical_values_in_the_files_unit(arrow_type: pa.DataType) -> None:
+    """Read from the integers Parquet stores, in the file's own unit (timestamp[s] is stored as
+    ms), so nanosecond statistics need no pandas and no unit is mistaken for another."""
+    import datetime
+    import io
+
+    import pyarrow.parquet as pq
+
+    from castable.stats import row_group_stats
+
+    lo, hi = datetime.datetime(2026, 1, 2, 3, 4, 5), datetime.datetime(2026, 3, 4, 5, 6, 7)
+    values = pa.array([hi, lo], pa.timestamp("us")).cast(arrow_type)
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"c": values}), buf)
+    metadata = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
+    stats = row_group_stats(metadata, 0, pa.schema([("c", arrow_type)]))["c"]
+    assert stats.min == pc.min(values) and stats.max == pc.max(values)

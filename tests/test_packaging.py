@@ -22,6 +22,8 @@ assert t.count() == 89, t.count()
 assert t.scan(["id"], "id >= 95").to_arrow().num_rows == 5
 t.erase("id = 60", mode="rewrite")
 assert castable.open_table("table").count() == 88
+stats = t.manifest.data_files[0].stats
+assert {"min", "max"} <= set(stats["at"]), f"timestamp[ns] statistics lost without pandas: {stats}"
 import sys
 assert "pandas" not in sys.modules
 print("ok")

@@ -125,6 +125,7 @@ def stats_from_json(doc: dict[str, dict[str, Any]], schema: pa.Schema) -> dict[s
 def row_group_stats(metadata: pq.FileMetaData, row_group: int, schema: pa.Schema) -> dict[str, ColumnStats]:
     """Statistics of the top-level columns of one row group, from the Parquet footer."""
     rg = metadata.row_group(row_group)
+    file_schema = metadata.schema.to_arrow_schema()
     out: dict[str, ColumnStats] = {}
     for j in range(rg.num_columns):
         chunk = rg.column(j)
@@ -139,8 +140,15 @@ def row_group_stats(metadata: pq.FileMetaData, row_group: int, schema: pa.Schema
         nulls = s.null_count if s.has_null_count else None
         lo = hi = None
         if supports_stats(t) and s.has_min_max:
+            stored = file_schema.field(name).type if name in file_schema.names else t
+            storage = _storage_type(stored)
             try:
-                lo, hi = pa.scalar(s.min, type=t), pa.scalar(s.max, type=t)
+                if storage is not None and s.physical_type in ("INT32", "INT64"):
+                    # Dates and timestamps from their physical integers, in the file's own unit: pyarrow's
+                    # ``min`` needs pandas for nanoseconds, and without it the statistics were lost.
+                    lo, hi = (pa.scalar(v, type=storage).cast(stored).cast(t) for v in (s.min_raw, s.max_raw))
+                else:
+                    lo, hi = pa.scalar(s.min, type=t), pa.scalar(s.max, type=t)
             except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 lo = hi = None
         out[name] = ColumnStats(lo, hi, nulls)
