@@ -52,6 +52,7 @@ bench: $(VENV)/.installed
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_maintenance.py
 	cd bench && ../$(BIN)/python bench_contention.py
+	cd bench && ../$(BIN)/python bench_ingest_memory.py
 	cd bench && ../$(BIN)/python bench_spark.py
 	cd bench && ../$(BIN)/python bundle_size.py
 

@@ -1,11 +1,14 @@
 """Ingest Lambda: append Parquet files landing in S3, a batch of SQS messages per commit.
 
-Each SQS message carries an S3 object-created notification for the landing prefix. Every file
-of the batch is read and checked against the table schema; the good ones are appended in one
-commit and then removed from the landing prefix. A bad file (not Parquet, wrong schema) goes
-to the dead-letter prefix with a ``.reason.json`` beside it and its message succeeds, so it is
-never retried forever nor blocks the others. A message that fails for a transient reason
-(S3 unreachable, say) is reported in ``batchItemFailures`` and retried by SQS.
+Each SQS message carries an S3 object-created notification for the landing prefix. The footer
+of every file of the batch is read and checked against the table (schema, no NULL key); the
+good files are then streamed, a row group at a time over ranged GETs, into one commit, and
+removed from the landing prefix, so memory stays bounded whatever the file size. A bad file
+(not Parquet, wrong schema) goes to the dead-letter prefix with a ``.reason.json`` beside it and
+its message succeeds, so it is never retried forever nor blocks the others. A message that fails
+for a transient reason (S3 unreachable, say) is reported in ``batchItemFailures`` and retried by
+SQS; a data page that does not decode fails the whole batch's commit, so SQS retries it and, after
+its receive limit, moves it to the queue's dead-letter queue.
 
 A record for any other bucket or key than the landing prefix (bucket-wide notifications pointed
 at the queue, a table's own objects) is logged and skipped: nothing is read, copied, appended or
@@ -34,11 +37,15 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.exceptions import ClientError
 
 import castable
-from castable.schema import conform
+from castable.schema import describe_mismatch
+from castable.stats import file_stats
+from castable.store import ObjectNotFoundError, S3Store
 from lambdas._runtime import logger, metrics, open_table, tracer
+
+_BATCH_ROWS = 64 * 1024
+"""Rows per batch streamed from a landed file into the table's writer."""
 
 
 @functools.cache
@@ -49,10 +56,17 @@ def _s3() -> Any:
 
 @dataclass(frozen=True)
 class Landed:
+    """A landed file whose footer was checked; its rows are streamed (ranged GETs pinned to its
+    ETag, a row group at a time) only when the batch is appended, so memory stays bounded."""
+
     bucket: str
     key: str
     etag: str
-    rows: pa.Table
+    file: pq.ParquetFile
+
+    @property
+    def rows(self) -> int:
+        return int(self.file.metadata.num_rows)
 
 
 class BadFileError(castable.CastableError):
@@ -81,22 +95,28 @@ def _landing(uri: str) -> tuple[str, str]:
     return parsed.netloc, prefix + "/"
 
 
-def _read(batch: _Batch, bucket: str, key: str) -> Landed | None:
+def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
+    """The landed file with its footer read and checked against the table (schema, and no NULL
+    key per the footer's statistics); ``None`` if it is gone (a duplicate delivery)."""
+    landing = S3Store(bucket, "", _s3())
     try:
-        obj = _s3().get_object(Bucket=bucket, Key=key)
-    except ClientError as e:
-        if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            logger.info("already ingested or removed", extra={"key": key})
-            return None
-        raise
-    data = obj["Body"].read()
+        info = landing.head(key)
+    except ObjectNotFoundError:
+        logger.info("already ingested or removed", extra={"key": key})
+        return None
     try:
-        rows = conform(pq.read_table(pa.BufferReader(data)), batch.table.schema)
+        file = pq.ParquetFile(landing.open_input(key, size=info.size, etag=info.etag))
     except (pa.ArrowInvalid, OSError) as e:
         raise BadFileError(f"not a readable Parquet file: {e}") from None
-    except castable.SchemaMismatchError as e:
-        raise BadFileError(str(e)) from None
-    return Landed(bucket, key, obj["ETag"], rows)
+    schema, key_column = batch.table.schema, batch.table.primary_key
+    problems = describe_mismatch(file.schema_arrow, schema)
+    if problems:
+        raise BadFileError("data does not match the table schema: " + "; ".join(problems))
+    if key_column is not None:
+        nulls = file_stats(file.metadata, schema)[key_column].null_count
+        if nulls is None or nulls:
+            raise BadFileError(f"primary key column {key_column!r} holds NULLs (or the footer does not say)")
+    return Landed(bucket, key, info.etag, file)
 
 
 def _dead_letter(batch: _Batch, bucket: str, key: str, reason: str) -> None:
@@ -122,7 +142,7 @@ def _make_record_handler(batch: _Batch) -> Any:
                 logger.warning("skipped: outside the landing prefix", extra={"bucket": bucket, "key": key})
                 continue
             try:
-                landed = _read(batch, bucket, key)
+                landed = _open(batch, bucket, key)
             except BadFileError as e:
                 _dead_letter(batch, bucket, key, str(e))
                 continue
@@ -147,11 +167,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     processor = BatchProcessor(event_type=EventType.SQS)
     response = process_partial_response(event, _make_record_handler(batch), processor, context)
-    if any(f.rows.num_rows for f in batch.landed):
+    if any(f.rows for f in batch.landed):
         identity = "\n".join(sorted(f"{f.bucket}/{f.key}@{f.etag}" for f in batch.landed))
         commit_id = "ingest-" + hashlib.sha256(identity.encode()).hexdigest()[:32]
-        version = batch.table.append(iter(b for f in batch.landed for b in f.rows.to_batches()), commit_id=commit_id)
-        rows = sum(f.rows.num_rows for f in batch.landed)
+        stream = (b for f in batch.landed for b in f.file.iter_batches(batch_size=_BATCH_ROWS))
+        version = batch.table.append(stream, commit_id=commit_id)
+        rows = sum(f.rows for f in batch.landed)
         metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
         logger.info("ingested", extra={"version": version, "files": len(batch.landed), "rows": rows})
     for f in batch.landed:
