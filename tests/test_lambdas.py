@@ -240,3 +240,20 @@ def test_ingest_touches_nothing_outside_its_landing_prefix(ingest_env: Table) ->
     after = {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
     assert after == before, "nothing was copied, dead-lettered or deleted"
     assert ids(t) == list(range(10)) and Table.load(t.store).version == t.version
+
+
+def test_ingest_dead_letters_a_file_with_null_keys_from_its_footer(ingest_env: Table) -> None:
+    """A landed file whose key column holds NULLs is refused from its footer alone, before any row is read."""
+    from lambdas import ingest
+
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    nullable = pa.schema(
+        [pa.field("id", pa.int64()), pa.field("category", pa.string()), pa.field("value", pa.float64())]
+    )
+    land(t, "landing/nulls.parquet", pa.table({"id": [1, None], "category": ["a", "b"], "value": [1.0, 2.0]}, nullable))
+    assert ingest.handler(sqs_event(bucket, ["landing/nulls.parquet"]), Context()) == {"batchItemFailures": []}
+    reason = t.store.client.get_object(  # type: ignore[attr-defined]
+        Bucket=bucket, Key="landing-failed/landing/nulls.parquet.reason.json"
+    )["Body"].read()
+    assert b"holds NULLs" in reason and ids(t) == list(range(10))
