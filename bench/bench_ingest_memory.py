@@ -30,6 +30,9 @@ from bench_core import RESULTS, moto_server, publish, report_header
 import castable
 
 ROOT = Path(__file__).resolve().parent.parent
+
+from aws_stubs import sqs_event  # noqa: E402  (tests/, put on sys.path by bench_core)
+
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("payload", pa.binary())])
 ROW_BYTES = 1024
 CHILD = """
@@ -82,30 +85,7 @@ def main() -> None:
             rows = write_file(local, args.size_mib)
             size = local.stat().st_size
             s3.upload_file(str(local), "bench", "landing/big/big.parquet")
-        note = {
-            "Records": [
-                {
-                    "eventName": "ObjectCreated:Put",
-                    "eventSource": "aws:s3",
-                    "s3": {"bucket": {"name": "bench"}, "object": {"key": "landing/big/big.parquet"}},
-                }
-            ]
-        }
-        event = {
-            "Records": [
-                {
-                    "messageId": "m1",
-                    "receiptHandle": "h",
-                    "body": json.dumps(note),
-                    "attributes": {},
-                    "messageAttributes": {},
-                    "md5OfBody": "",
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:landing",
-                    "awsRegion": "us-east-1",
-                }
-            ]
-        }
+        event = sqs_event("bench", ["landing/big/big.parquet"])
         env = {
             **os.environ,
             "AWS_ENDPOINT_URL": endpoint,

@@ -44,3 +44,38 @@ def function_code() -> bytes:
     with zipfile.ZipFile(code, "w") as z:
         z.writestr("handler.py", "")
     return code.getvalue()
+
+
+def sqs_event(bucket: str, keys: list[str], bodies: list[str] | None = None) -> dict:
+    """An SQS batch whose messages are S3 object-created notifications, as AWS delivers them."""
+    records = []
+    for i, key in enumerate(keys):
+        note = {
+            "Records": [
+                {
+                    "eventVersion": "2.1",
+                    "eventSource": "aws:s3",
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {
+                        "bucket": {"name": bucket},
+                        "object": {"key": key.replace(" ", "+"), "size": 1, "eTag": "x"},
+                    },
+                }
+            ]
+        }
+        records.append(
+            {
+                "messageId": f"m{i}",
+                "receiptHandle": "h",
+                "body": json.dumps(note),
+                "attributes": {},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:landing",
+                "awsRegion": "us-east-1",
+            }
+        )
+    for j, body in enumerate(bodies or []):
+        records.append({**records[0], "messageId": f"raw{j}", "body": body})
+    return {"Records": records}

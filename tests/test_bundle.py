@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import pyarrow.parquet as pq
 import pytest
+from aws_stubs import sqs_event
 from conftest import EVENTS, ROOT, events, new_bucket
 
 import castable
@@ -83,30 +84,7 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
         definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}',
         roleArn="arn:aws:iam::123456789012:role/castable",
     )["stateMachineArn"]
-    note = {
-        "Records": [
-            {
-                "eventSource": "aws:s3",
-                "eventName": "ObjectCreated:Put",
-                "s3": {"bucket": {"name": bucket}, "object": {"key": "landing/events/a.parquet"}},
-            }
-        ]
-    }
-    sqs = {
-        "Records": [
-            {
-                "messageId": "m1",
-                "receiptHandle": "h",
-                "body": json.dumps(note),
-                "attributes": {},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:landing",
-                "awsRegion": "us-east-1",
-            }
-        ]
-    }
+    sqs = sqs_event(bucket, ["landing/events/a.parquet"])
     tombstoned = {
         "Records": [
             {

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from aws_stubs import sqs_event
 from conftest import EVENTS, events, snapshot_of
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -110,43 +111,6 @@ def test_tombstone_rejects_bad_predicates(table: Table) -> None:
     with pytest.raises(InvalidEventError):
         tombstone.handler({"table": table.uri, "predicate": ""}, Context())
     assert snapshot_of(table.store) == before
-
-
-def sqs_event(bucket: str, keys: list[str], bodies: list[str] | None = None) -> dict:
-    """An SQS batch whose messages are S3 object-created notifications, as AWS delivers them."""
-    import json
-
-    records = []
-    for i, key in enumerate(keys):
-        note = {
-            "Records": [
-                {
-                    "eventVersion": "2.1",
-                    "eventSource": "aws:s3",
-                    "eventName": "ObjectCreated:Put",
-                    "s3": {
-                        "bucket": {"name": bucket},
-                        "object": {"key": key.replace(" ", "+"), "size": 1, "eTag": "x"},
-                    },
-                }
-            ]
-        }
-        records.append(
-            {
-                "messageId": f"m{i}",
-                "receiptHandle": "h",
-                "body": json.dumps(note),
-                "attributes": {},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:landing",
-                "awsRegion": "us-east-1",
-            }
-        )
-    for j, body in enumerate(bodies or []):
-        records.append({**records[0], "messageId": f"raw{j}", "body": body})
-    return {"Records": records}
 
 
 def land(t: Table, key: str, data: pa.Table) -> None:
