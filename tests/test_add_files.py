@@ -112,3 +112,20 @@ def test_a_written_entry_must_describe_the_object(table: Table) -> None:
         with pytest.raises(InvalidInputError, match=match):
             table.add_files([bad])
     assert snapshot_of(table.store) == before
+
+
+def test_files_in_another_layout_of_the_same_types_read_as_the_table(table: Table) -> None:
+    """Another engine's large_string and nullable key column: the file registers, and every scan
+    returns the table's own types (pyarrow's to_arrow used to fail on mixed batch schemas)."""
+    other = pa.schema(
+        [pa.field("id", pa.int64()), pa.field("category", pa.large_string()), pa.field("value", pa.float64())]
+    )
+    upload(table, "data/other/part-0.parquet", events(1000, 1010).cast(other))
+    table.add_files(["data/other/part-0.parquet"])
+    got = table.scan().to_arrow()
+    assert got.schema.equals(table.schema)
+    assert got.num_rows == table.count() and 1005 in got.column("id").to_pylist()
+    filtered = table.scan(["category"], "id >= 1000").to_arrow()
+    assert filtered.schema.field("category").type == pa.string() and filtered.num_rows == 10
+    table.delete("id = 1003")
+    assert table.scan(["id", "category"], "id >= 1000").to_arrow().num_rows == 9

@@ -152,8 +152,8 @@ class Scan:
         row_groups: Sequence[int] | None,
     ) -> Iterator[pa.RecordBatch]:
         """A file (or some of its row groups) without deletes streams straight from pyarrow; one
-        with deletes is read row group by row group, ``readahead`` ahead. Bytes that do not decode
-        are reported as a corrupt object, naming it."""
+        with deletes is read row group by row group, ``readahead`` ahead. Batches come out in the
+        table's types; bytes that do not decode are reported as a corrupt object, naming it."""
         if deletes is None:
             part = fragment if row_groups is None else fragment.subset(row_group_ids=list(row_groups))
             batches = part.to_batches(columns=columns, filter=expression, batch_size=self.batch_size)
@@ -162,8 +162,11 @@ class Scan:
             batches = (
                 b for t in read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
             )
+        expected = pa.schema([self.snapshot.schema.field(c) for c in columns])
         try:
-            yield from (b for b in batches if b.num_rows)
+            for b in batches:
+                if b.num_rows:  # a registered file may use another layout (large_string, nullability)
+                    yield b if b.schema.equals(expected) else b.cast(expected)
         except (OSError, pa.ArrowInvalid) as e:
             raise CorruptObjectError(f"data file {path} of {self.snapshot.store.uri} does not decode: {e}") from e
 
