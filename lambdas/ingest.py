@@ -39,7 +39,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 import castable
-from castable.schema import describe_mismatch
+from castable.register import check_key, check_schema
 from castable.stats import file_stats
 from castable.store import ObjectNotFoundError, S3Store
 from lambdas._runtime import logger, metrics, open_table, tracer
@@ -109,13 +109,12 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
     except (pa.ArrowInvalid, OSError) as e:
         raise BadFileError(f"not a readable Parquet file: {e}") from None
     schema, key_column = batch.table.schema, batch.table.primary_key
-    problems = describe_mismatch(file.schema_arrow, schema)
-    if problems:
-        raise BadFileError("data does not match the table schema: " + "; ".join(problems))
-    if key_column is not None:
-        nulls = file_stats(file.metadata, schema)[key_column].null_count
-        if nulls is None or nulls:
-            raise BadFileError(f"primary key column {key_column!r} holds NULLs (or the footer does not say)")
+    try:
+        check_schema(key, file.schema_arrow, schema)
+        if key_column is not None:
+            check_key(key, key_column, file_stats(file.metadata, schema)[key_column])
+    except castable.SchemaMismatchError as e:
+        raise BadFileError(str(e)) from None
     return Landed(bucket, key, info.etag, file)
 
 

@@ -19,6 +19,7 @@ from castable.layout import DATA_PREFIX
 from castable.manifest import DataFile
 from castable.schema import describe_mismatch
 from castable.splice import Transfer, read_footer
+from castable.stats import ColumnStats
 from castable.store import ObjectNotFoundError, ObjectStore
 from castable.writer import data_file_from_metadata
 
@@ -40,11 +41,30 @@ def table_key(store: ObjectStore, path: str) -> str:
 _CHECK_THREADS = 16
 
 
-def check_files(store: ObjectStore, files: Sequence[str | DataFile], schema: pa.Schema) -> list[DataFile]:
+def check_schema(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
+    """Refuse a file whose columns are not the table's (layouts of the same type are fine)."""
+    problems = describe_mismatch(file_schema, schema)
+    if problems:
+        raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))
+
+
+def check_key(path: str, key: str, stats: ColumnStats | None) -> None:
+    """Refuse a file whose primary-key column holds NULLs by its statistics, or whose statistics do not say."""
+    if stats is None or stats.null_count is None or stats.null_count:
+        raise SchemaMismatchError(
+            f"{path}: its primary key column {key!r} holds NULLs (or its footer does not say it holds none); "
+            "a row needs a key"
+        )
+
+
+def check_files(
+    store: ObjectStore, files: Sequence[str | DataFile], schema: pa.Schema, primary_key: str | None
+) -> list[DataFile]:
     """The manifest entries of files to register, each checked, a few in parallel.
 
     A path is described from its footer (:func:`describe_data_file`); a ``DataFile`` written by
     castable's writer is checked against the object's size and ETag (:func:`verify_data_file`).
+    Either way a keyed table takes no file whose key column holds NULLs.
     """
     keys = [table_key(store, f.path if isinstance(f, DataFile) else f) for f in files]
     if len(set(keys)) != len(keys):
@@ -55,7 +75,11 @@ def check_files(store: ObjectStore, files: Sequence[str | DataFile], schema: pa.
         return verify_data_file(store, f) if isinstance(f, DataFile) else describe_data_file(store, key, schema)
 
     with ThreadPoolExecutor(max(1, min(_CHECK_THREADS, len(keys)))) as pool:
-        return list(pool.map(check, zip(keys, files, strict=True)))
+        checked = list(pool.map(check, zip(keys, files, strict=True)))
+    if primary_key is not None:
+        for f in checked:
+            check_key(f.path, primary_key, f.column_stats(primary_key, schema))
+    return checked
 
 
 def verify_data_file(store: ObjectStore, entry: DataFile) -> DataFile:
@@ -86,7 +110,5 @@ def describe_data_file(store: ObjectStore, key: str, schema: pa.Schema) -> DataF
         file_schema = metadata.schema.to_arrow_schema()
     except (CorruptObjectError, OSError, ValueError) as e:
         raise InvalidInputError(f"{key} is not valid Parquet: {e}") from None
-    problems = describe_mismatch(file_schema, schema)
-    if problems:
-        raise SchemaMismatchError(f"{key} does not match the table schema: " + "; ".join(problems))
+    check_schema(key, file_schema, schema)
     return data_file_from_metadata(info, metadata, schema)

@@ -374,15 +374,7 @@ class Table:
             return self._manifest.recent_commits[commit_id]
         if not files:
             raise EmptyWriteError("add_files was given no files; nothing was committed")
-        checked = check_files(self.store, files, self.schema)
-        if self.primary_key is not None:
-            for f in checked:
-                stats = f.column_stats(self.primary_key, self.schema)
-                if stats is None or stats.null_count is None or stats.null_count:
-                    raise SchemaMismatchError(
-                        f"{f.path}: its primary key column {self.primary_key!r} holds NULLs "
-                        "(or its footer does not say it holds none); a row needs a key"
-                    )
+        checked = check_files(self.store, files, self.schema, self.primary_key)
 
         def build(base: Manifest) -> NextState:
             present = {f.path for f in base.data_files}
