@@ -399,3 +399,54 @@ def test_spark_benchmark_runs(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-4000:]
     report = (tmp_path / "spark.md").read_text()
     assert "| castable job |" in report and "| format('castable') |" in report
+
+
+def test_erase_in_a_file_spark_wrote_leaves_no_trace_and_spark_reads_its_page_indexes(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark's own writer (parquet-mr: page indexes, a bloom filter on id) makes the file; the
+    splice rebuilds its indexes, the purge finds no trace, and Spark with filter pushdown (which
+    reads pages through the column and offset indexes) and DataFusion read the same rows as pyarrow."""
+    from test_erase_traces import ROWS, datafusion_agrees, name, offset_index_problems
+
+    out = tmp_path / "t" / "data" / "spark"
+    df = spark.range(0, ROWS).selectExpr(
+        "id", "concat('name-', lpad(cast(id as string), 9, '0')) as name", "cast(id as double) * 0.5 as score"
+    )
+    (
+        df.coalesce(1)
+        .write.option("parquet.block.size", 2 * 1024 * 1024)
+        .option("parquet.page.size", 64 * 1024)
+        .option("parquet.enable.dictionary", "false")
+        .option("parquet.bloom.filter.enabled#id", "true")
+        .parquet(str(out))
+    )
+    (written,) = out.glob("part-*.parquet")
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("name", pa.string(), nullable=False),
+            pa.field("score", pa.float64()),
+        ]
+    )
+    table = castable.create_table(str(tmp_path / "t"), schema, primary_key="id")
+    table.add_files([f"data/spark/{written.name}"])
+    victim = 250_000
+    report = table.erase(f"id = {victim}", mode="splice", purge=True)
+
+    assert report.summary()["files_spliced"] == 1
+    assert report.purge is not None and report.purge.verified and report.purge.traces == {}
+    (f,) = table.manifest.data_files
+    spliced = tmp_path / "t" / f.path
+    data = spliced.read_bytes()
+    assert name(victim).encode() not in data and offset_index_problems(data) == []
+    expected = pq.read_table(spliced)
+    assert expected.num_rows == ROWS - 1
+    for lo, hi in [(victim - 100, victim + 100), (ROWS - 5000, ROWS - 4000), (10, 20)]:
+        got = spark.read.parquet(str(spliced)).filter(f"id >= {lo} and id < {hi}").select("id", "name").collect()
+        ids_ = expected.column("id").to_numpy()
+        want = expected.filter(pa.array((ids_ >= lo) & (ids_ < hi)))
+        assert sorted((r.id, r.name) for r in got) == sorted(
+            zip(want["id"].to_pylist(), want["name"].to_pylist(), strict=True)
+        )
+    datafusion_agrees(spliced, victim)

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from castable import tombstone
 from castable.commit import NextState, raise_floor, read_manifest
-from castable.errors import VersionNotFoundError
+from castable.errors import CorruptObjectError, VersionNotFoundError
+from castable.footer import Footer
 from castable.gc import retained_versions
 from castable.layout import manifest_key, new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
@@ -39,7 +43,8 @@ from castable.splice import (
     splice_file,
 )
 from castable.stats import encode_value, row_group_stats
-from castable.store import MIN_PART_SIZE, ObjectStore
+from castable.store import MIN_PART_SIZE, ObjectNotFoundError, ObjectStore
+from castable.traces import find_traces, needles
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +60,12 @@ class PurgeReport:
     objects_deleted: list[str]
     object_versions_deleted: int
     remaining: dict[str, int]
+    traces: dict[str, list[str]] = field(default_factory=dict)
+    """For each object an erase produced, where its bytes still hold a value of an erased row."""
 
     @property
     def verified(self) -> bool:
-        return not self.remaining
+        return not self.remaining and not self.traces
 
     def summary(self) -> dict[str, object]:
         return {
@@ -67,6 +74,7 @@ class PurgeReport:
             "object_versions_deleted": self.object_versions_deleted,
             "verified": self.verified,
             "remaining_matches": self.remaining,
+            "traces": self.traces,
         }
 
 
@@ -126,19 +134,10 @@ def erase_file(
     store, schema = snapshot.store, snapshot.schema
     transfer = Transfer()
     footer = read_footer(store, f, transfer)
-    metadata = footer.pyarrow_metadata()
-    expression = predicate.to_expression()
     key = snapshot.manifest.primary_key[0] if snapshot.manifest.primary_key else None
     edits = {}
     removed = 0
-    for rg in range(len(footer.row_groups)):
-        stats = row_group_stats(metadata, rg, schema)
-        if predicate.match(stats.get, metadata.row_group(rg).num_rows) is Match.NONE:
-            continue
-        table = read_row_group(store, f, footer, rg, transfer)
-        matched = matching_rows(table, expression)
-        if not matched.any():
-            continue
+    for rg, table, matched in matching_row_groups(store, f, footer, predicate, schema, transfer):
         doomed = doomed_rows(table, matched, rg, deletes, key)
         edits[rg] = (table.filter(~doomed), np.flatnonzero(~doomed))
         removed += int(matched.sum())
@@ -157,6 +156,23 @@ def erase_file(
     if method == "rewrite":
         new, row_map = rewrite_file(store, f, footer, edits, schema, props, transfer)
     return FileErasure(f, new, method, removed, sorted(edits), transfer, row_map)
+
+
+def matching_row_groups(
+    store: ObjectStore, f: DataFile, footer: Footer, predicate: Predicate, schema: pa.Schema, transfer: Transfer
+) -> Iterator[tuple[int, pa.Table, np.ndarray]]:
+    """Each row group of ``f`` holding a row that matches (statistics rule the others out unread):
+    its index, its decoded rows and which of them match."""
+    metadata = footer.pyarrow_metadata()
+    expression = predicate.to_expression()
+    for rg in range(len(footer.row_groups)):
+        stats = row_group_stats(metadata, rg, schema)
+        if predicate.match(stats.get, metadata.row_group(rg).num_rows) is Match.NONE:
+            continue
+        table = read_row_group(store, f, footer, rg, transfer)
+        matched = matching_rows(table, expression)
+        if matched.any():
+            yield rg, table, matched
 
 
 class EraseChange:
@@ -221,6 +237,7 @@ class EraseChange:
                 "files_spliced": sum(e.method == "splice" for e in self.files),
                 "carried_tombstone": carried.path if carried else None,
                 "replans": self.replans,
+                "replaced": {e.old.path: [n.path for n in e.new] for e in self.files},
             },
         )
 
@@ -287,15 +304,70 @@ def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
 def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predicate: Predicate | None) -> PurgeReport:
     """Complete erasures committed at or before ``version``: ``old`` maps each replaced data
     file to the version that added it; the versions in between are expired. Files the newest
-    version still references (nothing matched in them) are left alone."""
-    live = {f.path for f in read_manifest(store, retained_versions(store)[-1]).data_files}
-    old = {path: added for path, added in old.items() if path not in live}
+    version still references (nothing matched in them) are left alone. With a ``predicate``,
+    the objects the erasures produced are then searched, byte by byte, for the erased rows'
+    values (read from the old objects before they go)."""
     retained = retained_versions(store)
+    live = {f.path for f in read_manifest(store, retained[-1]).data_files}
+    old = {path: added for path, added in old.items() if path not in live}
+    erased = _erased_rows(store, old, predicate) if predicate is not None else {}
     versions = sorted({v for v in retained for added in old.values() if added <= v < version})
+    produced = _produced(store, [v for v in retained if v >= min(old.values(), default=version)], set(old))
     if versions:
         raise_floor(store, versions[-1] + 1, version)
     for v in versions:
         store.purge(manifest_key(v))
     removed = sum(store.purge(path) for path in old)
     remaining = verify_erased(store, predicate) if predicate is not None else {}
-    return PurgeReport(versions, sorted(old), removed, remaining)
+    traces = {}
+    for new, ancestors in produced.items():
+        rows = [erased[a] for a in ancestors if erased.get(a) is not None and erased[a].num_rows]
+        if rows and (found := _traces(store, new, pa.concat_tables(rows))):
+            traces[new.path] = found
+    return PurgeReport(versions, sorted(old), removed, remaining, traces)
+
+
+def _erased_rows(store: ObjectStore, old: dict[str, int], predicate: Predicate) -> dict[str, pa.Table | None]:
+    """The rows each old object holds that match ``predicate`` (``None`` if it is already gone)."""
+    schema = read_manifest(store, retained_versions(store)[-1]).schema
+    out: dict[str, pa.Table | None] = {}
+    for path in old:
+        try:
+            info = store.head(path)
+        except ObjectNotFoundError:
+            out[path] = None
+            continue
+        f = DataFile(path, info.size, info.etag, rows=0, row_groups=0)
+        transfer = Transfer()
+        footer = read_footer(store, f, transfer)
+        tables = [t.filter(m) for _, t, m in matching_row_groups(store, f, footer, predicate, schema, transfer)]
+        out[path] = pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
+    return out
+
+
+def _produced(store: ObjectStore, versions: list[int], old: set[str]) -> dict[DataFile, set[str]]:
+    """The objects erase commits among ``versions`` made from ``old`` objects (directly or via
+    another erase), each with the old objects it descends from; those since replaced are left out."""
+    produced: dict[str, tuple[DataFile, set[str]]] = {}
+    for v in versions:
+        try:
+            manifest = read_manifest(store, v)
+        except VersionNotFoundError:
+            continue
+        replaced = manifest.commit.summary.get("replaced", {}) if manifest.commit.operation == "erase" else {}
+        files = {f.path: f for f in manifest.data_files}
+        for source, targets in replaced.items():
+            ancestors = {source} | (produced.pop(source)[1] if source in produced else set())
+            if ancestors & old:
+                produced.update({t: (files[t], ancestors) for t in targets if t in files})
+    return {f: ancestors for f, ancestors in produced.values()}
+
+
+def _traces(store: ObjectStore, f: DataFile, erased: pa.Table) -> list[str]:
+    """Where object ``f`` still holds a value of the ``erased`` rows."""
+    try:
+        source = store.open_input(f.path, size=f.size, etag=f.etag)
+        wanted = needles(erased, pq.ParquetFile(source))
+        return find_traces(source, f.size, wanted) if wanted else []
+    except CorruptObjectError as e:
+        return [str(e)]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from castable.thrift import I16, I64, LIST, STRUCT, Struct, ThriftError, ThriftList, decode_struct, encode_struct
+from castable.thrift import I16, I32, I64, LIST, STRUCT, Struct, ThriftError, ThriftList, decode_struct, encode_struct
 
 MAGIC = b"PAR1"
 TAIL_SIZE = 8  # footer length (uint32 LE) + magic
@@ -33,8 +33,19 @@ CMD_ENCODINGS, CMD_PATH, CMD_CODEC, CMD_TOTAL_COMPRESSED_SIZE = 2, 3, 4, 7
 CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICTIONARY_PAGE_OFFSET = 9, 10, 11
 CMD_STATISTICS, CMD_ENCODING_STATS, CMD_BLOOM_FILTER_OFFSET, CMD_BLOOM_FILTER_LENGTH = 12, 13, 14, 15
 
-_CMD_OFFSETS = (CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICTIONARY_PAGE_OFFSET, CMD_BLOOM_FILTER_OFFSET)
+# OffsetIndex, PageLocation
+OI_PAGE_LOCATIONS, PL_OFFSET = 1, 1
+
+_CMD_OFFSETS = (CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICTIONARY_PAGE_OFFSET)
 _CC_INDEX_FIELDS = (CC_OFFSET_INDEX_OFFSET, CC_OFFSET_INDEX_LENGTH, CC_COLUMN_INDEX_OFFSET, CC_COLUMN_INDEX_LENGTH)
+
+INDEX_KINDS = ("bloom_filter", "column_index", "offset_index")
+"""The structures a column chunk may have outside its pages, in the order pyarrow writes them."""
+_INDEX_FIELDS = {
+    "bloom_filter": (CC_META_DATA, CMD_BLOOM_FILTER_OFFSET, CMD_BLOOM_FILTER_LENGTH),
+    "column_index": (None, CC_COLUMN_INDEX_OFFSET, CC_COLUMN_INDEX_LENGTH),
+    "offset_index": (None, CC_OFFSET_INDEX_OFFSET, CC_OFFSET_INDEX_LENGTH),
+}
 
 
 class FooterError(ValueError):
@@ -76,9 +87,11 @@ class Footer:
         return self.metadata.get(FILE_ROW_GROUPS).items
 
     @property
-    def schema_bytes(self) -> bytes:
-        """The encoded schema elements, to check two files describe their columns identically."""
-        return encode_struct(Struct([[FILE_SCHEMA, LIST, self.metadata.get(FILE_SCHEMA)]]))
+    def columns_bytes(self) -> bytes:
+        """The encoded schema elements below the root, to check that two files lay out their
+        columns identically (writers name the root differently: ``schema``, ``spark_schema``)."""
+        columns = ThriftList(STRUCT, self.metadata.get(FILE_SCHEMA).items[1:])
+        return encode_struct(Struct([[FILE_SCHEMA, LIST, columns]]))
 
     def row_group_span(self, index: int) -> tuple[int, int]:
         """Byte range [start, end) of a row group's column chunks."""
@@ -108,12 +121,10 @@ def row_group_span(rg: Struct) -> tuple[int, int]:
     return start, end
 
 
-def relocate_row_group(rg: Struct, move: Callable[[int], int], *, keep_indexes: bool = True) -> None:
-    """Rewrite every absolute offset of a row group through ``move`` (in place).
-
-    With ``keep_indexes=False`` the page-index and bloom-filter references are dropped (their
-    bytes describe pages that no longer exist).
-    """
+def relocate_row_group(rg: Struct, move: Callable[[int], int]) -> None:
+    """Rewrite the absolute offsets of a row group's pages through ``move`` (in place), and drop
+    its references to page indexes and bloom filters, which live elsewhere in the file: the
+    caller places those and records them with :func:`set_index_extent`."""
     if rg.has(RG_FILE_OFFSET):
         rg.set(RG_FILE_OFFSET, I64, move(rg.get(RG_FILE_OFFSET)))
     for chunk in rg.get(RG_COLUMNS).items:
@@ -121,25 +132,59 @@ def relocate_row_group(rg: Struct, move: Callable[[int], int], *, keep_indexes: 
             chunk.set(CC_FILE_OFFSET, I64, move(chunk.get(CC_FILE_OFFSET)))
         meta = chunk.get(CC_META_DATA)
         for fid in _CMD_OFFSETS:
-            if meta.has(fid) and not (fid == CMD_BLOOM_FILTER_OFFSET and not keep_indexes):
+            if meta.has(fid):
                 meta.set(fid, I64, move(meta.get(fid)))
-        if not keep_indexes:
-            meta.remove(CMD_BLOOM_FILTER_OFFSET)
-            meta.remove(CMD_BLOOM_FILTER_LENGTH)
-            for fid in _CC_INDEX_FIELDS:
-                chunk.remove(fid)
-        else:
-            for fid in (CC_OFFSET_INDEX_OFFSET, CC_COLUMN_INDEX_OFFSET):
-                if chunk.has(fid):
-                    chunk.set(fid, I64, move(chunk.get(fid)))
+        for kind in INDEX_KINDS:
+            set_index_extent(chunk, kind, None)
+
+
+def index_extent(chunk: Struct, kind: str) -> tuple[int, int] | None:
+    """Byte range [start, end) of a column chunk's bloom filter, column index or offset index;
+    ``None`` if it has none (or, for a bloom filter, if the writer did not record its length)."""
+    holder, offset_field, length_field = _INDEX_FIELDS[kind]
+    s = chunk if holder is None else chunk.get(holder)
+    if not s.has(offset_field) or not s.has(length_field):
+        return None
+    start = s.get(offset_field)
+    return start, start + s.get(length_field)
+
+
+def set_index_extent(chunk: Struct, kind: str, extent: tuple[int, int] | None) -> None:
+    """Point a column chunk's bloom filter, column index or offset index at ``extent`` (or drop it)."""
+    holder, offset_field, length_field = _INDEX_FIELDS[kind]
+    s = chunk if holder is None else chunk.get(holder)
+    if extent is None:
+        s.remove(offset_field)
+        s.remove(length_field)
+    else:
+        s.set(offset_field, I64, extent[0])
+        s.set(length_field, I32, extent[1] - extent[0])
+
+
+def relocate_offset_index(raw: bytes, move: Callable[[int], int]) -> bytes:
+    """An encoded OffsetIndex with every page location's absolute offset passed through ``move``."""
+    try:
+        index, used = decode_struct(raw)
+    except ThriftError as e:
+        raise FooterError(f"offset index is not valid Thrift: {e}") from None
+    if used != len(raw) or not index.has(OI_PAGE_LOCATIONS):
+        raise FooterError("offset index length does not match its content")
+    for location in index.get(OI_PAGE_LOCATIONS).items:
+        location.set(PL_OFFSET, I64, move(location.get(PL_OFFSET)))
+    return encode_struct(index)
 
 
 def with_row_groups(metadata: Struct, row_groups: list[Struct]) -> Struct:
-    """A copy of ``metadata`` whose row groups (and total row count, ordinals) are replaced."""
+    """A copy of ``metadata`` whose row groups (and total row count, ordinals) are replaced.
+    Ordinals are numbered afresh if the file had them, and left out if not: readers refuse a
+    file where only some row groups carry one."""
     out = Struct([list(f) for f in metadata.fields])
+    numbered = any(rg.has(RG_ORDINAL) for rg in metadata.get(FILE_ROW_GROUPS).items)
     for ordinal, rg in enumerate(row_groups):
-        if rg.has(RG_ORDINAL):
+        if numbered:
             rg.set(RG_ORDINAL, I16, ordinal)
+        else:  # a re-encoded row group must not bring an ordinal into a file without them
+            rg.remove(RG_ORDINAL)
     out.set(FILE_ROW_GROUPS, LIST, ThriftList(STRUCT, row_groups))
     out.set(FILE_NUM_ROWS, I64, sum(rg.get(RG_NUM_ROWS) for rg in row_groups))
     return out

@@ -11,7 +11,6 @@ neighbour. Any failure aborts the upload.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 from collections.abc import Iterable
@@ -26,19 +25,24 @@ import pyarrow.parquet as pq
 from castable.errors import CastableError, CorruptObjectError
 from castable.footer import (
     CC_META_DATA,
+    CMD_BLOOM_FILTER_OFFSET,
     CMD_CODEC,
     CMD_ENCODING_STATS,
     CMD_ENCODINGS,
     CMD_PATH,
     CMD_STATISTICS,
+    INDEX_KINDS,
     MAGIC,
     RG_COLUMNS,
     RG_NUM_ROWS,
     Footer,
     FooterError,
     copy_struct,
+    index_extent,
+    relocate_offset_index,
     relocate_row_group,
     row_group_span,
+    set_index_extent,
     with_row_groups,
 )
 from castable.layout import new_data_key
@@ -154,7 +158,7 @@ def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, 
     start, end = footer.row_group_span(index)
     data = _get(store, f, start, end, transfer)
     rg = copy_struct(footer.row_groups[index])
-    relocate_row_group(rg, lambda p: p - start + len(MAGIC), keep_indexes=False)
+    relocate_row_group(rg, lambda p: p - start + len(MAGIC))
     mini = MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize()
     return pq.read_table(pa.BufferReader(mini))
 
@@ -180,11 +184,13 @@ def doomed_rows(
 
 
 def writer_options(rg: Struct) -> dict[str, object]:
-    """pyarrow writer options that reproduce a row group's codecs, dictionaries and page version."""
+    """pyarrow writer options that reproduce a row group's codecs, dictionaries, page version,
+    page indexes and bloom filters."""
     codecs: dict[str, str] = {}
     dictionary: list[str] = []
     statistics: list[str] = []
-    v2 = False
+    blooms: list[str] = []
+    v2 = page_index = False
     for chunk in rg.get(RG_COLUMNS).items:
         meta = chunk.get(CC_META_DATA)
         path = ".".join(p.decode() for p in meta.get(CMD_PATH).items)
@@ -196,6 +202,9 @@ def writer_options(rg: Struct) -> dict[str, object]:
             dictionary.append(path)
         if meta.has(CMD_STATISTICS):
             statistics.append(path)
+        if meta.has(CMD_BLOOM_FILTER_OFFSET):
+            blooms.append(path)
+        page_index |= any(index_extent(chunk, kind) for kind in ("column_index", "offset_index"))
         stats = meta.get(CMD_ENCODING_STATS)
         if stats is not None and any(s.get(1) == _DATA_PAGE_V2 for s in stats.items):
             v2 = True
@@ -205,22 +214,43 @@ def writer_options(rg: Struct) -> dict[str, object]:
         "use_dictionary": dictionary,
         "write_statistics": statistics or False,
         "data_page_version": "2.0" if v2 else "1.0",
+        "write_page_index": page_index,
+        "bloom_filter_options": {path: {"ndv": max(rg.get(RG_NUM_ROWS), 1)} for path in blooms} or None,
     }
 
 
-def encode_row_group(table: pa.Table, footer: Footer, index: int) -> tuple[bytes, Struct]:
-    """Encode rows as one row group like the original; its bytes and footer entry (offsets from 0)."""
+@dataclass
+class EncodedRowGroup:
+    """A row group encoded like an original one: its column chunks' bytes, its footer entry and
+    each chunk's page indexes and bloom filter (offsets relative to the first byte of ``data``)."""
+
+    data: bytes
+    row_group: Struct
+    indexes: list[dict[str, bytes]]
+
+
+def encode_row_group(table: pa.Table, footer: Footer, index: int) -> EncodedRowGroup:
+    """Encode rows as one row group like the original (same codecs, dictionaries, page version,
+    and page indexes and bloom filters where the original had them)."""
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(sink, table.schema, **writer_options(footer.row_groups[index])) as writer:  # type: ignore[arg-type]
-        writer.write_table(table, row_group_size=max(table.num_rows, 1))
+    options = writer_options(footer.row_groups[index])
+    rows = max(table.num_rows, 1)
+    with pq.ParquetWriter(sink, table.schema, **options) as writer:  # type: ignore[arg-type]
+        writer.write_table(table, row_group_size=rows)
     data = sink.getvalue().to_pybytes()
     temp = Footer.from_tail(data, len(data))
-    if temp.schema_bytes != footer.schema_bytes:
-        raise SpliceNotPossibleError("re-encoding changes the Parquet schema (file not written by pyarrow?)")
+    if temp.columns_bytes != footer.columns_bytes:
+        raise SpliceNotPossibleError("re-encoding changes the Parquet columns' types or layout")
     (rg,) = temp.row_groups
     start, end = row_group_span(rg)
-    relocate_row_group(rg, lambda p: p - start, keep_indexes=False)
-    return data[start:end], rg
+    indexes = []
+    for chunk in rg.get(RG_COLUMNS).items:
+        found = {kind: extent for kind in INDEX_KINDS if (extent := index_extent(chunk, kind))}
+        indexes.append({kind: data[a:b] for kind, (a, b) in found.items()})
+        if "offset_index" in indexes[-1]:
+            indexes[-1]["offset_index"] = relocate_offset_index(indexes[-1]["offset_index"], lambda p: p - start)
+    relocate_row_group(rg, lambda p: p - start)
+    return EncodedRowGroup(data[start:end], rg, indexes)
 
 
 # --------------------------------------------------------------------------- part planning
@@ -351,51 +381,102 @@ def splice_file(
     schema: pa.Schema,
     transfer: Transfer,
 ) -> tuple[list[DataFile], RowMap]:
-    """Replace the edited row groups (index -> kept rows and their old positions) in a new object."""
+    """Replace the edited row groups (index -> kept rows and their old positions) in a new object.
+
+    The new object is ``PAR1``, every row group's column chunks (copied, or re-encoded), then
+    every chunk's bloom filter, column index and offset index, then the footer. The indexes of
+    unedited chunks are copied (offset indexes with their page offsets moved), those of edited
+    chunks come from the re-encoding, and any other byte of the old object (indexes and bloom
+    filters of the removed rows, padding) is left behind.
+    """
     if f.size < MIN_PART_SIZE:
         raise SpliceNotPossibleError(f"{f.path} is {f.size} bytes; S3 cannot range-copy from objects under 5 MiB")
-    key = new_data_key()
-    segments: list[Segment] = []
+    segments: list[Segment] = [Copy(0, len(MAGIC))]
     row_groups: list[Struct] = []
-    unedited: list[Struct] = []
-    cursor = 0
-    shifts: list[tuple[int, int]] = []  # (old end of an edit, cumulative size change after it)
-    delta = 0
-    for index, rg in enumerate(footer.row_groups):
-        if index not in edits:
-            unedited.append(copy_struct(rg))
-            row_groups.append(unedited[-1])
-            continue
+    indexes: list[list[dict[str, Segment]]] = []  # per new row group, per chunk: kind -> its bytes
+    old_offset_indexes = _offset_indexes(store, f, footer, set(edits), transfer)
+    position = len(MAGIC)
+    for index, old in enumerate(footer.row_groups):
         start, end = footer.row_group_span(index)
-        segments.append(Copy(cursor, start))
-        kept, _ = edits[index]
-        new_bytes = b""
-        if kept.num_rows:
-            new_bytes, new_rg = encode_row_group(kept, footer, index)
-            new_start = start + delta
-            relocate_row_group(new_rg, lambda p, base=new_start: p + base, keep_indexes=False)
-            row_groups.append(new_rg)
-            segments.append(Data(new_bytes))
-        delta += len(new_bytes) - (end - start)
-        shifts.append((end, delta))
-        cursor = end
-    segments.append(Copy(cursor, footer.offset))
-
-    ends = [end for end, _ in shifts]
-
-    def move(pos: int) -> int:
-        """Old offset -> new offset: shifted by the size change of every edit before it."""
-        i = bisect.bisect_right(ends, pos)
-        return pos + (shifts[i - 1][1] if i else 0)
-
-    for rg in unedited:
-        relocate_row_group(rg, move)
-    metadata = with_row_groups(footer.metadata, row_groups)
-    new_footer = Footer(metadata, 0)
+        if index in edits:
+            kept, _ = edits[index]
+            if not kept.num_rows:
+                continue
+            encoded = encode_row_group(kept, footer, index)
+            rg, chunk_bytes, shift = encoded.row_group, Data(encoded.data), position
+            chunk_indexes: list[dict[str, Segment]] = [
+                {kind: Data(_moved(kind, raw, shift)) for kind, raw in found.items()} for found in encoded.indexes
+            ]
+        else:
+            rg, chunk_bytes, shift = copy_struct(old), Copy(start, end), position - start
+            chunk_indexes = []
+            for chunk in old.get(RG_COLUMNS).items:
+                found = {}
+                for kind in ("bloom_filter", "column_index"):
+                    extent = index_extent(chunk, kind)
+                    if extent is not None:
+                        found[kind] = Copy(*extent)
+                extent = index_extent(chunk, "offset_index")
+                if extent is not None:
+                    found["offset_index"] = Data(_moved("offset_index", old_offset_indexes[extent], shift))
+                chunk_indexes.append(found)
+        relocate_row_group(rg, lambda p, d=shift: p + d)
+        segments.append(chunk_bytes)
+        position += chunk_bytes.size
+        row_groups.append(rg)
+        indexes.append(chunk_indexes)
+    for kind in INDEX_KINDS:
+        for rg, chunk_indexes in zip(row_groups, indexes, strict=True):
+            for chunk, found in zip(rg.get(RG_COLUMNS).items, chunk_indexes, strict=True):
+                if kind in found:
+                    segments.append(found[kind])
+                    set_index_extent(chunk, kind, (position, position + found[kind].size))
+                    position += found[kind].size
+    new_footer = Footer(with_row_groups(footer.metadata, row_groups), position)
     segments.append(Data(new_footer.serialize()))
-    info = upload(store, f, key, plan_parts(segments), transfer)
+    info = upload(store, f, new_data_key(), plan_parts(coalesce(segments)), transfer)
     new = data_file_from_metadata(info, new_footer.pyarrow_metadata(), schema)
     return [new], _row_map(footer, edits, [(new.path, i) for i in range(len(row_groups))], row_groups)
+
+
+def _moved(kind: str, raw: bytes, shift: int) -> bytes:
+    """An index's bytes for pages moved by ``shift``: offset indexes hold absolute page offsets."""
+    return relocate_offset_index(raw, lambda p: p + shift) if kind == "offset_index" else raw
+
+
+def _offset_indexes(
+    store: ObjectStore, f: DataFile, footer: Footer, edited: set[int], transfer: Transfer
+) -> dict[tuple[int, int], bytes]:
+    """The encoded offset indexes of the unedited row groups' chunks, by extent: one ranged GET
+    when they lie together (as every writer puts them), one per index otherwise."""
+    extents = sorted(
+        extent
+        for i, rg in enumerate(footer.row_groups)
+        if i not in edited
+        for chunk in rg.get(RG_COLUMNS).items
+        if (extent := index_extent(chunk, "offset_index")) is not None
+    )
+    if not extents:
+        return {}
+    lo, hi = extents[0][0], max(b for _, b in extents)
+    if hi - lo <= 2 * sum(b - a for a, b in extents) + _TAIL_GUESS:
+        blob = _get(store, f, lo, hi, transfer)
+        return {(a, b): blob[a - lo : b - lo] for a, b in extents}
+    return {(a, b): _get(store, f, a, b, transfer) for a, b in extents}
+
+
+def coalesce(segments: Iterable[Segment]) -> list[Segment]:
+    """Merge adjacent copy ranges that continue each other, and adjacent new bytes."""
+    out: list[Segment] = []
+    for seg in segments:
+        last = out[-1] if out else None
+        if isinstance(seg, Copy) and isinstance(last, Copy) and last.end == seg.start:
+            out[-1] = Copy(last.start, seg.end)
+        elif isinstance(seg, Data) and isinstance(last, Data):
+            out[-1] = Data(last.data + seg.data)
+        else:
+            out.append(seg)
+    return out
 
 
 def rewrite_file(

@@ -212,14 +212,14 @@ class _Writer:
         self.out.append(STOP)
 
 
-def decode_struct(data: bytes) -> tuple[Struct, int]:
-    """Decode one struct from the start of ``data``; return it and the bytes it used."""
-    reader = _Reader(data)
+def decode_struct(data: bytes, offset: int = 0) -> tuple[Struct, int]:
+    """Decode one struct from ``data`` at ``offset``; return it and the bytes it used."""
+    reader = _Reader(data, offset)
     try:
         s = reader.struct()
     except (struct.error, IndexError, RecursionError) as e:
         raise ThriftError(str(e)) from None
-    return s, reader.pos
+    return s, reader.pos - offset
 
 
 def encode_struct(s: Struct) -> bytes:
