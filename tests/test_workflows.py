@@ -129,6 +129,26 @@ def test_erasure_workflow_catch_path(aws: dict[str, str], table: Table) -> None:
     assert Table.load(table.store).version == table.version
 
 
+def test_erasure_workflow_fails_when_the_purge_finds_a_trace(
+    aws: dict[str, str], table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No row matches any more, but the byte search of a new object found an erased value: the
+    execution ends in ErasureNotVerified, not in a receipt."""
+    import castable.erase
+
+    finding = "row group 0, column key: statistics holds an erased value"
+    monkeypatch.setattr(castable.erase, "find_traces", lambda source, size, needles: [finding])
+    d = run(aws["erasure"], {"table": table.uri, "predicate": "id = 10", "commit_id": "gdpr-10"})
+    assert d["status"] == "FAILED"
+    failed = [e for e in history(d) if e["type"] == "ExecutionFailed"]
+    assert failed[0]["executionFailedEventDetails"]["error"] == "ErasureNotVerified"
+    purge = [
+        e for e in history(d) if e["type"] == "TaskStateExited" and e["stateExitedEventDetails"]["name"] == "Purge"
+    ]
+    traces = json.loads(purge[0]["stateExitedEventDetails"]["output"])["purge"]["traces"]
+    assert list(traces.values()) == [[finding]]
+
+
 def test_maintenance_workflow_compacts_expires_and_collects(aws: dict[str, str], table: Table) -> None:
     for i in range(6):
         table.delete(f"id = {i * 500 + 1}")
