@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_emrserverless as emrs
@@ -62,7 +63,7 @@ class CastableConfig:
 
 
 class CastableStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, config: CastableConfig, **kwargs: object) -> None:
+    def __init__(self, scope: Construct, construct_id: str, config: CastableConfig, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
         access_logs = s3.Bucket(

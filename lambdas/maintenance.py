@@ -79,6 +79,6 @@ def handler(event: MaintenanceEvent) -> dict[str, Any]:
             "versions_retained": expired.versions_retained,
         }
     grace = None if step.grace_hours is None else timedelta(hours=step.grace_hours)
-    report = table.gc(orphan_grace=grace, dry_run=step.dry_run)
-    metrics.add_metric(name="ObjectsCollected", unit=MetricUnit.Count, value=len(report.objects))
-    return {"table": step.table, **report.summary()}
+    collected = table.gc(orphan_grace=grace, dry_run=step.dry_run)
+    metrics.add_metric(name="ObjectsCollected", unit=MetricUnit.Count, value=len(collected.objects))
+    return {"table": step.table, **collected.summary()}

@@ -13,7 +13,7 @@ done again on that base, so a concurrent delete is never lost and a deleted row 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -68,7 +68,7 @@ class CompactOptions:
     only: frozenset[str] | None = None  # restrict to these data files (one group of a plan)
 
 
-def candidates(snapshot: Snapshot, deletes: dict[str, object], options: CompactOptions) -> list[DataFile]:
+def candidates(snapshot: Snapshot, deletes: Mapping[str, object], options: CompactOptions) -> list[DataFile]:
     """Data files worth rewriting: small ones, and those with enough of their rows deleted."""
 
     def worth(f: DataFile) -> bool:

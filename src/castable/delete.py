@@ -115,7 +115,7 @@ def _plan_file(
             continue
         if rg not in candidates:
             continue
-        verdict = predicate.match(lambda c, rg=rg: snapshot.row_group_stats(fragment, rg).get(c), num_rows)
+        verdict = predicate.match(snapshot.row_group_stats(fragment, rg).get, num_rows)
         if verdict is Match.NONE:
             continue
         projection: dict[str, pc.Expression] = {}

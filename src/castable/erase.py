@@ -321,7 +321,7 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     remaining = verify_erased(store, predicate) if predicate is not None else {}
     traces = {}
     for new, ancestors in produced.items():
-        rows = [erased[a] for a in ancestors if erased.get(a) is not None and erased[a].num_rows]
+        rows = [t for a in ancestors if (t := erased.get(a)) is not None and t.num_rows]
         if rows and (found := _traces(store, new, pa.concat_tables(rows))):
             traces[new.path] = found
     return PurgeReport(versions, sorted(old), removed, remaining, traces)

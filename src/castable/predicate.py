@@ -321,6 +321,8 @@ def parse_predicate(predicate: str | pc.Expression | Predicate, schema: pa.Schem
         tree = sqlglot.parse_one(predicate)
     except SqlglotError as e:
         raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from None
+    if not isinstance(tree, exp.Expression):
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}")
     return _SqlConverter(schema, predicate).convert(tree)
 
 

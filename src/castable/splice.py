@@ -11,8 +11,10 @@ neighbour. Any failure aborts the upload.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -396,6 +398,7 @@ def splice_file(
     indexes: list[list[dict[str, Segment]]] = []  # per new row group, per chunk: kind -> its bytes
     old_offset_indexes = _offset_indexes(store, f, footer, set(edits), transfer)
     position = len(MAGIC)
+    chunk_bytes: Segment
     for index, old in enumerate(footer.row_groups):
         start, end = footer.row_group_span(index)
         if index in edits:
@@ -411,7 +414,7 @@ def splice_file(
             rg, chunk_bytes, shift = copy_struct(old), Copy(start, end), position - start
             chunk_indexes = []
             for chunk in old.get(RG_COLUMNS).items:
-                found = {}
+                found: dict[str, Segment] = {}
                 for kind in ("bloom_filter", "column_index"):
                     extent = index_extent(chunk, kind)
                     if extent is not None:
@@ -420,7 +423,7 @@ def splice_file(
                 if extent is not None:
                     found["offset_index"] = Data(_moved("offset_index", old_offset_indexes[extent], shift))
                 chunk_indexes.append(found)
-        relocate_row_group(rg, lambda p, d=shift: p + d)
+        relocate_row_group(rg, functools.partial(operator.add, shift))
         segments.append(chunk_bytes)
         position += chunk_bytes.size
         row_groups.append(rg)

@@ -116,7 +116,7 @@ def _parquet_encoded(values: pa.Array) -> set[bytes]:
     sink = pa.BufferOutputStream()
     pq.write_table(pa.table({"v": values}), sink, row_group_size=1, use_dictionary=False, store_schema=False)
     data = sink.getvalue().to_pybytes()
-    out = set()
+    out: set[bytes] = set()
     for rg in Footer.from_tail(data, len(data)).row_groups:
         stats = rg.get(RG_COLUMNS).items[0].get(CC_META_DATA).get(CMD_STATISTICS)
         out.update(stats.get(fid) for fid in (5, 6) if stats is not None and stats.has(fid))
