@@ -39,7 +39,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 import castable
-from castable.register import check_key, check_schema
+from castable.register import check_key, check_schema, file_batches
 from castable.stats import file_stats
 from castable.store import ObjectNotFoundError, S3Store
 from lambdas._runtime import logger, metrics, open_table, tracer
@@ -169,7 +169,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if any(f.rows for f in batch.landed):
         identity = "\n".join(sorted(f"{f.bucket}/{f.key}@{f.etag}" for f in batch.landed))
         commit_id = "ingest-" + hashlib.sha256(identity.encode()).hexdigest()[:32]
-        stream = (b for f in batch.landed for b in f.file.iter_batches(batch_size=_BATCH_ROWS))
+        stream = (b for f in batch.landed for b in file_batches(f.file, batch_size=_BATCH_ROWS))
         version = batch.table.append(stream, commit_id=commit_id)
         rows = sum(f.rows for f in batch.landed)
         metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)

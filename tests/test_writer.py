@@ -7,10 +7,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import EVENTS, events
 
 from castable.properties import TableProperties
+from castable.register import file_batches
 from castable.store import LocalStore, StagedObject, StoreError
 from castable.writer import write_data_files
 
@@ -67,3 +69,22 @@ def test_a_failing_input_waits_for_the_file_being_published(tmp_path: Path) -> N
         write_data_files(store, batches(), EVENTS, PROPS)
     assert leftovers(tmp_path) == []
     assert list(tmp_path.rglob("*.parquet")), "files finished before the failure were published (orphans for gc)"
+
+
+def test_a_parquet_file_streams_one_row_group_at_a_time(tmp_path: Path) -> None:
+    """The ingest path (``file_batches`` into the writer) holds about one row group of the source
+    file, not every row group read so far: pyarrow's whole-file ``iter_batches`` keeps them all."""
+    groups, rows_per_group = 16, 1024  # 1 KiB a row: 1 MiB row groups, 16 MiB in all
+    rows = groups * rows_per_group
+    payload = pa.array([bytes([i % 251]) * 1024 for i in range(rows)], pa.binary())
+    path = tmp_path / "landed.parquet"
+    table = pa.table({"id": pa.array(range(rows), pa.int64()), "payload": payload})
+    pq.write_table(table, path, row_group_size=rows_per_group, compression="none")
+    del payload, table
+    file = pq.ParquetFile(pa.OSFile(str(path)))  # a native file: its reads come from Arrow's pool
+    before, held, ids = pa.total_allocated_bytes(), 0, []
+    for batch in file_batches(file):
+        held = max(held, pa.total_allocated_bytes() - before)
+        ids.extend(batch.column("id").to_pylist())
+    assert ids == list(range(rows))
+    assert held < 4 * 2**20, f"{held / 2**20:.1f} MiB of Arrow memory held while streaming 1 MiB row groups"

@@ -18,6 +18,7 @@ from rich.table import Table as RichTable
 
 import castable
 from castable.errors import CastableError, InvalidInputError
+from castable.register import file_batches
 
 app = typer.Typer(
     help="ACID tables on S3 or a local directory: create, append, delete, scan, time travel.",
@@ -75,7 +76,7 @@ def _read_source(path: Path, fmt: str | None) -> tuple[pa.Schema, Iterator[pa.Re
             reader = pacsv.open_csv(path)
             return reader.schema, iter(reader), None
         pf = pq.ParquetFile(path)
-        return pf.schema_arrow, pf.iter_batches(), pf.metadata.num_rows
+        return pf.schema_arrow, file_batches(pf), pf.metadata.num_rows
     except (pa.ArrowInvalid, OSError) as e:
         raise InvalidInputError(f"cannot read {path} as {kind}: {e}") from None
 
