@@ -28,6 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from castable.sources import EXTENSIONS
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
 
@@ -35,6 +36,12 @@ STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
 EMR_ARTIFACTS = "artifacts/"
 """Where the ingest job's entry script and packed Python environment are uploaded."""
 EMR_LOGS = "emr-logs/"
+
+
+LANDING_SUFFIXES = tuple(
+    ext + gz for ext, fmt in EXTENSIONS.items() for gz in ("", ".gz") if fmt != "parquet" or not gz
+)
+"""Landed keys that notify the ingest queue: data files only (not Spark's ``_SUCCESS`` markers)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,9 @@ class TableConfig:
     ingest_concurrency: int = 2
     """At most this many ingest Lambdas commit to the table at once (SQS ``maximumConcurrency``,
     2 to 1000): a burst of landed files makes fewer, larger commits instead of a race for the pointer."""
+    ingest_memory_mb: int = 1024
+    """The ingest function streams a landed file a row group at a time: a 2 GiB file peaks at
+    about 512 MiB (bench/bench_ingest_memory.py). Raise it for row groups over ~256 MiB."""
     retain_versions: int | None = None
     retain_hours: float | None = None
     grace_hours: float | None = None
@@ -197,18 +207,24 @@ class CastableStack(Stack):
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
         fn = self._function(
-            "ingest", code, f"Append Parquet files landing in landing/{table.name}/", 900, 3008, f"Ingest{name}"
+            "ingest",
+            code,
+            f"Append Parquet, CSV and JSON Lines files landing in landing/{table.name}/",
+            900,
+            table.ingest_memory_mb,
+            f"Ingest{name}",
         )
         self.ingest_functions[table.name] = fn
         self._grant_tables(fn, [table], delete=False)
         fn.add_environment("CASTABLE_TABLE", self.table_uris[table.name])
         fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{table.name}/")
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
-        self.bucket.add_event_notification(
-            s3.EventType.OBJECT_CREATED,
-            s3n.SqsDestination(queue),
-            s3.NotificationKeyFilter(prefix=f"landing/{table.name}/", suffix=".parquet"),
-        )
+        for suffix in LANDING_SUFFIXES:
+            self.bucket.add_event_notification(
+                s3.EventType.OBJECT_CREATED,
+                s3n.SqsDestination(queue),
+                s3.NotificationKeyFilter(prefix=f"landing/{table.name}/", suffix=suffix),
+            )
         fn.add_event_source(
             sources.SqsEventSource(
                 queue,

@@ -1,10 +1,13 @@
-"""Ingest Lambda: append Parquet files landing in S3, a batch of SQS messages per commit.
+"""Ingest Lambda: append files landing in S3 (Parquet, CSV, JSON Lines, gzipped or not), a batch
+of SQS messages per commit.
 
-Each SQS message carries an S3 object-created notification for the landing prefix. The footer
-of every file of the batch is read and checked against the table (schema, no NULL key); the
-good files are then streamed, a row group at a time over ranged GETs, into one commit, and
-removed from the landing prefix, so memory stays bounded whatever the file size. A bad file
-(not Parquet, wrong schema) goes to the dead-letter prefix with a ``.reason.json`` beside it and
+Each SQS message carries an S3 object-created notification for the landing prefix. Every file of
+the batch is checked against the table first (a Parquet file by its footer: schema, no NULL key;
+a CSV or JSON Lines file, parsed with the table's types, by reading it through once); the good
+files are then streamed, a row group or a block at a time over ranged GETs, into one commit, and
+removed from the landing prefix, so memory stays bounded whatever the file size. The format
+comes from the file name (``castable.sources.format_of``). A bad file (unreadable, wrong schema, a
+value that does not convert) goes to the dead-letter prefix with a ``.reason.json`` beside it and
 its message succeeds, so it is never retried forever nor blocks the others. A message that fails
 for a transient reason (S3 unreachable, say) is reported in ``batchItemFailures`` and retried by
 SQS; a data page that does not decode fails the whole batch's commit, so SQS retries it and, after
@@ -25,6 +28,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus, urlparse
@@ -39,13 +43,11 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 import castable
-from castable.register import check_key, check_schema, file_batches
+from castable import sources
+from castable.register import check_key, check_schema
 from castable.stats import file_stats
 from castable.store import ObjectNotFoundError, S3Store
 from lambdas._runtime import logger, metrics, open_table, tracer
-
-_BATCH_ROWS = 64 * 1024
-"""Rows per batch streamed from a landed file into the table's writer."""
 
 
 @functools.cache
@@ -56,21 +58,19 @@ def _s3() -> Any:
 
 @dataclass(frozen=True)
 class Landed:
-    """A landed file whose footer was checked; its rows are streamed (ranged GETs pinned to its
-    ETag, a row group at a time) only when the batch is appended, so memory stays bounded."""
+    """A landed file that was checked against the table; its rows are streamed again (ranged
+    GETs pinned to its ETag, a row group or a block at a time) only when the batch is appended,
+    so memory stays bounded whatever the file size."""
 
     bucket: str
     key: str
     etag: str
-    file: pq.ParquetFile
-
-    @property
-    def rows(self) -> int:
-        return int(self.file.metadata.num_rows)
+    rows: int
+    batches: Callable[[], Iterator[pa.RecordBatch]]
 
 
 class BadFileError(castable.CastableError):
-    """A landed file that can never be appended (not Parquet, wrong schema)."""
+    """A landed file that can never be appended (unreadable, wrong schema, a bad value)."""
 
 
 @dataclass
@@ -96,26 +96,36 @@ def _landing(uri: str) -> tuple[str, str]:
 
 
 def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
-    """The landed file with its footer read and checked against the table (schema, and no NULL
-    key per the footer's statistics); ``None`` if it is gone (a duplicate delivery)."""
+    """The landed file checked against the table; ``None`` if it is gone (a duplicate delivery).
+
+    Parquet is checked from its footer (schema, and no NULL key per its statistics); CSV and
+    JSON Lines, which have no footer, are read through once, converted to the table's types,
+    so a bad value dead-letters the file instead of failing the batch's commit."""
     landing = S3Store(bucket, "", _s3())
     try:
         info = landing.head(key)
     except ObjectNotFoundError:
         logger.info("already ingested or removed", extra={"key": key})
         return None
+    table = batch.table
+
+    def opened() -> sources.Source:
+        return sources.open_source(landing.open_input(key, size=info.size, etag=info.etag), key, schema=table.schema)
+
     try:
-        file = pq.ParquetFile(landing.open_input(key, size=info.size, etag=info.etag))
+        if sources.format_of(key) == "parquet":
+            file = pq.ParquetFile(landing.open_input(key, size=info.size, etag=info.etag))
+            check_schema(key, file.schema_arrow, table.schema)
+            if table.primary_key is not None:
+                check_key(key, table.primary_key, file_stats(file.metadata, table.schema)[table.primary_key])
+            rows = file.metadata.num_rows
+        else:
+            rows = sum(b.num_rows for b in table.conforming_batches(opened().batches))
     except (pa.ArrowInvalid, OSError) as e:
-        raise BadFileError(f"not a readable Parquet file: {e}") from None
-    schema, key_column = batch.table.schema, batch.table.primary_key
-    try:
-        check_schema(key, file.schema_arrow, schema)
-        if key_column is not None:
-            check_key(key, key_column, file_stats(file.metadata, schema)[key_column])
-    except castable.SchemaMismatchError as e:
-        raise BadFileError(str(e)) from None
-    return Landed(bucket, key, info.etag, file)
+        raise BadFileError(f"not a readable {sources.format_of(key)} file: {e}") from None
+    except (castable.SchemaMismatchError, castable.InvalidInputError) as e:
+        raise BadFileError(str(e) if key in str(e) else f"{key}: {e}") from None
+    return Landed(bucket, key, info.etag, rows, lambda: opened().batches)
 
 
 def _dead_letter(batch: _Batch, bucket: str, key: str, reason: str) -> None:
@@ -169,7 +179,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if any(f.rows for f in batch.landed):
         identity = "\n".join(sorted(f"{f.bucket}/{f.key}@{f.etag}" for f in batch.landed))
         commit_id = "ingest-" + hashlib.sha256(identity.encode()).hexdigest()[:32]
-        stream = (b for f in batch.landed for b in file_batches(f.file, batch_size=_BATCH_ROWS))
+        stream = (b for f in batch.landed for b in f.batches())
         version = batch.table.append(stream, commit_id=commit_id)
         rows = sum(f.rows for f in batch.landed)
         metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)

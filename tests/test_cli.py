@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
@@ -91,6 +93,32 @@ def test_cli_csv_append_and_schema_option(tmp_path: Path, inputs: tuple[Path, Pa
     run("create", uri, "--schema", "id:int64,value:double,category:string")
     run("append", uri, str(inputs[1]))
     assert castable.open_table(uri).scan().count() == 100
+
+
+def test_cli_csv_is_read_as_the_table_types_and_round_trips(tmp_path: Path) -> None:
+    """A double written `1`, a string written `123`, semicolons, a custom NULL marker, and
+    castable's own CSV output (timestamps with a zone) appended back: all as the table's types."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", "id:int64,value:double,category:string")
+    (tmp_path / "a.csv").write_text("id;value;category\n1;1;123\n2;-;x\n")
+    run("append", uri, str(tmp_path / "a.csv"), "--delimiter", ";", "--null-value", "-")
+    got = castable.open_table(uri).scan().to_arrow().sort_by("id").to_pylist()
+    assert got == [{"id": 1, "value": 1.0, "category": "123"}, {"id": 2, "value": None, "category": "x"}]
+    (tmp_path / "bad.csv").write_text("id,value,category\n3,1,a\n4,one,b\n")
+    failed = runner.invoke(app, ["append", uri, str(tmp_path / "bad.csv")])
+    assert isinstance(failed.exception, castable.SchemaMismatchError)
+    assert "bad.csv, row 2, column 'value': 'one' is not double" in str(failed.exception)
+    assert castable.open_table(uri).version == 1
+
+    stamped = str(tmp_path / "ts")
+    table = castable.create_table(stamped, pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))]))
+    table.append(pa.table({"id": [1], "at": [datetime(2026, 11, 21, 8, 30, tzinfo=UTC)]}, schema=table.schema))
+    run("scan", stamped, "--output", str(tmp_path / "out.csv"))
+    run("append", stamped, str(tmp_path / "out.csv"))
+    assert (
+        castable.open_table(stamped).scan().to_arrow().column("at").to_pylist()
+        == [datetime(2026, 11, 21, 8, 30, tzinfo=UTC)] * 2
+    )
 
 
 def test_cli_on_s3(s3_bucket: str, s3_endpoint: str, inputs: tuple[Path, Path]) -> None:

@@ -151,6 +151,28 @@ def test_each_table_has_its_own_ingest_queue_function_and_concurrency_cap(templa
         assert f"landing/{table}/" in json.dumps(ingest[name]["Environment"]["Variables"]["CASTABLE_LANDING"])
 
 
+def test_landed_data_files_of_every_format_notify_their_table_queue(template: dict[str, Any]) -> None:
+    """Parquet, CSV and JSON Lines (gzipped too) under each table's landing prefix reach its
+    queue; nothing else does (Spark's _SUCCESS markers, the table's own objects); the function
+    has the memory the streaming ingest needs."""
+    (notifications,) = [n["Properties"] for n in resources(template, "Custom::S3BucketNotifications").values()]
+    configs = notifications["NotificationConfiguration"]["QueueConfigurations"]
+    by_table: dict[str, set[str]] = {}
+    for c in configs:
+        rules = {r["Name"]: r["Value"] for r in c["Filter"]["Key"]["FilterRules"]}
+        assert rules["prefix"].startswith("landing/") and c["Events"] == ["s3:ObjectCreated:*"]
+        by_table.setdefault(rules["prefix"], set()).add(rules["suffix"])
+    expected = {".parquet", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"}
+    assert set(by_table) == {"landing/events/", "landing/orders/"}
+    assert all(suffixes == expected | {".json", ".json.gz"} for suffixes in by_table.values())
+    ingest = [
+        f["Properties"]
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "lambdas.ingest.handler"
+    ]
+    assert {f["MemorySize"] for f in ingest} == {1024}
+
+
 def test_state_machines_are_logged_and_invoke_the_functions(template: dict[str, Any]) -> None:
     machines = resources(template, "AWS::StepFunctions::StateMachine")
     assert len(machines) == 2

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import json
 import os
 from dataclasses import dataclass
 
@@ -221,3 +223,40 @@ def test_ingest_dead_letters_a_file_with_null_keys_from_its_footer(ingest_env: T
         Bucket=bucket, Key="landing-failed/landing/nulls.parquet.reason.json"
     )["Body"].read()
     assert b"holds NULLs" in reason and ids(t) == list(range(10))
+
+
+def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -> None:
+    """CSV (a double written `1`, a string written `123`), gzipped TSV and JSON Lines append in
+    the batch's one commit; a CSV with a bad value and one with a NULL key are dead-lettered with
+    the file, row and column in the reason, and append nothing."""
+    from lambdas import ingest
+
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    s3 = t.store.client  # type: ignore[attr-defined]
+    files = {
+        "landing/a.csv": b"id,category,value\n100,123,1\n101,,2.5\n",
+        "landing/b.tsv.gz": gzip.compress(b"id\tcategory\tvalue\n102\tx\t3\n"),
+        "landing/c.jsonl": b'{"id": 103, "category": "y", "value": 4}\n{"id": 104}\n',
+        "landing/bad.csv": b"id,category,value\n200,a,1\n201,b,one\n",
+        "landing/nokey.csv": b"id,category,value\n300,a,1\n,b,2\n",
+    }
+    for key, body in files.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    assert ingest.handler(sqs_event(bucket, list(files)), Context()) == {"batchItemFailures": []}
+    table = Table.load(t.store)
+    got = table.scan(filter="id >= 100").to_arrow().sort_by("id").to_pylist()
+    assert got == [
+        {"id": 100, "category": "123", "value": 1.0},
+        {"id": 101, "category": None, "value": 2.5},
+        {"id": 102, "category": "x", "value": 3.0},
+        {"id": 103, "category": "y", "value": 4.0},
+        {"id": 104, "category": None, "value": None},
+    ]
+    assert table.version == t.version + 1, "one commit for the batch"
+    reason = json.loads(s3.get_object(Bucket=bucket, Key="landing-failed/landing/bad.csv.reason.json")["Body"].read())
+    assert reason["reason"].startswith("landing/bad.csv, row 2, column 'value': 'one' is not double")
+    nokey = s3.get_object(Bucket=bucket, Key="landing-failed/landing/nokey.csv.reason.json")["Body"].read()
+    assert json.loads(nokey)["reason"] == "landing/nokey.csv: column 'id' is not nullable but has 1 nulls"
+    left = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing/").get("Contents", [])}
+    assert left == set(), "ingested and dead-lettered files left the landing prefix"

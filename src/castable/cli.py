@@ -18,7 +18,7 @@ from rich.table import Table as RichTable
 
 import castable
 from castable.errors import CastableError, InvalidInputError
-from castable.register import file_batches
+from castable.sources import CsvOptions, Source, open_source
 
 app = typer.Typer(
     help="ACID tables on S3 or a local directory: create, append, delete, scan, time travel.",
@@ -66,19 +66,11 @@ def _parse_schema(spec: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _read_source(path: Path, fmt: str | None) -> tuple[pa.Schema, Iterator[pa.RecordBatch], int | None]:
-    """Schema, batches and (when known up front) the row count of one input file."""
-    kind = fmt or ("csv" if path.suffix.lower() in (".csv", ".tsv") else "parquet")
+def _read_source(path: Path, fmt: str | None, schema: pa.Schema | None = None, csv: CsvOptions | None = None) -> Source:
+    """One input file (Parquet, CSV or JSON Lines), parsed with ``schema``'s types when given."""
     if not path.exists():
         raise InvalidInputError(f"{path} does not exist")
-    try:
-        if kind == "csv":
-            reader = pacsv.open_csv(path)
-            return reader.schema, iter(reader), None
-        pf = pq.ParquetFile(path)
-        return pf.schema_arrow, file_batches(pf), pf.metadata.num_rows
-    except (pa.ArrowInvalid, OSError) as e:
-        raise InvalidInputError(f"cannot read {path} as {kind}: {e}") from None
+    return open_source(str(path), path.name, fmt=fmt, schema=schema, csv=csv)
 
 
 def _progress() -> Progress:
@@ -104,7 +96,7 @@ def create(
     """Create an empty table."""
     if (schema is None) == (like is None):
         raise InvalidInputError("give exactly one of --schema and --like")
-    arrow_schema = _parse_schema(schema) if schema else _read_source(like, None)[0]  # type: ignore[arg-type]
+    arrow_schema = _parse_schema(schema) if schema else _read_source(like, None).schema  # type: ignore[arg-type]
     table = castable.create_table(
         uri, arrow_schema, primary_key=primary_key, properties=_options(prop), storage_options=_options(storage_option)
     )
@@ -114,19 +106,26 @@ def create(
 @app.command()
 def append(
     uri: str,
-    files: Annotated[list[Path], typer.Argument(help="Parquet or CSV files, appended in one commit.")],
-    fmt: Annotated[str | None, typer.Option("--format", help="parquet or csv (default: by extension).")] = None,
+    files: Annotated[list[Path], typer.Argument(help="Parquet, CSV or JSON Lines files (.gz too), in one commit.")],
+    fmt: Annotated[str | None, typer.Option("--format", help="parquet, csv or jsonl (default: by extension).")] = None,
+    delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default: tab for .tsv, else comma).")] = None,
+    header: Annotated[bool, typer.Option(help="CSV files start with a header naming the columns.")] = True,
+    null_value: Annotated[
+        list[str] | None, typer.Option(help="A CSV value read as NULL (repeatable; default: empty, NULL, null).")
+    ] = None,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
 ) -> None:
-    """Append the rows of local Parquet/CSV files in one commit."""
+    """Append the rows of local files in one commit; CSV and JSON are read as the table's types."""
     table = _open(uri, storage_option)
-    sources = [_read_source(p, fmt) for p in files]
-    total = None if any(s[2] is None for s in sources) else sum(s[2] for s in sources)  # type: ignore[misc]
+    csv = CsvOptions(delimiter, header, tuple(null_value) if null_value else CsvOptions.null_values)
+    opened = [_read_source(p, fmt, table.schema, csv) for p in files]
+    counts = [s.rows for s in opened]
+    total = None if None in counts else sum(c for c in counts if c is not None)
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for _, source, _ in sources:
-            yield from source
+        for source in opened:
+            yield from source.batches
 
     with _progress() as progress:
         task = progress.add_task("appending rows", total=total)

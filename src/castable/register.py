@@ -4,18 +4,15 @@ Each file must already exist under the table's ``data/`` prefix, be valid Parque
 exactly the table's columns and types; only its footer is read (one or two range GETs).
 Entries that castable's own writer produced in another process (Spark executors) carry their
 statistics already: for those one HEAD checks that the object is the one described.
-A Parquet file appended by rows instead (the ingest function, ``castable append``) is streamed
-with :func:`file_batches`, a row group at a time.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, InvalidInputError, SchemaMismatchError
 from castable.layout import DATA_PREFIX
@@ -58,20 +55,6 @@ def check_key(path: str, key: str, stats: ColumnStats | None) -> None:
             f"{path}: its primary key column {key!r} holds NULLs (or its footer does not say it holds none); "
             "a row needs a key"
         )
-
-
-def file_batches(file: pq.ParquetFile, *, batch_size: int = 64 * 1024) -> Iterator[pa.RecordBatch]:
-    """The rows of an open Parquet file as batches of at most ``batch_size`` rows, read one row
-    group at a time, so memory stays about one row group whatever the size of the file.
-
-    ``file.iter_batches()`` over the whole file does not: pyarrow pre-buffers the row groups it
-    is asked for into one read cache that lives as long as the iterator, so every row group's
-    bytes stay in memory until the last batch (a 2 GiB file needs 2 GiB). Asked for one row group
-    at a time, it replaces that cache at each row group, and still fetches each row group's
-    column chunks in coalesced reads.
-    """
-    for row_group in range(file.num_row_groups):
-        yield from file.iter_batches(batch_size=batch_size, row_groups=[row_group])
 
 
 def check_files(

@@ -1,0 +1,194 @@
+"""Files users bring, read as record batches: Parquet, CSV and JSON Lines (optionally gzipped).
+
+``castable append``, ``castable create --like`` and the ingest function all read through here,
+so a file means the same thing wherever it lands. Given a table schema, CSV and JSON are parsed
+with the table's types, never inferred: ``1`` is a valid double, ``123`` a valid string, and a
+timestamp written by ``castable scan --output x.csv`` reads back. A header that names other
+columns than the table's, or a value that does not convert, is refused with the file, the row
+and the column. Parquet is streamed a row group at a time, so memory stays about one row group
+whatever the size of the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from castable.errors import InvalidInputError, SchemaMismatchError
+
+Format = Literal["parquet", "csv", "jsonl"]
+FORMATS: tuple[Format, ...] = ("parquet", "csv", "jsonl")
+EXTENSIONS: dict[str, Format] = {
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+}
+"""File name endings and the format they imply (each also gzipped, with ``.gz`` after it)."""
+_BLOCK_SIZE = 4 * 1024 * 1024
+"""Bytes of CSV or JSON parsed at a time (one read each, a ranged GET on S3)."""
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """How a CSV file is written: its delimiter, whether it has a header, its NULL markers."""
+
+    delimiter: str | None = None
+    """Default: tab for ``.tsv`` files, comma otherwise."""
+    header: bool = True
+    """Without a header, the columns are the table's, in order."""
+    null_values: tuple[str, ...] = ("", "NULL", "null")
+
+
+@dataclass
+class Source:
+    """An opened file: its schema, its rows as batches, and its row count when known up front."""
+
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+    rows: int | None
+
+
+def format_of(name: str, fmt: str | None = None) -> Format:
+    """The format named (``parquet``, ``csv``, ``jsonl``), else the one the extension implies
+    (``.csv``, ``.tsv``, ``.jsonl``, ``.ndjson``, ``.json``, with or without ``.gz``), else Parquet."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise InvalidInputError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        return fmt  # type: ignore[return-value]
+    stem = name.lower().removesuffix(".gz")
+    return next((f for ext, f in EXTENSIONS.items() if stem.endswith(ext)), "parquet")
+
+
+def open_source(
+    source: pa.NativeFile | str,
+    name: str,
+    *,
+    fmt: str | None = None,
+    schema: pa.Schema | None = None,
+    csv: CsvOptions | None = None,
+) -> Source:
+    """Open ``source`` (a path or an open file; ``name`` is its name, for the format and for
+    messages). With ``schema``, text formats are parsed with its types and must have its
+    columns; without, their types are inferred."""
+    kind = format_of(name, fmt)
+    try:
+        if kind == "parquet":
+            pf = pq.ParquetFile(source)
+            return Source(pf.schema_arrow, file_batches(pf), pf.metadata.num_rows)
+        stream = _text_stream(source, name)
+        if kind == "csv":
+            return _open_csv(stream, name, schema, csv or CsvOptions())
+        parse = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error" if schema else "infer")
+        reader = pajson.open_json(stream, read_options=pajson.ReadOptions(block_size=_BLOCK_SIZE), parse_options=parse)
+        return Source(reader.schema, _located(reader, name), None)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InvalidInputError(f"cannot read {name} as {kind}: {e}") from None
+
+
+def file_batches(file: pq.ParquetFile, *, batch_size: int = 64 * 1024) -> Iterator[pa.RecordBatch]:
+    """The rows of an open Parquet file as batches of at most ``batch_size`` rows, read one row
+    group at a time, so memory stays about one row group whatever the size of the file.
+
+    ``file.iter_batches()`` over the whole file does not: pyarrow pre-buffers the row groups it
+    is asked for into one read cache that lives as long as the iterator, so every row group's
+    bytes stay in memory until the last batch (a 2 GiB file needs 2 GiB). Asked for one row group
+    at a time, it replaces that cache at each row group, and still fetches each row group's
+    column chunks in coalesced reads.
+    """
+    for index in range(file.num_row_groups):
+        yield from file.iter_batches(batch_size=batch_size, row_groups=[index])
+
+
+def _text_stream(source: pa.NativeFile | str, name: str) -> pa.NativeFile:
+    """A path is opened with its compression detected from the extension; an open file named
+    ``*.gz`` is decompressed here."""
+    if isinstance(source, str):
+        return pa.input_stream(source)
+    return pa.CompressedInputStream(source, "gzip") if name.lower().endswith(".gz") else source
+
+
+def _open_csv(stream: pa.NativeFile, name: str, schema: pa.Schema | None, options: CsvOptions) -> Source:
+    """With a schema, every column is read as text and converted here, so a bad value is
+    reported with its row (pyarrow's own converter names only the column)."""
+    delimiter = options.delimiter or ("\t" if name.lower().removesuffix(".gz").endswith(".tsv") else ",")
+    if not options.header and schema is None:
+        raise InvalidInputError(f"{name}: a CSV file without a header needs the table's schema")
+    reader = pacsv.open_csv(
+        stream,
+        read_options=pacsv.ReadOptions(
+            block_size=_BLOCK_SIZE,
+            column_names=None if options.header else schema.names,  # type: ignore[union-attr]
+        ),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter),
+        convert_options=pacsv.ConvertOptions(
+            null_values=list(options.null_values),
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+            column_types=None if schema is None else {n: pa.string() for n in schema.names},
+        ),
+    )
+    if schema is None:
+        return Source(reader.schema, _located(reader, name), None)
+    missing = [n for n in schema.names if n not in reader.schema.names]
+    extra = [n for n in reader.schema.names if n not in schema.names]
+    if missing or extra:
+        problems = [f"missing column(s) {missing}"] if missing else []
+        problems += [f"unknown column(s) {extra}"] if extra else []
+        raise SchemaMismatchError(f"{name} does not match the table schema: " + "; ".join(problems))
+    return Source(schema, _converted(reader, schema, name), None)
+
+
+def _converted(reader: pa.RecordBatchReader, schema: pa.Schema, name: str) -> Iterator[pa.RecordBatch]:
+    """Text batches converted to ``schema``'s types; the first bad value named by row and column."""
+    rows = 0
+    for batch in _located(reader, name):
+        columns = []
+        for field in schema:
+            text = batch.column(field.name)
+            try:
+                columns.append(pc.cast(text, field.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                row = _first_bad(text, field.type)
+                value = text[row].as_py()
+                raise SchemaMismatchError(
+                    f"{name}, row {rows + row + 1}, column {field.name!r}: {value!r} is not {field.type} ({e})"
+                ) from None
+        rows += batch.num_rows
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _first_bad(text: pa.Array, to: pa.DataType) -> int:
+    """Index of the first value of ``text`` that does not convert to ``to`` (bisecting casts)."""
+    lo, hi = 0, len(text)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            pc.cast(text.slice(lo, mid - lo), to)
+            lo = mid
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            hi = mid
+    return lo
+
+
+def _located(reader: pa.RecordBatchReader, name: str) -> Iterator[pa.RecordBatch]:
+    """The reader's batches; a parse error is reported with the file and the rows read before it."""
+    rows = 0
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        except pa.ArrowInvalid as e:
+            raise InvalidInputError(f"cannot read {name} after row {rows}: {e}") from None
+        rows += batch.num_rows
+        yield batch
