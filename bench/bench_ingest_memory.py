@@ -4,8 +4,8 @@ Writes a Parquet file of ``--size-mib`` (incompressible payload, 32 MiB row grou
 a moto S3 server over HTTP, and runs the ingest handler on it in a fresh process, which reports
 its own peak RSS. The file is streamed (footer first, then a row group at a time over ranged
 GETs), so the peak should be a small multiple of a row group, not of the file: the report gives
-the ratio of peak RSS to file size. Lambda's memory setting for the function is 3008 MB; the
-target is to fit 1,024 MB.
+the ratio of peak RSS to file size. The stack gives the function 1,024 MB (``TableConfig.ingest_memory_mb``),
+so the target is to fit that.
 
 Usage: cd bench && ../.venv/bin/python bench_ingest_memory.py [--size-mib 2048] [--out DIR]
 """

@@ -47,3 +47,15 @@ def test_a_bare_install_works_outside_the_checkout(tmp_path: Path) -> None:
     assert cli.returncode == 0 and "append" in cli.stdout, cli.stderr[-2000:]
     listed = subprocess.run([str(python), "-m", "pip", "list"], capture_output=True, text=True).stdout
     assert "pandas" not in listed.lower(), "the bare install pulled pandas in"
+    marker = subprocess.run(
+        [
+            str(python),
+            "-I",
+            "-c",
+            "import castable, pathlib; print((pathlib.Path(castable.__file__).parent / 'py.typed').exists())",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert marker.stdout.strip() == "True", "the package ships py.typed, so type checkers use its hints"

@@ -64,7 +64,7 @@ def format_of(name: str, fmt: str | None = None) -> Format:
     if fmt is not None:
         if fmt not in FORMATS:
             raise InvalidInputError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-        return fmt  # type: ignore[return-value]
+        return fmt
     stem = name.lower().removesuffix(".gz")
     return next((f for ext, f in EXTENSIONS.items() if stem.endswith(ext)), "parquet")
 

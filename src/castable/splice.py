@@ -237,7 +237,7 @@ def encode_row_group(table: pa.Table, footer: Footer, index: int) -> EncodedRowG
     sink = pa.BufferOutputStream()
     options = writer_options(footer.row_groups[index])
     rows = max(table.num_rows, 1)
-    with pq.ParquetWriter(sink, table.schema, **options) as writer:  # type: ignore[arg-type]
+    with pq.ParquetWriter(sink, table.schema, **options) as writer:
         writer.write_table(table, row_group_size=rows)
     data = sink.getvalue().to_pybytes()
     temp = Footer.from_tail(data, len(data))

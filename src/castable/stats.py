@@ -99,7 +99,7 @@ def stats_to_json(stats: dict[str, ColumnStats]) -> dict[str, dict[str, Any]]:
     for name, s in stats.items():
         entry: dict[str, Any] = {}
         if s.has_bounds:
-            lo, hi = encode_value(s.min), encode_value(s.max)  # type: ignore[arg-type]
+            lo, hi = encode_value(s.min), encode_value(s.max)
             if lo is not None and hi is not None:
                 entry["min"], entry["max"] = lo, hi
         if s.null_count is not None:

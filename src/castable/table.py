@@ -256,7 +256,7 @@ class Table:
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """Commits newest first, following ``previous`` until ``limit`` or the oldest retained."""
-        entries = []
+        entries: list[HistoryEntry] = []
         manifest: Manifest | None = self.refresh()._manifest
         while manifest is not None and (limit is None or len(entries) < limit):
             c = manifest.commit

@@ -7,6 +7,7 @@ Keys are relative to the table root and always use ``/``.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -156,13 +157,13 @@ class ObjectStore(ABC):
     def delete(self, key: str) -> None:
         """Delete an object; deleting a missing key is not an error (as on S3)."""
 
-    def delete_many(self, keys: list[str]) -> None:
+    def delete_many(self, keys: builtins.list[str]) -> None:
         """Delete several objects (S3 batches them 1,000 to a request)."""
         for key in keys:
             self.delete(key)
 
     @abstractmethod
-    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> list[str]:
+    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> builtins.list[str]:
         """Delete (unless ``dry_run``) the temporary files of writers that died mid-write, last
         modified before ``older_than``; return their paths. Incomplete multipart uploads are
         :meth:`list_multipart_uploads`' business."""
@@ -201,7 +202,7 @@ class ObjectStore(ABC):
         """Make part ``number`` from bytes [start, end) of another object, copied server-side."""
 
     @abstractmethod
-    def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
+    def complete_multipart(self, key: str, upload_id: str, parts: builtins.list[UploadedPart]) -> ObjectInfo:
         """Assemble the parts into a new object; fails with 412 if ``key`` already exists."""
 
     @abstractmethod

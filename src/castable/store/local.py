@@ -7,6 +7,7 @@ across processes. Temporary and lock files start with a dot and are never listed
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 import shutil
@@ -246,7 +247,7 @@ class LocalStore(ObjectStore):
                 remaining -= len(chunk)
         return self._part_info(part, number)
 
-    def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
+    def complete_multipart(self, key: str, upload_id: str, parts: builtins.list[UploadedPart]) -> ObjectInfo:
         self.stats.record("COMPLETE_MPU")
         directory = self._check_upload(key, upload_id)
         files = []
@@ -294,7 +295,7 @@ class LocalStore(ObjectStore):
             if key.startswith(prefix):
                 yield MultipartUpload(key=key, upload_id=directory.name, initiated=started)
 
-    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> list[str]:
+    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> builtins.list[str]:
         """The ``.<name>.<hex>.tmp`` files put and staged writes leave when their process is killed."""
         found = []
         for directory, subdirs, names in os.walk(self.root):

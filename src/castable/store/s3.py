@@ -7,6 +7,7 @@ botocore's standard retry mode before they surface.
 
 from __future__ import annotations
 
+import builtins
 import io
 import logging
 import os
@@ -229,7 +230,7 @@ class S3Store(ObjectStore):
         except (ClientError, BotoCoreError) as e:
             raise _translate(e, key) from e
 
-    def delete_many(self, keys: list[str]) -> None:
+    def delete_many(self, keys: builtins.list[str]) -> None:
         for start in range(0, len(keys), 1000):
             batch = keys[start : start + 1000]
             self.stats.record("DELETE_BATCH")
@@ -240,7 +241,7 @@ class S3Store(ObjectStore):
                 first = r["Errors"][0]
                 raise StoreError(f"{len(r['Errors'])} deletes failed, e.g. {first.get('Key')}: {first.get('Message')}")
 
-    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> list[str]:
+    def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> builtins.list[str]:
         """Nothing to sweep: S3 writes are staged in the writer's own temporary directory (gone
         with it) or as multipart uploads, which ``gc`` aborts."""
         return []
@@ -314,7 +315,7 @@ class S3Store(ObjectStore):
         )
         return UploadedPart(number=number, etag=_quoted(r["CopyPartResult"]["ETag"]), size=end - start)
 
-    def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
+    def complete_multipart(self, key: str, upload_id: str, parts: builtins.list[UploadedPart]) -> ObjectInfo:
         self.stats.record("COMPLETE_MPU")
         r = self._call(
             key,
