@@ -2,7 +2,9 @@
 
 Compares the row-group splice (multipart upload, unchanged bytes copied server-side) with a
 whole-file rewrite, side by side in one run, on the local store and on S3 (a moto server
-over HTTP). Reports medians of client bytes down/up, bytes copied server-side and wall time.
+over HTTP), and on S3 for a file as other engines write it (pyarrow with page indexes and a
+bloom filter on the key, registered with ``add_files``), whose indexes the splice rebuilds.
+Reports medians of client bytes down/up, bytes copied server-side and wall time.
 
 Usage: python bench/bench_erase.py [--rows 2400000] [--repeats 3]
 Writes bench/results/erase.md as well as printing it.
@@ -18,6 +20,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from bench_core import SCHEMA, event_batches, moto_server, publish, report_header
 
 import castable
@@ -29,6 +32,24 @@ def build(uri: str, rows: int, options: dict | None) -> castable.Table:
     props = {"write.row-group-size-bytes": 14 * MIB, "write.target-file-size-bytes": 1024 * MIB}
     table = castable.create_table(uri, SCHEMA, primary_key="id", properties=props, storage_options=options)
     table.append(pa.RecordBatchReader.from_batches(SCHEMA, event_batches(rows)))
+    return table
+
+
+def build_indexed(uri: str, rows: int, options: dict | None, work: Path) -> castable.Table:
+    """The same rows written by pyarrow with page indexes and a bloom filter on ``id``, registered."""
+    table = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=options)
+    local = work / "indexed.parquet"
+    group = rows // 22
+    pq.write_table(
+        pa.Table.from_batches(list(event_batches(rows)), SCHEMA),
+        local,
+        row_group_size=group,
+        write_page_index=True,
+        bloom_filter_options={"id": {"ndv": group}},
+        compression="zstd",
+    )
+    table.store.put("data/ext/indexed.parquet", local.read_bytes())
+    table.add_files(["data/ext/indexed.parquet"])
     return table
 
 
@@ -63,12 +84,16 @@ def main() -> None:
         import boto3
 
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
+        s3 = {"endpoint_url": endpoint, "region": "us-east-1"}
         stores = {
-            "local": (str(work / "t"), None),
-            "S3 (moto, HTTP)": ("s3://bench/erase", {"endpoint_url": endpoint, "region": "us-east-1"}),
+            "local": lambda: build(str(work / "t"), args.rows, None),
+            "S3 (moto, HTTP)": lambda: build("s3://bench/erase", args.rows, s3),
+            "S3, pyarrow file with page indexes and a bloom filter": lambda: build_indexed(
+                "s3://bench/indexed", args.rows, s3, work
+            ),
         }
-        for name, (uri, options) in stores.items():
-            table = build(uri, args.rows, options)
+        for name, make in stores.items():
+            table = make()
             (f,) = table.manifest.data_files
             md = table.snapshot().fragment(f).metadata
             rg_sizes = [

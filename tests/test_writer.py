@@ -12,7 +12,7 @@ import pytest
 from conftest import EVENTS, events
 
 from castable.properties import TableProperties
-from castable.register import file_batches
+from castable.sources import file_batches
 from castable.store import LocalStore, StagedObject, StoreError
 from castable.writer import write_data_files
 
