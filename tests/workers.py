@@ -80,3 +80,175 @@ def maintain(uri: str, options: dict | None, seconds: float) -> dict[str, int]:
         done["expired"] += len(table.expire(retain_versions=5).versions_expired)
         done["swept"] += len(table.gc(orphan_grace=timedelta(seconds=20)).objects)
     return done
+
+
+# ---------------------------------------------------------------- mixed load (test_mixed_load.py)
+
+MIXED_WRITER_ROWS = 25
+"""Rows per append of ``append_blocks``; writer ``w``'s ids start at ``(w + 1) * 1_000_000``."""
+
+
+def append_blocks(uri: str, options: dict | None, worker: int, seconds: float, pause: float) -> dict:
+    """Append blocks of this worker's own ids, each with its own commit id and ``pause`` seconds
+    apart, for ``seconds``.
+
+    Every fifth commit is retried once with the same commit id from a fresh handle, as a client
+    that lost the response would; that retry must return the version and write nothing.
+    Returns the acknowledged id ranges, the versions, the longest append and the active window.
+    """
+    import time
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    done: dict = {"ranges": [], "versions": [], "retries": [], "max_seconds": 0.0, "start": time.time()}
+    deadline = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < deadline:
+        start = (worker + 1) * 1_000_000 + i * MIXED_WRITER_ROWS
+        began = time.monotonic()
+        version = table.append(events(start, start + MIXED_WRITER_ROWS), commit_id=f"mixed-w{worker}-{i}")
+        done["max_seconds"] = max(done["max_seconds"], time.monotonic() - began)
+        done["ranges"].append((start, start + MIXED_WRITER_ROWS))
+        done["versions"].append(version)
+        if i % 5 == 0:
+            again = castable.open_table(uri, storage_options=options)
+            retried = again.append(events(start, start + MIXED_WRITER_ROWS), commit_id=f"mixed-w{worker}-{i}")
+            done["retries"].append((version, retried))
+        i += 1
+        time.sleep(pause)
+    done["end"] = time.time()
+    return done
+
+
+class _LambdaContext:
+    function_name = "castable-ingest"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:castable-ingest"
+    aws_request_id = "mixed-load"
+
+
+def _sqs_batch(records: list[tuple[str, str]], bodies: list[str]) -> dict:
+    """One SQS batch of S3 notifications for (bucket, key) pairs from any buckets, plus raw bodies."""
+    from aws_stubs import sqs_event
+
+    messages = []
+    for bucket, key in records:
+        messages += sqs_event(bucket, [key])["Records"]
+    messages += sqs_event("unused", ["unused"], bodies=bodies)["Records"][1:]
+    for n, message in enumerate(messages):
+        message["messageId"] = f"m{n}"
+    return {"Records": messages}
+
+
+def ingest_batches(
+    endpoint: str, table_uri: str, bucket: str, worker: int, seconds: float, misrouted: list[tuple[str, str]]
+) -> dict:
+    """Act as S3 + SQS + the ingest Lambda for ``seconds``: land files under ``landing/``, then
+    invoke ``lambdas.ingest.handler`` (in this process, environment as deployed) with a batch
+    mixing valid files (this worker's own ids), one bad file (not Parquet, wrong schema or NULL
+    keys, in turn), the ``misrouted`` records, redeliveries of files already ingested or
+    dead-lettered, and an ``s3:TestEvent``. Every third batch is delivered twice in a row.
+
+    Returns the acknowledged valid files and ids, the bad files, the responses, the longest
+    invocation and the active window.
+    """
+    import io
+    import time
+
+    import boto3
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+    os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    os.environ["CASTABLE_TABLE"] = table_uri
+    os.environ["CASTABLE_LANDING"] = f"s3://{bucket}/landing/"
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    from lambdas import ingest
+
+    s3 = boto3.client("s3")
+
+    def land(key: str, data: pa.Table | bytes) -> str:
+        if isinstance(data, pa.Table):
+            buf = io.BytesIO()
+            pq.write_table(data, buf)
+            data = buf.getvalue()
+        s3.put_object(Bucket=bucket, Key=key, Body=data)
+        return key
+
+    nullable = pa.schema([f.with_nullable(True) for f in events(0, 1).schema])
+    done: dict = {"valid": {}, "bad": {}, "responses": [], "max_seconds": 0.0, "start": time.time()}
+    deadline = time.monotonic() + seconds
+    previous: list[str] = []
+    j = 0
+    while j < 3 or time.monotonic() < deadline:
+        base = 10_000_000 + worker * 1_000_000 + j * 1000
+        valid = {
+            land(f"landing/k{worker}/b{j}/part {i}.parquet", events(base + 100 * i, base + 100 * i + 40)): (
+                base + 100 * i,
+                base + 100 * i + 40,
+            )
+            for i in range(2)
+        }
+        bad_key, bad_data, why = (
+            (f"landing/k{worker}/bad-{j}.parquet", b"PAR1 not really", "not a readable"),
+            (f"landing/k{worker}/wrong-{j}.parquet", pa.table({"id": pa.array([99_000_000 + j], pa.int32())}), "id"),
+            (
+                f"landing/k{worker}/nulls-{j}.parquet",
+                pa.table({"id": [None, 98_000_000 + j], "category": ["a", "b"], "value": [1.0, 2.0]}, nullable),
+                "NULL",
+            ),
+        )[j % 3]
+        land(bad_key, bad_data)
+        records = [(bucket, k) for k in valid] + [(bucket, bad_key)] + misrouted + [(bucket, k) for k in previous]
+        event = _sqs_batch(records, bodies=['{"Service":"Amazon S3","Event":"s3:TestEvent"}'])
+        for _ in range(2 if j % 3 == 1 else 1):
+            began = time.monotonic()
+            done["responses"].append(ingest.handler(event, _LambdaContext()))
+            done["max_seconds"] = max(done["max_seconds"], time.monotonic() - began)
+        done["valid"].update(valid)
+        done["bad"][bad_key] = why
+        previous = [next(iter(valid)), bad_key]
+        j += 1
+    done["batches"] = j
+    done["end"] = time.time()
+    return done
+
+
+def maintain_and_read(
+    uri: str, options: dict | None, seconds: float, grace_seconds: float, retain_versions: int
+) -> dict:
+    """Compact (default settings), expire to ``retain_versions`` and gc with ``grace_seconds`` in
+    a loop while other processes write; after every sweep, read the oldest and the newest version
+    of the table's history and check neither holds an id twice. Returns when each compaction and
+    sweep happened, and what was swept."""
+    import time
+    from datetime import timedelta
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    done: dict = {"compactions": [], "expired": 0, "sweeps": [], "swept": [], "versions_read": 0}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        table.refresh()
+        compacted = table.compact()
+        if compacted.files_rewritten:
+            done["compactions"].append((time.time(), compacted.version))
+        done["expired"] += len(table.expire(retain_versions=retain_versions).versions_expired)
+        swept = table.gc(orphan_grace=timedelta(seconds=grace_seconds)).objects
+        if not swept:
+            continue
+        done["sweeps"].append(time.time())
+        done["swept"] += swept
+        history = table.history()
+        for version in {history[-1].version, history[0].version}:  # the oldest has the oldest files
+            ids = table.scan(["id"], version=version).to_arrow().column("id").to_pylist()
+            assert len(ids) == len(set(ids)), f"version {version} holds an id twice after a sweep"
+            done["versions_read"] += 1
+    return done
