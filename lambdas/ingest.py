@@ -68,6 +68,12 @@ class Landed:
     rows: int
     batches: Callable[[], Iterator[pa.RecordBatch]]
 
+    @property
+    def source_id(self) -> str:
+        """The file's idempotency key: the table records it with the commit that appends it."""
+        digest = hashlib.sha256(f"{self.bucket}/{self.key}@{self.etag}".encode()).hexdigest()[:32]
+        return f"ingest-file-{digest}"
+
 
 class BadFileError(castable.CastableError):
     """A landed file that can never be appended (unreadable, wrong schema, a bad value)."""
@@ -155,7 +161,7 @@ def _make_record_handler(batch: _Batch) -> Any:
             except BadFileError as e:
                 _dead_letter(batch, bucket, key, str(e))
                 continue
-            if landed is not None:
+            if landed is not None and all(f.source_id != landed.source_id for f in batch.landed):
                 batch.landed.append(landed)
 
     return record_handler
@@ -176,14 +182,21 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     processor = BatchProcessor(event_type=EventType.SQS)
     response = process_partial_response(event, _make_record_handler(batch), processor, context)
-    if any(f.rows for f in batch.landed):
-        identity = "\n".join(sorted(f"{f.bucket}/{f.key}@{f.etag}" for f in batch.landed))
+    recent = batch.table.refresh().manifest.recent_commits
+    done = [f for f in batch.landed if f.source_id in recent]
+    if done:
+        logger.info("already ingested by another invocation", extra={"keys": [f.key for f in done]})
+    pending = [f for f in batch.landed if f.source_id not in recent]
+    if any(f.rows for f in pending):
+        identity = "\n".join(sorted(f"{f.bucket}/{f.key}@{f.etag}" for f in pending))
         commit_id = "ingest-" + hashlib.sha256(identity.encode()).hexdigest()[:32]
-        stream = (b for f in batch.landed for b in f.batches())
-        version = batch.table.append(stream, commit_id=commit_id)
-        rows = sum(f.rows for f in batch.landed)
+        stream = (b for f in pending for b in f.batches())
+        # An overlapping batch committed by another invocation meanwhile raises CommitConflictError:
+        # the whole batch is retried, and the retry skips the files that invocation appended.
+        version = batch.table.append(stream, commit_id=commit_id, source_ids=[f.source_id for f in pending])
+        rows = sum(f.rows for f in pending)
         metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
-        logger.info("ingested", extra={"version": version, "files": len(batch.landed), "rows": rows})
+        logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})
     for f in batch.landed:
         _s3().delete_object(Bucket=f.bucket, Key=f.key)
     return dict(response)

@@ -260,3 +260,28 @@ def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -
     assert json.loads(nokey)["reason"] == "landing/nokey.csv: column 'id' is not nullable but has 1 nulls"
     left = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing/").get("Contents", [])}
     assert left == set(), "ingested and dead-lettered files left the landing prefix"
+
+
+def test_ingest_appends_a_file_once_whatever_the_deliveries(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same object twice in one batch, and an object another invocation already appended
+    (its commit recorded the file's source id, but the file was not yet deleted): each file's
+    rows land once."""
+    from lambdas import ingest
+
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    land(t, "landing/a.parquet", events(100, 105))
+    assert ingest.handler(sqs_event(bucket, ["landing/a.parquet"] * 2), Context()) == {"batchItemFailures": []}
+    assert ids(t) == [*range(10), *range(100, 105)]
+
+    land(t, "landing/b.parquet", events(200, 205))
+    land(t, "landing/c.parquet", events(300, 305))
+    s3 = ingest._s3()
+    with monkeypatch.context() as m:  # the first invocation dies after its commit, before deleting
+        m.setattr(type(s3), "delete_object", lambda self, **kwargs: None)
+        ingest.handler(sqs_event(bucket, ["landing/b.parquet"]), Context())
+    assert ingest.handler(sqs_event(bucket, ["landing/b.parquet", "landing/c.parquet"]), Context()) == {
+        "batchItemFailures": []
+    }
+    assert ids(t) == [*range(10), *range(100, 105), *range(200, 205), *range(300, 305)]
+    assert not s3.list_objects_v2(Bucket=bucket, Prefix="landing/").get("Contents")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pickle
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events
+from conftest import EVENTS, events, snapshot_of
 
 import castable
 from castable import tombstone
@@ -273,3 +274,21 @@ def test_file_deletes_mix_single_keys_and_ranges() -> None:
     assert not deletes.touches(0, (6, 19)) and not deletes.touches(0, (31, 41))
     deletes.add(tombstone.KeyRangeDelete("f", 10, 10), pa.int64())
     assert deletes.touches(0, (6, 19)), "a key added later is seen"
+
+
+def test_an_append_of_a_source_already_consumed_commits_nothing(tmp_path: Path) -> None:
+    """Two writers that picked up the same input: the second append, even on a stale handle
+    (its commit rebases onto the first), raises CommitConflictError and leaves the table as it was."""
+    uri = str(tmp_path / "t")
+    first = castable.create_table(uri, EVENTS, primary_key="id")
+    stale = castable.open_table(uri)
+    first.append(events(0, 5), source_ids=["file-a", "file-b"])
+    before = {k: v for k, v in snapshot_of(first.store).items() if not k.startswith("data/")}
+    with pytest.raises(castable.CommitConflictError, match="already appended"):
+        stale.append(events(0, 5), source_ids=["file-b", "file-c"])
+    with pytest.raises(castable.CommitConflictError, match="already appended"):
+        first.append(events(0, 5), source_ids=["file-a"])
+    after = snapshot_of(first.store)
+    assert {k: v for k, v in after.items() if not k.startswith("data/")} == before
+    assert castable.open_table(uri).scan().count() == 5
+    assert stale.append(events(5, 6), source_ids=["file-c"]) == 2

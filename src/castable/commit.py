@@ -61,6 +61,8 @@ class NextState:
     data_files: tuple[DataFile, ...]
     tombstones: tuple[TombstoneFile, ...]
     summary: dict[str, Any]
+    source_ids: tuple[str, ...] = ()
+    """Idempotency keys of the inputs the change consumed, recorded beside the commit id."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,7 @@ def commit(
             data_files=staged.data_files,
             tombstones=staged.tombstones,
             commit_retention=commit_retention,
+            source_ids=staged.source_ids,
         )
         key = manifest_key(candidate.version)
         try:

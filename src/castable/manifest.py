@@ -140,10 +140,12 @@ class Manifest:
         data_files: tuple[DataFile, ...],
         tombstones: tuple[TombstoneFile, ...],
         commit_retention: int,
+        source_ids: tuple[str, ...] = (),
     ) -> Manifest:
-        """The manifest of the version after this one."""
+        """The manifest of the version after this one; ``source_ids`` are recorded among the
+        recent commit ids, so a later write of the same source is recognised."""
         version = self.version + 1
-        recent = {**self.recent_commits, commit.commit_id: version}
+        recent = {**self.recent_commits, commit.commit_id: version, **dict.fromkeys(source_ids, version)}
         if len(recent) > commit_retention:
             recent = dict(list(recent.items())[-commit_retention:])
         return replace(

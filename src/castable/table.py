@@ -29,6 +29,7 @@ from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
 from castable.erase import purge as purge_erased_objects
 from castable.errors import (
+    CommitConflictError,
     EmptyWriteError,
     InvalidInputError,
     SchemaMismatchError,
@@ -324,15 +325,22 @@ class Table:
         *,
         commit_id: str | None = None,
         on_rows: Callable[[int], None] | None = None,
+        source_ids: Sequence[str] = (),
     ) -> int:
         """Append rows in one commit and return the committed version.
 
         ``data`` streams into Parquet files of the target size; a repeated ``commit_id``
-        returns the version that already holds it without writing anything.
+        returns the version that already holds it without writing anything. ``source_ids``
+        name the inputs the rows come from (one per landed file, say): they are kept like commit
+        ids, and an append naming a source a commit already consumed raises
+        ``CommitConflictError`` and commits nothing, so two writers that picked up the same
+        input never both append it.
         """
         commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
+        sources = tuple(source_ids)
+        _check_sources(self._manifest, sources)
         schema = self.schema
         batches = self.conforming_batches(data)
         first = next(batches, None)
@@ -347,6 +355,7 @@ class Table:
         rows = sum(f.rows for f in files)
 
         def build(base: Manifest) -> NextState:
+            _check_sources(base, sources)
             added = tuple(replace(f, added_version=base.version + 1) for f in files)
             return NextState(
                 data_files=base.data_files + added,
@@ -356,6 +365,7 @@ class Table:
                     "files_added": len(files),
                     "bytes_added": sum(f.size for f in files),
                 },
+                source_ids=sources,
             )
 
         return self._commit("append", commit_id, build).version
@@ -568,3 +578,13 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"
+
+
+def _check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
+    """Refuse an append of inputs that a commit of ``base``'s recent history already consumed."""
+    taken = {s: base.recent_commits[s] for s in sources if s in base.recent_commits}
+    if taken:
+        raise CommitConflictError(
+            f"{len(taken)} source(s) were already appended (version {max(taken.values())}): "
+            f"{sorted(taken)[:5]}; nothing was committed"
+        )

@@ -377,7 +377,7 @@ class _RangeReader(io.RawIOBase):
                 f"{self._key} changed since it was committed (ETag is no longer {self._etag})"
             ) from None
         except ObjectNotFoundError:
-            raise CorruptObjectError(f"{self._key} is referenced by the table but missing") from None
+            raise CorruptObjectError(f"{self._key} is missing: deleted while it was being read") from None
         self._pos += len(blob.data)
         return blob.data
 
