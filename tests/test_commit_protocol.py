@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +14,7 @@ from faults import FaultyStore, SimulatedCrash, once
 import castable
 from castable.commit import advance_pointer, backoff, read_pointer
 from castable.errors import CommitConflictError, CommitStateUnknownError
+from castable.gc import retained_versions
 from castable.layout import POINTER_KEY, manifest_key
 from castable.store import StoreError, store_from_uri
 from castable.table import Table
@@ -263,3 +266,37 @@ def test_a_retried_commit_whose_version_expired_still_answers(base: Table) -> No
     base.expire(retain_versions=1)
     assert stale.append(events(10, 20), commit_id="old-job") == 2
     assert ids(base) == [*range(20), 100, 101, 102]
+
+
+def test_a_manifest_a_stale_writer_puts_below_the_floor_is_never_read(tmp_path: Path) -> None:
+    """A writer whose base expired re-creates an expired version's manifest for a moment before
+    its floor check deletes it: in that moment no reader, gc or time travel takes it for a
+    version of the table (it may name files gc already swept)."""
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
+    t.append(events(0, 10))
+    stale = Table.load(t.store)
+    for i in range(1, 9):
+        t.append(events(i * 10, i * 10 + 10))
+    t.compact()
+    t.append(events(500, 501))
+    t.append(events(501, 502))
+    t.expire(retain_versions=2)
+    t.gc(orphan_grace=timedelta(0))
+    seen: dict[str, object] = {}
+    put: list[str] = []
+
+    def rule(op: str, key: str) -> None:
+        """Right after the stale writer's manifest PUT, before it checks the floor: look."""
+        if op == "put" and key.startswith("manifest/"):
+            put.append(key)
+        elif put and not seen:
+            seen["put"] = put[0]
+            seen["retained"] = retained_versions(t.store)
+            seen["oldest"] = t.scan(version=seen["retained"][0]).count()  # type: ignore[index]
+            with pytest.raises(castable.VersionNotFoundError, match="expired"):
+                t.scan(version=2)
+
+    writer = Table(FaultyStore(stale.store, rule), stale.manifest, None)
+    assert writer.append(events(900, 905)) == 13
+    assert seen["put"] == manifest_key(2) and seen["retained"] == [11, 12] and seen["oldest"] == 91
+    assert sorted(t.refresh().scan(["id"]).to_arrow().column("id").to_pylist())[-5:] == list(range(900, 905))

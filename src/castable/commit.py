@@ -106,6 +106,16 @@ def read_pointer(store: ObjectStore) -> Pointer:
     return Pointer(version=version, etag=blob.etag, oldest=oldest)
 
 
+def retention_floor(store: ObjectStore) -> int:
+    """The oldest version readers may see. A manifest below it is an expired slot that a writer
+    with a stale base re-created for a moment before finding it invisible and deleting it again,
+    so it must never be read as a version of the table."""
+    try:
+        return read_pointer(store).oldest
+    except TableNotFoundError:  # a create that stopped before its pointer: nothing expired yet
+        return 0
+
+
 def read_manifest(store: ObjectStore, version: int, table_uuid: str | None = None) -> Manifest:
     """The manifest of ``version``; ``VersionNotFoundError`` if it does not (or no longer) exist.
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from castable.commit import raise_floor, read_manifest
+from castable.commit import raise_floor, read_manifest, retention_floor
 from castable.errors import VersionNotFoundError
 from castable.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key
 from castable.manifest import Manifest
@@ -62,9 +62,10 @@ class GcReport:
 
 
 def retained_versions(store: ObjectStore) -> list[int]:
-    """Versions whose manifest still exists, oldest first."""
+    """Versions whose manifest exists at or above the retention floor, oldest first."""
+    floor = retention_floor(store)
     found = (version_of_manifest_key(info.key) for info in store.list(MANIFEST_PREFIX))
-    return sorted(v for v in found if v is not None)
+    return sorted(v for v in found if v is not None and v >= floor)
 
 
 def expire(

@@ -22,6 +22,7 @@ from castable.commit import (
     load_latest,
     now,
     read_manifest,
+    retention_floor,
 )
 from castable.compact import CompactChange, CompactOptions, CompactReport, plan_groups
 from castable.delete import DeleteChange
@@ -230,6 +231,8 @@ class Table:
             raise InvalidInputError(f"version must be an integer, not {version!r}")
         if version < 0:
             raise VersionNotFoundError(f"version {version} does not exist")
+        if version < (floor := retention_floor(self.store)):
+            raise VersionNotFoundError(f"version {version} has expired; the oldest retained is {floor}")
         return read_manifest(self.store, version, self._manifest.table_uuid)
 
     def _manifest_as_of(self, as_of: datetime) -> Manifest:
@@ -238,7 +241,7 @@ class Table:
         latest = self.refresh()._manifest
         if latest.created_at <= as_of:
             return latest
-        lo, hi = 0, latest.version
+        lo, hi = retention_floor(self.store), latest.version
         found: Manifest | None = None
         while lo < hi:
             mid = (lo + hi) // 2
