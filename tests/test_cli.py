@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -160,3 +161,21 @@ def test_cli_rejects_corrupt_parquet(tmp_path: Path, capsys, monkeypatch) -> Non
         main()
     assert "cannot read" in capsys.readouterr().err
     assert castable.open_table(uri).version == 0
+
+
+def test_cli_prints_values_as_they_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Bracketed types are not swallowed as rich markup, JSON is not hard-wrapped in a narrow
+    terminal, errors keep their brackets, and --version answers."""
+    uri = str(tmp_path / "t")
+    table = castable.create_table(uri, pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))]))
+    table.append(pa.table({"id": list(range(3)), "at": [None] * 3}, schema=table.schema))
+    assert "timestamp[us, tz=UTC]" in run("info", uri)
+    monkeypatch.setenv("COLUMNS", "40")
+    out = run("delete", uri, "id IN (0, 1, 2)", "--commit-id", "a-rather-long-commit-id-for-a-narrow-terminal")
+    line = next(x for x in out.splitlines() if x.startswith("committed version"))
+    assert json.loads(line.split(": ", 1)[1])["rows_deleted"] == 3, "the summary is one JSON line"
+    assert run("--version").strip() == f"castable {castable.__version__}"
+    monkeypatch.setattr("sys.argv", ["castable", "scan", uri, "--filter", "at = 'x[1]'"])
+    with pytest.raises(SystemExit):
+        main()
+    assert "x[1]" in capsys.readouterr().err

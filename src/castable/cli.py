@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
+from rich.text import Text
 
 import castable
 from castable.errors import CastableError, InvalidInputError
@@ -25,8 +26,26 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# Printed values (types such as ``timestamp[us, tz=UTC]``, predicates, paths) are never read as
+# rich markup, and lines are never hard-wrapped, so piped JSON stays one parseable line.
+console = Console(markup=False, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+
+
+def _version(show: bool) -> None:
+    if show:
+        console.print(f"castable {castable.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """ACID tables on S3 or a local directory: create, append, delete, scan, time travel."""
+
 
 StorageOption = Annotated[
     list[str] | None,
@@ -319,7 +338,7 @@ def info(
     """Describe a table: version, schema, files, tombstones, properties."""
     table = _open(uri, storage_option)
     m = table.manifest_at(version)
-    console.print(f"[bold]{table.uri}[/bold]  version {m.version}  created {m.created_at.isoformat()}")
+    console.print(Text.assemble((table.uri, "bold"), f"  version {m.version}  created {m.created_at.isoformat()}"))
     console.print(f"primary key: {', '.join(m.primary_key) or '-'}    table uuid: {m.table_uuid}")
     schema = RichTable("column", "type", "nullable", title="schema")
     for f in m.schema:
@@ -338,5 +357,11 @@ def main() -> None:
     try:
         app()
     except CastableError as e:
-        err_console.print(f"[red]error:[/red] {e}")
+        err_console.print(Text.assemble(("error:", "red"), f" {e}"))
         raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        err_console.print(
+            "interrupted: a commit in flight either landed whole or not at all "
+            "(re-run with the same --commit-id to be sure)"
+        )
+        raise SystemExit(130) from None
