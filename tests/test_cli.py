@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -179,3 +180,25 @@ def test_cli_prints_values_as_they_are(tmp_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(SystemExit):
         main()
     assert "x[1]" in capsys.readouterr().err
+
+
+def test_a_failed_scan_output_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows go to a hidden temporary name, renamed at the end: a scan that fails midway leaves
+    neither a partial file that looks complete nor the temporary."""
+    uri = str(tmp_path / "t")
+    castable.create_table(uri, events(0, 1).schema).append(events(0, 100))
+    previous = tmp_path / "out.parquet"
+    previous.write_bytes(b"an older export")
+
+    def broken(self: castable.Scan) -> Iterator[pa.RecordBatch]:
+        yield from events(0, 10).to_batches()
+        raise castable.CorruptObjectError("data/x.parquet: a page does not decode")
+
+    monkeypatch.setattr(castable.Scan, "to_batches", broken)
+    failed = runner.invoke(app, ["scan", uri, "--output", str(previous)])
+    assert isinstance(failed.exception, castable.CorruptObjectError)
+    assert previous.read_bytes() == b"an older export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "t"]
+    monkeypatch.undo()
+    run("scan", uri, "--output", str(previous))
+    assert pq.read_table(previous).num_rows == 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -306,12 +307,17 @@ def _write_output(s: castable.Scan, output: Path) -> None:
     if make is None:
         raise InvalidInputError("--output must end in .parquet or .csv")
     rows = 0
-    with _progress() as progress, make(output, s.schema) as writer:
-        task = progress.add_task("reading rows", total=None)
-        for batch in s.to_batches():
-            writer.write_batch(batch)
-            rows += batch.num_rows
-            progress.advance(task, batch.num_rows)
+    partial = output.with_name(f".{output.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with _progress() as progress, make(partial, s.schema) as writer:
+            task = progress.add_task("reading rows", total=None)
+            for batch in s.to_batches():
+                writer.write_batch(batch)
+                rows += batch.num_rows
+                progress.advance(task, batch.num_rows)
+        partial.replace(output)  # a failed or interrupted scan never leaves a file that looks complete
+    finally:
+        partial.unlink(missing_ok=True)
     console.print(f"wrote {rows} rows of version {s.version} to {output}")
 
 
