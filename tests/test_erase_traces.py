@@ -181,3 +181,17 @@ def test_purge_reports_traces_left_by_a_bad_splice(tmp_path: Path, monkeypatch: 
     found = purge.traces[f.path]
     assert "row group 2, column id: column index holds an erased value" in found
     assert "row group 2, column name: column index holds an erased string" in found
+
+
+def test_a_string_that_survives_inside_another_column_is_not_a_trace(tmp_path: Path) -> None:
+    """An erased name that lives on inside a surviving row's email (another column) is that row's:
+    the footer, which holds every column's statistics, must not count it as a trace."""
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("email", pa.string())])
+    erased = pa.table({"id": [0], "name": ["alice-0001"], "email": ["zed@example.org"]}, schema=schema)
+    kept = pa.table({"id": [1], "name": ["bob-000002"], "email": ["alice-0001@example.org"]}, schema=schema)
+    path = tmp_path / "kept.parquet"
+    pq.write_table(kept, path)
+    wanted = needles(erased, pq.ParquetFile(path))
+    assert wanted.strings["name"] == {b"alice-0001"} and wanted.anywhere == {b"zed@example.org"}
+    with pa.OSFile(str(path)) as source:
+        assert find_traces(source, path.stat().st_size, wanted) == []

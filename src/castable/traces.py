@@ -62,7 +62,11 @@ class Needles:
     encoded: dict[str, set[bytes]]
     """Each erased-only value as Parquet encodes it in statistics and column indexes."""
     strings: dict[str, set[bytes]]
-    """Erased-only strings long enough to search for as bytes, and part of no surviving string."""
+    """Erased-only strings long enough to search for as bytes, and part of no surviving string
+    of their column (searched in that column's pages and indexes)."""
+    anywhere: set[bytes]
+    """Those of them part of no surviving string of any column (searched in the footer, which
+    holds every column's statistics)."""
 
     def __bool__(self) -> bool:
         return any(self.encoded.values())
@@ -86,9 +90,20 @@ def needles(erased: pa.Table, kept: pq.ParquetFile) -> Needles:
                 strings[path] = {
                     s.encode()
                     for s in only.to_pylist()
-                    if len(s.encode()) >= MIN_SEARCHED_LENGTH and not pc.any(pc.match_substring(there, s)).as_py()
+                    if len(s.encode()) >= MIN_SEARCHED_LENGTH and not _within(there, s)
                 }
-    return Needles(encoded, strings)
+    anywhere = set().union(*strings.values())
+    for name in erased.column_names if anywhere else ():
+        column = kept.read(columns=[name]).column(name).cast(erased.schema.field(name).type).combine_chunks()
+        for _, there in _leaves(column, name):
+            if pa.types.is_string(there.type) or pa.types.is_large_string(there.type):
+                anywhere = {s for s in anywhere if not _within(there, s.decode())}
+    return Needles(encoded, strings, anywhere)
+
+
+def _within(values: pa.Array, needle: str) -> bool:
+    """Whether any of ``values`` contains ``needle``."""
+    return bool(pc.any(pc.match_substring(values, needle)).as_py())
 
 
 def _leaves(array: pa.Array, path: str) -> Iterator[tuple[str, pa.Array]]:
@@ -136,7 +151,7 @@ def find_traces(source: pa.NativeFile, size: int, needles: Needles) -> list[str]
     except FooterError as e:
         return [f"footer: {e}"]
     footer_bytes = tail[len(tail) - (size - footer.offset) :]
-    found += _search(footer_bytes, needles.strings.values(), "the footer")
+    found += _search(footer_bytes, [needles.anywhere], "the footer")
     accounted = [(0, len(MAGIC)), (footer.offset, size)]
     for r, rg in enumerate(footer.row_groups):
         accounted.append(row_group_span(rg))
