@@ -124,9 +124,8 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
             check_schema(key, file.schema_arrow, table.schema)
             if table.primary_key is not None:
                 check_key(key, table.primary_key, file_stats(file.metadata, table.schema)[table.primary_key])
-            rows = file.metadata.num_rows
-        else:
-            rows = sum(b.num_rows for b in table.conforming_batches(opened().batches))
+            return Landed(bucket, key, info.etag, file.metadata.num_rows, lambda: sources.file_batches(file))
+        rows = sum(b.num_rows for b in table.conforming_batches(opened().batches))
     except (pa.ArrowInvalid, OSError) as e:
         raise BadFileError(f"not a readable {sources.format_of(key)} file: {e}") from None
     except (castable.SchemaMismatchError, castable.InvalidInputError) as e:
@@ -188,12 +187,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.info("already ingested by another invocation", extra={"keys": [f.key for f in done]})
     pending = [f for f in batch.landed if f.source_id not in recent]
     if any(f.rows for f in pending):
-        identity = "\n".join(sorted(f"{f.bucket}/{f.key}@{f.etag}" for f in pending))
-        commit_id = "ingest-" + hashlib.sha256(identity.encode()).hexdigest()[:32]
+        source_ids = sorted(f.source_id for f in pending)
+        commit_id = "ingest-" + hashlib.sha256("\n".join(source_ids).encode()).hexdigest()[:32]
         stream = (b for f in pending for b in f.batches())
         # An overlapping batch committed by another invocation meanwhile raises CommitConflictError:
         # the whole batch is retried, and the retry skips the files that invocation appended.
-        version = batch.table.append(stream, commit_id=commit_id, source_ids=[f.source_id for f in pending])
+        version = batch.table.append(stream, commit_id=commit_id, source_ids=source_ids)
         rows = sum(f.rows for f in pending)
         metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
         logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})

@@ -308,9 +308,10 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     the objects the erasures produced are then searched, byte by byte, for the erased rows'
     values (read from the old objects before they go)."""
     retained = retained_versions(store)
-    live = {f.path for f in read_manifest(store, retained[-1]).data_files}
+    latest = read_manifest(store, retained[-1])
+    live = {f.path for f in latest.data_files}
     old = {path: added for path, added in old.items() if path not in live}
-    erased = _erased_rows(store, old, predicate) if predicate is not None else {}
+    erased = _erased_rows(store, old, predicate, latest.schema) if predicate is not None else {}
     versions = sorted({v for v in retained for added in old.values() if added <= v < version})
     produced = _produced(store, [v for v in retained if v >= min(old.values(), default=version)], set(old))
     if versions:
@@ -327,9 +328,10 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     return PurgeReport(versions, sorted(old), removed, remaining, traces)
 
 
-def _erased_rows(store: ObjectStore, old: dict[str, int], predicate: Predicate) -> dict[str, pa.Table | None]:
+def _erased_rows(
+    store: ObjectStore, old: dict[str, int], predicate: Predicate, schema: pa.Schema
+) -> dict[str, pa.Table | None]:
     """The rows each old object holds that match ``predicate`` (``None`` if it is already gone)."""
-    schema = read_manifest(store, retained_versions(store)[-1]).schema
     out: dict[str, pa.Table | None] = {}
     for path in old:
         try:
