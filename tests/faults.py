@@ -91,6 +91,9 @@ class FaultyStore(ObjectStore):
     def check_conditional_writes(self) -> None:
         self.inner.check_conditional_writes()
 
+    def parents(self) -> list[ObjectStore]:
+        return self.inner.parents()
+
     def put(self, key: str, data: bytes, **kwargs: Any) -> ObjectInfo:
         return self._run("put", key, lambda: self.inner.put(key, data, **kwargs))
 

@@ -77,7 +77,11 @@ def test_not_arrow_data(table: Table, data: object) -> None:
         ("id = ", "cannot parse"),
         ("id = 'abc'", "not a valid int64"),
         ("id = 1.5", "not a valid int64"),
-        ("id = other", "comparing two columns"),
+        ("id = other", "unknown column 'other'.*single quotes: 'other'"),
+        ("category = a", "unknown column 'a'.*single quotes: 'a'"),
+        ("id = value", "comparing two columns"),
+        ("id = = 3", r"^cannot parse predicate 'id = = 3': .* at column 6 near '='$"),
+        ("category = 'a", r"^cannot parse predicate [^\x1b]*$"),
         ("id = NULL", "IS NULL"),
         ("id + 1 > 3", "column"),
         ("value LIKE 'a%'", "string column"),
@@ -103,21 +107,28 @@ def test_unknown_projection(table: Table) -> None:
 
 
 def test_malformed_pointer(table: Table) -> None:
+    """Every version still reads; writes are refused with the way out, and ``repair`` fixes it."""
     for garbage in [b"not json", b"{}", b'{"version": -1}', b'{"version": "3"}']:
         table.store.put(POINTER_KEY, garbage)
         before = snapshot_of(table.store)
-        with pytest.raises(CorruptObjectError, match="_latest_manifest is malformed"):
-            castable.open_table(table.uri, storage_options=_options(table))
-        with pytest.raises(CorruptObjectError):
+        damaged = castable.open_table(table.uri, storage_options=_options(table))
+        assert damaged.damage is not None and "_latest_manifest is malformed" in damaged.damage
+        assert damaged.scan().count() == 95 and damaged.scan(version=1).count() == 100
+        with pytest.raises(CorruptObjectError, match="castable repair"):
             Table.load(table.store).append(events(200, 201))
         assert snapshot_of(table.store) == before
+    assert damaged.repair() == 2 and damaged.damage is None
+    damaged.append(events(200, 201))
+    assert castable.open_table(table.uri, storage_options=_options(table)).scan().count() == 96
 
 
 def test_pointer_naming_a_missing_manifest(table: Table) -> None:
     table.store.put(POINTER_KEY, json.dumps({"version": 40}).encode())
     before = snapshot_of(table.store)
+    damaged = castable.open_table(table.uri, storage_options=_options(table))
+    assert "names version 40" in (damaged.damage or "")
     with pytest.raises(CorruptObjectError, match="names version 40"):
-        castable.open_table(table.uri, storage_options=_options(table))
+        damaged.delete("id = 7")
     assert snapshot_of(table.store) == before
 
 
@@ -135,16 +146,26 @@ def test_pointer_naming_a_missing_manifest(table: Table) -> None:
     ],
 )
 def test_malformed_manifest(table: Table, corrupt) -> None:  # type: ignore[no-untyped-def]
+    """The newest version cannot be read: it and every write are refused with the way out,
+    older versions and history still read, and ``repair`` commits the newest readable forward."""
     key = manifest_key(table.version)
     doc = json.loads(table.store.get(key).data)
     table.store.delete(key)
     table.store.put(key, corrupt(doc))
     before = snapshot_of(table.store)
-    with pytest.raises(CorruptObjectError):
-        castable.open_table(table.uri, storage_options=_options(table))
-    with pytest.raises(CorruptObjectError):
+    damaged = castable.open_table(table.uri, storage_options=_options(table))
+    with pytest.raises(CorruptObjectError, match=f"{key}.*versions up to 1 can still be read.*castable repair"):
+        damaged.scan()
+    with pytest.raises(CorruptObjectError, match="castable repair"):
         Table.load(table.store).append(events(200, 201))
+    assert damaged.scan(version=1).count() == 100
+    assert [(h.version, h.operation) for h in damaged.history()] == [(2, "unreadable"), (1, "append"), (0, "create")]
     assert snapshot_of(table.store) == before
+    assert damaged.repair(commit_id="fix") == 3
+    assert damaged.history(limit=1)[0].summary == {"restored_from": 1, "unreadable_versions": [2]}
+    assert damaged.scan().count() == 100 and damaged.repair() == 3
+    with pytest.raises(CorruptObjectError, match="gc cannot tell which files version 2 references"):
+        damaged.gc()
 
 
 def test_corrupt_data_file_is_reported(table: Table) -> None:
@@ -314,3 +335,24 @@ def test_missing_credentials_are_a_store_unavailable_error(
     with pytest.raises(castable.StoreUnavailableError, match="credentials") as info:
         castable.open_table("s3://bucket/table", storage_options={"endpoint_url": s3_endpoint, "region": "us-east-1"})
     assert type(info.value.__cause__).__name__ == "NoCredentialsError"
+
+
+def test_scan_arguments_in_the_forms_people_write(table: Table) -> None:
+    """``as_of`` as ISO 8601 text works like a datetime; a comma-separated string of columns is
+    refused with the list to write instead of being read as letters."""
+    now = table.manifest.created_at.isoformat()
+    assert table.scan(as_of=now).count() == table.scan(as_of=table.manifest.created_at).count() == 95
+    with pytest.raises(InvalidInputError, match="ISO 8601"):
+        table.scan(as_of="last tuesday")
+    with pytest.raises(InvalidInputError, match=r"\['id', 'value'\]"):
+        table.scan("id,value")  # type: ignore[arg-type]
+
+
+def test_missing_versions_say_why(table: Table) -> None:
+    from castable.errors import VersionNotFoundError
+
+    with pytest.raises(VersionNotFoundError, match=r"version 9 .* does not exist \(the newest is 2\)"):
+        table.scan(version=9)
+    table.expire(retain_versions=1)
+    with pytest.raises(VersionNotFoundError, match=r"version 1 .* has expired .* from 2 to 2"):
+        table.scan(version=1)

@@ -109,10 +109,14 @@ def read_pointer(store: ObjectStore) -> Pointer:
 def retention_floor(store: ObjectStore) -> int:
     """The oldest version readers may see. A manifest below it is an expired slot that a writer
     with a stale base re-created for a moment before finding it invisible and deleting it again,
-    so it must never be read as a version of the table."""
+    so it must never be read as a version of the table. A malformed pointer gives 0: every
+    manifest then counts as retained, which keeps more files, never fewer."""
     try:
         return read_pointer(store).oldest
     except TableNotFoundError:  # a create that stopped before its pointer: nothing expired yet
+        return 0
+    except CorruptObjectError as e:
+        log.info("retention floor unknown, taken as 0: %s", e)
         return 0
 
 
@@ -200,6 +204,27 @@ def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> 
             return None
     log.warning("gave up advancing %s to version %d after 20 attempts", POINTER_KEY, version)
     return None
+
+
+def reset_pointer(store: ObjectStore, version: int, oldest: int) -> None:
+    """Repair: move the pointer to ``version`` even when it is malformed or missing (``oldest``
+    then stands for the floor it recorded). A readable pointer only moves forward."""
+    for _ in range(20):
+        try:
+            current = read_pointer(store)
+        except TableNotFoundError:
+            current = ABSENT
+        except CorruptObjectError:
+            current = Pointer(version=-1, etag=store.head(POINTER_KEY).etag, oldest=oldest)
+        if current.version >= version:
+            return
+        condition: dict[str, Any] = {"if_match": current.etag} if current.etag else {"if_none_match": True}
+        try:
+            store.put(POINTER_KEY, encode_pointer(version, current.oldest), **condition)
+            return
+        except (PreconditionFailedError, ConcurrentModificationError):
+            continue
+    raise CommitConflictError(f"could not reset {POINTER_KEY} to version {version} under contention")
 
 
 def raise_floor(store: ObjectStore, oldest: int, version: int) -> Pointer:

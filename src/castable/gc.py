@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from castable.commit import raise_floor, read_manifest, retention_floor
-from castable.errors import VersionNotFoundError
+from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key
 from castable.manifest import Manifest
 from castable.store import ObjectInfo, ObjectStore
@@ -49,12 +49,14 @@ class GcReport:
     versions_scanned: int = 0
 
     def summary(self) -> dict[str, object]:
+        """Counts, named for what was done, or for a dry run what would be done."""
+        removed, aborted = ("to_remove", "to_abort") if self.dry_run else ("removed", "aborted")
         return {
             "dry_run": self.dry_run,
-            "objects_removed": len(self.objects),
-            "bytes_removed": self.bytes,
-            "uploads_aborted": len(self.uploads_aborted),
-            "temporaries_removed": len(self.temporaries),
+            f"objects_{removed}": len(self.objects),
+            f"bytes_{removed}": self.bytes,
+            f"uploads_{aborted}": len(self.uploads_aborted),
+            f"temporaries_{removed}": len(self.temporaries),
             "objects_scanned": self.objects_scanned,
             "objects_referenced": self.objects_referenced,
             "versions_scanned": self.versions_scanned,
@@ -102,7 +104,7 @@ def _first_version_since(store: ObjectStore, versions: list[int], cutoff: dateti
         mid = (lo + hi) // 2
         try:
             created = read_manifest(store, versions[mid]).created_at
-        except VersionNotFoundError:
+        except (VersionNotFoundError, CorruptObjectError):  # gone, or unreadable: no age to keep it for
             lo = mid + 1
             continue
         if created >= cutoff:
@@ -125,6 +127,11 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
             m = read_manifest(store, version)
         except VersionNotFoundError:  # expired meanwhile: its files are no longer protected by it
             return set()
+        except CorruptObjectError as e:
+            raise CorruptObjectError(
+                f"gc cannot tell which files version {version} references, so it removed nothing: {e}. "
+                f"Restore that manifest, or let expire remove version {version} first"
+            ) from None
         return {f.path for f in m.data_files} | {t.path for t in m.tombstones}
 
     with ThreadPoolExecutor(_THREADS) as pool:

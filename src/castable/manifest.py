@@ -197,10 +197,12 @@ class Manifest:
             doc = json.loads(data)
             if doc.get("format") != FORMAT_NAME:
                 raise ValueError("not a castable manifest")
-            if doc.get("format_version") != FORMAT_VERSION:
-                raise ValueError(
-                    f"format_version {doc.get('format_version')!r} is not supported by this "
-                    f"castable (supports {FORMAT_VERSION}); upgrade castable"
+            found = doc.get("format_version")
+            if not isinstance(found, int) or isinstance(found, bool) or found < 1:
+                raise ValueError(f"format_version is {found!r}, not a version number")
+            if found != FORMAT_VERSION:
+                raise CorruptObjectError(
+                    f"format version {found} is newer than this castable reads ({FORMAT_VERSION}); upgrade castable"
                 )
             commit = doc["commit"]
             previous = doc["previous"]

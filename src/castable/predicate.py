@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import functools
 import operator
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -320,10 +321,20 @@ def parse_predicate(predicate: str | pc.Expression | Predicate, schema: pa.Schem
     try:
         tree = sqlglot.parse_one(predicate)
     except SqlglotError as e:
-        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from None
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {_parse_problem(e)}") from None
     if not isinstance(tree, exp.Expression):
         raise InvalidPredicateError(f"cannot parse predicate {predicate!r}")
     return _SqlConverter(schema, predicate).convert(tree)
+
+
+def _parse_problem(error: SqlglotError) -> str:
+    """sqlglot's complaint as plain text: where it stopped and why, without terminal escapes."""
+    found = getattr(error, "errors", None)
+    if not found:
+        return re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    first = found[0]
+    why = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", first["description"])
+    return f"{why}, at column {first['col']} near {first['highlight']!r}"
 
 
 def _check_expression(expression: pc.Expression, schema: pa.Schema) -> None:
@@ -414,10 +425,19 @@ class _SqlConverter:
         else:
             raise self.fail("a comparison needs a column on one side")
         if isinstance(value, exp.Column):
-            raise self.fail("comparing two columns is not supported")
+            raise self._second_column(value)
         if isinstance(value, exp.Null):
             raise self.fail("comparing with NULL is never true; use IS NULL")
         return Compare(column, op, self.literal(value, column))
+
+    def _second_column(self, node: exp.Column) -> InvalidPredicateError:
+        """Why ``column <op> name`` fails: usually a text value written without quotes."""
+        if node.name in self.schema.names:
+            return self.fail(f"comparing two columns ({node.sql()} is a column too) is not supported")
+        return InvalidPredicateError(
+            f"unknown column {node.name!r} in predicate {self.text!r} (columns: {', '.join(self.schema.names)}); "
+            f"a text value needs single quotes: '{node.name}'"
+        )
 
     def column(self, node: exp.Expression) -> str:
         if not isinstance(node, exp.Column) or node.table:

@@ -82,12 +82,19 @@ def check_files(
     return checked
 
 
+def _missing(store: ObjectStore, key: str) -> str:
+    return (
+        f"{key} does not exist: looked for {store.uri}/{key} (paths name objects the other engine "
+        "already wrote under the table's data/ prefix, relative to the table or as full URIs)"
+    )
+
+
 def verify_data_file(store: ObjectStore, entry: DataFile) -> DataFile:
     """``entry`` itself, once a HEAD shows the object exists with the recorded size and ETag."""
     try:
         info = store.head(entry.path)
     except ObjectNotFoundError:
-        raise InvalidInputError(f"{entry.path} does not exist") from None
+        raise InvalidInputError(_missing(store, entry.path)) from None
     if (info.size, info.etag) != (entry.size, entry.etag):
         raise InvalidInputError(
             f"{entry.path} is {info.size} bytes with ETag {info.etag}, "
@@ -103,7 +110,7 @@ def describe_data_file(store: ObjectStore, key: str, schema: pa.Schema) -> DataF
     try:
         info = store.head(key)
     except ObjectNotFoundError:
-        raise InvalidInputError(f"{key} does not exist") from None
+        raise InvalidInputError(_missing(store, key)) from None
     probe = DataFile(key, info.size, info.etag, rows=0, row_groups=0)
     try:
         metadata = read_footer(store, probe, Transfer()).pyarrow_metadata()

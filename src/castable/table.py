@@ -22,6 +22,7 @@ from castable.commit import (
     load_latest,
     now,
     read_manifest,
+    reset_pointer,
     retention_floor,
 )
 from castable.compact import CompactChange, CompactOptions, CompactReport, plan_groups
@@ -31,13 +32,14 @@ from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, sti
 from castable.erase import purge as purge_erased_objects
 from castable.errors import (
     CommitConflictError,
+    CorruptObjectError,
     EmptyWriteError,
     InvalidInputError,
     SchemaMismatchError,
     TableAlreadyExistsError,
     VersionNotFoundError,
 )
-from castable.gc import ExpireReport, GcReport
+from castable.gc import ExpireReport, GcReport, retained_versions
 from castable.gc import expire as expire_versions
 from castable.gc import gc as collect_garbage
 from castable.layout import POINTER_KEY, manifest_key
@@ -58,13 +60,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One commit in the table's history."""
+    """One commit in the table's history; an unreadable version has ``error`` and no details."""
 
     version: int
-    timestamp: datetime
+    timestamp: datetime | None
     operation: str
     commit_id: str
     summary: dict[str, Any]
+    error: str | None = None
 
 
 def _new_commit_id(commit_id: str | None) -> str:
@@ -92,6 +95,16 @@ def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) ->
     return Table.load(store_from_uri(uri, storage_options))
 
 
+def _as_datetime(value: datetime | str) -> datetime:
+    """``as_of`` as a datetime: one already, or an ISO 8601 string such as ``2026-11-22T04:00:00Z``."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(value)
+    raise InvalidInputError(f"as_of must be a datetime or an ISO 8601 time such as 2026-11-22T04:00:00Z, not {value!r}")
+
+
 def _from_pandas(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     """A DataFrame converted to the table's types (pandas has no exact Arrow types of its own)."""
     extra = sorted(set(map(str, df.columns)) - set(schema.names))
@@ -110,10 +123,19 @@ class Table:
         self.store = store
         self._manifest = manifest
         self._pointer = pointer
+        self._damage: Damage | None = None
 
     @classmethod
     def load(cls, store: ObjectStore) -> Table:
-        manifest, pointer = load_latest(store)
+        """The newest version; if it (or the pointer) cannot be read, a handle on the newest
+        readable version that reads older versions and refuses writes until :meth:`repair`."""
+        try:
+            manifest, pointer = load_latest(store)
+        except CorruptObjectError as e:
+            damage = _assess(store, e)
+            table = cls(store, damage.readable, None)
+            table._damage = damage
+            return table
         return cls(store, manifest, pointer)
 
     @classmethod
@@ -142,6 +164,7 @@ class Table:
                 )
         if store.exists(POINTER_KEY):
             raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
+        _check_not_nested(store)
         store.check_conditional_writes()
         manifest = Manifest(
             table_uuid=str(uuid.uuid4()),
@@ -208,10 +231,27 @@ class Table:
     def _props(self) -> TableProperties:
         return TableProperties.parse(self._manifest.properties)
 
+    @property
+    def damage(self) -> str | None:
+        """Why the table cannot be written (and perhaps its newest version not read), else ``None``."""
+        return None if self._damage is None else self._damage.message
+
     def refresh(self) -> Table:
         """Load the newest committed version."""
-        self._adopt(*load_latest(self.store, known=self._manifest, table_uuid=self._manifest.table_uuid))
+        try:
+            self._adopt(*load_latest(self.store, known=self._manifest, table_uuid=self._manifest.table_uuid))
+        except CorruptObjectError as e:
+            self._damage = _assess(self.store, e)
+            self._adopt(self._damage.readable, None)
+        else:
+            self._damage = None
         return self
+
+    def _readable(self) -> Manifest:
+        """The newest version, which must be readable to be read or written on."""
+        if self._damage is not None and not self._damage.newest_readable:
+            raise CorruptObjectError(self._damage.message)
+        return self._manifest
 
     def _adopt(self, manifest: Manifest, pointer: Pointer | None) -> None:
         """Make a newer version this handle's own (an older one is ignored)."""
@@ -219,21 +259,27 @@ class Table:
             self._manifest = manifest
             self._pointer = pointer
 
-    def manifest_at(self, version: int | None = None, as_of: datetime | None = None) -> Manifest:
-        """The manifest of a version, of the version current at ``as_of``, or the newest known."""
+    def manifest_at(self, version: int | None = None, as_of: datetime | str | None = None) -> Manifest:
+        """The manifest of a version, of the version current at ``as_of`` (a datetime or an ISO
+        8601 string; without a zone, local time), or the newest known."""
         if version is not None and as_of is not None:
             raise InvalidInputError("give version or as_of, not both")
         if as_of is not None:
-            return self._manifest_as_of(as_of)
-        if version is None or version == self._manifest.version:
-            return self._manifest
+            return self._manifest_as_of(_as_datetime(as_of))
+        if version is None:
+            return self._readable()
         if not isinstance(version, int) or isinstance(version, bool):
             raise InvalidInputError(f"version must be an integer, not {version!r}")
+        if version == self._manifest.version:
+            return self._manifest
         if version < 0:
-            raise VersionNotFoundError(f"version {version} does not exist")
-        if version < (floor := retention_floor(self.store)):
-            raise VersionNotFoundError(f"version {version} has expired; the oldest retained is {floor}")
-        return read_manifest(self.store, version, self._manifest.table_uuid)
+            raise VersionNotFoundError(f"version {version} does not exist; versions start at 0")
+        try:
+            if version < retention_floor(self.store):
+                raise VersionNotFoundError()
+            return read_manifest(self.store, version, self._manifest.table_uuid)
+        except VersionNotFoundError:
+            raise VersionNotFoundError(_missing_version(self.store, version)) from None
 
     def _manifest_as_of(self, as_of: datetime) -> Manifest:
         if as_of.tzinfo is None:
@@ -259,23 +305,28 @@ class Table:
         return found
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
-        """Commits newest first, following ``previous`` until ``limit`` or the oldest retained."""
+        """Retained commits newest first, down to the oldest retained or ``limit``. Expired
+        versions are skipped (an erasure's purge can expire some and keep older ones); an
+        unreadable version is listed with its ``error``."""
+        self.refresh()
         entries: list[HistoryEntry] = []
-        manifest: Manifest | None = self.refresh()._manifest
-        while manifest is not None and (limit is None or len(entries) < limit):
-            c = manifest.commit
-            entries.append(HistoryEntry(manifest.version, manifest.created_at, c.operation, c.commit_id, c.summary))
-            if manifest.previous is None:
+        for version in reversed(retained_versions(self.store)):
+            if limit is not None and len(entries) >= limit:
                 break
             try:
-                manifest = read_manifest(self.store, manifest.previous, manifest.table_uuid)
+                m = read_manifest(self.store, version, self._manifest.table_uuid)
             except VersionNotFoundError:
-                manifest = None
+                continue
+            except CorruptObjectError as e:
+                entries.append(HistoryEntry(version, None, "unreadable", "", {}, error=str(e)))
+                continue
+            c = m.commit
+            entries.append(HistoryEntry(m.version, m.created_at, c.operation, c.commit_id, c.summary))
         return entries
 
     # --------------------------------------------------------------------- reads
 
-    def snapshot(self, version: int | None = None, as_of: datetime | None = None) -> Snapshot:
+    def snapshot(self, version: int | None = None, as_of: datetime | str | None = None) -> Snapshot:
         return Snapshot(self.store, self.manifest_at(version, as_of))
 
     def scan(
@@ -284,9 +335,11 @@ class Table:
         filter: str | pc.Expression | Predicate | None = None,
         *,
         version: int | None = None,
-        as_of: datetime | None = None,
+        as_of: datetime | str | None = None,
     ) -> Scan:
         """A lazy scan of the newest known version, or of ``version`` / the version at ``as_of``."""
+        if isinstance(columns, str):
+            raise InvalidInputError(f"columns must be a list of names, such as {columns.split(',')!r}, not a string")
         snapshot = self.snapshot(version, as_of)
         predicate = None if filter is None else parse_predicate(filter, snapshot.schema)
         return Scan(snapshot, columns, predicate)
@@ -297,12 +350,19 @@ class Table:
     def count(self, **kwargs: Any) -> int:
         return self.scan(**kwargs).count()
 
+    def committed_version(self, commit_id: str) -> int | None:
+        """The version a commit with this id landed as, while the table's recent history holds it
+        (``commit.id-retention`` commits); a write repeating that id commits nothing."""
+        return self._manifest.recent_commits.get(commit_id)
+
     # -------------------------------------------------------------------- writes
 
     def _begin_write(self, commit_id: str | None) -> str:
         """Every write starts here: a valid ``commit_id`` (a new one if none is given), and a store
         known to honour conditional writes (probed once per process and store)."""
         checked = _new_commit_id(commit_id)
+        if self._damage is not None:
+            raise CorruptObjectError(self._damage.message)
         self.store.check_conditional_writes()
         return checked
 
@@ -558,6 +618,38 @@ class Table:
             only=None if files is None else frozenset(files),
         )
 
+    def repair(self, *, commit_id: str | None = None) -> int:
+        """Make a damaged table (see :attr:`damage`) writable again; return its newest version.
+
+        When the newest versions cannot be read, their contents are lost: the newest readable
+        version's files and tombstones are committed as a new version after them (no data is
+        copied; the unreadable manifests stay, listed by ``history``). A malformed pointer is
+        rewritten to name the newest version. An undamaged table is left as it is.
+        """
+        self.refresh()
+        damage = self._damage
+        if damage is None:
+            return self.version
+        commit_id = _new_commit_id(commit_id)
+        self.store.check_conditional_writes()
+        newest = damage.newest
+        if not damage.newest_readable:
+            base = damage.readable
+            lost = [v for v in retained_versions(self.store) if v > base.version]
+            summary = {"restored_from": base.version, "unreadable_versions": lost}
+            repaired = replace(base, version=newest).next(
+                commit=CommitInfo("repair", commit_id, summary),
+                created_at=now(),
+                data_files=base.data_files,
+                tombstones=base.tombstones,
+                commit_retention=self._props.commit_id_retention,
+            )
+            with contextlib.suppress(PreconditionFailedError):  # a concurrent repair (or write) took it
+                self.store.put(manifest_key(repaired.version), repaired.to_json(), if_none_match=True)
+            newest = repaired.version
+        reset_pointer(self.store, newest, oldest=retained_versions(self.store)[0])
+        return self.refresh()._readable().version
+
     def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
         """Delete the manifests of old versions: kept are the newest ``retain_versions`` and those
         younger than ``retain_for`` (defaults: the ``history.*`` properties); the latest always."""
@@ -581,6 +673,72 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A table whose pointer or newest manifest(s) cannot be read: what can still be read."""
+
+    readable: Manifest
+    """The newest manifest that reads."""
+    newest: int
+    """The newest version that exists, readable or not."""
+    message: str
+
+    @property
+    def newest_readable(self) -> bool:
+        return self.readable.version == self.newest
+
+
+def _assess(store: ObjectStore, cause: CorruptObjectError) -> Damage:
+    """After the pointer or the newest version failed to load: the newest manifest that still
+    reads, and what to tell whoever wants to write (or read the newest version)."""
+    versions = retained_versions(store)
+    for version in reversed(versions):
+        try:
+            manifest = read_manifest(store, version)
+        except (CorruptObjectError, VersionNotFoundError):
+            continue
+        if manifest.version == versions[-1]:
+            state = "every version can be read, but the table cannot be written"
+            fix = f"rewrites the pointer to name version {manifest.version}"
+        else:
+            state = f"versions up to {manifest.version} can still be read (version=...)"
+            fix = f"commits version {manifest.version}'s files as the newest version"
+        message = f"{store.uri} is damaged: {cause}; {state}. `castable repair` (Table.repair()) {fix}"
+        return Damage(manifest, versions[-1], message)
+    raise cause
+
+
+def _check_not_nested(store: ObjectStore) -> None:
+    """Refuse a table inside another table's prefix or above one: maintenance of the outer
+    table (gc of its ``data/``) would delete the inner table's files."""
+    for parent in store.parents():
+        if parent.exists(POINTER_KEY) or parent.exists(manifest_key(0)):
+            raise InvalidInputError(
+                f"cannot create a table at {store.uri}: it lies inside the table at {parent.uri}, whose "
+                "maintenance would delete its files; choose a location outside that prefix"
+            )
+    markers = ["/" + POINTER_KEY, "/" + manifest_key(0)]
+    for info in store.list():
+        inner = next((info.key.removesuffix(m) for m in markers if info.key.endswith(m)), None)
+        if inner is not None:
+            raise InvalidInputError(
+                f"cannot create a table at {store.uri}: a table exists inside it, at {store.uri}/{inner}; "
+                "choose a location that holds no table"
+            )
+
+
+def _missing_version(store: ObjectStore, version: int) -> str:
+    """Why ``version`` cannot be read: not committed yet, or expired."""
+    versions = retained_versions(store)
+    if not versions or version > versions[-1]:
+        newest = versions[-1] if versions else "unknown"
+        return f"version {version} of {store.uri} does not exist (the newest is {newest})"
+    return (
+        f"version {version} of {store.uri} has expired (removed by expire or an erasure's purge); "
+        f"retained versions run from {versions[0]} to {versions[-1]}"
+    )
 
 
 def _check_sources(base: Manifest, sources: tuple[str, ...]) -> None:

@@ -110,6 +110,10 @@ class ObjectStore(ABC):
         """The URI of the root this store is scoped to."""
 
     @abstractmethod
+    def parents(self) -> builtins.list[ObjectStore]:
+        """Stores rooted at each prefix that encloses this root, nearest first."""
+
+    @abstractmethod
     def check_conditional_writes(self) -> None:
         """Raise ``UnsafeStoreError`` unless the store honours If-None-Match and If-Match.
 

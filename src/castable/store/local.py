@@ -51,6 +51,9 @@ class LocalStore(ObjectStore):
     def uri(self) -> str:
         return self.root.as_uri()
 
+    def parents(self) -> list[ObjectStore]:
+        return [LocalStore(p) for p in self.root.parents]
+
     def _path(self, key: str) -> Path:
         if not key or key.startswith("/") or ".." in key.split("/"):
             raise ValueError(f"invalid object key {key!r}")

@@ -145,6 +145,13 @@ class S3Store(ObjectStore):
     def uri(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
 
+    def parents(self) -> list[ObjectStore]:
+        parts = self.prefix.split("/") if self.prefix else []
+        return [
+            S3Store(self.bucket, "/".join(parts[:n]), self.client, single_writer=self.single_writer)
+            for n in reversed(range(len(parts)))
+        ]
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
