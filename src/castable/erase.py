@@ -303,7 +303,8 @@ def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
 
 def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predicate: Predicate | None) -> PurgeReport:
     """Complete erasures committed at or before ``version``: ``old`` maps each replaced data
-    file to the version that added it; the versions in between are expired. Files the newest
+    file to the version that added it; the versions from the oldest retained up to the last one
+    that lists such a file are expired. Files the newest
     version still references (nothing matched in them) are left alone. With a ``predicate``,
     the objects the erasures produced are then searched, byte by byte, for the erased rows'
     values (read from the old objects before they go)."""
@@ -312,7 +313,10 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     live = {f.path for f in latest.data_files}
     old = {path: added for path, added in old.items() if path not in live}
     erased = _erased_rows(store, old, predicate, latest.schema) if predicate is not None else {}
-    versions = sorted({v for v in retained for added in old.values() if added <= v < version})
+    holding = [v for v in retained for added in old.values() if added <= v < version]
+    # Expiry is always a prefix of the history (the floor hides every version below it), so the
+    # versions before those that hold the erased objects go too rather than linger unlisted.
+    versions = [v for v in retained if v <= max(holding)] if holding else []
     produced = _produced(store, [v for v in retained if v >= min(old.values(), default=version)], set(old))
     if versions:
         raise_floor(store, versions[-1] + 1, version)
