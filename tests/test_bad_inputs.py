@@ -356,3 +356,21 @@ def test_missing_versions_say_why(table: Table) -> None:
     table.expire(retain_versions=1)
     with pytest.raises(VersionNotFoundError, match=r"version 1 .* has expired .* from 2 to 2"):
         table.scan(version=1)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"format_version": None}, "not a valid manifest: .*format_version is None, not a version number"),
+        ({"format_version": "1"}, "not a valid manifest: .*format_version is '1', not a version number"),
+        ({"format_version": 7}, "format version 7 is newer than this castable reads \\(1\\); upgrade castable"),
+    ],
+)
+def test_manifest_format_version_messages(table: Table, change: dict, message: str) -> None:
+    """A manifest without a usable format version is corrupt; only a newer version asks for an upgrade."""
+    key = manifest_key(table.version)
+    doc = {**json.loads(table.store.get(key).data), **change}
+    table.store.delete(key)
+    table.store.put(key, json.dumps(doc).encode())
+    with pytest.raises(CorruptObjectError, match=message):
+        castable.open_table(table.uri, storage_options=_options(table)).scan()

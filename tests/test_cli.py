@@ -1,8 +1,16 @@
-"""The castable CLI end to end on a local table, and on S3 over HTTP."""
+"""The castable CLI end to end, as scripts use it: the installed ``castable`` command in a
+subprocess with its output piped, on a local table and on S3 over HTTP."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,16 +23,33 @@ from conftest import events
 from typer.testing import CliRunner
 
 import castable
-from castable.cli import app, main
+from castable.cli import app
+from castable.layout import manifest_key
 
 runner = CliRunner()
+CASTABLE = str(Path(sys.executable).with_name("castable"))
 
 
-def run(*args: str, ok: bool = True) -> str:
-    result = runner.invoke(app, list(args), catch_exceptions=False) if ok else runner.invoke(app, list(args))
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result.output
+def cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    """Run the installed command with piped output in a narrow terminal's width."""
+    done = subprocess.run([CASTABLE, *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "40"})
+    assert done.returncode == code, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def run(*args: str) -> str:
+    return cli(*args).stdout
+
+
+def fails(*args: str) -> str:
+    """The one-line error of a command that must fail with status 1 (no traceback, no escapes)."""
+    err = cli(*args, code=1).stderr
+    assert err.startswith("error: ") and err.count("\n") == 1 and "\x1b" not in err, err
+    return err
+
+
+def run_json(*args: str) -> object:
+    return json.loads(run(*args, "--json"))
 
 
 @pytest.fixture
@@ -107,9 +132,7 @@ def test_cli_csv_is_read_as_the_table_types_and_round_trips(tmp_path: Path) -> N
     got = castable.open_table(uri).scan().to_arrow().sort_by("id").to_pylist()
     assert got == [{"id": 1, "value": 1.0, "category": "123"}, {"id": 2, "value": None, "category": "x"}]
     (tmp_path / "bad.csv").write_text("id,value,category\n3,1,a\n4,one,b\n")
-    failed = runner.invoke(app, ["append", uri, str(tmp_path / "bad.csv")])
-    assert isinstance(failed.exception, castable.SchemaMismatchError)
-    assert "bad.csv, row 2, column 'value': 'one' is not double" in str(failed.exception)
+    assert "bad.csv, row 2, column 'value': 'one' is not double" in fails("append", uri, str(tmp_path / "bad.csv"))
     assert castable.open_table(uri).version == 1
 
     stamped = str(tmp_path / "ts")
@@ -134,52 +157,50 @@ def test_cli_on_s3(s3_bucket: str, s3_endpoint: str, inputs: tuple[Path, Path]) 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["scan", "{uri}"], "no castable table"),
+        (["scan", "{nowhere}"], "no castable table"),
         (["create", "{uri}"], "exactly one of"),
         (["create", "{uri}", "--schema", "id:wat"], "unknown type"),
         (["create", "{uri}", "--schema", "id"], "NAME:TYPE"),
+        (["create", "{uri}", "--schema", "at:timestamp[us, tz=UTC"], "timestamp[us, tz=UTC"),
         (["append", "{uri}", "/nonexistent.parquet"], "does not exist"),
+        (["append", "{uri}", "/nonexistent.xlsx", "--format", "xlsx"], "format must be one of parquet, csv, jsonl"),
+        (["add-files", "{uri}", "data/nope.parquet"], "looked for file://"),
+        (["scan", "{uri}", "--filter", "category = a"], "unknown column 'a' in predicate"),
+        (["scan", "{uri}", "--filter", "id = = 3"], "at column 6 near '='"),
+        (["scan", "{uri}", "--version", "7"], "does not exist (the newest is 0)"),
+        (["scan", "{uri}", "--as-of", "yesterday"], "ISO 8601"),
+        (["scan", "{uri}", "--output", "rows.xlsx"], "cannot tell the output format"),
+        (["scan", "{uri}", "--output", "-", "--format", "parquet"], "not written to stdout"),
     ],
 )
-def test_cli_errors_are_one_line(tmp_path: Path, args: list[str], message: str, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_cli_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     uri = str(tmp_path / "t")
-    if args[0] == "append":
+    if args[0] != "create":
         castable.create_table(uri, events(0, 1).schema)
-    monkeypatch.setattr("sys.argv", ["castable", *[a.format(uri=uri) for a in args]])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    assert exit_info.value.code == 1
-    assert message in capsys.readouterr().err
+    assert message in fails(*[a.format(uri=uri, nowhere=tmp_path / "nowhere") for a in args])
 
 
-def test_cli_rejects_corrupt_parquet(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_cli_rejects_corrupt_parquet(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     castable.create_table(uri, events(0, 1).schema)
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"PAR1 garbage garbage PAR1")
-    monkeypatch.setattr("sys.argv", ["castable", "append", uri, str(bad)])
-    with pytest.raises(SystemExit):
-        main()
-    assert "cannot read" in capsys.readouterr().err
+    assert "cannot read" in fails("append", uri, str(bad))
     assert castable.open_table(uri).version == 0
 
 
-def test_cli_prints_values_as_they_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_prints_values_as_they_are(tmp_path: Path) -> None:
     """Bracketed types are not swallowed as rich markup, JSON is not hard-wrapped in a narrow
     terminal, errors keep their brackets, and --version answers."""
     uri = str(tmp_path / "t")
     table = castable.create_table(uri, pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))]))
     table.append(pa.table({"id": list(range(3)), "at": [None] * 3}, schema=table.schema))
     assert "timestamp[us, tz=UTC]" in run("info", uri)
-    monkeypatch.setenv("COLUMNS", "40")
     out = run("delete", uri, "id IN (0, 1, 2)", "--commit-id", "a-rather-long-commit-id-for-a-narrow-terminal")
     line = next(x for x in out.splitlines() if x.startswith("committed version"))
     assert json.loads(line.split(": ", 1)[1])["rows_deleted"] == 3, "the summary is one JSON line"
     assert run("--version").strip() == f"castable {castable.__version__}"
-    monkeypatch.setattr("sys.argv", ["castable", "scan", uri, "--filter", "at = 'x[1]'"])
-    with pytest.raises(SystemExit):
-        main()
-    assert "x[1]" in capsys.readouterr().err
+    assert "x[1]" in fails("scan", uri, "--filter", "at = 'x[1]'")
 
 
 def test_a_failed_scan_output_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,3 +223,149 @@ def test_a_failed_scan_output_leaves_no_file(tmp_path: Path, monkeypatch: pytest
     monkeypatch.undo()
     run("scan", uri, "--output", str(previous))
     assert pq.read_table(previous).num_rows == 100
+
+
+def test_cli_json_output_for_scripts(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    """Every command's --json prints one JSON document; a dry-run gc names what it would remove."""
+    uri = str(tmp_path / "t")
+    assert run_json("create", uri, "--like", str(inputs[0]), "-k", "id")["version"] == 0  # type: ignore[index]
+    appended = run_json("append", uri, str(inputs[0]), "--commit-id", "a")
+    assert appended == {
+        "version": 1,
+        "committed": True,
+        "already_committed": False,
+        "summary": castable.open_table(uri).manifest.commit.summary,
+    }
+    assert run_json("delete", uri, "value < 5")["summary"]["rows_deleted"] == 10  # type: ignore[index]
+    assert run_json("delete", uri, "id < 0")["committed"] is False  # type: ignore[index]
+    assert run_json("scan", uri, "--count") == {"version": 2, "count": 490}
+    scanned = run_json("scan", uri, "--filter", "id = 11")
+    assert scanned == {"version": 2, "columns": ["id", "category", "value"], "rows": [events(11, 12).to_pylist()[0]]}
+    assert [h["operation"] for h in run_json("history", uri)] == ["delete", "append", "create"]  # type: ignore[index,union-attr]
+    info = run_json("info", uri)
+    assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False} and info["damage"] is None  # type: ignore[index]
+    assert run_json("compact", uri, "--min-file-size", "1000000")["files_rewritten"] == 1  # type: ignore[index]
+    assert run_json("expire", uri, "--retain-versions", "1")["versions_expired"] == 3  # type: ignore[index]
+    preview = run_json("gc", uri, "--grace-hours", "0", "--dry-run")
+    assert preview["objects_to_remove"] == 2 and "objects_removed" not in preview  # type: ignore[index,operator]
+    assert run_json("gc", uri, "--grace-hours", "0")["objects_removed"] == 2  # type: ignore[index]
+    assert run_json("repair", uri) == {"version": 3, "repaired": False}
+
+
+def test_cli_scan_to_stdout_and_back(tmp_path: Path) -> None:
+    """--output - streams CSV (default) or JSON Lines to stdout; castable's own CSV and JSON Lines
+    output appends back as the same rows, zoned timestamps and decimals included."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", "id:int64, at:timestamp[us, tz=UTC], amount:decimal128(10, 2), day:date32")
+    table = castable.open_table(uri)
+    rows = pa.table(
+        {
+            "id": [1, 2],
+            "at": [datetime(2026, 11, 21, 8, 30, tzinfo=UTC), None],
+            "amount": [pa.scalar(12.5).cast(pa.decimal128(10, 2)).as_py(), None],
+            "day": [datetime(2026, 11, 21).date(), None],
+        },
+        schema=table.schema,
+    )
+    table.append(rows)
+    piped = cli("scan", uri, "--output", "-")
+    assert "wrote 2 rows" in piped.stderr and "wrote" not in piped.stdout
+    assert next(csv.reader(io.StringIO(piped.stdout))) == ["id", "at", "amount", "day"]
+    lines = run("scan", uri, "--output", "-", "--format", "jsonl").splitlines()
+    assert json.loads(lines[0]) == {"id": 1, "at": "2026-11-21T08:30:00+00:00", "amount": "12.50", "day": "2026-11-21"}
+    (tmp_path / "rows.csv").write_text(piped.stdout)
+    run("scan", uri, "--output", str(tmp_path / "rows.jsonl"))
+    run("append", uri, str(tmp_path / "rows.csv"), str(tmp_path / "rows.jsonl"))
+    again = castable.open_table(uri).scan().to_arrow()
+    assert again.num_rows == 6 and again.group_by("id").aggregate([]).num_rows == 2
+    assert again.filter(pa.compute.equal(again["id"], 1)).to_pylist() == [rows.to_pylist()[0]] * 3
+
+
+def test_cli_reused_commit_id_says_so(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    run("append", uri, str(inputs[0]), "--commit-id", "load-1")
+    again = run("append", uri, str(inputs[1]), "--commit-id", "load-1")
+    assert again.strip() == "commit id 'load-1' was already committed as version 1; nothing was written"
+    run("delete", uri, "id < 5", "--commit-id", "d-1")
+    assert "already committed as version 2" in run("delete", uri, "id < 50", "--commit-id", "d-1")
+    assert castable.open_table(uri).scan().count() == 495
+
+
+def test_cli_history_and_versions_after_expiry(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    """History lists every retained version, past a missing one; an expired version is called
+    expired, not missing; a purge expires a prefix, never leaving older versions unlisted."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    run("append", uri, str(inputs[0]))
+    run("delete", uri, "id = 1")
+    (tmp_path / "t" / manifest_key(1)).unlink()  # as a failed expiry or a hand might leave it
+    assert [h["version"] for h in run_json("history", uri)] == [2, 0]  # type: ignore[index,union-attr]
+    run("erase", uri, "id = 2", "--purge")
+    assert [h["version"] for h in run_json("history", uri)] == [3]  # type: ignore[index,union-attr]
+    assert "version 0 of file://" in fails("scan", uri, "--version", "0")
+    assert "has expired" in fails("scan", uri, "--version", "0")
+    assert not (tmp_path / "t" / manifest_key(0)).exists()
+
+
+def test_cli_schema_types_with_commas(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    run(
+        "create",
+        uri,
+        "--schema",
+        "id:int64, at:timestamp[us, tz=UTC], amount:decimal128(10,2), tags:list<item: string>",
+    )
+    types = [c["type"] for c in run_json("info", uri)["schema"]]  # type: ignore[index]
+    assert types == ["int64", "timestamp[us, tz=UTC]", "decimal128(10, 2)", "list<item: string>"]
+    out = run("info", uri)
+    assert "timestamp[us, tz=UTC]" in out and "decimal128(10, 2)" in out
+
+
+def test_cli_refuses_tables_inside_tables(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    outer = str(tmp_path / "outer")
+    run("create", outer, "--like", str(inputs[0]))
+    assert "lies inside the table at" in fails("create", f"{outer}/data", "--like", str(inputs[0]))
+    assert "a table exists inside it" in fails("create", str(tmp_path), "--like", str(inputs[0]))
+    assert not (tmp_path / "outer" / "data").exists()
+
+
+def test_cli_damaged_table_reads_and_repairs(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    """A truncated newest manifest: older versions and history still read, writes are refused
+    with the way out, and `castable repair` commits the newest readable version forward."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    run("append", uri, str(inputs[0]))
+    run("delete", uri, "id < 100")
+    newest = tmp_path / "t" / manifest_key(2)
+    newest.write_bytes(newest.read_bytes()[:100])
+    assert "versions up to 1 can still be read" in fails("scan", uri)
+    assert run("scan", uri, "--version", "1", "--count").strip() == "500"
+    history = run_json("history", uri)
+    assert [(h["version"], h["operation"]) for h in history] == [(2, "unreadable"), (1, "append"), (0, "create")]  # type: ignore[index]
+    assert "castable repair" in fails("append", uri, str(inputs[0]))
+    repaired = run_json("repair", uri)
+    assert repaired["version"] == 3 and repaired["summary"] == {"restored_from": 1, "unreadable_versions": [2]}  # type: ignore[index]
+    assert run("scan", uri, "--count").strip() == "500"
+    run("append", uri, str(inputs[1]))
+    assert run("scan", uri, "--count").strip() == "600"
+
+
+def test_cli_interrupt_says_what_happened(tmp_path: Path) -> None:
+    """Ctrl-C during a long append: exit 130 with one line saying what became of the commit."""
+    uri = str(tmp_path / "t")
+    castable.create_table(uri, events(0, 1).schema)
+    ids = pa.array(range(8_000_000), pa.int64())
+    big = pa.table({"id": ids, "category": pa.repeat("c", len(ids)), "value": ids.cast(pa.float64())})
+    pacsv.write_csv(big, tmp_path / "big.csv")
+    proc = subprocess.Popen(
+        [CASTABLE, "append", uri, str(tmp_path / "big.csv")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    data = tmp_path / "t" / "data"
+    while proc.poll() is None and not (data.exists() and any(p.is_file() for p in data.rglob("*"))):
+        time.sleep(0.05)  # until the first data file is being written: the append is surely under way
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate()
+    assert proc.returncode == 130, f"exit {proc.returncode}: the append should still have been running; {err}"
+    assert err.startswith("interrupted:") and err.count("\n") == 1, err
+    assert castable.open_table(uri).version == 0

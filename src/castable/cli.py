@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import signal
+import sys
 import uuid
-from collections.abc import Iterator
-from datetime import datetime, timedelta
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from types import FrameType, TracebackType
+from typing import IO, Annotated, Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -20,7 +26,8 @@ from rich.text import Text
 
 import castable
 from castable.errors import CastableError, InvalidInputError
-from castable.sources import CsvOptions, Source, open_source
+from castable.sources import CsvOptions, Source, format_of, open_source
+from castable.types import parse_schema
 
 app = typer.Typer(
     help="ACID tables on S3 or a local directory: create, append, delete, scan, time travel.",
@@ -28,8 +35,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Printed values (types such as ``timestamp[us, tz=UTC]``, predicates, paths) are never read as
-# rich markup, and lines are never hard-wrapped, so piped JSON stays one parseable line.
-console = Console(markup=False, highlight=False, soft_wrap=True)
+# rich markup, and lines are never hard-wrapped, so piped JSON stays one parseable line. Piped
+# output is as wide as its content: a table is never cut to fit a terminal that is not there.
+_PIPED_WIDTH = 1_000_000
+console = Console(markup=False, highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPED_WIDTH)
 err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -53,6 +62,44 @@ StorageOption = Annotated[
     typer.Option("--storage-option", "-o", help="KEY=VALUE for S3 (endpoint_url, region, ...)."),
 ]
 CommitId = Annotated[str | None, typer.Option(help="Idempotency key: a repeated id commits nothing twice.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of text.")]
+
+
+def _json_value(value: object) -> object:
+    """Values JSON has no type for, as text ``castable append`` reads back: ISO 8601 times,
+    exact decimals, base64 bytes."""
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Decimal | timedelta):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _dumps(doc: object) -> str:
+    return json.dumps(doc, default=_json_value)
+
+
+def _emit(as_json: bool, text: str, doc: Mapping[str, Any]) -> None:
+    """One line for people, or one JSON document for scripts."""
+    console.print(_dumps(doc) if as_json else text)
+
+
+def _already(table: castable.Table, commit_id: str | None, as_json: bool) -> bool:
+    """Report and return True when ``commit_id`` was committed before: the write would commit nothing."""
+    done = None if commit_id is None else table.committed_version(commit_id)
+    if done is None:
+        return False
+    text = f"commit id {commit_id!r} was already committed as version {done}; nothing was written"
+    _emit(as_json, text, {"version": done, "committed": False, "already_committed": True, "commit_id": commit_id})
+    return True
+
+
+def _committed(table: castable.Table, version: int, as_json: bool) -> None:
+    summary = table.manifest_at(version).commit.summary
+    doc = {"version": version, "committed": True, "already_committed": False, "summary": summary}
+    _emit(as_json, f"committed version {version}: {_dumps(summary)}", doc)
 
 
 def _options(pairs: list[str] | None) -> dict[str, str] | None:
@@ -71,26 +118,17 @@ def _open(uri: str, options: list[str] | None) -> castable.Table:
     return castable.open_table(uri, storage_options=_options(options))
 
 
-def _parse_schema(spec: str) -> pa.Schema:
-    fields = []
-    for part in spec.split(","):
-        name, sep, type_name = part.strip().partition(":")
-        if not sep or not name:
-            raise InvalidInputError(f"schema field {part!r} is not NAME:TYPE")
-        try:
-            fields.append(pa.field(name.strip(), pa.type_for_alias(type_name.strip())))
-        except ValueError:
-            raise InvalidInputError(
-                f"unknown type {type_name!r} (try int64, double, string, timestamp[us], date32)"
-            ) from None
-    return pa.schema(fields)
-
-
 def _read_source(path: Path, fmt: str | None, schema: pa.Schema | None = None, csv: CsvOptions | None = None) -> Source:
     """One input file (Parquet, CSV or JSON Lines), parsed with ``schema``'s types when given."""
+    format_of(path.name, fmt)  # an unknown --format is named before a missing file
     if not path.exists():
         raise InvalidInputError(f"{path} does not exist")
     return open_source(str(path), path.name, fmt=fmt, schema=schema, csv=csv)
+
+
+def _status(what: str) -> AbstractContextManager[object]:
+    """A spinner on a terminal; nothing when stderr is piped."""
+    return err_console.status(what) if err_console.is_terminal else nullcontext()
 
 
 def _progress() -> Progress:
@@ -101,26 +139,31 @@ def _progress() -> Progress:
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
+        disable=not err_console.is_terminal,
     )
 
 
 @app.command()
 def create(
     uri: str,
-    schema: Annotated[str | None, typer.Option(help="NAME:TYPE,... e.g. 'id:int64,name:string'.")] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option(help="NAME:TYPE,... e.g. 'id:int64, at:timestamp[us, tz=UTC], amount:decimal128(10, 2)'."),
+    ] = None,
     like: Annotated[Path | None, typer.Option(help="Take the schema of this Parquet or CSV file.")] = None,
     primary_key: Annotated[str | None, typer.Option("--primary-key", "-k")] = None,
     prop: Annotated[list[str] | None, typer.Option("--property", "-p", help="KEY=VALUE table property.")] = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
-    """Create an empty table."""
+    """Create an empty table (not inside another table's location, nor above one)."""
     if (schema is None) == (like is None):
         raise InvalidInputError("give exactly one of --schema and --like")
-    arrow_schema = _parse_schema(schema) if schema else _read_source(like, None).schema  # type: ignore[arg-type]
+    arrow_schema = parse_schema(schema) if schema else _read_source(like, None).schema  # type: ignore[arg-type]
     table = castable.create_table(
         uri, arrow_schema, primary_key=primary_key, properties=_options(prop), storage_options=_options(storage_option)
     )
-    console.print(f"created {table.uri} (version {table.version})")
+    _emit(as_json, f"created {table.uri} (version {table.version})", {"uri": table.uri, "version": table.version})
 
 
 @app.command()
@@ -135,9 +178,12 @@ def append(
     ] = None,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Append the rows of local files in one commit; CSV and JSON are read as the table's types."""
     table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
     csv = CsvOptions(delimiter, header, tuple(null_value) if null_value else CsvOptions.null_values)
     opened = [_read_source(p, fmt, table.schema, csv) for p in files]
     counts = [s.rows for s in opened]
@@ -150,21 +196,28 @@ def append(
     with _progress() as progress:
         task = progress.add_task("appending rows", total=total)
         version = table.append(batches(), commit_id=commit_id, on_rows=lambda n: progress.advance(task, n))
-    summary = table.manifest_at(version).commit.summary
-    console.print(f"committed version {version}: {json.dumps(summary)}")
+    _committed(table, version, as_json)
 
 
 @app.command("add-files")
 def add_files(
     uri: str,
-    paths: Annotated[list[str], typer.Argument(help="Parquet files already under the table's data/ prefix.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(help="Parquet files already written under the table's data/ prefix: data/... or full URIs."),
+    ],
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
-    """Register Parquet files written by another engine as one append (footers only are read)."""
+    """Register Parquet files another engine wrote under the table's data/ prefix, as one append.
+
+    Only footers are read; nothing is copied. To load files from elsewhere, use append.
+    """
     table = _open(uri, storage_option)
-    version = table.add_files(paths, commit_id=commit_id)
-    console.print(f"committed version {version}: {json.dumps(table.manifest_at(version).commit.summary)}")
+    if _already(table, commit_id, as_json):
+        return
+    _committed(table, table.add_files(paths, commit_id=commit_id), as_json)
 
 
 @app.command()
@@ -173,15 +226,19 @@ def delete(
     predicate: Annotated[str, typer.Argument(help='SQL predicate, e.g. "id BETWEEN 10 AND 20".')],
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Soft-delete the rows matching a SQL predicate (one tombstone file)."""
     table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
     before = table.version
     version = table.delete(predicate, commit_id=commit_id)
     if version == before:
-        console.print(f"no row matched; table stays at version {version}")
+        doc = {"version": version, "committed": False, "already_committed": False, "summary": {"rows_deleted": 0}}
+        _emit(as_json, f"no row matched; table stays at version {version}", doc)
     else:
-        console.print(f"committed version {version}: {json.dumps(table.manifest_at(version).commit.summary)}")
+        _committed(table, version, as_json)
 
 
 @app.command()
@@ -192,11 +249,17 @@ def erase(
     purge: Annotated[bool, typer.Option(help="Also expire old versions, delete old objects and verify.")] = False,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Physically remove rows (hard delete) and print the erasure report."""
     table = _open(uri, storage_option)
-    with err_console.status("erasing"):
+    if _already(table, commit_id, as_json):
+        return
+    with _status("erasing"):
         report = table.erase(predicate, commit_id=commit_id, mode=mode, purge=purge)  # type: ignore[arg-type]
+    if as_json:
+        console.print(_dumps(report.summary()))
+        return
     shown = RichTable("old object", "new objects", "method", "row groups edited", "rows", title="erasure")
     for e in report.files:
         shown.add_row(
@@ -207,10 +270,13 @@ def erase(
             str(e.rows_removed),
         )
     console.print(shown)
-    console.print_json(json.dumps(report.summary(), default=str))
+    console.print_json(_dumps(report.summary()))
 
 
-def _print_summary(title: str, summary: dict[str, object]) -> None:
+def _print_summary(title: str, summary: Mapping[str, object], as_json: bool) -> None:
+    if as_json:
+        console.print(_dumps(summary))
+        return
     shown = RichTable("", "", title=title, show_header=False)
     for key, value in summary.items():
         shown.add_row(key, str(value))
@@ -226,12 +292,13 @@ def compact(
         float | None, typer.Option(help="Rewrite files with at least this deleted fraction.")
     ] = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Bin-pack small files, rewrite delete-heavy ones and merge tombstones."""
     table = _open(uri, storage_option)
-    with err_console.status("compacting"):
+    with _status("compacting"):
         report = table.compact(sort_by=sort_by, min_file_size=min_file_size, delete_ratio=delete_ratio)
-    _print_summary("compaction", report.summary())
+    _print_summary("compaction", report.summary(), as_json)
 
 
 @app.command()
@@ -240,14 +307,14 @@ def expire(
     retain_versions: Annotated[int | None, typer.Option(help="Keep at least the newest N versions.")] = None,
     retain_hours: Annotated[float | None, typer.Option(help="Keep versions younger than this.")] = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Delete the manifests of versions outside the retention window."""
     table = _open(uri, storage_option)
     retain_for = None if retain_hours is None else timedelta(hours=retain_hours)
     report = table.expire(retain_versions=retain_versions, retain_for=retain_for)
-    _print_summary(
-        "expire", {"versions_expired": len(report.versions_expired), "versions_retained": report.versions_retained}
-    )
+    summary = {"versions_expired": len(report.versions_expired), "versions_retained": report.versions_retained}
+    _print_summary("expire", summary, as_json)
 
 
 @app.command()
@@ -256,16 +323,23 @@ def gc(
     grace_hours: Annotated[float | None, typer.Option(help="Only remove orphans older than this.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed.")] = False,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Remove files no retained version references, and stale multipart uploads."""
     table = _open(uri, storage_option)
     grace = None if grace_hours is None else timedelta(hours=grace_hours)
-    with err_console.status("collecting garbage"):
+    with _status("collecting garbage"):
         report = table.gc(orphan_grace=grace, dry_run=dry_run)
+    if as_json:
+        console.print(_dumps({**report.summary(), "objects": report.objects}))
+        return
     if dry_run:
         for key in report.objects:
             console.print(key)
-    _print_summary("gc (dry run)" if dry_run else "gc", report.summary())
+    _print_summary("gc (dry run: nothing removed)" if dry_run else "gc", report.summary(), as_json)
+
+
+OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
 
 @app.command()
@@ -274,51 +348,95 @@ def scan(
     columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
     filter: Annotated[str | None, typer.Option("--filter", "-f", help="SQL predicate.")] = None,
     version: Annotated[int | None, typer.Option(help="Read this version.")] = None,
-    as_of: Annotated[datetime | None, typer.Option(help="Read the version current at this time.")] = None,
+    as_of: Annotated[
+        str | None, typer.Option(help="Read the version current at this ISO 8601 time (default zone: local).")
+    ] = None,
     limit: Annotated[int, typer.Option(help="Rows to print (ignored with --output).")] = 20,
-    output: Annotated[Path | None, typer.Option(help="Write all rows to a .parquet or .csv file.")] = None,
+    output: Annotated[
+        str | None, typer.Option(help="Write every row to a .parquet, .csv or .jsonl file, or to stdout with '-'.")
+    ] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="parquet, csv or jsonl (default: by extension; csv for '-').")
+    ] = None,
     count: Annotated[bool, typer.Option("--count", help="Print only the number of rows.")] = False,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Read rows (latest version, or --version / --as-of)."""
     table = _open(uri, storage_option)
     cols = [c.strip() for c in columns.split(",")] if columns else None
     s = table.scan(cols, filter, version=version, as_of=as_of)
     if count:
-        console.print(s.count())
+        n = s.count()
+        _emit(as_json, str(n), {"version": s.version, "count": n})
         return
     if output is not None:
-        _write_output(s, output)
+        _write_output(s, output, fmt)
+        return
+    rows: list[dict[str, Any]] = []
+    for batch in s.to_batches():
+        rows += batch.slice(0, limit - len(rows)).to_pylist()
+        if len(rows) >= limit:
+            break
+    if as_json:
+        console.print(_dumps({"version": s.version, "columns": s.schema.names, "rows": rows}))
         return
     shown = RichTable(*s.schema.names, title=f"{table.uri} @ version {s.version}")
-    printed = 0
-    for batch in s.to_batches():
-        for row in batch.slice(0, limit - printed).to_pylist():
-            shown.add_row(*(str(v) for v in row.values()))
-            printed += 1
-        if printed >= limit:
-            break
+    for row in rows:
+        shown.add_row(*(str(v) for v in row.values()))
     console.print(shown)
 
 
-def _write_output(s: castable.Scan, output: Path) -> None:
-    writers: dict[str, Any] = {".parquet": pq.ParquetWriter, ".csv": pacsv.CSVWriter}
-    make = writers.get(output.suffix.lower())
-    if make is None:
-        raise InvalidInputError("--output must end in .parquet or .csv")
+class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
+    """One JSON object per row, values as :func:`_json_value` writes them; a path is opened and closed here."""
+
+    def __init__(self, sink: str | IO[bytes]) -> None:
+        self.owned = isinstance(sink, str)
+        self.sink: IO[bytes] = open(sink, "wb") if isinstance(sink, str) else sink  # noqa: SIM115
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self.sink.write("".join(_dumps(row) + "\n" for row in batch.to_pylist()).encode())
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.sink.close() if self.owned else self.sink.flush()
+
+
+def _writer(kind: str, sink: str | IO[bytes], schema: pa.Schema) -> Any:
+    """A Parquet, CSV or JSON Lines writer with ``write_batch``, used as a context manager."""
+    if kind == "parquet":
+        return pq.ParquetWriter(sink, schema)
+    if kind == "csv":
+        return pacsv.CSVWriter(sink, schema)
+    return _JsonLinesWriter(sink)
+
+
+def _write_output(s: castable.Scan, output: str, fmt: str | None) -> None:
+    """Every row to a file (written under a hidden name and renamed when complete, so a failed
+    or interrupted scan never leaves a file that looks whole) or to stdout."""
+    to_stdout = output == "-"
+    kind = fmt or ("csv" if to_stdout else OUTPUT_FORMATS.get(Path(output).suffix.lower()))
+    if kind not in ("parquet", "csv", "jsonl"):
+        raise InvalidInputError(
+            f"cannot tell the output format of {output!r}: name a .parquet, .csv or .jsonl file, or give --format"
+        )
+    if kind == "parquet" and to_stdout:
+        raise InvalidInputError("Parquet is not written to stdout; give a file name, or --format csv or jsonl")
+    target = Path(output)
+    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    sink: str | IO[bytes] = sys.stdout.buffer if to_stdout else str(partial)
     rows = 0
-    partial = output.with_name(f".{output.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with _progress() as progress, make(partial, s.schema) as writer:
-            task = progress.add_task("reading rows", total=None)
+        with _progress() as progress, _writer(kind, sink, s.schema) as writer:
+            task = progress.add_task("reading rows", total=sum(f.rows for f in s.files()))
             for batch in s.to_batches():
                 writer.write_batch(batch)
                 rows += batch.num_rows
                 progress.advance(task, batch.num_rows)
-        partial.replace(output)  # a failed or interrupted scan never leaves a file that looks complete
+        if not to_stdout:
+            partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)
-    console.print(f"wrote {rows} rows of version {s.version} to {output}")
+    (err_console if to_stdout else console).print(f"wrote {rows} rows of version {s.version} to {output}")
 
 
 @app.command()
@@ -326,12 +444,29 @@ def history(
     uri: str,
     limit: Annotated[int | None, typer.Option(help="Most recent commits to show.")] = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
-    """List commits, newest first."""
+    """List the retained commits, newest first (an unreadable version is listed with its error)."""
     table = _open(uri, storage_option)
+    entries = table.history(limit=limit)
+    if as_json:
+        docs = [
+            {
+                "version": h.version,
+                "timestamp": h.timestamp,
+                "operation": h.operation,
+                "commit_id": h.commit_id,
+                "summary": h.summary,
+                "error": h.error,
+            }
+            for h in entries
+        ]
+        console.print(_dumps(docs))
+        return
     shown = RichTable("version", "time", "operation", "commit_id", "summary", title=table.uri)
-    for h in table.history(limit=limit):
-        shown.add_row(str(h.version), h.timestamp.isoformat(), h.operation, h.commit_id, json.dumps(h.summary))
+    for h in entries:
+        when = h.timestamp.isoformat() if h.timestamp else "-"
+        shown.add_row(str(h.version), when, h.operation, h.commit_id, h.error or _dumps(h.summary))
     console.print(shown)
 
 
@@ -340,32 +475,85 @@ def info(
     uri: str,
     version: Annotated[int | None, typer.Option(help="Describe this version.")] = None,
     storage_option: StorageOption = None,
+    as_json: AsJson = False,
 ) -> None:
     """Describe a table: version, schema, files, tombstones, properties."""
     table = _open(uri, storage_option)
-    m = table.manifest_at(version)
+    m = table.manifest if version is None else table.manifest_at(version)
+    size = sum(f.size for f in m.data_files)
+    if as_json:
+        doc = {
+            "uri": table.uri,
+            "version": m.version,
+            "created_at": m.created_at,
+            "table_uuid": m.table_uuid,
+            "primary_key": list(m.primary_key),
+            "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in m.schema],
+            "data_files": len(m.data_files),
+            "bytes": size,
+            "rows_before_deletes": m.total_rows,
+            "tombstone_files": len(m.tombstones),
+            "properties": m.properties,
+            "damage": table.damage,
+        }
+        console.print(_dumps(doc))
+        return
+    if table.damage:
+        err_console.print(f"warning: {table.damage}")
     console.print(Text.assemble((table.uri, "bold"), f"  version {m.version}  created {m.created_at.isoformat()}"))
     console.print(f"primary key: {', '.join(m.primary_key) or '-'}    table uuid: {m.table_uuid}")
     schema = RichTable("column", "type", "nullable", title="schema")
     for f in m.schema:
         schema.add_row(f.name, str(f.type), str(f.nullable))
     console.print(schema)
-    size = sum(f.size for f in m.data_files)
     console.print(
         f"data files: {len(m.data_files)} ({size:,} bytes, {m.total_rows:,} rows before deletes)    "
         f"tombstone files: {len(m.tombstones)}"
     )
-    console.print(f"properties: {json.dumps(m.properties)}")
+    console.print(f"properties: {_dumps(m.properties)}")
+
+
+@app.command()
+def repair(
+    uri: str,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Make a damaged table writable again (a malformed pointer, unreadable newest versions).
+
+    The newest readable version's files are committed as a new version; what the unreadable
+    versions committed is lost. A table that is not damaged is left as it is.
+    """
+    table = _open(uri, storage_option)
+    damage = table.damage
+    if damage is None:
+        doc: dict[str, Any] = {"version": table.version, "repaired": False}
+        _emit(as_json, f"{table.uri} is not damaged (version {table.version}); nothing to repair", doc)
+        return
+    version = table.repair(commit_id=commit_id)
+    doc = {"version": version, "repaired": True, "damage": damage, "summary": table.manifest.commit.summary}
+    _emit(as_json, f"repaired {table.uri}: version {version} ({_dumps(doc['summary'])})", doc)
+
+
+class _Interrupted(BaseException):
+    """Ctrl-C, raised in place of KeyboardInterrupt, which typer turns into a silent exit 130."""
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted()
 
 
 def main() -> None:
-    """Entry point that turns castable errors into one red line and exit status 1."""
+    """Entry point that turns castable errors into one line and exit status 1, and Ctrl-C into
+    one line saying what became of a commit in flight and exit status 130."""
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         app()
     except CastableError as e:
         err_console.print(Text.assemble(("error:", "red"), f" {e}"))
         raise SystemExit(1) from None
-    except KeyboardInterrupt:
+    except (_Interrupted, KeyboardInterrupt):
         err_console.print(
             "interrupted: a commit in flight either landed whole or not at all "
             "(re-run with the same --commit-id to be sure)"

@@ -241,7 +241,7 @@ class Table:
         try:
             self._adopt(*load_latest(self.store, known=self._manifest, table_uuid=self._manifest.table_uuid))
         except CorruptObjectError as e:
-            self._damage = _assess(self.store, e)
+            self._damage = _assess(self.store, e, self._manifest.table_uuid)
             self._adopt(self._damage.readable, None)
         else:
             self._damage = None
@@ -690,13 +690,14 @@ class Damage:
         return self.readable.version == self.newest
 
 
-def _assess(store: ObjectStore, cause: CorruptObjectError) -> Damage:
+def _assess(store: ObjectStore, cause: CorruptObjectError, table_uuid: str | None = None) -> Damage:
     """After the pointer or the newest version failed to load: the newest manifest that still
-    reads, and what to tell whoever wants to write (or read the newest version)."""
+    reads (and, when known, belongs to ``table_uuid``), and what to tell whoever wants to write
+    (or read the newest version)."""
     versions = retained_versions(store)
     for version in reversed(versions):
         try:
-            manifest = read_manifest(store, version)
+            manifest = read_manifest(store, version, table_uuid)
         except (CorruptObjectError, VersionNotFoundError):
             continue
         if manifest.version == versions[-1]:

@@ -1,0 +1,50 @@
+"""The README's tour and CLI section run top to bottom as written, so they cannot drift."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def block(section: str, language: str) -> str:
+    """The first ``language`` code block after the heading ``section``."""
+    text = README.read_text()
+    start = text.index(f"\n{section}\n")
+    found = re.compile(rf"```{language}\n(.*?)```", re.S).search(text, start)
+    assert found is not None, f"no {language} block after {section}"
+    return found.group(1)
+
+
+def test_python_tour_runs_as_written(tmp_path: Path) -> None:
+    script = tmp_path / "tour.py"
+    script.write_text(block("## Five-minute tour: the Python API", "python"))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == str(
+        [{"id": 5, "amount": 2.5}, {"id": 6, "amount": 4.0}, {"id": 8, "amount": 8.0}, {"id": 9, "amount": 9.0}]
+    )
+    assert lines[1] == "3"
+    assert "'verified': True" in done.stdout
+
+
+def test_cli_section_runs_as_written(tmp_path: Path) -> None:
+    script = tmp_path / "tour.sh"
+    script.write_text(block("## The CLI", "bash"))
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "TMPDIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", str(script)], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "already committed as version 1" in done.stdout
+    assert '{"version": 3, "count": 3}' in done.stdout
+    assert "is not damaged" in done.stdout
