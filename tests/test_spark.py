@@ -355,7 +355,7 @@ def test_data_source_bad_requests_change_nothing(spark: Any, table: Table, optio
     with pytest.raises(PySparkException, match="versionAsOf or timestampAsOf"):
         reader = spark.read.format("castable").options(**options)
         reader.option("versionAsOf", 0).option("timestampAsOf", "2026-01-01").load(table.uri).collect()
-    with pytest.raises(PySparkException, match="version 9 of .* does not exist"):
+    with pytest.raises(PySparkException, match=r"version 9 of .* does not exist"):
         spark.read.format("castable").options(**options).option("versionAsOf", 9).load(table.uri).collect()
     with pytest.raises(PySparkException, match=r"TableNotFoundError|no table"):
         spark.read.format("castable").options(**options).load(table.uri + "-missing").collect()
