@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -253,10 +253,15 @@ def test_cli_json_output_for_scripts(tmp_path: Path, inputs: tuple[Path, Path]) 
 
 
 def test_cli_scan_to_stdout_and_back(tmp_path: Path) -> None:
-    """--output - streams CSV (default) or JSON Lines to stdout; castable's own CSV and JSON Lines
-    output appends back as the same rows, zoned timestamps and decimals included."""
+    """--output - streams CSV (default) or JSON Lines to stdout; castable's own JSON Lines output
+    appends back as the same rows: zoned timestamps, decimals, dates, durations and bytes."""
     uri = str(tmp_path / "t")
-    run("create", uri, "--schema", "id:int64, at:timestamp[us, tz=UTC], amount:decimal128(10, 2), day:date32")
+    run(
+        "create",
+        uri,
+        "--schema",
+        "id:int64, at:timestamp[us, tz=UTC], amount:decimal128(10, 2), day:date32, took:duration[ms], raw:binary",
+    )
     table = castable.open_table(uri)
     rows = pa.table(
         {
@@ -264,21 +269,30 @@ def test_cli_scan_to_stdout_and_back(tmp_path: Path) -> None:
             "at": [datetime(2026, 11, 21, 8, 30, tzinfo=UTC), None],
             "amount": [pa.scalar(12.5).cast(pa.decimal128(10, 2)).as_py(), None],
             "day": [datetime(2026, 11, 21).date(), None],
+            "took": [timedelta(seconds=1.5), None],
+            "raw": [b"\x00\xffbytes", None],
         },
         schema=table.schema,
     )
     table.append(rows)
-    piped = cli("scan", uri, "--output", "-")
+    assert "cannot be written as csv: Invalid UTF8" in fails("scan", uri, "--output", "-")  # raw bytes
+    piped = cli("scan", uri, "--columns", "id,at,amount,day,took", "--output", "-")
     assert "wrote 2 rows" in piped.stderr and "wrote" not in piped.stdout
-    assert next(csv.reader(io.StringIO(piped.stdout))) == ["id", "at", "amount", "day"]
+    assert next(csv.reader(io.StringIO(piped.stdout))) == ["id", "at", "amount", "day", "took"]
     lines = run("scan", uri, "--output", "-", "--format", "jsonl").splitlines()
-    assert json.loads(lines[0]) == {"id": 1, "at": "2026-11-21T08:30:00+00:00", "amount": "12.50", "day": "2026-11-21"}
-    (tmp_path / "rows.csv").write_text(piped.stdout)
+    assert json.loads(lines[0]) == {
+        "id": 1,
+        "at": "2026-11-21T08:30:00+00:00",
+        "amount": "12.50",
+        "day": "2026-11-21",
+        "took": 1500,
+        "raw": "AP9ieXRlcw==",
+    }
     run("scan", uri, "--output", str(tmp_path / "rows.jsonl"))
-    run("append", uri, str(tmp_path / "rows.csv"), str(tmp_path / "rows.jsonl"))
+    run("append", uri, str(tmp_path / "rows.jsonl"))
     again = castable.open_table(uri).scan().to_arrow()
-    assert again.num_rows == 6 and again.group_by("id").aggregate([]).num_rows == 2
-    assert again.filter(pa.compute.equal(again["id"], 1)).to_pylist() == [rows.to_pylist()[0]] * 3
+    assert again.num_rows == 4 and again.group_by("id").aggregate([]).num_rows == 2
+    assert again.filter(pa.compute.equal(again["id"], 1)).to_pylist() == [rows.to_pylist()[0]] * 2
 
 
 def test_cli_reused_commit_id_says_so(tmp_path: Path, inputs: tuple[Path, Path]) -> None:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
+import json
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import castable.sources
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.sources import CsvOptions, file_batches, format_of, open_source
 
@@ -101,6 +107,114 @@ def test_json_lines_with_the_table_types(tmp_path: Path) -> None:
     unexpected.write_text('{"id": 1, "surprise": true}\n')
     with pytest.raises(InvalidInputError, match=r"cannot read b\.jsonl as jsonl: .*unexpected field"):
         read(unexpected)
+
+
+EVERY_TYPE = pa.table(
+    {
+        "d32": pa.array([date(2026, 1, 1), None, date(1900, 2, 28)], pa.date32()),
+        "d64": pa.array([date(2026, 1, 1), date(1970, 1, 1), None], pa.date64()),
+        "t32s": pa.array([time(4), None, time(23, 59, 59)], pa.time32("s")),
+        "t32ms": pa.array([time(4, 0, 0, 123000), time(0), None], pa.time32("ms")),
+        "t64us": pa.array([time(4, 0, 0, 123456), None, time(12, 30)], pa.time64("us")),
+        "t64ns": pa.array([None, time(0, 0, 0, 1), time(23, 59, 59, 999999)], pa.time64("ns")),
+        "ts_s": pa.array(
+            [datetime(2026, 1, 1, tzinfo=UTC), None, datetime(1, 1, 1, tzinfo=UTC)], pa.timestamp("s", "UTC")
+        ),
+        "ts_ms": pa.array([datetime(2026, 1, 1, 0, 0, 0, 123000, tzinfo=UTC), None, None], pa.timestamp("ms", "UTC")),
+        "ts_us": pa.array([datetime(2026, 1, 1, 4, 0, 0, 5), datetime(9999, 12, 31), None], pa.timestamp("us")),
+        "ts_ns": pa.array(
+            [datetime(2026, 6, 1, 12, 0, 0, 1, tzinfo=ZoneInfo("Europe/Paris")), None, None],
+            pa.timestamp("ns", "Europe/Paris"),
+        ),
+        "dec": pa.array([Decimal("10.50"), Decimal("-0.01"), None], pa.decimal128(10, 2)),
+        "dec256": pa.array([Decimal("123456789012345678901234567890.12345"), None, Decimal(0)], pa.decimal256(40, 5)),
+        "bin": pa.array([b"\x00\xff", b"", None], pa.binary()),
+        "lbin": pa.array([b"abc", None, b"\n"], pa.large_binary()),
+        "fbin": pa.array([b"abc", None, b"\x00\x01\x02"], pa.binary(3)),
+        "vbin": pa.array([b"x" * 20, None, b"y"], pa.binary_view()),
+        "dur": pa.array([timedelta(seconds=1.5), None, timedelta(days=-1)], pa.duration("ms")),
+        "s": pa.array(["a", None, "2026-01-01"], pa.string()),
+        "i": pa.array([1, None, 3], pa.int64()),
+    }
+)
+
+
+def json_value(value: object) -> object:
+    """As ``castable scan --output x.jsonl`` writes values, durations as a count of milliseconds."""
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, timedelta):
+        return value // timedelta(milliseconds=1)
+    raise TypeError(type(value))
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> None:
+    text = "".join(json.dumps(row, default=json_value) + "\n" for row in rows)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+
+
+def read_as(path: Path, schema: pa.Schema) -> pa.Table:
+    source = open_source(str(path), path.name, schema=schema)
+    return pa.Table.from_batches(list(source.batches), schema=source.schema)
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.ndjson.gz"])
+def test_json_lines_reads_back_every_type_as_scan_writes_it(tmp_path: Path, name: str) -> None:
+    """Dates, times and timestamps as ISO 8601, decimals as text, binary as base64, durations as counts."""
+    path = tmp_path / name
+    write_jsonl(path, EVERY_TYPE.to_pylist())
+    got = read_as(path, EVERY_TYPE.schema)
+    assert got.schema == EVERY_TYPE.schema
+    assert got.equals(EVERY_TYPE), got.to_pylist()
+
+
+def test_json_lines_timestamps_with_z_or_an_offset(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("ts", pa.timestamp("ms", "UTC")), pa.field("dec", pa.decimal128(5, 2))])
+    path = tmp_path / "a.jsonl"
+    path.write_text(
+        '{"ts": "2026-01-01T00:00:00.123000+00:00", "dec": 1.25}\n'
+        '{"ts": "2026-01-01T00:00:00.123Z", "dec": "1.25"}\n'
+        '{"ts": "2026-01-01T01:00:00.123+01:00", "dec": 1}\n'
+    )
+    got = read_as(path, schema)
+    want = datetime(2026, 1, 1, 0, 0, 0, 123000, tzinfo=UTC)
+    assert got.column("ts").to_pylist() == [want] * 3
+    assert got.column("dec").to_pylist() == [Decimal("1.25"), Decimal("1.25"), Decimal("1.00")]
+
+
+BAD_JSON_VALUES = [
+    ("d32", '"2026-02-30"', r"'2026-02-30' is not date32\[day\]"),
+    ("t32s", '"04:00:00.5"', r"'04:00:00.5' is not time32\[s\] \(.*lose data"),
+    ("t64us", '"4 pm"', r"'4 pm' is not time64\[us\] \(not an ISO 8601 time of day"),
+    ("ts_ms", '"2026-01-01T00:00:00.123456Z"', r"2026-01-01 00:00:00.123456\+00:00 is not timestamp\[ms, tz=UTC\]"),
+    ("bin", '"not base64!"', r"'not base64!' is not binary \(not base64: "),
+    ("fbin", '"YWI="', r"'YWI=' is not fixed_size_binary\[3\] \(.*length 3"),
+]
+
+
+@pytest.mark.parametrize(("column", "value", "message"), BAD_JSON_VALUES)
+def test_a_bad_json_value_names_file_row_and_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, column: str, value: str, message: str
+) -> None:
+    """Rows are counted across blocks (a small block size makes many)."""
+    monkeypatch.setattr(castable.sources, "_BLOCK_SIZE", 1024)
+    path = tmp_path / "bad.jsonl.gz"
+    good = EVERY_TYPE.slice(0, 1).to_pylist()[0]
+    write_jsonl(path, [good] * 1000)
+    with gzip.open(path, "at") as f:
+        others = {k: v for k, v in good.items() if k != column}
+        f.write(json.dumps(others, default=json_value)[:-1] + f', "{column}": {value}}}\n')
+    source = open_source(str(path), path.name, schema=EVERY_TYPE.schema)
+    with pytest.raises(SchemaMismatchError, match=rf"bad\.jsonl\.gz, row 1001, column '{column}': {message}"):
+        list(source.batches)
 
 
 def test_not_the_format_it_claims(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def _json_value(value: object) -> object:
     exact decimals, base64 bytes."""
     if isinstance(value, datetime | date | time):
         return value.isoformat()
-    if isinstance(value, Decimal | timedelta):
+    if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
@@ -388,14 +388,17 @@ def scan(
 
 
 class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
-    """One JSON object per row, values as :func:`_json_value` writes them; a path is opened and closed here."""
+    """One JSON object per row, values as :func:`_json_value` writes them and durations as counts
+    of their unit, as ``castable append`` reads them; a path is opened and closed here."""
 
     def __init__(self, sink: str | IO[bytes]) -> None:
         self.owned = isinstance(sink, str)
         self.sink: IO[bytes] = open(sink, "wb") if isinstance(sink, str) else sink  # noqa: SIM115
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        self.sink.write("".join(_dumps(row) + "\n" for row in batch.to_pylist()).encode())
+        columns = [c.cast(pa.int64()) if pa.types.is_duration(c.type) else c for c in batch.columns]
+        rows = pa.RecordBatch.from_arrays(columns, names=batch.schema.names).to_pylist()
+        self.sink.write("".join(_dumps(row) + "\n" for row in rows).encode())
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.sink.close() if self.owned else self.sink.flush()
@@ -429,7 +432,10 @@ def _write_output(s: castable.Scan, output: str, fmt: str | None) -> None:
         with _progress() as progress, _writer(kind, sink, s.schema) as writer:
             task = progress.add_task("reading rows", total=sum(f.rows for f in s.files()))
             for batch in s.to_batches():
-                writer.write_batch(batch)
+                try:
+                    writer.write_batch(batch)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise InvalidInputError(f"these rows cannot be written as {kind}: {e}; try Parquet") from None
                 rows += batch.num_rows
                 progress.advance(task, batch.num_rows)
         if not to_stdout:

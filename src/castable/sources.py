@@ -2,16 +2,21 @@
 
 ``castable append``, ``castable create --like`` and the ingest function all read through here,
 so a file means the same thing wherever it lands. Given a table schema, CSV and JSON are parsed
-with the table's types, never inferred: ``1`` is a valid double, ``123`` a valid string, and a
-timestamp written by ``castable scan --output x.csv`` reads back. A header that names other
-columns than the table's, or a value that does not convert, is refused with the file, the row
-and the column. Parquet is streamed a row group at a time, so memory stays about one row group
-whatever the size of the file.
+with the table's types, never inferred: ``1`` is a valid double, in CSV ``123`` is a valid
+string, and a timestamp written by ``castable scan --output x.csv`` reads back. In JSON Lines,
+the values JSON has no type for are text, as ``castable scan --output x.jsonl`` writes them:
+dates, times and timestamps in ISO 8601, decimals as numbers or text, binary in base64; a
+duration is an integer count of its unit. A header that names other columns than the table's,
+or a value that does not convert, is refused with the file, the row and the column (a JSON value
+pyarrow's JSON reader itself refuses, such as a number in a text column, with the rows before
+it). CSV and JSON are parsed a block at a time, and Parquet is streamed a row group at a time,
+so memory stays about one block or row group whatever the size of the file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import base64
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -88,9 +93,7 @@ def open_source(
         stream = _text_stream(source, name)
         if kind == "csv":
             return _open_csv(stream, name, schema, csv or CsvOptions())
-        parse = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error" if schema else "infer")
-        reader = pajson.open_json(stream, read_options=pajson.ReadOptions(block_size=_BLOCK_SIZE), parse_options=parse)
-        return Source(reader.schema, _located(reader, name), None)
+        return _open_json(stream, name, schema)
     except (pa.ArrowInvalid, OSError) as e:
         raise InvalidInputError(f"cannot read {name} as {kind}: {e}") from None
 
@@ -148,34 +151,119 @@ def _open_csv(stream: pa.NativeFile, name: str, schema: pa.Schema | None, option
     return Source(schema, _converted(reader, schema, name), None)
 
 
-def _converted(reader: pa.RecordBatchReader, schema: pa.Schema, name: str) -> Iterator[pa.RecordBatch]:
-    """Text batches converted to ``schema``'s types; the first bad value named by row and column."""
+def _open_json(stream: pa.NativeFile, name: str, schema: pa.Schema | None) -> Source:
+    """With a schema, a column whose JSON form pyarrow's JSON reader does not parse as its type
+    is read as :func:`_json_type` says and converted here, so a bad value is reported with its
+    row and column."""
+    read_as = None if schema is None else pa.schema([f.with_type(_json_type(f.type)) for f in schema])
+    reader = pajson.open_json(
+        stream,
+        read_options=pajson.ReadOptions(block_size=_BLOCK_SIZE),
+        parse_options=pajson.ParseOptions(
+            explicit_schema=read_as, unexpected_field_behavior="infer" if schema is None else "error"
+        ),
+    )
+    if schema is None:
+        return Source(reader.schema, _located(reader, name), None)
+    return Source(schema, _converted(reader, schema, name, _from_json), None)
+
+
+def _json_type(to: pa.DataType) -> pa.DataType:
+    """What pyarrow's JSON reader parses a column of type ``to`` as: dates, times and binary as
+    text (ISO 8601, ISO 8601, base64: the reader takes dates and times only as numbers, and
+    binary text as its raw bytes); a duration as an integer count of its unit (the reader has
+    no duration, nor any cast from text); a second or millisecond timestamp as a microsecond
+    one (the reader refuses more fraction digits than the unit has, even zeros, and Python's
+    ``isoformat`` writes six). Anything else as itself: numbers, text, booleans, decimals
+    (number or text), timestamps (ISO 8601 with ``Z`` or an offset, or without, read as UTC)."""
+    if pa.types.is_date(to) or pa.types.is_time(to) or _is_binary(to):
+        return pa.string()
+    if pa.types.is_duration(to):
+        return pa.int64()
+    if pa.types.is_timestamp(to) and to.unit in ("s", "ms"):
+        return pa.timestamp("us", to.tz)
+    return to
+
+
+def _from_json(column: pa.Array, to: pa.DataType) -> pa.Array:
+    """A column read as :func:`_json_type` says, as type ``to``; a lossy conversion (a fraction
+    of a second finer than the column's unit) is refused."""
+    if column.type == to:
+        return column
+    if pa.types.is_time(to):
+        return _time_of_day(column, to)
+    if _is_binary(to):
+        return _from_base64(column, to)
+    return pc.cast(column, to)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_binary_view(t)
+    )
+
+
+def _time_of_day(text: pa.Array, to: pa.DataType) -> pa.Array:
+    """ISO 8601 times of day (``HH:MM[:SS[.fraction]]``, no offset) as ``to``. pyarrow casts no
+    text to a time, so they are parsed as nanosecond timestamps on 1970-01-01 and cast."""
+    try:
+        stamps = pc.cast(pc.binary_join_element_wise("1970-01-01T", text, ""), pa.timestamp("ns"))
+    except pa.ArrowInvalid:
+        raise pa.ArrowInvalid("not an ISO 8601 time of day, HH:MM[:SS[.fraction]]") from None
+    return pc.cast(stamps, to)
+
+
+def _from_base64(text: pa.Array, to: pa.DataType) -> pa.Array:
+    """Base64 text decoded to ``to`` (pyarrow has no base64 kernel: one value at a time)."""
+    try:
+        values = [None if v is None else base64.b64decode(v, validate=True) for v in text.to_pylist()]
+    except ValueError as e:
+        raise pa.ArrowInvalid(f"not base64: {e}") from None
+    return pa.array(values, type=to)
+
+
+Convert = Callable[[pa.Array, pa.DataType], pa.Array]
+"""Converts a column as read to its table type; raises ``pa.ArrowInvalid`` for a bad value."""
+_CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError)
+
+
+def _cast(column: pa.Array, to: pa.DataType) -> pa.Array:
+    return pc.cast(column, to)
+
+
+def _converted(
+    reader: pa.RecordBatchReader, schema: pa.Schema, name: str, convert: Convert = _cast
+) -> Iterator[pa.RecordBatch]:
+    """Batches as read converted to ``schema``'s types; the first bad value named by row and column."""
     rows = 0
     for batch in _located(reader, name):
         columns = []
         for field in schema:
-            text = batch.column(field.name)
+            column = batch.column(field.name)
             try:
-                columns.append(pc.cast(text, field.type))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                row = _first_bad(text, field.type)
-                value = text[row].as_py()
+                columns.append(convert(column, field.type))
+            except _CONVERT_ERRORS as e:
+                row = _first_bad(column, field.type, convert)
+                value = repr(column[row].as_py()) if pa.types.is_string(column.type) else str(column[row])
                 raise SchemaMismatchError(
-                    f"{name}, row {rows + row + 1}, column {field.name!r}: {value!r} is not {field.type} ({e})"
+                    f"{name}, row {rows + row + 1}, column {field.name!r}: {value} is not {field.type} ({e})"
                 ) from None
         rows += batch.num_rows
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _first_bad(text: pa.Array, to: pa.DataType) -> int:
-    """Index of the first value of ``text`` that does not convert to ``to`` (bisecting casts)."""
-    lo, hi = 0, len(text)
+def _first_bad(column: pa.Array, to: pa.DataType, convert: Convert = _cast) -> int:
+    """Index of the first value of ``column`` that ``convert`` refuses (bisecting conversions)."""
+    lo, hi = 0, len(column)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         try:
-            pc.cast(text.slice(lo, mid - lo), to)
+            convert(column.slice(lo, mid - lo), to)
             lo = mid
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        except _CONVERT_ERRORS:
             hi = mid
     return lo
 
