@@ -21,6 +21,7 @@ from pyroaring import BitMap
 
 from castable import tombstone
 from castable.commit import NextState
+from castable.conflicts import Commits, Footprint, Verdict, judge
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.properties import TableProperties
@@ -112,7 +113,7 @@ class CompactChange:
         return not self.rewritten and self.coalesced is None
 
     def _run(self, base: Manifest) -> None:
-        self.base_version = base.version
+        self.planned_on = base
         snapshot = Snapshot(self.store, base)
         deletes = snapshot.deletes_for(base.data_files)
         self.rewritten = candidates(snapshot, deletes, self.options)
@@ -127,6 +128,7 @@ class CompactChange:
             self.rows_written = sum(f.rows for f in self.written)
             self.rows_dropped = sum(f.rows for f in self.rewritten) - self.rows_written
         self.coalesced, self.merged = self._coalesce(snapshot, {f.path for f in self.rewritten})
+        self.footprint = Footprint(reads=frozenset(f.path for f in self.rewritten), merges=frozenset(self.merged))
 
     def _rows(self, snapshot: Snapshot) -> Iterator[pa.RecordBatch]:
         scan = Scan(snapshot)
@@ -173,17 +175,8 @@ class CompactChange:
         files = tuple(sorted({e.file for e in entries}))
         return TombstoneFile(key, info.size, info.etag, files, rows), [t.path for t in merged]
 
-    def _conflicts(self, base: Manifest) -> bool:
-        paths = {f.path for f in base.data_files}
-        if not {f.path for f in self.rewritten} <= paths:
-            return True
-        if not set(self.merged) <= {t.path for t in base.tombstones}:
-            return True
-        touched = {f.path for f in self.rewritten}
-        return any(t.added_version > self.base_version and touched.intersection(t.files) for t in base.tombstones)
-
     def build(self, base: Manifest) -> NextState:
-        if base.version != self.base_version and self._conflicts(base):
+        if judge(self.footprint, Commits.between(self.planned_on, base), operation="compact") is Verdict.REPLAN:
             self.replans += 1
             self._run(base)
         version = base.version + 1

@@ -23,6 +23,7 @@ from pyroaring import BitMap
 
 from castable import tombstone
 from castable.commit import NextState
+from castable.conflicts import Commits, Footprint, Verdict, judge
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate
@@ -161,17 +162,22 @@ def _read_columns(fragment: ds.ParquetFileFragment, rg: int, projection: dict[st
 class DeleteChange:
     """A planned delete being committed: rebuilt on each newer base, re-planned if needed.
 
-    If a file the plan targets was removed or replaced meanwhile (compaction, splice, another
-    delete), the plan is redone against the new base, so no delete is ever dropped.
+    Its footprint is the files its entries target: if one was removed or replaced meanwhile
+    (compaction, splice, another delete), the plan is redone against the new base, so no
+    delete is ever dropped (see :mod:`castable.conflicts`).
     """
 
     def __init__(self, store: ObjectStore, predicate: Predicate, base: Manifest) -> None:
         self.store = store
         self.predicate = predicate
-        self.planned_on = base.version
-        self.plan = plan_delete(Snapshot(store, base), predicate)
-        self.tombstone = self._write_tombstone()
         self.replans = 0
+        self._plan(base)
+
+    def _plan(self, base: Manifest) -> None:
+        self.planned_on = base
+        self.plan = plan_delete(Snapshot(self.store, base), self.predicate)
+        self.tombstone = self._write_tombstone()
+        self.footprint = Footprint(targets=frozenset(self.plan.files | self.plan.removed))
 
     def _write_tombstone(self) -> TombstoneFile | None:
         if not self.plan.entries:
@@ -182,12 +188,9 @@ class DeleteChange:
         return TombstoneFile(key, info.size, info.etag, tuple(sorted(self.plan.files)), self.plan.rows)
 
     def build(self, base: Manifest) -> NextState:
-        paths = {f.path for f in base.data_files}
-        if not (self.plan.files | self.plan.removed) <= paths:
-            self.plan = plan_delete(Snapshot(self.store, base), self.predicate)
-            self.tombstone = self._write_tombstone()
-            self.planned_on = base.version
+        if judge(self.footprint, Commits.between(self.planned_on, base), operation="delete") is Verdict.REPLAN:
             self.replans += 1
+            self._plan(base)
         remaining = tuple(f for f in base.data_files if f.path not in self.plan.removed)
         live = {f.path for f in remaining}
         tombstones = tuple(t for t in base.tombstones if live.intersection(t.files))

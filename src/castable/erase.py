@@ -23,6 +23,7 @@ from pyroaring import BitMap
 
 from castable import tombstone
 from castable.commit import NextState, raise_floor, read_manifest
+from castable.conflicts import Commits, Footprint, Verdict, judge
 from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.footer import Footer
 from castable.gc import retained_versions
@@ -176,7 +177,8 @@ def matching_row_groups(
 
 
 class EraseChange:
-    """An erase being committed: rebuilt on every newer base, re-planned if its files were replaced."""
+    """An erase being committed: rebuilt on every newer base, re-planned if its files were replaced
+    (its footprint: the files it replaces; see :mod:`castable.conflicts`)."""
 
     def __init__(
         self,
@@ -196,6 +198,7 @@ class EraseChange:
         self._plan(base)
 
     def _plan(self, base: Manifest) -> None:
+        self.planned_on = base
         snapshot = Snapshot(self.store, base)
         present = {f.path for f in base.data_files}
         # A requested file replaced meanwhile (compaction, another erase) widens the erase to the
@@ -205,14 +208,15 @@ class EraseChange:
         deletes = snapshot.deletes_for(files)
         erasures = (erase_file(snapshot, f, self.predicate, deletes.get(f.path), self.mode, self.props) for f in files)
         self.files = [e for e in erasures if e is not None]
+        # Deletes committed meanwhile on these files are carried onto the new files at build time.
+        self.footprint = Footprint(targets=frozenset(e.old.path for e in self.files))
 
     @property
     def is_empty(self) -> bool:
         return not self.files
 
     def build(self, base: Manifest) -> NextState:
-        live = {f.path for f in base.data_files}
-        if any(e.old.path not in live for e in self.files):
+        if judge(self.footprint, Commits.between(self.planned_on, base), operation="erase") is Verdict.REPLAN:
             self.replans += 1
             self._plan(base)
         replaced = {e.old.path: e for e in self.files}

@@ -1,0 +1,100 @@
+"""One conflict model for every operation's rebase (DESIGN section 4).
+
+A change is planned on a base version. When another writer commits first, the change is built
+again on the newer version, and before that it is judged here: the change declares what its
+plan depends on (a :class:`Footprint`), the model compares that with what was committed since
+the base (:class:`Commits`), and answers keep, re-plan, or conflict. An operation states its
+rules by the footprint it declares; none re-derives them in its own code.
+
+| footprint field | what the plan did with it | committed since the base | answer |
+| --- | --- | --- | --- |
+| ``targets`` | named these data files in tombstone entries, or dropped them whole | one is gone | re-plan |
+| ``reads`` | copied the live rows of these files (their deletes applied) | one is gone, or gained deletes | re-plan |
+| ``merges`` | replaced these tombstone files by a merged one | one is gone | re-plan |
+| ``claims`` | replaces every row matching this predicate | a new file may hold such a row | conflict |
+
+A re-planned change is judged again against the next writer's commits, from its new base.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from castable.errors import CommitConflictError
+from castable.manifest import DataFile, Manifest
+from castable.predicate import Match, Predicate
+
+
+class Verdict(enum.Enum):
+    """What to do with a change planned on an older base."""
+
+    KEEP = "keep"
+    """Nothing it depends on changed: build it on the newer base as planned."""
+    REPLAN = "replan"
+    """Plan it again on the newer base (deletes are never dropped, rows never resurrected)."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a planned change depends on (see the module's table)."""
+
+    targets: frozenset[str] = frozenset()
+    reads: frozenset[str] = frozenset()
+    merges: frozenset[str] = frozenset()
+    claims: Predicate | None = None
+
+
+@dataclass(frozen=True)
+class Commits:
+    """What was committed between a change's base and a newer version."""
+
+    removed: frozenset[str]
+    """Data files of the base that the newer version no longer lists."""
+    added: tuple[DataFile, ...]
+    """Data files the newer version lists and the base did not."""
+    deleted_in: frozenset[str]
+    """Data files named by tombstone files the base did not have."""
+    tombstones_removed: frozenset[str]
+    """Tombstone files of the base that the newer version no longer lists."""
+    schema: pa.Schema
+
+    @classmethod
+    def between(cls, base: Manifest, newer: Manifest) -> Commits:
+        old_files = {f.path for f in base.data_files}
+        new_files = {f.path for f in newer.data_files}
+        old_tombstones = {t.path for t in base.tombstones}
+        new_tombstones = {t.path for t in newer.tombstones}
+        return cls(
+            removed=frozenset(old_files - new_files),
+            added=tuple(f for f in newer.data_files if f.path not in old_files),
+            deleted_in=frozenset(p for t in newer.tombstones if t.path not in old_tombstones for p in t.files),
+            tombstones_removed=frozenset(old_tombstones - new_tombstones),
+            schema=newer.schema,
+        )
+
+
+def judge(footprint: Footprint, commits: Commits, *, operation: str) -> Verdict:
+    """Keep or re-plan a change whose plan has ``footprint``, given ``commits`` since its base;
+    ``CommitConflictError`` when no plan on the newer base can honour what it claims."""
+    if footprint.claims is not None:
+        clash = [f.path for f in commits.added if _may_hold(f, footprint.claims, commits.schema)]
+        if clash:
+            raise CommitConflictError(
+                f"{operation} conflicts with a concurrent commit that added rows it would replace "
+                f"({len(clash)} file(s), e.g. {clash[0]}); nothing was committed: run it again to include them"
+            )
+    if footprint.targets & commits.removed or footprint.merges & commits.tombstones_removed:
+        return Verdict.REPLAN
+    if footprint.reads & (commits.removed | commits.deleted_in):
+        return Verdict.REPLAN
+    return Verdict.KEEP
+
+
+def _may_hold(f: DataFile, predicate: Predicate, schema: pa.Schema) -> bool:
+    """Whether the file's statistics leave room for a row matching ``predicate``."""
+    if f.rows == 0:
+        return False
+    return predicate.match(lambda column: f.column_stats(column, schema), f.rows) is not Match.NONE
