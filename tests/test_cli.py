@@ -383,3 +383,15 @@ def test_cli_interrupt_says_what_happened(tmp_path: Path) -> None:
     assert proc.returncode == 130, f"exit {proc.returncode}: the append should still have been running; {err}"
     assert err.startswith("interrupted:") and err.count("\n") == 1, err
     assert castable.open_table(uri).version == 0
+
+
+def test_cli_restore(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    run("append", uri, str(inputs[0]))
+    run("delete", uri, "id < 100")
+    restored = run_json("restore", uri, "1", "--commit-id", "undo-delete")
+    assert restored["version"] == 3 and restored["summary"]["restored_version"] == 1  # type: ignore[index]
+    assert "already committed as version 3" in run("restore", uri, "1", "--commit-id", "undo-delete")
+    assert run("scan", uri, "--count").strip() == "500"
+    assert "a version or as_of" in fails("restore", uri)

@@ -520,6 +520,22 @@ def info(
 
 
 @app.command()
+def restore(
+    uri: str,
+    version: Annotated[int | None, typer.Argument(help="The version to restore.")] = None,
+    as_of: Annotated[str | None, typer.Option(help="Restore the version current at this ISO 8601 time.")] = None,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Commit a new version with an older version's files (no data copied; later versions stay in history)."""
+    table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
+    _committed(table, table.restore(version, as_of=as_of, commit_id=commit_id), as_json)
+
+
+@app.command()
 def repair(
     uri: str,
     commit_id: CommitId = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -618,6 +619,32 @@ class Table:
             only=None if files is None else frozenset(files),
         )
 
+    def restore(
+        self, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
+    ) -> int:
+        """Commit a new version whose data files and tombstones are those of ``version`` (or of the
+        version current at ``as_of``); return it. No data is copied. Refused when that version has
+        expired or any of its files is gone (removed outside castable: gc keeps a retained
+        version's files). Commits made after it are not lost: they
+        stay in the history, and a later restore can return to them.
+        """
+        if (version is None) == (as_of is None):
+            raise InvalidInputError("restore needs a version or as_of (one of them)")
+        commit_id = self._begin_write(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+        target = self.manifest_at(version, as_of)
+        gone = _absent(self.store, [f.path for f in target.data_files] + [t.path for t in target.tombstones])
+        if gone:
+            raise InvalidInputError(
+                f"cannot restore version {target.version}: {len(gone)} of its files are gone "
+                f"(e.g. {gone[0]}); restore a newer version"
+            )
+        summary = {"restored_version": target.version, "files": len(target.data_files), "rows": target.total_rows}
+        return self._commit(
+            "restore", commit_id, lambda base: NextState(target.data_files, target.tombstones, summary)
+        ).version
+
     def repair(self, *, commit_id: str | None = None) -> int:
         """Make a damaged table (see :attr:`damage`) writable again; return its newest version.
 
@@ -709,6 +736,12 @@ def _assess(store: ObjectStore, cause: CorruptObjectError, table_uuid: str | Non
         message = f"{store.uri} is damaged: {cause}; {state}. `castable repair` (Table.repair()) {fix}"
         return Damage(manifest, versions[-1], message)
     raise cause
+
+
+def _absent(store: ObjectStore, keys: list[str]) -> list[str]:
+    """The keys of ``keys`` that no object holds (checked 16 at a time)."""
+    with ThreadPoolExecutor(16) as pool:
+        return [key for key, there in zip(keys, pool.map(store.exists, keys), strict=True) if not there]
 
 
 def _check_not_nested(store: ObjectStore) -> None:

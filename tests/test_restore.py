@@ -1,0 +1,59 @@
+"""Restore: a new version whose files are an older version's, with no data copied."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from conftest import EVENTS, events, snapshot_of
+
+import castable
+from castable.errors import InvalidInputError, VersionNotFoundError
+from castable.table import Table
+
+
+@pytest.fixture
+def table(table_uri: tuple[str, dict | None]) -> Table:
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t.append(events(0, 100))  # version 1
+    t.delete("id < 50")  # version 2
+    t.append(events(100, 120))  # version 3
+    return t
+
+
+def test_restore_brings_back_a_version_without_copying(table: Table) -> None:
+    objects = {k for k in snapshot_of(table.store) if k.startswith("data/")}
+    assert table.restore(1, commit_id="undo") == 4
+    assert table.scan().to_arrow().sort_by("id") == table.scan(version=1).to_arrow().sort_by("id")
+    assert {k for k in snapshot_of(table.store) if k.startswith("data/")} == objects, "no data copied"
+    h = table.history(limit=1)[0]
+    assert (h.operation, h.summary) == ("restore", {"restored_version": 1, "files": 1, "rows": 100})
+    assert table.restore(1, commit_id="undo") == 4, "a repeated commit_id commits nothing"
+    assert table.restore(as_of=table.manifest_at(3).created_at) == 5
+    assert table.count() == 70 and table.scan(version=4).count() == 100, "later commits stay in the history"
+
+
+def test_restore_of_what_is_gone_is_refused(table: Table) -> None:
+    table.compact(min_file_size=1 << 30)
+    table.expire(retain_versions=1)
+    with pytest.raises(VersionNotFoundError, match="has expired"):
+        table.restore(1)
+    before = snapshot_of(table.store)
+    with pytest.raises(InvalidInputError, match="a version or as_of"):
+        table.restore()
+    assert snapshot_of(table.store) == before
+
+
+def test_restore_when_files_are_gone(table: Table) -> None:
+    """gc keeps every file a retained version references; a file removed behind castable's back
+    (a bucket lifecycle rule, a hand) makes the restore refuse rather than commit a broken version."""
+    table.compact(min_file_size=1 << 30)
+    table.gc(orphan_grace=timedelta(0))
+    old = table.manifest_at(2).data_files[0].path
+    assert table.store.exists(old), "gc kept a retained version's file"
+    table.store.delete(old)
+    before = snapshot_of(table.store)
+    with pytest.raises(InvalidInputError, match=f"cannot restore version 2: 1 of its files are gone \\(e.g. {old}"):
+        table.restore(2)
+    assert snapshot_of(table.store) == before
