@@ -11,7 +11,8 @@ rules by the footprint it declares; none re-derives them in its own code.
 | ``targets`` | named these data files in tombstone entries, or dropped them whole | one is gone | re-plan |
 | ``reads`` | copied the live rows of these files (their deletes applied) | one is gone, or gained deletes | re-plan |
 | ``merges`` | replaced these tombstone files by a merged one | one is gone | re-plan |
-| ``claims`` | replaces every row matching this predicate | a new file may hold such a row | conflict |
+| ``supersedes`` | replaces every row matching this predicate | a new file may hold such a row | re-plan |
+| ``claims`` | replaces every row matching this predicate, and no other | a new file may hold such a row | conflict |
 
 A re-planned change is judged again against the next writer's commits, from its new base.
 """
@@ -44,6 +45,7 @@ class Footprint:
     targets: frozenset[str] = frozenset()
     reads: frozenset[str] = frozenset()
     merges: frozenset[str] = frozenset()
+    supersedes: Predicate | None = None
     claims: Predicate | None = None
 
 
@@ -80,7 +82,7 @@ def judge(footprint: Footprint, commits: Commits, *, operation: str) -> Verdict:
     """Keep or re-plan a change whose plan has ``footprint``, given ``commits`` since its base;
     ``CommitConflictError`` when no plan on the newer base can honour what it claims."""
     if footprint.claims is not None:
-        clash = [f.path for f in commits.added if _may_hold(f, footprint.claims, commits.schema)]
+        clash = _added_holding(commits, footprint.claims)
         if clash:
             raise CommitConflictError(
                 f"{operation} conflicts with a concurrent commit that added rows it would replace "
@@ -90,11 +92,17 @@ def judge(footprint: Footprint, commits: Commits, *, operation: str) -> Verdict:
         return Verdict.REPLAN
     if footprint.reads & (commits.removed | commits.deleted_in):
         return Verdict.REPLAN
+    if footprint.supersedes is not None and _added_holding(commits, footprint.supersedes):
+        return Verdict.REPLAN
     return Verdict.KEEP
 
 
+def _added_holding(commits: Commits, predicate: Predicate) -> list[str]:
+    """The added files whose statistics leave room for a row matching ``predicate``."""
+    return [f.path for f in commits.added if _may_hold(f, predicate, commits.schema)]
+
+
 def _may_hold(f: DataFile, predicate: Predicate, schema: pa.Schema) -> bool:
-    """Whether the file's statistics leave room for a row matching ``predicate``."""
     if f.rows == 0:
         return False
     return predicate.match(lambda column: f.column_stats(column, schema), f.rows) is not Match.NONE

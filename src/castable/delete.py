@@ -26,7 +26,7 @@ from castable.commit import NextState
 from castable.conflicts import Commits, Footprint, Verdict, judge
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
-from castable.predicate import Match, Predicate
+from castable.predicate import Constant, Match, Predicate
 from castable.scan import read_ahead, rows_mask
 from castable.snapshot import Snapshot
 from castable.stats import encode_value
@@ -59,6 +59,10 @@ class DeletePlan:
 def plan_delete(snapshot: Snapshot, predicate: Predicate) -> DeletePlan:
     """The tombstone entries that delete every live row matching ``predicate`` in ``snapshot``."""
     plan = DeletePlan()
+    if predicate == Constant(True):  # every row (an overwrite of the whole table): drop every file unread
+        plan.removed = {f.path for f in snapshot.manifest.data_files}
+        plan.rows = None if plan.removed else 0
+        return plan
     files = snapshot.prune_files(predicate)
     pk = snapshot.manifest.primary_key
     key_range = predicate.key_range(pk[0]) if pk else None
@@ -173,6 +177,11 @@ class DeleteChange:
         self.replans = 0
         self._plan(base)
 
+    def replan(self, base: Manifest) -> None:
+        """Plan the delete again on ``base`` (a newer version the conflict model asked for)."""
+        self.replans += 1
+        self._plan(base)
+
     def _plan(self, base: Manifest) -> None:
         self.planned_on = base
         self.plan = plan_delete(Snapshot(self.store, base), self.predicate)
@@ -189,8 +198,7 @@ class DeleteChange:
 
     def build(self, base: Manifest) -> NextState:
         if judge(self.footprint, Commits.between(self.planned_on, base), operation="delete") is Verdict.REPLAN:
-            self.replans += 1
-            self._plan(base)
+            self.replan(base)
         remaining = tuple(f for f in base.data_files if f.path not in self.plan.removed)
         live = {f.path for f in remaining}
         tombstones = tuple(t for t in base.tombstones if live.intersection(t.files))

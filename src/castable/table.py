@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,9 +46,10 @@ from castable.gc import expire as expire_versions
 from castable.gc import gc as collect_garbage
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, DataFile, Manifest
-from castable.predicate import Predicate, parse_predicate
+from castable.predicate import Constant, InList, Predicate, parse_predicate
 from castable.properties import TableProperties, normalize
 from castable.register import check_files
+from castable.replace import ReplaceChange
 from castable.scan import Scan
 from castable.schema import conform
 from castable.snapshot import Snapshot
@@ -405,17 +407,11 @@ class Table:
             return self._manifest.recent_commits[commit_id]
         sources = tuple(source_ids)
         _check_sources(self._manifest, sources)
-        schema = self.schema
         batches = self.conforming_batches(data)
         first = next(batches, None)
         if first is None:
             raise EmptyWriteError("append was given no rows; nothing was committed")
-
-        def all_batches() -> Iterator[pa.RecordBatch]:
-            yield first
-            yield from batches
-
-        files = write_data_files(self.store, all_batches(), schema, self._props, on_rows=on_rows)
+        files = self._write(itertools.chain([first], batches), on_rows)
         rows = sum(f.rows for f in files)
 
         def build(base: Manifest) -> NextState:
@@ -433,6 +429,80 @@ class Table:
             )
 
         return self._commit("append", commit_id, build).version
+
+    def _write(self, batches: Iterable[pa.RecordBatch], on_rows: Callable[[int], None] | None = None) -> list[DataFile]:
+        """Rows of the table's schema as new data files of the target size (not yet committed)."""
+        return write_data_files(self.store, iter(batches), self.schema, self._props, on_rows=on_rows)
+
+    def upsert(self, data: Any, *, commit_id: str | None = None) -> int:
+        """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
+        commit; return the version.
+
+        The replaced rows get a key-list tombstone (no data read), so the cost is that of the new
+        rows. A key may appear once in ``data``. If another writer commits rows with one of these
+        keys first, the upsert replaces those too: each key keeps exactly one live row, the later
+        commit's. ``data`` is held in memory to check its keys before anything is written.
+        """
+        commit_id = self._begin_write(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+        key = self.primary_key
+        if key is None:
+            raise InvalidInputError(f"upsert replaces rows by primary key, and {self.uri} has none; use append")
+        rows = self._materialize(data, "upsert")
+        keys = rows.column(key)
+        distinct = pc.unique(keys)
+        if len(distinct) != len(keys):
+            counts = pc.value_counts(keys)
+            twice = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
+            raise InvalidInputError(f"the rows hold key {twice!r} more than once; an upsert gives each key one row")
+        files = self._write(rows.to_batches())
+        change = ReplaceChange(
+            self.store, self._manifest, InList(key, distinct), files, operation="upsert", exclusive=False
+        )
+        return self._commit("upsert", commit_id, change.build).version
+
+    def overwrite(
+        self,
+        data: Any,
+        *,
+        where: str | pc.Expression | Predicate | None = None,
+        commit_id: str | None = None,
+    ) -> int:
+        """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
+        one commit; return the version.
+
+        With ``where`` (replace-where), every new row must match it, and a concurrent commit that
+        adds rows matching it makes the overwrite fail with ``CommitConflictError`` rather than
+        drop them. The replaced rows get tombstones (files entirely inside the range are dropped
+        from the manifest); ``data`` may be empty, which deletes the range.
+        """
+        commit_id = self._begin_write(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+        if where is None:
+            replaced: Predicate = Constant(True)
+            batches: Iterable[pa.RecordBatch] = self.conforming_batches(data)
+        else:
+            replaced = parse_predicate(where, self.schema)
+            rows = self._materialize(data, "overwrite", allow_empty=True)
+            outside = rows.num_rows - rows.filter(replaced.to_expression()).num_rows
+            if outside:
+                raise InvalidInputError(
+                    f"{outside} of the {rows.num_rows} rows do not match {where!r}; an overwrite with "
+                    "where writes only rows inside it"
+                )
+            batches = rows.to_batches()
+        files = self._write(batches)
+        change = ReplaceChange(self.store, self._manifest, replaced, files, operation="overwrite", exclusive=True)
+        return self._commit("overwrite", commit_id, change.build).version
+
+    def _materialize(self, data: Any, operation: str, *, allow_empty: bool = False) -> pa.Table:
+        """``data`` as one table of the table's schema, for checks that need every row first."""
+        rows = pa.Table.from_batches(list(self.conforming_batches(data)), schema=self.schema)
+        if not rows.num_rows and not allow_empty:
+            raise EmptyWriteError(f"{operation} was given no rows; nothing was committed")
+        return rows
 
     def add_files(self, files: Sequence[str | DataFile], *, commit_id: str | None = None) -> int:
         """Append Parquet files already written under the table's ``data/`` prefix; return the version.

@@ -1,0 +1,133 @@
+"""Upsert and overwrite: rows replaced at tombstone cost, with the conflict rules of DESIGN 4."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from conftest import EVENTS, events, snapshot_of
+
+import castable
+from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError, SchemaMismatchError
+from castable.table import Table
+
+
+@pytest.fixture
+def table(table_uri: tuple[str, dict | None]) -> Table:
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t.append(events(0, 100))
+    return t
+
+
+def other(t: Table) -> Table:
+    """A second handle (another writer), opened now."""
+    return Table.load(t.store)
+
+
+def rows(ids: list[int], value: float, category: str = "u") -> pa.Table:
+    return pa.table({"id": ids, "category": [category] * len(ids), "value": [value] * len(ids)}, schema=EVENTS)
+
+
+def live(t: Table) -> dict[int, tuple[str | None, float]]:
+    got = t.refresh().scan().to_arrow().to_pylist()
+    keys = [r["id"] for r in got]
+    assert len(keys) == len(set(keys)), "one live row per key"
+    return {r["id"]: (r["category"], r["value"]) for r in got}
+
+
+def test_upsert_replaces_by_key_and_inserts_the_rest(table: Table) -> None:
+    version = table.upsert(rows([5, 50, 500], 1.5), commit_id="u1")
+    now = live(table)
+    assert len(now) == 101 and now[5] == now[50] == now[500] == ("u", 1.5) and now[6] == ("c", 3.0)
+    h = table.history(limit=1)[0]
+    assert (h.version, h.operation) == (version, "upsert")
+    assert h.summary["rows_added"] == 3 and h.summary["tombstone"].startswith("tombstone/")
+    assert table.upsert(rows([5], 9.0), commit_id="u1") == version, "a repeated commit_id commits nothing"
+    data_bytes = sum(f.size for f in table.manifest.data_files)
+    assert data_bytes - sum(f.size for f in table.manifest_at(1).data_files) == h.summary["bytes_added"]
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: rows([1, 2, 1], 0.0), InvalidInputError, "key 1 more than once"),
+        (
+            lambda: pa.table({"id": [1, None], "category": ["a", "b"], "value": [1.0, 2.0]}),
+            SchemaMismatchError,
+            "nulls",
+        ),
+        (lambda: EVENTS.empty_table(), EmptyWriteError, "no rows"),
+        (lambda: pa.table({"id": [1], "value": ["x"]}), SchemaMismatchError, "does not match"),
+    ],
+)
+def test_bad_upserts_change_nothing(table: Table, make, error: type[Exception], match: str) -> None:  # type: ignore[no-untyped-def]
+    before = snapshot_of(table.store)
+    with pytest.raises(error, match=match):
+        table.upsert(make())
+    assert snapshot_of(table.store) == before
+
+
+def test_upsert_needs_a_primary_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t = castable.create_table(str(tmp_path / "t"), EVENTS)
+    with pytest.raises(InvalidInputError, match="has none; use append"):
+        t.upsert(rows([1], 1.0))
+
+
+def test_overwrite_the_whole_table(table: Table) -> None:
+    table.delete("id < 10")
+    table.overwrite(rows([7, 8], 2.0))
+    assert live(table) == {7: ("u", 2.0), 8: ("u", 2.0)}
+    assert table.manifest.tombstones == () and len(table.manifest.data_files) == 1
+    table.overwrite(EVENTS.empty_table())
+    assert table.count() == 0 and table.manifest.data_files == ()
+
+
+def test_overwrite_where_replaces_exactly_the_range(table: Table) -> None:
+    table.overwrite(rows([200, 201, 202], 0.25, "a"), where="category = 'a'")
+    now = live(table)
+    assert {k for k, (c, _) in now.items() if c == "a"} == {200, 201, 202}
+    assert len(now) == 100 - 25 + 3 and now[1] == ("b", 0.5)
+    before = snapshot_of(table.store)
+    with pytest.raises(InvalidInputError, match="1 of the 2 rows do not match"):
+        table.overwrite(rows([1, 2], 1.0, "a").set_column(1, "category", pa.array(["a", "b"])), where="category = 'a'")
+    with pytest.raises(InvalidInputError, match="do not match"):
+        table.overwrite(rows([1], 1.0, None), where="category = 'a'")  # type: ignore[arg-type]
+    assert snapshot_of(table.store) == before
+
+
+def test_racing_upserts_of_one_key_leave_the_later_commit(table: Table) -> None:
+    first, second = other(table), other(table)
+    first.upsert(rows([7, 8], 1.0))
+    second.upsert(rows([8, 9], 2.0))  # planned on the version before the first upsert
+    now = live(table)
+    assert now[7] == ("u", 1.0) and now[8] == ("u", 2.0) and now[9] == ("u", 2.0)
+    assert table.history(limit=1)[0].summary["replans"] == 1
+
+
+def test_upsert_racing_compaction_erase_and_delete_loses_and_resurrects_nothing(table: Table) -> None:
+    table.append(events(100, 200))
+    stale = other(table)
+    table.compact(min_file_size=1 << 30)  # rewrites every file the upsert's tombstone targets
+    table.erase("id = 30")
+    table.delete("id = 40")
+    stale.upsert(rows([10, 30, 150], 4.0))
+    now = live(table)
+    assert now[10] == now[30] == now[150] == ("u", 4.0)
+    assert 40 not in now and len(now) == 200 - 2 + 1, "the delete stands; the erased key came back as an upsert"
+
+
+def test_replace_where_racing_an_append_into_its_range_is_a_conflict(table: Table) -> None:
+    stale = other(table)
+    table.append(rows([1000], 1.0, "a"))
+    before = live(table)
+    with pytest.raises(CommitConflictError, match=r"overwrite conflicts .* added rows it would replace"):
+        stale.overwrite(rows([1001], 1.0, "a"), where="category = 'a'")
+    assert live(table) == before
+
+
+def test_replace_where_racing_an_append_outside_its_range_rebases(table: Table) -> None:
+    stale = other(table)
+    table.append(rows([1000, 1001], 1.0, "b"))
+    stale.overwrite(rows([2000], 1.0, "a"), where="category = 'a'")
+    now = live(table)
+    assert 1000 in now and 2000 in now and {k for k, (c, _) in now.items() if c == "a"} == {2000}
