@@ -8,9 +8,18 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from conftest import EVENTS, new_bucket
-from workers import append_and_delete, append_rows, expected_ids
+from workers import (
+    ERASABLE,
+    UPSERT_KEYS,
+    append_and_delete,
+    append_rows,
+    compact_and_erase,
+    expected_ids,
+    upsert_overlapping,
+)
 
 import castable
 from castable.commit import read_pointer
@@ -81,3 +90,33 @@ def test_many_processes_append_and_delete(writer_uri: tuple[str, dict | None]) -
     by_id = {h.commit_id: h for h in history}
     for op, version, commit_id in commits:
         assert by_id[commit_id].version == version and by_id[commit_id].operation == op
+
+
+@pytest.mark.slow
+def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(writer_uri: tuple[str, dict | None]) -> None:
+    """4 processes upsert overlapping keys while a fifth compacts and erases: every key keeps
+    exactly one live row, the one of the last committed upsert that named it; nothing else is
+    lost or comes back, and versions stay dense."""
+    uri, options = writer_uri
+    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    initial = [*range(UPSERT_KEYS), *ERASABLE]
+    table.append(pa.table({"id": initial, "category": ["init"] * len(initial), "value": [-1.0] * len(initial)}))
+    with _spawn_pool(5) as pool:
+        upserts = [pool.submit(upsert_overlapping, uri, options, w, 8) for w in range(4)]
+        maintenance = pool.submit(compact_and_erase, uri, options, 6)
+        commits = [c for f in upserts for c in f.result(timeout=600)]
+        erased = maintenance.result(timeout=600)
+
+    last: dict[int, float] = {}
+    for _, keys, value in sorted(commits):
+        last.update(dict.fromkeys(keys, value))
+    rows = castable.open_table(uri, storage_options=options).scan().to_arrow().to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "one live row per key"
+    got = {r["id"]: r["value"] for r in rows}
+    assert {k: got[k] for k in range(UPSERT_KEYS)} == {k: last.get(k, -1.0) for k in range(UPSERT_KEYS)}
+    assert set(got) == set(initial) - set(erased)
+    manifests = sorted(version_of_manifest_key(i.key) for i in table.store.list("manifest/"))
+    assert manifests == list(range(manifests[-1] + 1)) and read_pointer(table.store).version == manifests[-1]
+    history = castable.open_table(uri, storage_options=options).history()
+    assert sum(h.summary["replans"] for h in history if h.operation == "upsert") > 0, "the upserts did race"

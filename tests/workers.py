@@ -82,6 +82,50 @@ def maintain(uri: str, options: dict | None, seconds: float) -> dict[str, int]:
     return done
 
 
+# ---------------------------------------------------------------- racing upserts (test_concurrency.py)
+
+UPSERT_KEYS = 40
+"""Upserting workers draw their keys from ``range(UPSERT_KEYS)``, so their batches overlap."""
+ERASABLE = range(1000, 1100)
+"""Keys no upsert touches: the maintenance worker erases some of them."""
+
+
+def upsert_overlapping(uri: str, options: dict | None, worker: int, rounds: int) -> list[tuple[int, list[int], float]]:
+    """Upsert ``rounds`` batches of 10 keys from the shared pool; return (version, keys, value) per commit."""
+    import random
+
+    import pyarrow as pa
+    from conftest import EVENTS
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    rng = random.Random(worker)
+    done = []
+    for r in range(rounds):
+        keys = sorted(rng.sample(range(UPSERT_KEYS), 10))
+        value = float(worker * 1000 + r)
+        batch = pa.table(
+            {"id": keys, "category": [f"w{worker}"] * len(keys), "value": [value] * len(keys)}, schema=EVENTS
+        )
+        done.append((table.upsert(batch, commit_id=f"upsert-{worker}-{r}"), keys, value))
+    return done
+
+
+def compact_and_erase(uri: str, options: dict | None, rounds: int) -> list[int]:
+    """Compact everything and erase one key outside the upserted pool, ``rounds`` times; return the erased keys."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    erased = []
+    for r in range(rounds):
+        table.refresh().compact(min_file_size=10**9)
+        key = ERASABLE[r * 7]
+        table.erase(f"id = {key}")
+        erased.append(key)
+    return erased
+
+
 # ---------------------------------------------------------------- mixed load (test_mixed_load.py)
 
 MIXED_WRITER_ROWS = 25
