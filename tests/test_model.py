@@ -1,6 +1,7 @@
-"""Property-based tests: random sequences of append, delete, erase, compact, expire, gc, scans and
-time travel against an in-memory model. Every retained version must read back exactly as the
-model says, and gc must never delete what a retained version references."""
+"""Property-based tests: random sequences of append, delete, erase, upsert, overwrite (whole and
+where), restore, compact, expire, gc, scans and time travel against an in-memory model. Every
+retained version must read back exactly as the model says, and gc must never delete what a
+retained version references."""
 
 from __future__ import annotations
 
@@ -113,6 +114,48 @@ class TableModel(RuleBasedStateMachine):
         else:
             assert state == self.versions[-1]
         assert castable.open_table(str(self.dir / "t")).scan(filter=sql).count() == 0
+
+    def _new_rows(self, ids: list[int], data: st.DataObject, category: st.SearchStrategy[str | None]) -> list[Row]:
+        value = st.one_of(st.none(), st.floats(0, 200, allow_nan=False))
+        return [(i, data.draw(category), data.draw(value)) for i in ids]
+
+    def _commit(self, version: int, state: dict[int, Row]) -> None:
+        assert version == len(self.versions)
+        self.versions.append(state)
+
+    @rule(data=st.data(), fresh=st.integers(0, 5))
+    def upsert(self, data: st.DataObject, fresh: int) -> None:
+        existing = sorted(self.versions[-1])
+        replaced = data.draw(st.lists(st.sampled_from(existing), max_size=8, unique=True)) if existing else []
+        ids = replaced + list(range(self.next_id, self.next_id + fresh))
+        if not ids:
+            return
+        self.next_id += fresh
+        rows = self._new_rows(ids, data, st.sampled_from(CATEGORIES))
+        state = dict(self.versions[-1])
+        state.update({r[0]: r for r in rows})
+        self._commit(self.table.upsert(rows_table(rows)), state)
+
+    @rule(data=st.data(), category=st.sampled_from(["a", "b", "c", None]), n=st.integers(0, 30))
+    def overwrite(self, data: st.DataObject, category: str | None, n: int) -> None:
+        """Replace-where on one category (``None``: the whole table) with ``n`` new rows."""
+        ids = list(range(self.next_id, self.next_id + n))
+        self.next_id += n
+        if category is None:
+            rows = self._new_rows(ids, data, st.sampled_from(CATEGORIES))
+            version = self.table.overwrite(rows_table(rows))
+            self._commit(version, {r[0]: r for r in rows})
+            return
+        rows = self._new_rows(ids, data, st.just(category))
+        state = {k: r for k, r in self.versions[-1].items() if r[1] != category}
+        state.update({r[0]: r for r in rows})
+        self._commit(self.table.overwrite(rows_table(rows), where=f"category = '{category}'"), state)
+
+    @precondition(lambda self: len(self.versions) > 1)
+    @rule(data=st.data())
+    def restore(self, data: st.DataObject) -> None:
+        v = data.draw(st.integers(self.oldest, len(self.versions) - 1))
+        self._commit(self.table.restore(v), dict(self.versions[v]))
 
     @rule(min_file_size=st.sampled_from([1, 10_000, 10**9]), sort=st.booleans())
     def compact(self, min_file_size: int, sort: bool) -> None:
