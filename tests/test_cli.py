@@ -395,3 +395,23 @@ def test_cli_restore(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     assert "already committed as version 3" in run("restore", uri, "1", "--commit-id", "undo-delete")
     assert run("scan", uri, "--count").strip() == "500"
     assert "a version or as_of" in fails("restore", uri)
+
+
+def test_cli_upsert_and_overwrite(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", "id:int64, category:string, value:double", "-k", "id")
+    (tmp_path / "day1.csv").write_text("id,category,value\n1,a,1.0\n2,b,2.0\n3,a,3.0\n")
+    (tmp_path / "fix.csv").write_text("id,category,value\n2,b,20.0\n4,b,40.0\n")
+    (tmp_path / "a.csv").write_text("id,category,value\n9,a,9.0\n")
+    run("append", uri, str(tmp_path / "day1.csv"))
+    upserted = run_json("upsert", uri, str(tmp_path / "fix.csv"), "--commit-id", "fix-1")
+    assert upserted["summary"]["rows_added"] == 2  # type: ignore[index]
+    assert "already committed" in run("upsert", uri, str(tmp_path / "fix.csv"), "--commit-id", "fix-1")
+    run("overwrite", uri, str(tmp_path / "a.csv"), "--where", "category = 'a'")
+    got = json.loads(run("scan", uri, "--json"))["rows"]
+    assert sorted((r["id"], r["value"]) for r in got) == [(2, 20.0), (4, 40.0), (9, 9.0)]
+    assert "do not match" in fails("overwrite", uri, str(tmp_path / "fix.csv"), "--where", "category = 'a'")
+    (tmp_path / "twice.csv").write_text("id,category,value\n5,a,1\n5,a,2\n")
+    assert "key 5 more than once" in fails("upsert", uri, str(tmp_path / "twice.csv"))
+    run("overwrite", uri, str(tmp_path / "a.csv"))
+    assert run("scan", uri, "--count").strip() == "1"

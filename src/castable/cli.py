@@ -166,16 +166,40 @@ def create(
     _emit(as_json, f"created {table.uri} (version {table.version})", {"uri": table.uri, "version": table.version})
 
 
+InputFiles = Annotated[list[Path], typer.Argument(help="Parquet, CSV or JSON Lines files (.gz too), in one commit.")]
+InputFormat = Annotated[str | None, typer.Option("--format", help="parquet, csv or jsonl (default: by extension).")]
+Delimiter = Annotated[str | None, typer.Option(help="CSV delimiter (default: tab for .tsv, else comma).")]
+Header = Annotated[bool, typer.Option(help="CSV files start with a header naming the columns.")]
+NullValue = Annotated[
+    list[str] | None, typer.Option(help="A CSV value read as NULL (repeatable; default: empty, NULL, null).")
+]
+
+
+def _inputs(
+    table: castable.Table,
+    files: list[Path],
+    fmt: str | None,
+    delimiter: str | None,
+    header: bool,
+    nulls: list[str] | None,
+) -> tuple[Iterator[pa.RecordBatch], int | None]:
+    """The rows of local files, read as the table's types (every file is opened, so checked, first),
+    and their count when the formats tell it up front."""
+    csv = CsvOptions(delimiter, header, tuple(nulls) if nulls else CsvOptions.null_values)
+    opened = [_read_source(p, fmt, table.schema, csv) for p in files]
+    counts = [s.rows for s in opened]
+    total = None if None in counts else sum(c for c in counts if c is not None)
+    return (batch for source in opened for batch in source.batches), total
+
+
 @app.command()
 def append(
     uri: str,
-    files: Annotated[list[Path], typer.Argument(help="Parquet, CSV or JSON Lines files (.gz too), in one commit.")],
-    fmt: Annotated[str | None, typer.Option("--format", help="parquet, csv or jsonl (default: by extension).")] = None,
-    delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default: tab for .tsv, else comma).")] = None,
-    header: Annotated[bool, typer.Option(help="CSV files start with a header naming the columns.")] = True,
-    null_value: Annotated[
-        list[str] | None, typer.Option(help="A CSV value read as NULL (repeatable; default: empty, NULL, null).")
-    ] = None,
+    files: InputFiles,
+    fmt: InputFormat = None,
+    delimiter: Delimiter = None,
+    header: Header = True,
+    null_value: NullValue = None,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
@@ -184,19 +208,54 @@ def append(
     table = _open(uri, storage_option)
     if _already(table, commit_id, as_json):
         return
-    csv = CsvOptions(delimiter, header, tuple(null_value) if null_value else CsvOptions.null_values)
-    opened = [_read_source(p, fmt, table.schema, csv) for p in files]
-    counts = [s.rows for s in opened]
-    total = None if None in counts else sum(c for c in counts if c is not None)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for source in opened:
-            yield from source.batches
-
+    batches, total = _inputs(table, files, fmt, delimiter, header, null_value)
     with _progress() as progress:
         task = progress.add_task("appending rows", total=total)
-        version = table.append(batches(), commit_id=commit_id, on_rows=lambda n: progress.advance(task, n))
+        version = table.append(batches, commit_id=commit_id, on_rows=lambda n: progress.advance(task, n))
     _committed(table, version, as_json)
+
+
+@app.command()
+def upsert(
+    uri: str,
+    files: InputFiles,
+    fmt: InputFormat = None,
+    delimiter: Delimiter = None,
+    header: Header = True,
+    null_value: NullValue = None,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Insert the rows of local files, replacing the rows with their primary keys, in one commit."""
+    table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
+    batches, _ = _inputs(table, files, fmt, delimiter, header, null_value)
+    _committed(table, table.upsert(batches, commit_id=commit_id), as_json)
+
+
+@app.command()
+def overwrite(
+    uri: str,
+    files: InputFiles,
+    where: Annotated[
+        str | None, typer.Option(help="Replace only the rows matching this SQL predicate (the new rows must match).")
+    ] = None,
+    fmt: InputFormat = None,
+    delimiter: Delimiter = None,
+    header: Header = True,
+    null_value: NullValue = None,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Replace the whole table, or the rows matching --where, with the rows of local files, in one commit."""
+    table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
+    batches, _ = _inputs(table, files, fmt, delimiter, header, null_value)
+    _committed(table, table.overwrite(batches, where=where, commit_id=commit_id), as_json)
 
 
 @app.command("add-files")
