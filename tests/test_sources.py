@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 from datetime import UTC, date, datetime, time, timedelta
@@ -16,7 +15,7 @@ import pytest
 
 import castable.sources
 from castable.errors import InvalidInputError, SchemaMismatchError
-from castable.sources import CsvOptions, file_batches, format_of, open_source
+from castable.sources import CsvOptions, file_batches, format_of, json_rows, json_value, open_source
 
 SCHEMA = pa.schema(
     [
@@ -139,19 +138,6 @@ EVERY_TYPE = pa.table(
 )
 
 
-def json_value(value: object) -> object:
-    """As ``castable scan --output x.jsonl`` writes values, durations as a count of milliseconds."""
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, timedelta):
-        return value // timedelta(milliseconds=1)
-    raise TypeError(type(value))
-
-
 def write_jsonl(path: Path, rows: list[dict[str, object]]) -> None:
     text = "".join(json.dumps(row, default=json_value) + "\n" for row in rows)
     if path.suffix == ".gz":
@@ -170,7 +156,7 @@ def read_as(path: Path, schema: pa.Schema) -> pa.Table:
 def test_json_lines_reads_back_every_type_as_scan_writes_it(tmp_path: Path, name: str) -> None:
     """Dates, times and timestamps as ISO 8601, decimals as text, binary as base64, durations as counts."""
     path = tmp_path / name
-    write_jsonl(path, EVERY_TYPE.to_pylist())
+    write_jsonl(path, json_rows(EVERY_TYPE))
     got = read_as(path, EVERY_TYPE.schema)
     assert got.schema == EVERY_TYPE.schema
     assert got.equals(EVERY_TYPE), got.to_pylist()
@@ -207,7 +193,7 @@ def test_a_bad_json_value_names_file_row_and_column(
     """Rows are counted across blocks (a small block size makes many)."""
     monkeypatch.setattr(castable.sources, "_BLOCK_SIZE", 1024)
     path = tmp_path / "bad.jsonl.gz"
-    good = EVERY_TYPE.slice(0, 1).to_pylist()[0]
+    good = json_rows(EVERY_TYPE.slice(0, 1))[0]
     write_jsonl(path, [good] * 1000)
     with gzip.open(path, "at") as f:
         others = {k: v for k, v in good.items() if k != column}

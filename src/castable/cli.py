@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import signal
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Annotated, Any
@@ -26,7 +24,7 @@ from rich.text import Text
 
 import castable
 from castable.errors import CastableError, InvalidInputError
-from castable.sources import CsvOptions, Source, format_of, open_source
+from castable.sources import CsvOptions, Source, format_of, json_rows, json_value, open_source, to_json_lines
 from castable.types import parse_schema
 
 app = typer.Typer(
@@ -65,20 +63,8 @@ CommitId = Annotated[str | None, typer.Option(help="Idempotency key: a repeated 
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of text.")]
 
 
-def _json_value(value: object) -> object:
-    """Values JSON has no type for, as text ``castable append`` reads back: ISO 8601 times,
-    exact decimals, base64 bytes."""
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
 def _dumps(doc: object) -> str:
-    return json.dumps(doc, default=_json_value)
+    return json.dumps(doc, default=json_value)
 
 
 def _emit(as_json: bool, text: str, doc: Mapping[str, Any]) -> None:
@@ -434,7 +420,7 @@ def scan(
         return
     rows: list[dict[str, Any]] = []
     for batch in s.to_batches():
-        rows += batch.slice(0, limit - len(rows)).to_pylist()
+        rows += json_rows(batch.slice(0, limit - len(rows)))
         if len(rows) >= limit:
             break
     if as_json:
@@ -447,17 +433,14 @@ def scan(
 
 
 class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
-    """One JSON object per row, values as :func:`_json_value` writes them and durations as counts
-    of their unit, as ``castable append`` reads them; a path is opened and closed here."""
+    """Rows as JSON Lines (:func:`castable.sources.to_json_lines`); a path is opened and closed here."""
 
     def __init__(self, sink: str | IO[bytes]) -> None:
         self.owned = isinstance(sink, str)
         self.sink: IO[bytes] = open(sink, "wb") if isinstance(sink, str) else sink  # noqa: SIM115
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        columns = [c.cast(pa.int64()) if pa.types.is_duration(c.type) else c for c in batch.columns]
-        rows = pa.RecordBatch.from_arrays(columns, names=batch.schema.names).to_pylist()
-        self.sink.write("".join(_dumps(row) + "\n" for row in rows).encode())
+        self.sink.write(to_json_lines(batch))
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.sink.close() if self.owned else self.sink.flush()

@@ -16,9 +16,12 @@ so memory stays about one block or row group whatever the size of the file.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -96,6 +99,30 @@ def open_source(
         return _open_json(stream, name, schema)
     except (pa.ArrowInvalid, OSError) as e:
         raise InvalidInputError(f"cannot read {name} as {kind}: {e}") from None
+
+
+def to_json_lines(batch: pa.RecordBatch | pa.Table) -> bytes:
+    """Rows as JSON Lines, each value as :func:`open_source` reads it back with the table's
+    types (what ``castable scan --output x.jsonl`` writes; see :func:`json_rows`)."""
+    return "".join(json.dumps(row, default=json_value) + "\n" for row in json_rows(batch)).encode()
+
+
+def json_rows(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
+    """Rows as dicts for ``json.dumps(..., default=json_value)``: durations as counts of their unit."""
+    columns = [c.cast(pa.int64()) if pa.types.is_duration(c.type) else c for c in batch.columns]
+    return pa.table(columns, names=batch.schema.names).to_pylist()
+
+
+def json_value(value: object) -> object:
+    """A value JSON has no type for, as text: ISO 8601 dates, times and timestamps, decimals as
+    text, binary in base64."""
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def file_batches(file: pq.ParquetFile, *, batch_size: int = 64 * 1024) -> Iterator[pa.RecordBatch]:
