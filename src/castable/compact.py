@@ -21,7 +21,7 @@ from pyroaring import BitMap
 
 from castable import tombstone
 from castable.commit import NextState
-from castable.conflicts import Commits, Footprint, Verdict, judge
+from castable.conflicts import Footprint, PlannedChange
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.properties import TableProperties
@@ -98,21 +98,20 @@ def plan_groups(snapshot: Snapshot, options: CompactOptions, target_size: int) -
     return [[f.path for f in g] for g in groups if len(g) > 1 or g[0].path in deletes]
 
 
-class CompactChange:
+class CompactChange(PlannedChange):
     """A compaction being committed: done on a base, redone on a newer one if that conflicts."""
 
     def __init__(self, store: ObjectStore, base: Manifest, props: TableProperties, options: CompactOptions) -> None:
         self.store = store
         self.props = props
         self.options = options
-        self.replans = 0
-        self._run(base)
+        self._plan(base)
 
     @property
     def is_empty(self) -> bool:
         return not self.rewritten and self.coalesced is None
 
-    def _run(self, base: Manifest) -> None:
+    def _plan(self, base: Manifest) -> None:
         self.planned_on = base
         snapshot = Snapshot(self.store, base)
         deletes = snapshot.deletes_for(base.data_files)
@@ -176,9 +175,7 @@ class CompactChange:
         return TombstoneFile(key, info.size, info.etag, files, rows), [t.path for t in merged]
 
     def build(self, base: Manifest) -> NextState:
-        if judge(self.footprint, Commits.between(self.planned_on, base), operation="compact") is Verdict.REPLAN:
-            self.replans += 1
-            self._run(base)
+        self.rebase(base, "compact")
         version = base.version + 1
         gone = {f.path for f in self.rewritten}
         data_files = tuple(f for f in base.data_files if f.path not in gone) + tuple(

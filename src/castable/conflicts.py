@@ -20,6 +20,7 @@ A re-planned change is judged again against the next writer's commits, from its 
 from __future__ import annotations
 
 import enum
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -95,6 +96,29 @@ def judge(footprint: Footprint, commits: Commits, *, operation: str) -> Verdict:
     if footprint.supersedes is not None and _added_holding(commits, footprint.supersedes):
         return Verdict.REPLAN
     return Verdict.KEEP
+
+
+class PlannedChange(ABC):
+    """A change planned on a base version: on each newer base it asks :func:`judge` whether to
+    keep its plan or plan again, so every operation rebases by the same rule."""
+
+    planned_on: Manifest
+    """The version the current plan was made on."""
+    footprint: Footprint
+    """What the current plan depends on; set by :meth:`_plan`."""
+    replans: int = 0
+
+    @abstractmethod
+    def _plan(self, base: Manifest) -> None:
+        """Plan the change on ``base``, setting ``planned_on`` and ``footprint``."""
+
+    def rebase(self, base: Manifest, operation: str, footprint: Footprint | None = None) -> None:
+        """Keep the plan, or plan again on ``base``, as the model judges ``footprint`` (default:
+        the plan's own) against what was committed since the plan's base."""
+        commits = Commits.between(self.planned_on, base)
+        if judge(footprint or self.footprint, commits, operation=operation) is Verdict.REPLAN:
+            self.replans += 1
+            self._plan(base)
 
 
 def _added_holding(commits: Commits, predicate: Predicate) -> list[str]:

@@ -23,7 +23,7 @@ from pyroaring import BitMap
 
 from castable import tombstone
 from castable.commit import NextState
-from castable.conflicts import Commits, Footprint, Verdict, judge
+from castable.conflicts import Footprint, PlannedChange
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Constant, Match, Predicate
@@ -163,7 +163,7 @@ def _read_columns(fragment: ds.ParquetFileFragment, rg: int, projection: dict[st
     return fragment.subset(row_group_ids=[rg]).to_table(columns=projection) if projection else None
 
 
-class DeleteChange:
+class DeleteChange(PlannedChange):
     """A planned delete being committed: rebuilt on each newer base, re-planned if needed.
 
     Its footprint is the files its entries target: if one was removed or replaced meanwhile
@@ -174,12 +174,6 @@ class DeleteChange:
     def __init__(self, store: ObjectStore, predicate: Predicate, base: Manifest) -> None:
         self.store = store
         self.predicate = predicate
-        self.replans = 0
-        self._plan(base)
-
-    def replan(self, base: Manifest) -> None:
-        """Plan the delete again on ``base`` (a newer version the conflict model asked for)."""
-        self.replans += 1
         self._plan(base)
 
     def _plan(self, base: Manifest) -> None:
@@ -197,8 +191,11 @@ class DeleteChange:
         return TombstoneFile(key, info.size, info.etag, tuple(sorted(self.plan.files)), self.plan.rows)
 
     def build(self, base: Manifest) -> NextState:
-        if judge(self.footprint, Commits.between(self.planned_on, base), operation="delete") is Verdict.REPLAN:
-            self.replan(base)
+        self.rebase(base, "delete")
+        return self.apply(base)
+
+    def apply(self, base: Manifest) -> NextState:
+        """The next version's file lists with the current plan applied to ``base`` (rebased on it)."""
         remaining = tuple(f for f in base.data_files if f.path not in self.plan.removed)
         live = {f.path for f in remaining}
         tombstones = tuple(t for t in base.tombstones if live.intersection(t.files))

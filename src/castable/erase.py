@@ -23,7 +23,7 @@ from pyroaring import BitMap
 
 from castable import tombstone
 from castable.commit import NextState, raise_floor, read_manifest
-from castable.conflicts import Commits, Footprint, Verdict, judge
+from castable.conflicts import Footprint, PlannedChange
 from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.footer import Footer
 from castable.gc import retained_versions
@@ -176,7 +176,7 @@ def matching_row_groups(
             yield rg, table, matched
 
 
-class EraseChange:
+class EraseChange(PlannedChange):
     """An erase being committed: rebuilt on every newer base, re-planned if its files were replaced
     (its footprint: the files it replaces; see :mod:`castable.conflicts`)."""
 
@@ -194,7 +194,6 @@ class EraseChange:
         self.mode = mode
         self.props = props
         self.only = only
-        self.replans = 0
         self._plan(base)
 
     def _plan(self, base: Manifest) -> None:
@@ -216,9 +215,7 @@ class EraseChange:
         return not self.files
 
     def build(self, base: Manifest) -> NextState:
-        if judge(self.footprint, Commits.between(self.planned_on, base), operation="erase") is Verdict.REPLAN:
-            self.replans += 1
-            self._plan(base)
+        self.rebase(base, "erase")
         replaced = {e.old.path: e for e in self.files}
         version = base.version + 1
         data_files: list[DataFile] = []

@@ -17,7 +17,6 @@ from dataclasses import replace
 from typing import Any
 
 from castable.commit import NextState
-from castable.conflicts import Commits, Verdict, judge
 from castable.delete import DeleteChange
 from castable.manifest import DataFile, Manifest
 from castable.predicate import Predicate
@@ -47,10 +46,8 @@ class ReplaceChange:
 
     def build(self, base: Manifest) -> NextState:
         ranged: dict[str, Any] = {"claims" if self.exclusive else "supersedes": self.replaced}
-        footprint = replace(self.delete.footprint, **ranged)
-        if judge(footprint, Commits.between(self.delete.planned_on, base), operation=self.operation) is Verdict.REPLAN:
-            self.delete.replan(base)
-        deleted = self.delete.build(base)
+        self.delete.rebase(base, self.operation, replace(self.delete.footprint, **ranged))
+        deleted = self.delete.apply(base)
         added = tuple(replace(f, added_version=base.version + 1) for f in self.files)
         return NextState(
             data_files=deleted.data_files + added,

@@ -730,9 +730,10 @@ class Table:
         commit_id = _new_commit_id(commit_id)
         self.store.check_conditional_writes()
         newest = damage.newest
+        versions = retained_versions(self.store)
         if not damage.newest_readable:
             base = damage.readable
-            lost = [v for v in retained_versions(self.store) if v > base.version]
+            lost = [v for v in versions if v > base.version]
             summary = {"restored_from": base.version, "unreadable_versions": lost}
             repaired = replace(base, version=newest).next(
                 commit=CommitInfo("repair", commit_id, summary),
@@ -744,7 +745,7 @@ class Table:
             with contextlib.suppress(PreconditionFailedError):  # a concurrent repair (or write) took it
                 self.store.put(manifest_key(repaired.version), repaired.to_json(), if_none_match=True)
             newest = repaired.version
-        reset_pointer(self.store, newest, oldest=retained_versions(self.store)[0])
+        reset_pointer(self.store, newest, oldest=versions[0])
         return self.refresh()._readable().version
 
     def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
