@@ -1,7 +1,10 @@
-"""Commit Lambda: register Parquet files written elsewhere (Spark on EMR, ...) as one append.
+"""Commit Lambda: register Parquet files written elsewhere (Spark on EMR, ...) in one commit.
 
 Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ...],
-"commit_id": "job-run-42"}``. The ``commit_id`` makes retried invocations idempotent.
+"commit_id": "job-run-42", "mode": "append"}``. ``mode`` is ``append`` (the default), ``upsert``
+(the files' rows replace the live rows with their primary keys) or ``overwrite`` (they replace
+the whole table, or with ``"where": "<predicate>"`` the rows matching it), as
+``Table.add_files``. The ``commit_id`` makes retried invocations idempotent.
 Every file must exist under the table's ``data/`` prefix and match the table schema (only
 footers are read); otherwise the function fails with a clear error and changes nothing.
 """
@@ -13,6 +16,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
+from castable.table import AddMode
 from lambdas._runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 
@@ -22,13 +26,15 @@ class CommitEvent(BaseModel):
     table: TableUri
     files: list[str] = Field(min_length=1, max_length=10_000)
     commit_id: str = Field(min_length=1, max_length=256)
+    mode: AddMode = "append"
+    where: str | None = Field(default=None, min_length=1, max_length=65_536)
 
 
 @lambda_handler(CommitEvent)
 @tracer.capture_method
 def handler(event: CommitEvent) -> dict[str, Any]:
     table = open_table(event.table)
-    version = table.add_files(event.files, commit_id=event.commit_id)
+    version = table.add_files(event.files, mode=event.mode, where=event.where, commit_id=event.commit_id)
     summary = table.manifest_at(version).commit.summary
     logger.info("committed", extra={"version": version, "commit_id": event.commit_id, "summary": summary})
     metrics.add_metric(name="FilesCommitted", unit=MetricUnit.Count, value=len(event.files))

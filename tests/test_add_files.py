@@ -129,3 +129,37 @@ def test_files_in_another_layout_of_the_same_types_read_as_the_table(table: Tabl
     assert filtered.schema.field("category").type == pa.string() and filtered.num_rows == 10
     table.delete("id = 1003")
     assert table.scan(["id", "category"], "id >= 1000").to_arrow().num_rows == 9
+
+
+def test_registered_files_upsert_by_key_and_overwrite_a_range(table: Table) -> None:
+    changed = events(5, 15).set_column(1, "category", pa.array(["new"] * 10))
+    version = table.add_files([upload(table, "data/spark/up.parquet", changed)], mode="upsert", commit_id="up")
+    assert table.history(limit=1)[0].operation == "upsert"
+    assert ids(table) == list(range(15))
+    assert table.scan(["category"], "id >= 5").to_arrow().column("category").to_pylist() == ["new"] * 10
+    assert table.add_files(["data/spark/up.parquet"], mode="upsert", commit_id="up") == version
+    day = events(100, 103).set_column(1, "category", pa.array(["new"] * 3))
+    table.add_files([upload(table, "data/spark/day.parquet", day)], mode="overwrite", where="category = 'new'")
+    assert ids(table) == [0, 1, 2, 3, 4, 100, 101, 102]
+    table.add_files([upload(table, "data/spark/all.parquet", events(40, 42))], mode="overwrite")
+    assert ids(table) == [40, 41]
+
+
+@pytest.mark.parametrize(
+    ("data", "kwargs", "error", "match"),
+    [
+        (events(0, 3).take([0, 0]), {"mode": "upsert"}, InvalidInputError, "key 0 more than once"),
+        (events(0, 3), {"mode": "overwrite", "where": "id > 1"}, InvalidInputError, "2 of the 3 rows do not match"),
+        (events(0, 3), {"mode": "append", "where": "id > 1"}, InvalidInputError, "mode='overwrite' only"),
+        (events(0, 3), {"mode": "merge"}, InvalidInputError, "mode must be one of append, upsert, overwrite"),
+        (events(0, 3), {"mode": "overwrite", "where": "nope = 1"}, castable.InvalidPredicateError, "unknown column"),
+    ],
+)
+def test_bad_registration_modes_change_nothing(
+    table: Table, data: pa.Table, kwargs: dict, error: type, match: str
+) -> None:
+    key = upload(table, "data/spark/bad.parquet", data)
+    before = snapshot_of(table.store)
+    with pytest.raises(error, match=match):
+        table.add_files([key], **kwargs)
+    assert snapshot_of(table.store) == before

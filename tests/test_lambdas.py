@@ -59,10 +59,30 @@ def test_commit_registers_spark_output_idempotently(table: Table) -> None:
     assert ids(table) == [*range(10), *range(100, 130)]
 
 
+def test_commit_upserts_and_overwrites_where_as_the_event_says(table: Table) -> None:
+    changed = events(5, 12).set_column(1, "category", pa.array(["z"] * 7))
+    files = [upload(table, "data/emr/run-8/part-0.parquet", changed)]
+    result = commit.handler({"table": table.uri, "files": files, "commit_id": "r8", "mode": "upsert"}, Context())
+    assert result["summary"]["rows_added"] == 7 and result["summary"]["tombstone"]
+    assert ids(table) == list(range(12))
+    day = [
+        upload(table, "data/emr/run-9/part-0.parquet", events(50, 52).set_column(1, "category", pa.array(["z"] * 2)))
+    ]
+    event = {"table": table.uri, "files": day, "commit_id": "r9", "mode": "overwrite", "where": "category = 'z'"}
+    commit.handler(event, Context())
+    assert ids(table) == [0, 1, 2, 3, 4, 50, 51]
+
+
 @pytest.mark.parametrize(
     ("event", "error", "match"),
     [
         ({}, InvalidEventError, "table"),
+        ({"table": "{uri}", "files": ["data/x.parquet"], "commit_id": "c", "mode": "merge"}, InvalidEventError, "mode"),
+        (
+            {"table": "{uri}", "files": ["data/x.parquet"], "commit_id": "c", "where": "id > 1"},
+            castable.InvalidInputError,
+            "mode='overwrite' only",
+        ),
         ({"table": "s3://b", "files": ["data/x.parquet"], "commit_id": "c"}, InvalidEventError, "table"),
         ({"table": "{uri}", "files": [], "commit_id": "c"}, InvalidEventError, "files"),
         ({"table": "{uri}", "files": ["data/x.parquet"]}, InvalidEventError, "commit_id"),

@@ -131,3 +131,47 @@ def test_replace_where_racing_an_append_outside_its_range_rebases(table: Table) 
     stale.overwrite(rows([2000], 1.0, "a"), where="category = 'a'")
     now = live(table)
     assert 1000 in now and 2000 in now and {k for k, (c, _) in now.items() if c == "a"} == {2000}
+
+
+def feed(changes: list[tuple[int, str | None, float]]) -> pa.Table:
+    """A Debezium-style change feed: the table's columns plus an ``op`` column."""
+    return (
+        rows([k for k, _, _ in changes], 0.0)
+        .set_column(2, "value", pa.array([v for _, _, v in changes]))
+        .append_column("op", pa.array([op for _, op, _ in changes]))
+    )
+
+
+def test_a_change_feed_deletes_its_delete_rows_and_keeps_each_keys_last_change(table: Table) -> None:
+    changes = [(5, "c", 1.0), (5, "u", 2.0), (6, "d", 0.0), (500, "c", 3.0), (501, "c", 4.0), (501, "D", 0.0)]
+    changes += [(7, "D", 0.0), (7, "u", 5.0), (8, None, 6.0), (9, "delete", 0.0)]
+    table.upsert(feed(changes), op_column="op")
+    now = live(table)
+    assert now[5] == ("u", 2.0) and now[500] == ("u", 3.0) and now[7] == ("u", 5.0) and now[8] == ("u", 6.0)
+    assert {6, 9, 501}.isdisjoint(now) and len(now) == 100 - 2 + 1
+    assert "op" not in table.schema.names
+    table.upsert(feed([(1, "d", 0.0), (2, "d", 0.0)]), op_column="op")
+    assert {1, 2}.isdisjoint(live(table)), "a feed of deletes only writes no data file"
+    assert table.history(limit=1)[0].summary["files_added"] == 0
+
+
+def test_a_change_feed_from_pandas_with_custom_delete_operations(table: Table) -> None:
+    frame = feed([(3, "remove", 0.0), (4, "upsert", 7.0)]).to_pandas()
+    table.upsert(frame, op_column="op", delete_ops=("REMOVE",))
+    now = live(table)
+    assert 3 not in now and now[4] == ("u", 7.0)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (rows([1], 1.0), "no operation column 'op'"),
+        (rows([1], 1.0).append_column("op", pa.array([[1]])), "not text"),
+        (rows([1], 1.0).append_column("op", pa.array(["u"])).append_column("extra", pa.array([1])), "extra"),
+    ],
+)
+def test_bad_change_feeds_change_nothing(table: Table, data: pa.Table, match: str) -> None:
+    before = snapshot_of(table.store)
+    with pytest.raises(SchemaMismatchError, match=match):
+        table.upsert(data, op_column="op")
+    assert snapshot_of(table.store) == before

@@ -18,6 +18,7 @@ from typing import Any
 
 from castable.commit import NextState
 from castable.delete import DeleteChange
+from castable.errors import InvalidInputError
 from castable.manifest import DataFile, Manifest
 from castable.predicate import Predicate
 from castable.store import ObjectStore
@@ -48,6 +49,10 @@ class ReplaceChange:
         ranged: dict[str, Any] = {"claims" if self.exclusive else "supersedes": self.replaced}
         self.delete.rebase(base, self.operation, replace(self.delete.footprint, **ranged))
         deleted = self.delete.apply(base)
+        present = {f.path for f in deleted.data_files}
+        clash = [f.path for f in self.files if f.path in present]
+        if clash:
+            raise InvalidInputError(f"already part of the table: {clash}")
         added = tuple(replace(f, added_version=base.version + 1) for f in self.files)
         return NextState(
             data_files=deleted.data_files + added,

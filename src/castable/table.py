@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -59,6 +61,12 @@ from castable.writer import write_data_files
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+AddMode = Literal["append", "upsert", "overwrite"]
+ADD_MODES: tuple[str, ...] = get_args(AddMode)
+DELETE_OPS = ("d", "delete")
+"""The operations that delete their key in a change feed (Debezium writes ``d``)."""
 
 
 @dataclass(frozen=True)
@@ -412,29 +420,20 @@ class Table:
         if first is None:
             raise EmptyWriteError("append was given no rows; nothing was committed")
         files = self._write(itertools.chain([first], batches), on_rows)
-        rows = sum(f.rows for f in files)
-
-        def build(base: Manifest) -> NextState:
-            _check_sources(base, sources)
-            added = tuple(replace(f, added_version=base.version + 1) for f in files)
-            return NextState(
-                data_files=base.data_files + added,
-                tombstones=base.tombstones,
-                summary={
-                    "rows_added": rows,
-                    "files_added": len(files),
-                    "bytes_added": sum(f.size for f in files),
-                },
-                source_ids=sources,
-            )
-
-        return self._commit("append", commit_id, build).version
+        return self._commit("append", commit_id, partial(_appended, files, sources=sources)).version
 
     def _write(self, batches: Iterable[pa.RecordBatch], on_rows: Callable[[int], None] | None = None) -> list[DataFile]:
         """Rows of the table's schema as new data files of the target size (not yet committed)."""
         return write_data_files(self.store, iter(batches), self.schema, self._props, on_rows=on_rows)
 
-    def upsert(self, data: Any, *, commit_id: str | None = None) -> int:
+    def upsert(
+        self,
+        data: Any,
+        *,
+        op_column: str | None = None,
+        delete_ops: Collection[str] = DELETE_OPS,
+        commit_id: str | None = None,
+    ) -> int:
         """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
         commit; return the version.
 
@@ -442,25 +441,44 @@ class Table:
         rows. A key may appear once in ``data``. If another writer commits rows with one of these
         keys first, the upsert replaces those too: each key keeps exactly one live row, the later
         commit's. ``data`` is held in memory to check its keys before anything is written.
+
+        With ``op_column`` ``data`` is a change feed (Debezium style): that column, not part of the
+        table, holds each row's operation; a row whose operation is one of ``delete_ops`` (case
+        insensitive) deletes its key, any other inserts or replaces it, and when a key appears
+        more than once the last row of the feed wins.
         """
         commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
-        key = self.primary_key
-        if key is None:
-            raise InvalidInputError(f"upsert replaces rows by primary key, and {self.uri} has none; use append")
-        rows = self._materialize(data, "upsert")
-        keys = rows.column(key)
-        distinct = pc.unique(keys)
-        if len(distinct) != len(keys):
-            counts = pc.value_counts(keys)
-            twice = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
-            raise InvalidInputError(f"the rows hold key {twice!r} more than once; an upsert gives each key one row")
+        key = self._key_for("upsert")
+        if op_column is None:
+            rows = self._materialize(data, "upsert")
+            keys = _unique_keys(rows.column(key))
+        else:
+            rows, keys = self._changes(data, op_column, delete_ops)
         files = self._write(rows.to_batches())
         change = ReplaceChange(
-            self.store, self._manifest, InList(key, distinct), files, operation="upsert", exclusive=False
+            self.store, self._manifest, InList(key, keys), files, operation="upsert", exclusive=False
         )
         return self._commit("upsert", commit_id, change.build).version
+
+    def _key_for(self, operation: str) -> str:
+        if self.primary_key is None:
+            raise InvalidInputError(f"{operation} replaces rows by primary key, and {self.uri} has none; use append")
+        return self.primary_key
+
+    def _changes(self, data: Any, op_column: str, delete_ops: Collection[str]) -> tuple[pa.Table, pa.Array]:
+        """A change feed as the rows to write (the last change of each key, unless a delete) and
+        every key it names."""
+        rest, ops = _split_column(data, op_column)
+        rows = self._materialize(rest, "upsert")
+        key = rows.column(self._key_for("upsert"))
+        order = pa.array(np.arange(rows.num_rows))
+        last = pa.table({"k": key, "i": order}).group_by("k", use_threads=False).aggregate([("i", "max")])
+        latest = pc.sort_indices(last.column("i_max"))
+        chosen = pc.take(last.column("i_max"), latest)
+        deleted = pc.fill_null(pc.is_in(pc.take(ops, chosen), pa.array([o.lower() for o in delete_ops])), False)
+        return rows.take(pc.filter(chosen, pc.invert(deleted))), pc.take(last.column("k"), latest).combine_chunks()
 
     def overwrite(
         self,
@@ -484,18 +502,24 @@ class Table:
             replaced: Predicate = Constant(True)
             batches: Iterable[pa.RecordBatch] = self.conforming_batches(data)
         else:
-            replaced = parse_predicate(where, self.schema)
             rows = self._materialize(data, "overwrite", allow_empty=True)
-            outside = rows.num_rows - rows.filter(replaced.to_expression()).num_rows
-            if outside:
-                raise InvalidInputError(
-                    f"{outside} of the {rows.num_rows} rows do not match {where!r}; an overwrite with "
-                    "where writes only rows inside it"
-                )
+            replaced = self._replaced_range(where, rows)
             batches = rows.to_batches()
         files = self._write(batches)
         change = ReplaceChange(self.store, self._manifest, replaced, files, operation="overwrite", exclusive=True)
         return self._commit("overwrite", commit_id, change.build).version
+
+    def _replaced_range(self, where: str | pc.Expression | Predicate, rows: pa.Table) -> Predicate:
+        """``where`` parsed, once every one of ``rows`` (the new rows, or their predicate columns)
+        is known to match it."""
+        replaced = parse_predicate(where, self.schema)
+        outside = rows.num_rows - rows.filter(replaced.to_expression()).num_rows
+        if outside:
+            raise InvalidInputError(
+                f"{outside} of the {rows.num_rows} rows do not match {where!r}; an overwrite with "
+                "where writes only rows inside it"
+            )
+        return replaced
 
     def _materialize(self, data: Any, operation: str, *, allow_empty: bool = False) -> pa.Table:
         """``data`` as one table of the table's schema, for checks that need every row first."""
@@ -504,40 +528,61 @@ class Table:
             raise EmptyWriteError(f"{operation} was given no rows; nothing was committed")
         return rows
 
-    def add_files(self, files: Sequence[str | DataFile], *, commit_id: str | None = None) -> int:
-        """Append Parquet files already written under the table's ``data/`` prefix; return the version.
+    def add_files(
+        self,
+        files: Sequence[str | DataFile],
+        *,
+        mode: AddMode = "append",
+        where: str | pc.Expression | Predicate | None = None,
+        commit_id: str | None = None,
+    ) -> int:
+        """Register Parquet files already written under the table's ``data/`` prefix; return the version.
 
         For writers that produce files themselves (Spark on EMR, other engines): each path must
         exist, lie under ``data/``, be valid Parquet with exactly the table's columns and types,
         and not already belong to the table; only footers are read. ``DataFile`` entries made by
         castable's writer in another process (Spark executors) keep their statistics and are
         checked by one HEAD each. With a ``commit_id`` a retried registration commits nothing twice.
+
+        ``mode`` says what the files' rows do, as the write methods of the same names: ``append``
+        (the default), ``upsert`` (replace the live rows with their primary keys: the key column
+        is read to check each key appears once) or ``overwrite`` (replace the whole table, or the
+        rows matching ``where``: the predicate's columns are read to check every row matches).
         """
         commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
+        if mode not in ADD_MODES:
+            raise InvalidInputError(f"mode must be one of {', '.join(ADD_MODES)}, not {mode!r}")
+        if where is not None and mode != "overwrite":
+            raise InvalidInputError("where applies to mode='overwrite' only")
         if not files:
             raise EmptyWriteError("add_files was given no files; nothing was committed")
         checked = check_files(self.store, files, self.schema, self.primary_key)
-
-        def build(base: Manifest) -> NextState:
-            present = {f.path for f in base.data_files}
-            clash = [f.path for f in checked if f.path in present]
-            if clash:
-                raise InvalidInputError(f"already part of the table: {clash}")
-            added = tuple(replace(f, added_version=base.version + 1) for f in checked)
-            return NextState(
-                data_files=base.data_files + added,
-                tombstones=base.tombstones,
-                summary={
-                    "rows_added": sum(f.rows for f in checked),
-                    "files_added": len(checked),
-                    "bytes_added": sum(f.size for f in checked),
-                    "registered": True,
-                },
+        _check_new_files(self._manifest, checked)
+        if mode == "upsert":
+            key = self._key_for("upsert")
+            replaced: Predicate = InList(key, _unique_keys(self._read_files(checked, [key]).column(key)))
+        elif where is not None:
+            predicate = parse_predicate(where, self.schema)
+            columns = predicate.columns()
+            replaced = self._replaced_range(
+                predicate, self._read_files(checked, None if columns is None else sorted(columns))
             )
+        elif mode == "overwrite":
+            replaced = Constant(True)
+        else:
+            return self._commit("append", commit_id, partial(_appended, checked, registered=True)).version
+        change = ReplaceChange(
+            self.store, self._manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite"
+        )
+        return self._commit(mode, commit_id, change.build).version
 
-        return self._commit("append", commit_id, build).version
+    def _read_files(self, files: Sequence[DataFile], columns: list[str] | None) -> pa.Table:
+        """``columns`` of files not yet committed, read as a scan reads the table's own."""
+        return Scan(
+            Snapshot(self.store, replace(self._manifest, data_files=tuple(files), tombstones=())), columns
+        ).to_arrow()
 
     def batch_writer(
         self,
@@ -854,3 +899,65 @@ def _check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
             f"{len(taken)} source(s) were already appended (version {max(taken.values())}): "
             f"{sorted(taken)[:5]}; nothing was committed"
         )
+
+
+def _appended(
+    files: Sequence[DataFile], base: Manifest, *, sources: tuple[str, ...] = (), registered: bool = False
+) -> NextState:
+    """The next version of ``base`` with ``files`` appended (``sources`` consumed)."""
+    _check_sources(base, sources)
+    _check_new_files(base, files)
+    added = tuple(replace(f, added_version=base.version + 1) for f in files)
+    summary: dict[str, Any] = {
+        "rows_added": sum(f.rows for f in files),
+        "files_added": len(files),
+        "bytes_added": sum(f.size for f in files),
+    }
+    if registered:
+        summary["registered"] = True
+    return NextState(
+        data_files=base.data_files + added, tombstones=base.tombstones, summary=summary, source_ids=sources
+    )
+
+
+def _check_new_files(base: Manifest, files: Sequence[DataFile]) -> None:
+    present = {f.path for f in base.data_files}
+    clash = [f.path for f in files if f.path in present]
+    if clash:
+        raise InvalidInputError(f"already part of the table: {clash}")
+
+
+def _unique_keys(keys: pa.ChunkedArray) -> pa.Array:
+    """The distinct keys of an upsert's rows; ``InvalidInputError`` if one appears twice."""
+    distinct = pc.unique(keys)
+    if len(distinct) != len(keys):
+        counts = pc.value_counts(keys)
+        twice = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
+        raise InvalidInputError(f"the rows hold key {twice!r} more than once; an upsert gives each key one row")
+    return distinct
+
+
+def _split_column(data: Any, name: str) -> tuple[Any, pa.ChunkedArray]:
+    """``data`` (a pyarrow Table, RecordBatch, reader, iterable of batches or DataFrame) without
+    its column ``name``, and that column as lower-case text (a change feed's operations)."""
+    if type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy"):
+        if name not in data.columns:
+            raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
+        column = pa.chunked_array([pa.array(data[name], from_pandas=True)])
+        rest = data.drop(columns=[name])
+    else:
+        if isinstance(data, pa.RecordBatchReader):
+            table = data.read_all()
+        elif isinstance(data, pa.RecordBatch):
+            table = pa.Table.from_batches([data])
+        elif isinstance(data, pa.Table):
+            table = data
+        else:
+            table = pa.Table.from_batches(list(data))
+        if name not in table.schema.names:
+            raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
+        column, rest = table.column(name), table.drop_columns(name)
+    try:
+        return rest, pc.utf8_lower(column.cast(pa.string()))
+    except pa.ArrowException as e:
+        raise SchemaMismatchError(f"operation column {name!r} is not text: {e}") from None
