@@ -1,26 +1,35 @@
-"""Writes that replace rows in one commit: upsert by primary key, overwrite, overwrite where.
+"""Writes that replace rows in one commit: upsert by primary key, overwrite, overwrite where,
+update and merge.
 
 Each is new data files plus a delete of the rows they replace (tombstones, at delete cost:
 a key list needs no data read), committed as one version. What differs is what a concurrent
-commit that adds rows in the replaced range means (:mod:`castable.conflicts`):
+commit means (:mod:`castable.conflicts`):
 
 - an upsert *supersedes* the rows with its keys: it re-plans its delete on the newer version, so
   rows another writer added with the same keys are replaced too and each key keeps one live
   row, the later commit's;
 - an overwrite *claims* its range: rows added there meanwhile would be silently dropped, so the
-  commit fails with a conflict instead.
+  commit fails with a conflict instead;
+- an update or a merge *reads* the rows it changes (:class:`RewriteChange`): if another commit
+  removed or deleted rows in a file it read, it reads and writes again on the newer version, so
+  it never changes a row that is gone nor misses a change committed to one it changed.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pyarrow as pa
+
 from castable.commit import NextState
+from castable.conflicts import Footprint, PlannedChange
 from castable.delete import DeleteChange
 from castable.errors import InvalidInputError
 from castable.manifest import DataFile, Manifest
 from castable.predicate import Predicate
+from castable.snapshot import Snapshot
 from castable.store import ObjectStore
 
 
@@ -48,22 +57,75 @@ class ReplaceChange:
     def build(self, base: Manifest) -> NextState:
         ranged: dict[str, Any] = {"claims" if self.exclusive else "supersedes": self.replaced}
         self.delete.rebase(base, self.operation, replace(self.delete.footprint, **ranged))
-        deleted = self.delete.apply(base)
-        present = {f.path for f in deleted.data_files}
-        clash = [f.path for f in self.files if f.path in present]
-        if clash:
-            raise InvalidInputError(f"already part of the table: {clash}")
-        added = tuple(replace(f, added_version=base.version + 1) for f in self.files)
-        return NextState(
-            data_files=deleted.data_files + added,
-            tombstones=deleted.tombstones,
-            summary={
-                "rows_added": sum(f.rows for f in self.files),
-                "files_added": len(self.files),
-                "bytes_added": sum(f.size for f in self.files),
-                "rows_replaced": deleted.summary["rows_deleted"],
-                "files_removed": deleted.summary["files_removed"],
-                "tombstone": deleted.summary["tombstone"],
-                "replans": self.delete.replans,
-            },
-        )
+        return replaced_state(self.delete.apply(base), self.files, base, replans=self.delete.replans)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What an update or merge derives from one version: the rows it replaces, their new rows."""
+
+    replaced: Predicate
+    rows: pa.Table
+    supersedes: Predicate | None = None
+    """Rows matching this, added by a concurrent commit, would have changed the outcome
+    (a merge's source keys: a key inserted meanwhile is no longer "not matched")."""
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class RewriteChange(PlannedChange):
+    """Rows read from a version, changed, and written back in one commit: the read rows get
+    tombstones and their new rows are appended. A re-plan reads and writes again."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        base: Manifest,
+        derive: Callable[[Snapshot], Rewrite],
+        write: Callable[[pa.Table], list[DataFile]],
+        *,
+        operation: str,
+    ) -> None:
+        self.store = store
+        self.derive = derive
+        self.write = write
+        self.operation = operation
+        self._plan(base)
+
+    def _plan(self, base: Manifest) -> None:
+        self.planned_on = base
+        rewrite = self.derive(Snapshot(self.store, base))
+        self.files = self.write(rewrite.rows) if rewrite.rows.num_rows else []
+        self.delete = DeleteChange(self.store, rewrite.replaced, base)
+        self.summary = rewrite.summary
+        self.footprint = Footprint(reads=self.delete.footprint.targets, supersedes=rewrite.supersedes)
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to commit: no row is replaced and none is written."""
+        return self.delete.plan.is_empty and not self.files
+
+    def build(self, base: Manifest) -> NextState:
+        self.rebase(base, self.operation)
+        return replaced_state(self.delete.apply(base), self.files, base, replans=self.replans, **self.summary)
+
+
+def replaced_state(deleted: NextState, files: Sequence[DataFile], base: Manifest, **summary: Any) -> NextState:
+    """The next version: ``deleted`` (a delete applied to ``base``) with ``files`` added."""
+    present = {f.path for f in deleted.data_files}
+    clash = [f.path for f in files if f.path in present]
+    if clash:
+        raise InvalidInputError(f"already part of the table: {clash}")
+    added = tuple(replace(f, added_version=base.version + 1) for f in files)
+    return NextState(
+        data_files=deleted.data_files + added,
+        tombstones=deleted.tombstones,
+        summary={
+            "rows_added": sum(f.rows for f in files),
+            "files_added": len(files),
+            "bytes_added": sum(f.size for f in files),
+            "rows_replaced": deleted.summary["rows_deleted"],
+            "files_removed": deleted.summary["files_removed"],
+            "tombstone": deleted.summary["tombstone"],
+            **summary,
+        },
+    )

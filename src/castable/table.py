@@ -43,15 +43,17 @@ from castable.errors import (
     TableAlreadyExistsError,
     VersionNotFoundError,
 )
+from castable.expressions import Assignments
 from castable.gc import ExpireReport, GcReport, retained_versions
 from castable.gc import expire as expire_versions
 from castable.gc import gc as collect_garbage
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, DataFile, Manifest
+from castable.merge import MergeBuilder
 from castable.predicate import Constant, InList, Predicate, parse_predicate
 from castable.properties import TableProperties, normalize
 from castable.register import check_files
-from castable.replace import ReplaceChange
+from castable.replace import ReplaceChange, Rewrite, RewriteChange
 from castable.scan import Scan
 from castable.schema import conform
 from castable.snapshot import Snapshot
@@ -508,6 +510,55 @@ class Table:
         files = self._write(batches)
         change = ReplaceChange(self.store, self._manifest, replaced, files, operation="overwrite", exclusive=True)
         return self._commit("overwrite", commit_id, change.build).version
+
+    def update(
+        self,
+        set: Mapping[str, object],
+        where: str | pc.Expression | Predicate | None = None,
+        *,
+        commit_id: str | None = None,
+    ) -> int:
+        """Set columns of the rows matching ``where`` (every row without it) in one commit; return
+        the version.
+
+        ``set`` maps column names to new values: SQL expressions of the row's old values
+        (``"'closed'"``, ``"amount * 1.1"``, ``"CASE WHEN ... END"``, see
+        :mod:`castable.expressions`), Arrow expressions or Python values. Only the matching rows
+        are read; they get tombstones and their changed rows are appended. The primary key cannot
+        be set. Nothing is committed (and the current version is returned) when no row matches.
+        """
+        assignments = Assignments.parse(set, self.schema, key=self.primary_key)
+        selected: Predicate = Constant(True) if where is None else parse_predicate(where, self.schema)
+
+        def derive(snapshot: Snapshot) -> Rewrite:
+            rows = Scan(snapshot, None, selected).to_arrow()
+            return Rewrite(selected, assignments.apply(rows, rows), summary={"rows_updated": rows.num_rows})
+
+        version = self.rewrite("update", derive, commit_id=commit_id)
+        return self._manifest.version if version is None else version
+
+    def merge(self, source: Any, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
+        """A merge of ``source`` into the table by primary key: add ``when_*`` clauses, then
+        ``execute()`` (see :mod:`castable.merge`)."""
+        return MergeBuilder(self, source, source_alias=source_alias, target_alias=target_alias)
+
+    def rewrite(
+        self, operation: str, derive: Callable[[Snapshot], Rewrite], *, commit_id: str | None = None
+    ) -> int | None:
+        """Commit what ``derive`` makes of the latest version (rows replaced, rows written), made
+        again on a newer version when a concurrent commit touched what it read; the version, or
+        ``None`` when it changes nothing. The engine of :meth:`update` and merges."""
+        commit_id = self._begin_write(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+
+        def write(rows: pa.Table) -> list[DataFile]:
+            return self._write(self.conforming_batches(rows))
+
+        change = RewriteChange(self.store, self._manifest, derive, write, operation=operation)
+        if change.is_empty:
+            return None
+        return self._commit(operation, commit_id, change.build).version
 
     def _replaced_range(self, where: str | pc.Expression | Predicate, rows: pa.Table) -> Predicate:
         """``where`` parsed, once every one of ``rows`` (the new rows, or their predicate columns)
