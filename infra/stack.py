@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_emrserverless as emrs
@@ -59,6 +59,17 @@ class TableConfig:
     retain_versions: int | None = None
     retain_hours: float | None = None
     grace_hours: float | None = None
+    ingest_mode: Literal["append", "upsert"] = "append"
+    """``upsert``: landed rows replace the live rows with their primary keys (lambdas/ingest.py)."""
+    op_column: str | None = None
+    """With ``ingest_mode="upsert"``: the landed files' operation column (a change feed), whose
+    ``d``/``delete`` rows delete their key."""
+
+    def __post_init__(self) -> None:
+        if self.ingest_mode not in ("append", "upsert"):
+            raise ValueError(f"table {self.name}: ingest_mode must be append or upsert, not {self.ingest_mode!r}")
+        if self.op_column is not None and self.ingest_mode != "upsert":
+            raise ValueError(f"table {self.name}: op_column needs ingest_mode='upsert'")
 
 
 @dataclass(frozen=True)
@@ -209,7 +220,7 @@ class CastableStack(Stack):
         fn = self._function(
             "ingest",
             code,
-            f"Append Parquet, CSV and JSON Lines files landing in landing/{table.name}/",
+            f"{table.ingest_mode.title()} Parquet, CSV and JSON Lines files landing in landing/{table.name}/",
             900,
             table.ingest_memory_mb,
             f"Ingest{name}",
@@ -219,6 +230,9 @@ class CastableStack(Stack):
         fn.add_environment("CASTABLE_TABLE", self.table_uris[table.name])
         fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{table.name}/")
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
+        fn.add_environment("CASTABLE_INGEST_MODE", table.ingest_mode)
+        if table.op_column is not None:
+            fn.add_environment("CASTABLE_OP_COLUMN", table.op_column)
         for suffix in LANDING_SUFFIXES:
             self.bucket.add_event_notification(
                 s3.EventType.OBJECT_CREATED,

@@ -17,9 +17,17 @@ A record for any other bucket or key than the landing prefix (bucket-wide notifi
 at the queue, a table's own objects) is logged and skipped: nothing is read, copied, appended or
 deleted outside ``CASTABLE_LANDING``.
 
+Each table sets its mode (``CASTABLE_INGEST_MODE``): ``append`` (the default) streams the rows
+in; ``upsert`` replaces the live rows with the landed rows' primary keys (``Table.upsert``, the
+last row of a key in the batch winning, files in the order of their notifications). With
+``CASTABLE_OP_COLUMN`` the landed files are a change feed (Debezium style): that extra text
+column holds each row's operation, and a row whose operation is ``d`` or ``delete`` deletes its
+key. An upsert holds the batch's rows in memory to check their keys.
+
 Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_LANDING``
 (s3://bucket/prefix/ the function ingests from), ``CASTABLE_DEAD_LETTER_PREFIX`` (default
-``landing-failed/``).
+``landing-failed/``), ``CASTABLE_INGEST_MODE`` (``append`` or ``upsert``), ``CASTABLE_OP_COLUMN``
+(upsert only).
 """
 
 from __future__ import annotations
@@ -79,6 +87,9 @@ class BadFileError(castable.CastableError):
     """A landed file that can never be appended (unreadable, wrong schema, a bad value)."""
 
 
+MODES = ("append", "upsert")
+
+
 @dataclass
 class _Batch:
     table: castable.Table
@@ -86,6 +97,21 @@ class _Batch:
     landing_prefix: str
     dead_letter_prefix: str
     landed: list[Landed]
+    mode: str = "append"
+    op_column: str | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """What a landed file holds: the table's columns, and the operation column of a change feed."""
+        if self.op_column is None:
+            return self.table.schema
+        return self.table.schema.append(pa.field(self.op_column, pa.string()))
+
+    def rows(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """A landed file's batches as rows of the table (its operation column set aside)."""
+        if self.op_column is None:
+            return self.table.conforming_batches(batches)
+        return self.table.conforming_batches(b.drop_columns([self.op_column]) for b in batches)
 
     def owns(self, bucket: str, key: str) -> bool:
         """Whether ``bucket``/``key`` lies under this function's landing prefix."""
@@ -99,6 +125,15 @@ def _landing(uri: str) -> tuple[str, str]:
     if parsed.scheme != "s3" or not parsed.netloc or not prefix:
         raise ValueError(f"CASTABLE_LANDING must be s3://bucket/prefix/, not {uri!r}")
     return parsed.netloc, prefix + "/"
+
+
+def _mode(mode: str, op_column: str | None) -> tuple[str, str | None]:
+    """The table's ingest mode and change-feed column, checked (a deployment error fails every batch)."""
+    if mode not in MODES:
+        raise ValueError(f"CASTABLE_INGEST_MODE must be one of {', '.join(MODES)}, not {mode!r}")
+    if op_column and mode != "upsert":
+        raise ValueError("CASTABLE_OP_COLUMN needs CASTABLE_INGEST_MODE=upsert")
+    return mode, op_column or None
 
 
 def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
@@ -116,16 +151,16 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
     table = batch.table
 
     def opened() -> sources.Source:
-        return sources.open_source(landing.open_input(key, size=info.size, etag=info.etag), key, schema=table.schema)
+        return sources.open_source(landing.open_input(key, size=info.size, etag=info.etag), key, schema=batch.schema)
 
     try:
         if sources.format_of(key) == "parquet":
             file = pq.ParquetFile(landing.open_input(key, size=info.size, etag=info.etag))
-            check_schema(key, file.schema_arrow, table.schema)
+            check_schema(key, file.schema_arrow, batch.schema)
             if table.primary_key is not None:
                 check_key(key, table.primary_key, file_stats(file.metadata, table.schema)[table.primary_key])
             return Landed(bucket, key, info.etag, file.metadata.num_rows, lambda: sources.file_batches(file))
-        rows = sum(b.num_rows for b in table.conforming_batches(opened().batches))
+        rows = sum(b.num_rows for b in batch.rows(opened().batches))
     except (pa.ArrowInvalid, OSError) as e:
         raise BadFileError(f"not a readable {sources.format_of(key)} file: {e}") from None
     except (castable.SchemaMismatchError, castable.InvalidInputError) as e:
@@ -171,12 +206,15 @@ def _make_record_handler(batch: _Batch) -> Any:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     landing_bucket, landing_prefix = _landing(os.environ["CASTABLE_LANDING"])
+    mode, op_column = _mode(os.environ.get("CASTABLE_INGEST_MODE", "append"), os.environ.get("CASTABLE_OP_COLUMN"))
     batch = _Batch(
         table=open_table(os.environ["CASTABLE_TABLE"]),
         landing_bucket=landing_bucket,
         landing_prefix=landing_prefix,
         dead_letter_prefix=os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/"),
         landed=[],
+        mode=mode,
+        op_column=op_column,
     )
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     processor = BatchProcessor(event_type=EventType.SQS)
@@ -192,7 +230,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         stream = (b for f in pending for b in f.batches())
         # An overlapping batch committed by another invocation meanwhile raises CommitConflictError:
         # the whole batch is retried, and the retry skips the files that invocation appended.
-        version = batch.table.append(stream, commit_id=commit_id, source_ids=source_ids)
+        if batch.mode == "upsert":
+            version = batch.table.upsert(
+                stream, op_column=batch.op_column, last_wins=True, commit_id=commit_id, source_ids=source_ids
+            )
+        else:
+            version = batch.table.append(stream, commit_id=commit_id, source_ids=source_ids)
         rows = sum(f.rows for f in pending)
         metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
         logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})

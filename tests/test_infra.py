@@ -14,7 +14,10 @@ import pytest
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 pytestmark = pytest.mark.slow
 
-TABLES = [{"name": "events", "schedule": "rate(6 hours)"}, {"name": "orders", "schedule": "cron(0 3 * * ? *)"}]
+TABLES = [
+    {"name": "events", "schedule": "rate(6 hours)"},
+    {"name": "orders", "schedule": "cron(0 3 * * ? *)", "ingest_mode": "upsert", "op_column": "op"},
+]
 
 
 def synth(outdir: Path, **context: Any) -> dict[str, Any]:
@@ -148,7 +151,20 @@ def test_each_table_has_its_own_ingest_queue_function_and_concurrency_cap(templa
         ]
         deleted = json.dumps([st["Resource"] for st in deletes])
         assert f"/tables/{table}/_castable_probe/*" in deleted and f"/tables/{table}/*" not in deleted, name
-        assert f"landing/{table}/" in json.dumps(ingest[name]["Environment"]["Variables"]["CASTABLE_LANDING"])
+        variables = ingest[name]["Environment"]["Variables"]
+        assert f"landing/{table}/" in json.dumps(variables["CASTABLE_LANDING"])
+        mode = ("upsert", "op") if table == "orders" else ("append", None)
+        assert (variables["CASTABLE_INGEST_MODE"], variables.get("CASTABLE_OP_COLUMN")) == mode, name
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"), [({"ingest_mode": "merge"}, "append or upsert"), ({"op_column": "op"}, "needs ingest_mode")]
+)
+def test_a_bad_ingest_mode_fails_the_synth(settings: dict[str, str], match: str) -> None:
+    from infra.stack import TableConfig
+
+    with pytest.raises(ValueError, match=match):
+        TableConfig("events", **settings)  # type: ignore[arg-type]
 
 
 def test_landed_data_files_of_every_format_notify_their_table_queue(template: dict[str, Any]) -> None:

@@ -305,3 +305,47 @@ def test_ingest_appends_a_file_once_whatever_the_deliveries(ingest_env: Table, m
     }
     assert ids(t) == [*range(10), *range(100, 105), *range(200, 205), *range(300, 305)]
     assert not s3.list_objects_v2(Bucket=bucket, Prefix="landing/").get("Contents")
+
+
+def test_ingest_upserts_a_change_feed_when_the_table_says_so(
+    ingest_env: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table in upsert mode with an operation column: the landed files of one batch replace rows
+    by key, the later file's change of a key wins, ``d`` rows delete their key; one commit."""
+    from lambdas import ingest
+
+    monkeypatch.setenv("CASTABLE_INGEST_MODE", "upsert")
+    monkeypatch.setenv("CASTABLE_OP_COLUMN", "op")
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    first = events(2, 5).append_column("op", pa.array(["u", "d", "c"]))
+    land(t, "landing/cdc/0001.parquet", first.set_column(2, "value", pa.array([20.0, 0.0, 40.0])))
+    t.store.client.put_object(  # type: ignore[attr-defined]
+        Bucket=bucket, Key="landing/cdc/0002.csv", Body=b"id,category,value,op\n4,z,41,u\n50,n,5,c\n9,,0,D\n"
+    )
+    land(t, "landing/cdc/plain.parquet", events(60, 61))  # no operation column: dead-lettered
+    keys = ["landing/cdc/0001.parquet", "landing/cdc/0002.csv", "landing/cdc/plain.parquet"]
+    assert ingest.handler(sqs_event(bucket, keys), Context()) == {"batchItemFailures": []}
+    table = Table.load(t.store)
+    got = {r["id"]: (r["category"], r["value"]) for r in table.scan().to_arrow().to_pylist()}
+    assert set(got) == {0, 1, 2, 4, 5, 6, 7, 8, 50}
+    assert got[2] == ("c", 20.0) and got[4] == ("z", 41.0) and got[50] == ("n", 5.0)
+    entry = table.history(limit=1)[0]
+    assert entry.operation == "upsert" and table.version == t.version + 1
+    reason = t.store.client.get_object(  # type: ignore[attr-defined]
+        Bucket=bucket, Key="landing-failed/landing/cdc/plain.parquet.reason.json"
+    )["Body"].read()
+    assert b"op" in reason
+    assert ingest.handler(sqs_event(bucket, keys[:2]), Context()) == {"batchItemFailures": []}
+    assert Table.load(t.store).version == table.version, "a duplicate delivery changes nothing"
+
+
+@pytest.mark.parametrize(("mode", "op"), [("merge", None), ("append", "op")])
+def test_ingest_refuses_a_bad_mode_setting(ingest_env: Table, monkeypatch: pytest.MonkeyPatch, mode, op) -> None:  # type: ignore[no-untyped-def]
+    from lambdas import ingest
+
+    monkeypatch.setenv("CASTABLE_INGEST_MODE", mode)
+    if op:
+        monkeypatch.setenv("CASTABLE_OP_COLUMN", op)
+    with pytest.raises(ValueError, match="CASTABLE_"):
+        ingest.handler(sqs_event(ingest_env.store.bucket, []), Context())  # type: ignore[attr-defined]

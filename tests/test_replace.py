@@ -142,14 +142,20 @@ def feed(changes: list[tuple[int, str | None, float]]) -> pa.Table:
     )
 
 
-def test_a_change_feed_deletes_its_delete_rows_and_keeps_each_keys_last_change(table: Table) -> None:
+def test_a_change_feed_deletes_its_delete_rows_and_keeps_each_keys_last_change_if_asked(table: Table) -> None:
     changes = [(5, "c", 1.0), (5, "u", 2.0), (6, "d", 0.0), (500, "c", 3.0), (501, "c", 4.0), (501, "D", 0.0)]
     changes += [(7, "D", 0.0), (7, "u", 5.0), (8, None, 6.0), (9, "delete", 0.0)]
-    table.upsert(feed(changes), op_column="op")
+    before = snapshot_of(table.store)
+    with pytest.raises(InvalidInputError, match=r"key 5 more than once.*last_wins=True"):
+        table.upsert(feed(changes), op_column="op")
+    assert snapshot_of(table.store) == before
+    table.upsert(feed(changes), op_column="op", last_wins=True)
     now = live(table)
     assert now[5] == ("u", 2.0) and now[500] == ("u", 3.0) and now[7] == ("u", 5.0) and now[8] == ("u", 6.0)
     assert {6, 9, 501}.isdisjoint(now) and len(now) == 100 - 2 + 1
     assert "op" not in table.schema.names
+    table.upsert(rows([60, 61, 60], 8.0).set_column(1, "category", pa.array(["x", "y", "z"])), last_wins=True)
+    assert live(table)[60] == ("z", 8.0)
     table.upsert(feed([(1, "d", 0.0), (2, "d", 0.0)]), op_column="op")
     assert {1, 2}.isdisjoint(live(table)), "a feed of deletes only writes no data file"
     assert table.history(limit=1)[0].summary["files_added"] == 0

@@ -65,6 +65,16 @@ class NextState:
     """Idempotency keys of the inputs the change consumed, recorded beside the commit id."""
 
 
+def check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
+    """Refuse a change consuming inputs that a commit of ``base``'s recent history already consumed."""
+    taken = {s: base.recent_commits[s] for s in sources if s in base.recent_commits}
+    if taken:
+        raise CommitConflictError(
+            f"{len(taken)} source(s) were already appended (version {max(taken.values())}): "
+            f"{sorted(taken)[:5]}; nothing was committed"
+        )
+
+
 @dataclass(frozen=True)
 class Pointer:
     """The decoded ``_latest_manifest`` object and the ETag it was read with.
@@ -313,6 +323,7 @@ def commit(
                 return CommitResult(version, current, state["pointer"])
             return CommitResult(version, found, advance_pointer(store, found.version, state["pointer"]))
         staged = build(current)
+        check_sources(current, staged.source_ids)
         candidate = current.next(
             commit=CommitInfo(operation, commit_id, staged.summary),
             created_at=now(),

@@ -45,8 +45,10 @@ class ReplaceChange:
         *,
         operation: str,
         exclusive: bool,
+        sources: tuple[str, ...] = (),
     ) -> None:
         self.delete = DeleteChange(store, replaced, base)
+        self.sources = sources
         self.replaced = replaced
         self.files = files
         self.operation = operation
@@ -57,7 +59,8 @@ class ReplaceChange:
     def build(self, base: Manifest) -> NextState:
         ranged: dict[str, Any] = {"claims" if self.exclusive else "supersedes": self.replaced}
         self.delete.rebase(base, self.operation, replace(self.delete.footprint, **ranged))
-        return replaced_state(self.delete.apply(base), self.files, base, replans=self.delete.replans)
+        state = replaced_state(self.delete.apply(base), self.files, base, replans=self.delete.replans)
+        return replace(state, source_ids=self.sources)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from castable.commit import (
     CommitResult,
     NextState,
     Pointer,
+    check_sources,
     commit,
     encode_pointer,
     load_latest,
@@ -35,7 +36,6 @@ from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
 from castable.erase import purge as purge_erased_objects
 from castable.errors import (
-    CommitConflictError,
     CorruptObjectError,
     EmptyWriteError,
     InvalidInputError,
@@ -416,7 +416,7 @@ class Table:
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
         sources = tuple(source_ids)
-        _check_sources(self._manifest, sources)
+        check_sources(self._manifest, sources)
         batches = self.conforming_batches(data)
         first = next(batches, None)
         if first is None:
@@ -434,33 +434,41 @@ class Table:
         *,
         op_column: str | None = None,
         delete_ops: Collection[str] = DELETE_OPS,
+        last_wins: bool = False,
         commit_id: str | None = None,
+        source_ids: Sequence[str] = (),
     ) -> int:
         """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
         commit; return the version.
 
         The replaced rows get a key-list tombstone (no data read), so the cost is that of the new
-        rows. A key may appear once in ``data``. If another writer commits rows with one of these
-        keys first, the upsert replaces those too: each key keeps exactly one live row, the later
-        commit's. ``data`` is held in memory to check its keys before anything is written.
+        rows. A key may appear once in ``data``, unless ``last_wins``: then the last row of each
+        key counts (a change feed lists a key's changes in order). If another writer commits rows
+        with one of these keys first, the upsert replaces those too: each key keeps exactly one
+        live row, the later commit's. ``data`` is held in memory to check its keys before anything
+        is written. ``source_ids`` are kept as in :meth:`append`.
 
         With ``op_column`` ``data`` is a change feed (Debezium style): that column, not part of the
         table, holds each row's operation; a row whose operation is one of ``delete_ops`` (case
-        insensitive) deletes its key, any other inserts or replaces it, and when a key appears
-        more than once the last row of the feed wins.
+        insensitive) deletes its key instead of inserting or replacing it.
         """
         commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
         key = self._key_for("upsert")
-        if op_column is None:
-            rows = self._materialize(data, "upsert")
-            keys = _unique_keys(rows.column(key))
-        else:
-            rows, keys = self._changes(data, op_column, delete_ops)
+        sources = tuple(source_ids)
+        check_sources(self._manifest, sources)
+        rest, ops = (data, None) if op_column is None else _split_column(data, op_column)
+        rows = self._materialize(rest, "upsert")
+        if last_wins:
+            latest = _last_of_each(rows.column(key))
+            rows, ops = rows.take(latest), None if ops is None else ops.take(latest)
+        keys = _unique_keys(rows.column(key))
+        if ops is not None:
+            rows = rows.filter(pc.invert(pc.fill_null(pc.is_in(ops, pa.array([o.lower() for o in delete_ops])), False)))
         files = self._write(rows.to_batches())
         change = ReplaceChange(
-            self.store, self._manifest, InList(key, keys), files, operation="upsert", exclusive=False
+            self.store, self._manifest, InList(key, keys), files, operation="upsert", exclusive=False, sources=sources
         )
         return self._commit("upsert", commit_id, change.build).version
 
@@ -468,19 +476,6 @@ class Table:
         if self.primary_key is None:
             raise InvalidInputError(f"{operation} replaces rows by primary key, and {self.uri} has none; use append")
         return self.primary_key
-
-    def _changes(self, data: Any, op_column: str, delete_ops: Collection[str]) -> tuple[pa.Table, pa.Array]:
-        """A change feed as the rows to write (the last change of each key, unless a delete) and
-        every key it names."""
-        rest, ops = _split_column(data, op_column)
-        rows = self._materialize(rest, "upsert")
-        key = rows.column(self._key_for("upsert"))
-        order = pa.array(np.arange(rows.num_rows))
-        last = pa.table({"k": key, "i": order}).group_by("k", use_threads=False).aggregate([("i", "max")])
-        latest = pc.sort_indices(last.column("i_max"))
-        chosen = pc.take(last.column("i_max"), latest)
-        deleted = pc.fill_null(pc.is_in(pc.take(ops, chosen), pa.array([o.lower() for o in delete_ops])), False)
-        return rows.take(pc.filter(chosen, pc.invert(deleted))), pc.take(last.column("k"), latest).combine_chunks()
 
     def overwrite(
         self,
@@ -942,21 +937,10 @@ def _missing_version(store: ObjectStore, version: int) -> str:
     )
 
 
-def _check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
-    """Refuse an append of inputs that a commit of ``base``'s recent history already consumed."""
-    taken = {s: base.recent_commits[s] for s in sources if s in base.recent_commits}
-    if taken:
-        raise CommitConflictError(
-            f"{len(taken)} source(s) were already appended (version {max(taken.values())}): "
-            f"{sorted(taken)[:5]}; nothing was committed"
-        )
-
-
 def _appended(
     files: Sequence[DataFile], base: Manifest, *, sources: tuple[str, ...] = (), registered: bool = False
 ) -> NextState:
     """The next version of ``base`` with ``files`` appended (``sources`` consumed)."""
-    _check_sources(base, sources)
     _check_new_files(base, files)
     added = tuple(replace(f, added_version=base.version + 1) for f in files)
     summary: dict[str, Any] = {
@@ -984,8 +968,18 @@ def _unique_keys(keys: pa.ChunkedArray) -> pa.Array:
     if len(distinct) != len(keys):
         counts = pc.value_counts(keys)
         twice = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
-        raise InvalidInputError(f"the rows hold key {twice!r} more than once; an upsert gives each key one row")
+        raise InvalidInputError(
+            f"the rows hold key {twice!r} more than once; an upsert gives each key one row "
+            "(with last_wins=True the last row of each key counts)"
+        )
     return distinct
+
+
+def _last_of_each(keys: pa.ChunkedArray) -> pa.Array:
+    """The positions of the last row of each key, in the order of the rows."""
+    positions = pa.table({"k": keys, "i": pa.array(np.arange(len(keys)))})
+    last = positions.group_by("k", use_threads=False).aggregate([("i", "max")]).column("i_max")
+    return pc.take(last, pc.sort_indices(last)).combine_chunks()
 
 
 def _split_column(data: Any, name: str) -> tuple[Any, pa.ChunkedArray]:
@@ -994,20 +988,25 @@ def _split_column(data: Any, name: str) -> tuple[Any, pa.ChunkedArray]:
     if type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy"):
         if name not in data.columns:
             raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
+        rest: Any = data.drop(columns=[name])
         column = pa.chunked_array([pa.array(data[name], from_pandas=True)])
-        rest = data.drop(columns=[name])
     else:
-        if isinstance(data, pa.RecordBatchReader):
-            table = data.read_all()
+        if isinstance(data, pa.Table):
+            batches: Iterable[Any] = data.to_batches()
         elif isinstance(data, pa.RecordBatch):
-            table = pa.Table.from_batches([data])
-        elif isinstance(data, pa.Table):
-            table = data
+            batches = [data]
+        elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
+            batches = data
         else:
-            table = pa.Table.from_batches(list(data))
-        if name not in table.schema.names:
-            raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
-        column, rest = table.column(name), table.drop_columns(name)
+            raise InvalidInputError(f"cannot read a change feed from {type(data).__name__}")
+        rest, parts = [], []
+        for batch in batches:
+            if not isinstance(batch, pa.RecordBatch | pa.Table) or name not in batch.schema.names:
+                raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
+            parts.append(batch.column(name))
+            rest.append(batch.drop_columns([name]))
+        chunks = [c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
+        column = pa.chunked_array(chunks) if chunks else pa.chunked_array([], pa.string())
     try:
         return rest, pc.utf8_lower(column.cast(pa.string()))
     except pa.ArrowException as e:
