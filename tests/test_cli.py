@@ -415,3 +415,25 @@ def test_cli_upsert_and_overwrite(tmp_path: Path, inputs: tuple[Path, Path]) -> 
     assert "key 5 more than once" in fails("upsert", uri, str(tmp_path / "twice.csv"))
     run("overwrite", uri, str(tmp_path / "a.csv"))
     assert run("scan", uri, "--count").strip() == "1"
+
+
+def test_cli_update_and_change_feed_upsert(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", "id:int64, status:string, amount:double, day:date32", "-k", "id")
+    (tmp_path / "orders.csv").write_text("id,status,amount,day\n1,open,10,2026-11-20\n2,open,20,2026-11-21\n")
+    run("append", uri, str(tmp_path / "orders.csv"))
+    updated = run_json("update", uri, "status='closed'", "amount = amount * 1.5", "--where", "id = 2", "--json")
+    assert updated["summary"]["rows_updated"] == 1  # type: ignore[index]
+    assert "no row matched; table stays at version 2" in run("update", uri, "status='x'", "--where", "id > 10")
+    run("update", uri, "day='2026-11-22'", "--where", "status = 'open'")
+    rows = {r["id"]: r for r in json.loads(run("scan", uri, "--json"))["rows"]}
+    assert rows[2]["status"] == "closed" and rows[2]["amount"] == 30.0 and rows[1]["day"] == "2026-11-22"
+    assert "cannot set the primary key 'id'" in fails("update", uri, "id=id+1")
+    assert "column=expression" in fails("update", uri, "status")
+    assert "gives string" in fails("update", uri, "amount=status")
+    (tmp_path / "feed.csv").write_text(
+        "id,status,amount,day,op\n1,open,11,2026-11-20,u\n1,,0,,d\n3,new,5,2026-11-23,c\n"
+    )
+    run("upsert", uri, str(tmp_path / "feed.csv"), "--op-column", "op", "--last-wins")
+    assert sorted(r["id"] for r in json.loads(run("scan", uri, "--json"))["rows"]) == [2, 3]
+    assert "missing column(s) ['op']" in fails("upsert", uri, str(tmp_path / "orders.csv"), "--op-column", "op")

@@ -168,11 +168,13 @@ def _inputs(
     delimiter: str | None,
     header: bool,
     nulls: list[str] | None,
+    extra: list[pa.Field] | None = None,
 ) -> tuple[Iterator[pa.RecordBatch], int | None]:
-    """The rows of local files, read as the table's types (every file is opened, so checked, first),
-    and their count when the formats tell it up front."""
+    """The rows of local files, read as the table's types and ``extra`` columns (every file is
+    opened, so checked, first), and their count when the formats tell it up front."""
     csv = CsvOptions(delimiter, header, tuple(nulls) if nulls else CsvOptions.null_values)
-    opened = [_read_source(p, fmt, table.schema, csv) for p in files]
+    schema = pa.schema([*table.schema, *(extra or [])])
+    opened = [_read_source(p, fmt, schema, csv) for p in files]
     counts = [s.rows for s in opened]
     total = None if None in counts else sum(c for c in counts if c is not None)
     return (batch for source in opened for batch in source.batches), total
@@ -209,6 +211,15 @@ def upsert(
     delimiter: Delimiter = None,
     header: Header = True,
     null_value: NullValue = None,
+    op_column: Annotated[
+        str | None,
+        typer.Option(
+            help="The files are a change feed: this column holds each row's operation (d or delete: delete the key)."
+        ),
+    ] = None,
+    last_wins: Annotated[
+        bool, typer.Option(help="A key may appear more than once: its last row counts (files in the order given).")
+    ] = False,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
@@ -217,8 +228,10 @@ def upsert(
     table = _open(uri, storage_option)
     if _already(table, commit_id, as_json):
         return
-    batches, _ = _inputs(table, files, fmt, delimiter, header, null_value)
-    _committed(table, table.upsert(batches, commit_id=commit_id), as_json)
+    extra = None if op_column is None else [pa.field(op_column, pa.string())]
+    batches, _ = _inputs(table, files, fmt, delimiter, header, null_value, extra)
+    version = table.upsert(batches, op_column=op_column, last_wins=last_wins, commit_id=commit_id)
+    _committed(table, version, as_json)
 
 
 @app.command()
@@ -242,6 +255,45 @@ def overwrite(
         return
     batches, _ = _inputs(table, files, fmt, delimiter, header, null_value)
     _committed(table, table.overwrite(batches, where=where, commit_id=commit_id), as_json)
+
+
+def _committed_if_matched(table: castable.Table, before: int, version: int, counter: str, as_json: bool) -> None:
+    """Report a write that commits nothing when no row matches (a delete, an update)."""
+    if version != before:
+        _committed(table, version, as_json)
+        return
+    doc = {"version": version, "committed": False, "already_committed": False, "summary": {counter: 0}}
+    _emit(as_json, f"no row matched; table stays at version {version}", doc)
+
+
+@app.command()
+def update(
+    uri: str,
+    assignments: Annotated[
+        list[str],
+        typer.Argument(
+            help='column=SQL expression, e.g. "status=\'closed\'" or "amount=amount * 1.1".', show_default=False
+        ),
+    ],
+    where: Annotated[str | None, typer.Option(help="Change only the rows matching this SQL predicate.")] = None,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Set columns of the rows matching --where (every row without it) to SQL expressions of their old values."""
+    values = {}
+    for item in assignments:
+        column, sep, expression = item.partition("=")
+        if not sep or not column.strip():
+            raise castable.InvalidInputError(f"write each change as column=expression, not {item!r}")
+        values[column.strip()] = expression
+    table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
+    before = table.version
+    _committed_if_matched(
+        table, before, table.update(values, where=where, commit_id=commit_id), "rows_updated", as_json
+    )
 
 
 @app.command("add-files")
@@ -278,12 +330,7 @@ def delete(
     if _already(table, commit_id, as_json):
         return
     before = table.version
-    version = table.delete(predicate, commit_id=commit_id)
-    if version == before:
-        doc = {"version": version, "committed": False, "already_committed": False, "summary": {"rows_deleted": 0}}
-        _emit(as_json, f"no row matched; table stays at version {version}", doc)
-    else:
-        _committed(table, version, as_json)
+    _committed_if_matched(table, before, table.delete(predicate, commit_id=commit_id), "rows_deleted", as_json)
 
 
 @app.command()
