@@ -1,5 +1,6 @@
 """Property-based tests: random sequences of append, delete, erase, upsert, overwrite (whole and
-where), restore, compact, expire, gc, scans and time travel against an in-memory model. Every
+where), update, change feeds (by upsert and by merge), restore, compact, expire, gc, scans and
+time travel against an in-memory model. Every
 retained version must read back exactly as the model says, and gc must never delete what a
 retained version references."""
 
@@ -150,6 +151,53 @@ class TableModel(RuleBasedStateMachine):
         state = {k: r for k, r in self.versions[-1].items() if r[1] != category}
         state.update({r[0]: r for r in rows})
         self._commit(self.table.overwrite(rows_table(rows), where=f"category = '{category}'"), state)
+
+    @rule(pred=_predicates(), category=st.sampled_from(CATEGORIES))
+    def update(self, pred: tuple[str, object], category: str | None) -> None:
+        sql, fn = pred
+        new_category = "NULL" if category is None else f"'{category}'"
+        changed = {
+            k: (k, category, (r[2] or 0.0) + 1.0)
+            for k, r in self.versions[-1].items()
+            if fn(r)  # type: ignore[operator]
+        }
+        before = self.table.version
+        version = self.table.update({"category": new_category, "value": "COALESCE(value, 0) + 1"}, where=sql)
+        if not changed:
+            assert version == before
+            return
+        self._commit(version, {**self.versions[-1], **changed})
+
+    @rule(data=st.data(), fresh=st.integers(0, 5), use_merge=st.booleans())
+    def change_feed(self, data: st.DataObject, fresh: int, use_merge: bool) -> None:
+        """A feed of changes (a key may repeat; ``d`` deletes), by upsert or by merge."""
+        existing = sorted(self.versions[-1])
+        known = data.draw(st.lists(st.sampled_from(existing), max_size=6)) if existing else []
+        ids = known + list(range(self.next_id, self.next_id + fresh))
+        if not ids:
+            return
+        self.next_id += fresh
+        if use_merge:  # a merge takes each key once
+            ids = list(dict.fromkeys(ids))
+        ops = [data.draw(st.sampled_from(["c", "u", "d"])) for _ in ids]
+        rows = self._new_rows(ids, data, st.sampled_from(CATEGORIES))
+        state = dict(self.versions[-1])
+        for row, op in zip(rows, ops, strict=True):
+            if op == "d":
+                state.pop(row[0], None)
+            else:
+                state[row[0]] = row
+        feed = rows_table(rows).append_column("op", pa.array(ops))
+        before = self.table.version
+        if use_merge:
+            merge = self.table.merge(feed).when_matched_delete(where="s.op = 'd'").when_matched_update_all()
+            version = merge.when_not_matched_insert_all(where="s.op <> 'd'").execute().version
+        else:
+            version = self.table.upsert(feed, op_column="op", last_wins=True)
+        if version == before:
+            assert state == self.versions[-1]
+            return
+        self._commit(version, state)
 
     @precondition(lambda self: len(self.versions) > 1)
     @rule(data=st.data())
