@@ -114,6 +114,14 @@ def events(start: int, stop: int) -> pa.Table:
     )
 
 
+def live(t: Any, where: str | None = None) -> dict[int, tuple[str | None, float | None]]:
+    """The newest version's rows of an EVENTS table by key (asserting one live row per key)."""
+    got = t.refresh().scan(filter=where).to_arrow().to_pylist()
+    keys = [r["id"] for r in got]
+    assert len(keys) == len(set(keys)), "one live row per key"
+    return {r["id"]: (r["category"], r["value"]) for r in got}
+
+
 def snapshot_of(store: ObjectStore) -> dict[str, bytes]:
     """Every object under a store and its bytes: to show an operation changed nothing."""
     return {info.key: store.get(info.key).data for info in store.list("")}

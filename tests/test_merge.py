@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from conftest import EVENTS, events, live, snapshot_of
 
 import castable
 from castable.errors import InvalidInputError, SchemaMismatchError
@@ -17,13 +17,6 @@ def table(table_uri: tuple[str, dict | None]) -> Table:
     t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
     t.append(events(0, 10))
     return t
-
-
-def live(t: Table) -> dict[int, tuple[str | None, float | None]]:
-    got = t.refresh().scan().to_arrow().to_pylist()
-    keys = [r["id"] for r in got]
-    assert len(keys) == len(set(keys)), "one live row per key"
-    return {r["id"]: (r["category"], r["value"]) for r in got}
 
 
 def feed(changes: list[tuple[int, str, float]]) -> pa.Table:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from conftest import EVENTS, events, live, snapshot_of
 
 import castable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError, SchemaMismatchError
@@ -26,13 +26,6 @@ def other(t: Table) -> Table:
 
 def rows(ids: list[int], value: float, category: str = "u") -> pa.Table:
     return pa.table({"id": ids, "category": [category] * len(ids), "value": [value] * len(ids)}, schema=EVENTS)
-
-
-def live(t: Table) -> dict[int, tuple[str | None, float]]:
-    got = t.refresh().scan().to_arrow().to_pylist()
-    keys = [r["id"] for r in got]
-    assert len(keys) == len(set(keys)), "one live row per key"
-    return {r["id"]: (r["category"], r["value"]) for r in got}
 
 
 def test_upsert_replaces_by_key_and_inserts_the_rest(table: Table) -> None:

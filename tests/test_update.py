@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from conftest import EVENTS, events, live, snapshot_of
 
 import castable
 from castable.errors import InvalidInputError, InvalidPredicateError, SchemaMismatchError
@@ -24,17 +24,10 @@ def other(t: Table) -> Table:
     return Table.load(t.store)
 
 
-def rows_of(t: Table, where: str | None = None) -> dict[int, tuple[str | None, float | None]]:
-    got = t.refresh().scan(filter=where).to_arrow().to_pylist()
-    keys = [r["id"] for r in got]
-    assert len(keys) == len(set(keys)), "one live row per key"
-    return {r["id"]: (r["category"], r["value"]) for r in got}
-
-
 def test_update_sets_expressions_of_the_old_values_on_the_matching_rows_only(table: Table) -> None:
-    before = rows_of(table)
+    before = live(table)
     version = table.update({"category": "'closed'", "value": "value * 2 + id"}, where="id BETWEEN 10 AND 14")
-    now = rows_of(table)
+    now = live(table)
     assert len(now) == 100
     for k in range(100):
         old_category, old_value = before[k]
@@ -47,13 +40,13 @@ def test_update_sets_expressions_of_the_old_values_on_the_matching_rows_only(tab
 
 def test_update_without_where_changes_every_row_and_every_value_sees_the_old_row(table: Table) -> None:
     table.update({"value": "CASE WHEN category IS NULL THEN -1 ELSE id END", "category": "COALESCE(category, 'none')"})
-    now = rows_of(table)
+    now = live(table)
     assert now[3] == ("none", -1.0) and now[2] == ("c", 2.0)
     assert table.update({"value": 0}, where="id > 1000") == table.version, "no match: nothing committed"
     assert table.update({"value": pc.field("value") + 1}, where="id = 2", commit_id="u") == table.version
-    assert rows_of(table)[2] == ("c", 3.0)
+    assert live(table)[2] == ("c", 3.0)
     version = table.version
-    assert table.update({"value": 100}, where="id = 2", commit_id="u") == version and rows_of(table)[2] == ("c", 3.0)
+    assert table.update({"value": 100}, where="id = 2", commit_id="u") == version and live(table)[2] == ("c", 3.0)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +87,7 @@ def test_racing_updates_of_the_same_rows_both_apply(table: Table) -> None:
     first, second = other(table), other(table)
     first.update({"value": "value + 1"}, where="id < 5")
     second.update({"value": "value + 10"}, where="id < 5")  # read the rows before the first update
-    before = {k: v for k, (_, v) in rows_of(table.refresh()).items()}
+    before = {k: v for k, (_, v) in live(table.refresh()).items()}
     assert before[0] == events(0, 1).column("value")[0].as_py() + 11
     assert table.history(limit=1)[0].summary["replans"] == 1
 
@@ -105,7 +98,7 @@ def test_an_update_racing_compaction_and_an_upsert_loses_nothing(table: Table) -
     table.compact(min_file_size=1 << 30)
     table.upsert(pa.table({"id": [150], "category": ["u"], "value": [0.5]}, schema=EVENTS))
     stale.update({"category": "'x'"}, where="id >= 149 AND id <= 151")
-    now = rows_of(table)
+    now = live(table)
     assert len(now) == 200 and now[150] == ("x", 0.5) and now[149][0] == now[151][0] == "x"
 
 
@@ -113,7 +106,7 @@ def test_an_update_racing_an_append_into_its_range_leaves_the_appended_row(table
     stale = other(table)
     table.append(pa.table({"id": [500], "category": ["a"], "value": [1.0]}, schema=EVENTS))
     stale.update({"value": "0"}, where="category = 'a'")
-    now = rows_of(table)
+    now = live(table)
     assert now[500] == ("a", 1.0), "the update is ordered before the append it did not see"
     assert all(v == 0 for k, (c, v) in now.items() if c == "a" and k != 500)
     assert table.history(limit=1)[0].summary["replans"] == 0

@@ -26,7 +26,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from castable.errors import InvalidInputError
-from castable.predicate import _coerce, _parse_problem
+from castable.predicate import coerce_literal, columns_named, parse_problem
 from castable.stats import value_type
 
 Datum: TypeAlias = pa.Array | pa.ChunkedArray | pa.Scalar
@@ -108,7 +108,7 @@ def parse_value(value: object, schema: pa.Schema, *, what: str = "value", like: 
         try:
             tree = sqlglot.parse_one(value)
         except SqlglotError as e:
-            raise InvalidInputError(f"cannot parse {what} {value!r}: {_parse_problem(e)}") from None
+            raise InvalidInputError(f"cannot parse {what} {value!r}: {parse_problem(e)}") from None
         compiler = _Compiler(schema, value, what, datetime.now(UTC))
         evaluate = compiler.typed_literal(tree, like) if like is not None else compiler.compile(tree)
     else:
@@ -230,22 +230,20 @@ class _Compiler:
         if not (isinstance(node, exp.Literal) and node.is_string) or pa.types.is_string(value_type(like)):
             return self.compile(node)
         try:
-            scalar = _coerce(node.this, value_type(like))
+            scalar = coerce_literal(node.this, value_type(like))
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             raise self.fail(f"{node.sql()} is not a valid {like} value") from None
         return lambda rows: scalar
 
     def column(self, node: exp.Column) -> str:
         name = f"{node.table}.{node.name}" if node.table else node.name
-        if name in self.schema.names:
-            return name
-        folded = [n for n in self.schema.names if n.lower() == name.lower()]
-        if not node.table:
-            folded = folded or [n for n in self.schema.names if n.lower().endswith("." + name.lower())]
-        if len(folded) == 1:
-            return folded[0]
-        if len(folded) > 1:
-            raise self.fail(f"column {name!r} is ambiguous (write one of {', '.join(folded)})")
+        found = columns_named(name, self.schema.names)
+        if not found and not node.table:  # an alias left out: s.qty or t.qty
+            found = [n for n in self.schema.names if n.lower().endswith("." + name.lower())]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise self.fail(f"column {name!r} is ambiguous (write one of {', '.join(found)})")
         hint = f"; a text value needs single quotes: '{node.name}'" if not node.table else ""
         raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)}){hint}")
 
@@ -310,7 +308,7 @@ class _Compiler:
 def _like(value: Datum, target: pa.DataType) -> Datum:
     """``value`` as ``target``: a text literal parsed as the type, anything else cast."""
     if isinstance(value, pa.Scalar) and pa.types.is_string(value.type) and not pa.types.is_string(target):
-        return _coerce(value.as_py(), target)
+        return coerce_literal(value.as_py(), target)
     if isinstance(value, pa.Scalar) and pa.types.is_null(value.type):
         return pa.scalar(None, type=target)
     return value.cast(target)

@@ -321,13 +321,13 @@ def parse_predicate(predicate: str | pc.Expression | Predicate, schema: pa.Schem
     try:
         tree = sqlglot.parse_one(predicate)
     except SqlglotError as e:
-        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {_parse_problem(e)}") from None
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {parse_problem(e)}") from None
     if not isinstance(tree, exp.Expression):
         raise InvalidPredicateError(f"cannot parse predicate {predicate!r}")
     return _SqlConverter(schema, predicate).convert(tree)
 
 
-def _parse_problem(error: SqlglotError) -> str:
+def parse_problem(error: SqlglotError) -> str:
     """sqlglot's complaint as plain text: where it stopped and why, without terminal escapes."""
     found = getattr(error, "errors", None)
     if not found:
@@ -443,11 +443,9 @@ class _SqlConverter:
         if not isinstance(node, exp.Column) or node.table:
             raise self.fail(f"expected a column name, got {node.sql()!r}")
         name = node.name
-        if name in self.schema.names:
-            return name
-        folded = [n for n in self.schema.names if n.lower() == name.lower()]
-        if len(folded) == 1:
-            return folded[0]
+        found = columns_named(name, self.schema.names)
+        if len(found) == 1:
+            return found[0]
         raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)})")
 
     def literal(self, node: exp.Expression, column: str) -> pa.Scalar:
@@ -461,12 +459,19 @@ class _SqlConverter:
         if value is None:
             raise self.fail(f"NULL is not a valid value for {column!r}")
         try:
-            return _coerce(value, target)
+            return coerce_literal(value, target)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             raise self.fail(f"{node.sql()} is not a valid {target} value for column {column!r}") from None
 
 
-def _coerce(value: Any, target: pa.DataType) -> pa.Scalar:
+def columns_named(name: str, names: list[str]) -> list[str]:
+    """The columns SQL's ``name`` may mean: itself, else those equal to it ignoring case."""
+    if name in names:
+        return [name]
+    return [n for n in names if n.lower() == name.lower()]
+
+
+def coerce_literal(value: Any, target: pa.DataType) -> pa.Scalar:
     """A Python literal as a scalar of the column type, refusing lossy conversions."""
     if isinstance(value, Decimal) and not pa.types.is_decimal(target):
         value = int(value) if value == value.to_integral_value() and not pa.types.is_floating(target) else float(value)
