@@ -174,3 +174,16 @@ def test_bad_change_feeds_change_nothing(table: Table, data: pa.Table, match: st
     with pytest.raises(SchemaMismatchError, match=match):
         table.upsert(data, op_column="op")
     assert snapshot_of(table.store) == before
+
+
+def test_an_upsert_names_only_the_keys_a_small_file_holds(table: Table) -> None:
+    """An earlier upsert's file spans the key space with few rows: its key column is read, so a
+    later upsert's tombstone does not list every key in it (tombstones stay O(change))."""
+    table.upsert(rows([5, 95], 1.0))
+    (spread,) = [f.path for f in table.manifest.data_files if f.added_version == table.version]
+    table.upsert(rows([6, 50, 94], 2.0))
+    last = table.manifest.tombstones[-1]
+    assert spread not in last.files and last.files, "the small file holds none of 6, 50, 94"
+    table.upsert(rows([95], 3.0))
+    assert spread in table.manifest.tombstones[-1].files
+    assert live(table)[95] == ("u", 3.0) and live(table)[5] == ("u", 1.0)

@@ -37,6 +37,9 @@ _KEY = "__castable_key"
 _READAHEAD = 4
 MAX_KEY_POINTS = 10_000
 """Longer key lists are planned by reading the key column: scans would pay for every entry."""
+KEY_READ_RATIO = 16
+"""A file with at most this many rows per listed key inside its key bounds has its key column
+read, so entries name only the keys it holds."""
 
 
 @dataclass
@@ -86,17 +89,35 @@ def plan_delete(snapshot: Snapshot, predicate: Predicate) -> DeletePlan:
 
 
 def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array, plan: DeletePlan) -> None:
-    """Single-key range entries for each listed key, in each file whose key bounds hold it."""
+    """Single-key range entries for each listed key, in each file whose key bounds hold it.
+
+    A file with few rows for the keys its bounds hold (an upsert's output: small, and its keys
+    spread over the whole key space) has its key column read instead, so only the keys it holds
+    get entries: otherwise every upsert would list every key in every earlier upsert's file.
+    """
     key = snapshot.manifest.primary_key[0]
+    candidates: list[tuple[DataFile, pa.Array]] = []
     for f in files:
         stats = f.column_stats(key, snapshot.schema)
         inside = points
         if stats is not None and stats.has_bounds:
             inside = points.filter(pc.and_(pc.greater_equal(points, stats.min), pc.less_equal(points, stats.max)))
-        for value in inside:
+        if len(inside):
+            candidates.append((f, inside))
+    checked = [(f, inside) for f, inside in candidates if f.rows <= len(inside) * KEY_READ_RATIO]
+    held = read_ahead((partial(_keys_held, snapshot, f, key, inside) for f, inside in checked), _READAHEAD)
+    found = {f.path: keys for (f, _), keys in zip(checked, held, strict=True)}
+    for f, inside in candidates:
+        for value in found.get(f.path, inside):
             encoded = encode_value(value)
             plan.entries.append(tombstone.KeyRangeDelete(f.path, encoded, encoded))
     plan.rows = None if plan.entries else 0
+
+
+def _keys_held(snapshot: Snapshot, f: DataFile, key: str, keys: pa.Array) -> pa.Array:
+    """Which of ``keys`` the file holds (its key column read, row groups pruned by statistics)."""
+    column = snapshot.fragment(f).to_table(columns=[key], filter=pc.field(key).isin(keys)).column(key)
+    return pc.unique(column)
 
 
 def _plan_file(
