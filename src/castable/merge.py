@@ -156,7 +156,7 @@ class MergeBuilder:
         """Decide every clause on the latest version and commit the outcome once."""
         if not self._matched and not self._unmatched:
             raise InvalidInputError("a merge needs at least one when_matched_* or when_not_matched_* clause")
-        version = self.table.rewrite("merge", self._decide, commit_id=commit_id)
+        version = self.table._rewrite("merge", self._decide, commit_id=commit_id)
         if version is None:
             return MergeResult(self.table.version, 0, 0, 0)
         summary = self.table.manifest_at(version).commit.summary

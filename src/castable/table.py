@@ -529,7 +529,7 @@ class Table:
             rows = Scan(snapshot, None, selected).to_arrow()
             return Rewrite(selected, assignments.apply(rows, rows), summary={"rows_updated": rows.num_rows})
 
-        version = self.rewrite("update", derive, commit_id=commit_id)
+        version = self._rewrite("update", derive, commit_id=commit_id)
         return self._manifest.version if version is None else version
 
     def merge(self, source: Any, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
@@ -537,7 +537,7 @@ class Table:
         ``execute()`` (see :mod:`castable.merge`)."""
         return MergeBuilder(self, source, source_alias=source_alias, target_alias=target_alias)
 
-    def rewrite(
+    def _rewrite(
         self, operation: str, derive: Callable[[Snapshot], Rewrite], *, commit_id: str | None = None
     ) -> int | None:
         """Commit what ``derive`` makes of the latest version (rows replaced, rows written), made
