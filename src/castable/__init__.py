@@ -25,6 +25,7 @@ from castable.errors import (
     UnsafeStoreError,
     VersionNotFoundError,
 )
+from castable.merge import MergeBuilder, MergeResult
 from castable.scan import Scan, ScanTask
 from castable.store.errors import StoreError, StoreUnavailableError
 from castable.table import HistoryEntry, Table, create_table, open_table
@@ -41,6 +42,8 @@ __all__ = [
     "HistoryEntry",
     "InvalidInputError",
     "InvalidPredicateError",
+    "MergeBuilder",
+    "MergeResult",
     "Scan",
     "ScanTask",
     "SchemaMismatchError",
