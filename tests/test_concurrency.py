@@ -13,11 +13,13 @@ import pytest
 from conftest import EVENTS, new_bucket
 from workers import (
     ERASABLE,
+    INCREMENTED,
     UPSERT_KEYS,
     append_and_delete,
     append_rows,
     compact_and_erase,
     expected_ids,
+    increment,
     upsert_overlapping,
 )
 
@@ -120,3 +122,22 @@ def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(writer
     assert manifests == list(range(manifests[-1] + 1)) and read_pointer(table.store).version == manifests[-1]
     history = castable.open_table(uri, storage_options=options).history()
     assert sum(h.summary["replans"] for h in history if h.operation == "upsert") > 0, "the upserts did race"
+
+
+@pytest.mark.slow
+def test_racing_updates_and_merges_lose_no_increment_through_compaction(writer_uri: tuple[str, dict | None]) -> None:
+    """3 processes add 1 to the same rows, by update and by merge, while a fourth compacts: every
+    increment lands (each re-reads rows another commit touched), nothing else changes."""
+    uri, options = writer_uri
+    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    table.append(pa.table({"id": list(range(100)), "category": ["c"] * 100, "value": [0.0] * 100}, schema=EVENTS))
+    with _spawn_pool(4) as pool:
+        workers = [pool.submit(increment, uri, options, w, 5) for w in range(3)]
+        maintenance = pool.submit(compact_and_erase, uri, options, 3)
+        total = sum(f.result(timeout=600) for f in workers)
+        erased = set(maintenance.result(timeout=600))
+    rows = castable.open_table(uri, storage_options=options).scan().to_arrow().to_pylist()
+    assert len(rows) == 100 and not erased & set(range(100))
+    assert {r["id"]: r["value"] for r in rows} == {k: float(total) if k < INCREMENTED else 0.0 for k in range(100)}
+    history = castable.open_table(uri, storage_options=options).history()
+    assert sum(h.summary.get("replans", 0) for h in history if h.operation in ("update", "merge")) > 0, "they raced"

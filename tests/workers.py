@@ -126,6 +126,28 @@ def compact_and_erase(uri: str, options: dict | None, rounds: int) -> list[int]:
     return erased
 
 
+INCREMENTED = 20
+"""Rows ``range(INCREMENTED)`` that every incrementing worker adds 1 to, once per round."""
+
+
+def increment(uri: str, options: dict | None, worker: int, rounds: int) -> int:
+    """Add 1 to the value of every incremented row ``rounds`` times, by update (even workers) or
+    by merge (odd workers); return how many commits it made."""
+    import pyarrow as pa
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    for r in range(rounds):
+        if worker % 2:
+            source = pa.table({"id": list(range(INCREMENTED)), "step": [1.0] * INCREMENTED})
+            merge = table.merge(source).when_matched_update({"value": "t.value + s.step"})
+            merge.execute(commit_id=f"merge-{worker}-{r}")
+        else:
+            table.update({"value": "value + 1"}, where=f"id < {INCREMENTED}", commit_id=f"update-{worker}-{r}")
+    return rounds
+
+
 # ---------------------------------------------------------------- mixed load (test_mixed_load.py)
 
 MIXED_WRITER_ROWS = 25
