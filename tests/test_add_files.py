@@ -134,7 +134,8 @@ def test_files_in_another_layout_of_the_same_types_read_as_the_table(table: Tabl
 def test_registered_files_upsert_by_key_and_overwrite_a_range(table: Table) -> None:
     changed = events(5, 15).set_column(1, "category", pa.array(["new"] * 10))
     version = table.add_files([upload(table, "data/spark/up.parquet", changed)], mode="upsert", commit_id="up")
-    assert table.history(limit=1)[0].operation == "upsert"
+    entry = table.history(limit=1)[0]
+    assert entry.operation == "upsert" and entry.summary["registered"]
     assert ids(table) == list(range(15))
     assert table.scan(["category"], "id >= 5").to_arrow().column("category").to_pylist() == ["new"] * 10
     assert table.add_files(["data/spark/up.parquet"], mode="upsert", commit_id="up") == version
@@ -149,7 +150,12 @@ def test_registered_files_upsert_by_key_and_overwrite_a_range(table: Table) -> N
     ("data", "kwargs", "error", "match"),
     [
         (events(0, 3).take([0, 0]), {"mode": "upsert"}, InvalidInputError, "key 0 more than once"),
-        (events(0, 3), {"mode": "overwrite", "where": "id > 1"}, InvalidInputError, "2 of the 3 rows do not match"),
+        (
+            events(0, 3),
+            {"mode": "overwrite", "where": "id > 1"},
+            InvalidInputError,
+            "2 of the 3 rows do not match 'id > 1'",
+        ),
         (events(0, 3), {"mode": "append", "where": "id > 1"}, InvalidInputError, "mode='overwrite' only"),
         (events(0, 3), {"mode": "merge"}, InvalidInputError, "mode must be one of append, upsert, overwrite"),
         (events(0, 3), {"mode": "overwrite", "where": "nope = 1"}, castable.InvalidPredicateError, "unknown column"),

@@ -1,6 +1,7 @@
 """Spark in local mode against S3 on the moto server: the ingest job (Spark 4 in-process, Spark
 3.5 through spark-submit) committing directly and through the commit Lambda, and the castable
-data source reading and writing beside the library."""
+data source reading and writing beside the library. A replace write (upsert, overwrite, overwrite
+where) must leave the same rows as the library's own on a twin table."""
 
 from __future__ import annotations
 
@@ -69,6 +70,20 @@ def table(s3_bucket: str, options: dict[str, str]) -> Table:
     return castable.create_table(
         f"s3://{s3_bucket}/events", EVENTS, primary_key="id", properties=SMALL_FILES, storage_options=options
     )
+
+
+@pytest.fixture
+def twin(s3_bucket: str, options: dict[str, str]) -> Table:
+    """A table like ``table`` at another prefix, for the library to do what Spark does to ``table``."""
+    return castable.create_table(
+        f"s3://{s3_bucket}/twin", EVENTS, primary_key="id", properties=SMALL_FILES, storage_options=options
+    )
+
+
+def changed(start: int, stop: int) -> pa.Table:
+    """Rows with ids in [start, stop) whose category differs from ``events``'s."""
+    rows = events(start, stop)
+    return rows.set_column(1, "category", pa.array(["new"] * rows.num_rows, pa.string()))
 
 
 @pytest.fixture
@@ -167,12 +182,50 @@ def test_job_commits_through_the_commit_lambda(
     assert again.already_committed and snapshot_of(table.store) == before
 
 
+def test_job_upserts_through_the_commit_lambda(
+    spark: Any, table: Table, twin: Table, landing: Path, options: dict[str, str], commit_function: str
+) -> None:
+    for t in (table, twin):
+        t.append(changed(2000, 4000))
+    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "up-1", "--mode", "upsert"]
+    argv += [*storage_args(options), "--commit-function", commit_function]
+    result = ingest_main(argv, spark=spark)
+    twin.upsert(events(0, 3000))
+    assert (result.mode, result.version, result.rows, result.already_committed) == ("upsert", 2, 3000, False)
+    assert library_rows(table) == library_rows(twin)
+    assert Table.load(table.store).history(limit=1)[0].operation == "upsert"
+    before = snapshot_of(table.store)
+    again = ingest_main(argv, spark=spark)
+    assert (again.mode, again.version, again.already_committed) == ("upsert", 2, True)
+    assert snapshot_of(table.store) == before
+
+
+def test_job_overwrites_the_rows_matching_replace_where(
+    spark: Any, table: Table, twin: Table, landing: Path, options: dict[str, str]
+) -> None:
+    for t in (table, twin):
+        t.append(changed(0, 5000))
+    argv = ["--source", str(landing), "--table", table.uri, "--direct", "--mode", "overwrite", *storage_args(options)]
+    result = ingest_main([*argv, "--commit-id", "day-1", "--replace-where", "id < 3000"], spark=spark)
+    twin.overwrite(events(0, 3000), where="id < 3000")
+    assert (result.mode, result.version, result.rows) == ("overwrite", 2, 3000)
+    assert library_rows(table) == library_rows(twin)
+    before = snapshot_of(table.store)
+    with pytest.raises(castable.InvalidInputError, match="1000 of the 3000 rows do not match"):
+        ingest_main([*argv, "--commit-id", "day-2", "--replace-where", "id < 2000"], spark=spark)
+    assert Table.load(table.store).version == 2
+    table.gc(orphan_grace=timedelta(0))
+    assert snapshot_of(table.store) == before
+
+
 def test_commit_lambda_errors_come_back_as_castable_errors(table: Table, commit_function: str) -> None:
     before = snapshot_of(table.store)
     with pytest.raises(castable.InvalidInputError, match="not under the table's data prefix"):
         invoke_commit(commit_function, table.uri, ["../elsewhere/x.parquet"], "bad-1")
     with pytest.raises(castable.InvalidInputError, match="does not exist"):
         invoke_commit(commit_function, table.uri, ["data/2026/nope.parquet"], "bad-2")
+    with pytest.raises(castable.InvalidInputError, match="mode='overwrite' only"):
+        invoke_commit(commit_function, table.uri, ["data/2026/nope.parquet"], "bad-3", mode="upsert", where="id > 1")
     assert snapshot_of(table.store) == before
 
 
@@ -196,14 +249,21 @@ def test_job_with_a_wrong_schema_fails_and_leaves_only_orphans(
     assert snapshot_of(table.store) == before
 
 
-def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("CASTABLE_COMMIT_FUNCTION", raising=False)
-    with pytest.raises(SystemExit):
-        ingest_main(["--source", "x", "--table", "s3://b/t", "--commit-id", "c"])
+    base = ["--source", "x", "--table", "s3://b/t", "--commit-id", "c"]
+    for extra, match in [
+        ([], "give --commit-function"),
+        (["--direct", "--mode", "merge"], "invalid choice: 'merge'"),
+        (["--direct", "--mode", "upsert", "--replace-where", "id > 1"], "--replace-where applies to --mode overwrite"),
+    ]:
+        with pytest.raises(SystemExit):
+            ingest_main([*base, *extra])
+        assert match in capsys.readouterr().err
 
 
-def test_job_runs_on_spark_35_with_spark_submit(
-    table: Table, landing: Path, options: dict[str, str], commit_function: str, s3_endpoint: str
+def test_job_upserts_on_spark_35_with_spark_submit(
+    table: Table, twin: Table, landing: Path, options: dict[str, str], commit_function: str, s3_endpoint: str
 ) -> None:
     if not SPARK35_PYTHON.exists():
         pytest.fail(f"{SPARK35_PYTHON} is missing: `make test` builds it (pyspark 3.5, as on EMR 7.x)")
@@ -214,8 +274,11 @@ def test_job_runs_on_spark_35_with_spark_submit(
         "AWS_ENDPOINT_URL_LAMBDA": s3_endpoint,
         "CASTABLE_COMMIT_FUNCTION": commit_function,
     }
+    for t in (table, twin):
+        t.append(changed(2000, 4000))
     submit = SPARK35_PYTHON.parent / "spark-submit"
-    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "emr-35", *storage_args(options)]
+    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "emr-35", "--mode", "upsert"]
+    argv += storage_args(options)
     run = subprocess.run(
         [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "castable_ingest.py"), *argv],
         env=env,
@@ -225,8 +288,10 @@ def test_job_runs_on_spark_35_with_spark_submit(
     )
     assert run.returncode == 0, run.stderr[-4000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert (result["version"], result["rows"], result["already_committed"]) == (1, 3000, False)
-    assert ids(table) == list(range(3000))
+    assert [result[k] for k in ("mode", "version", "rows", "already_committed")] == ["upsert", 2, 3000, False]
+    twin.upsert(events(0, 3000))
+    assert library_rows(table) == library_rows(twin)
+    assert Table.load(table.store).history(limit=1)[0].operation == "upsert"
     version = subprocess.run(
         [str(SPARK35_PYTHON), "-c", "import pyspark; print(pyspark.__version__)"], capture_output=True, text=True
     )
@@ -299,6 +364,40 @@ def test_spark_appends_and_library_appends_see_each_other(spark: Any, table: Tab
     assert sorted(r.id for r in read.select("id").collect()) == list(range(100, 1600))
 
 
+def test_data_source_overwrites_and_upserts_as_the_library_does(
+    spark: Any, table: Table, twin: Table, options: dict[str, str]
+) -> None:
+    for t in (table, twin):
+        t.append(events(0, 1000))
+    steps: list[tuple[pa.Table, str, dict[str, str]]] = [
+        (changed(900, 1100), "append", {"upsert": "true"}),
+        (changed(100, 300), "overwrite", {"replaceWhere": "id BETWEEN 100 AND 399"}),
+        (changed(0, 0), "overwrite", {"replaceWhere": "category = 'c'"}),  # deletes the range
+        (events(5000, 5600), "overwrite", {}),
+    ]
+    for i, (data, mode, extra) in enumerate(steps):
+        writer = spark.createDataFrame(data, schema="id long, category string, value double").write
+        writer = writer.format("castable").options(**options, **extra).option("commitId", f"step-{i}").mode(mode)
+        writer.save(table.uri)
+        if extra.get("upsert"):
+            twin.upsert(data)
+        else:
+            twin.overwrite(data, where=extra.get("replaceWhere"))
+        assert library_rows(table) == library_rows(twin), i
+        before = snapshot_of(table.store)
+        writer.save(table.uri)
+        assert snapshot_of(table.store) == before, f"step {i} again with its commitId"
+    history = [(h.operation, h.commit_id) for h in Table.load(table.store).history()]
+    assert history[:4] == [
+        ("overwrite", "step-3"),
+        ("overwrite", "step-2"),
+        ("overwrite", "step-1"),
+        ("upsert", "step-0"),
+    ]
+    assert [h.operation for h in twin.history()] == [op for op, _ in history]
+    assert len(Table.load(table.store).manifest.data_files) > 1
+
+
 def test_data_source_round_trips_types(spark: Any, s3_bucket: str, options: dict[str, str]) -> None:
     schema = pa.schema(
         [
@@ -335,14 +434,30 @@ def test_data_source_round_trips_types(spark: Any, s3_bucket: str, options: dict
     assert back.slice(3).sort_by("id").equals(data) and back.slice(0, 3).equals(data)
 
 
-def test_data_source_bad_requests_change_nothing(spark: Any, table: Table, options: dict[str, str]) -> None:
+def test_data_source_bad_requests_change_nothing(
+    spark: Any, table: Table, s3_bucket: str, options: dict[str, str]
+) -> None:
     from pyspark.errors import PySparkException
 
     table.append(events(0, 10))
     before = snapshot_of(table.store)
     df = spark.createDataFrame(events(10, 20))
-    with pytest.raises(PySparkException, match="mode\\('append'\\)"):
-        df.write.format("castable").options(**options).mode("overwrite").save(table.uri)
+    for mode, extra, match in [
+        ("overwrite", {"upsert": "true"}, r"upsert option goes with mode\('append'\)"),
+        ("append", {"replaceWhere": "id >= 10"}, r"replaceWhere applies to mode\('overwrite'\) only"),
+        ("overwrite", {"replaceWhere": "nope > 1"}, "unknown column"),
+        ("overwrite", {"replaceWhere": "id < 15"}, "5 of the 10 rows do not match"),  # refused at commit
+    ]:
+        with pytest.raises(PySparkException, match=match):
+            df.write.format("castable").options(**options, **extra).mode(mode).save(table.uri)
+    twice = spark.createDataFrame(pa.concat_tables([events(10, 20), events(15, 16)]))
+    with pytest.raises(PySparkException, match="key 15 more than once"):
+        twice.write.format("castable").options(**options).option("upsert", "true").mode("append").save(table.uri)
+    assert snapshot_of(table.store) == before, "abort deleted the files of a write refused at commit"
+    keyless = castable.create_table(f"s3://{s3_bucket}/keyless", EVENTS, storage_options=options)
+    with pytest.raises(PySparkException, match="has none; use append"):
+        df.write.format("castable").options(**options).option("upsert", "true").mode("append").save(keyless.uri)
+    assert Table.load(keyless.store).version == 0
     wrong = spark.createDataFrame([(1, "a")], "id long, category string")
     with pytest.raises(PySparkException, match="missing column 'value'"):
         wrong.write.format("castable").options(**options).mode("append").save(table.uri)

@@ -46,9 +46,12 @@ class ReplaceChange:
         operation: str,
         exclusive: bool,
         sources: tuple[str, ...] = (),
+        registered: bool = False,
     ) -> None:
         self.delete = DeleteChange(store, replaced, base)
         self.sources = sources
+        self.registered = registered
+        """The files were written by another engine (``add_files``), as the summary says."""
         self.replaced = replaced
         self.files = files
         self.operation = operation
@@ -59,7 +62,8 @@ class ReplaceChange:
     def build(self, base: Manifest) -> NextState:
         ranged: dict[str, Any] = {"claims" if self.exclusive else "supersedes": self.replaced}
         self.delete.rebase(base, self.operation, replace(self.delete.footprint, **ranged))
-        state = replaced_state(self.delete.apply(base), self.files, base, replans=self.delete.replans)
+        extra = {"registered": True} if self.registered else {}
+        state = replaced_state(self.delete.apply(base), self.files, base, replans=self.delete.replans, **extra)
         return replace(state, source_ids=self.sources)
 
 

@@ -598,10 +598,7 @@ class Table:
         commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
-        if mode not in ADD_MODES:
-            raise InvalidInputError(f"mode must be one of {', '.join(ADD_MODES)}, not {mode!r}")
-        if where is not None and mode != "overwrite":
-            raise InvalidInputError("where applies to mode='overwrite' only")
+        predicate = self.check_add_mode(mode, where)
         if not files:
             raise EmptyWriteError("add_files was given no files; nothing was committed")
         checked = check_files(self.store, files, self.schema, self.primary_key)
@@ -609,20 +606,35 @@ class Table:
         if mode == "upsert":
             key = self._key_for("upsert")
             replaced: Predicate = InList(key, _unique_keys(self._read_files(checked, [key]).column(key)))
-        elif where is not None:
-            predicate = parse_predicate(where, self.schema)
+        elif predicate is not None and where is not None:
             columns = predicate.columns()
-            replaced = self._replaced_range(
-                predicate, self._read_files(checked, None if columns is None else sorted(columns))
-            )
+            rows = self._read_files(checked, None if columns is None else sorted(columns))
+            replaced = self._replaced_range(where, rows)
         elif mode == "overwrite":
             replaced = Constant(True)
         else:
             return self._commit("append", commit_id, partial(_appended, checked, registered=True)).version
         change = ReplaceChange(
-            self.store, self._manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite"
+            self.store,
+            self._manifest,
+            replaced,
+            checked,
+            operation=mode,
+            exclusive=mode == "overwrite",
+            registered=True,
         )
         return self._commit(mode, commit_id, change.build).version
+
+    def check_add_mode(self, mode: str, where: str | pc.Expression | Predicate | None = None) -> Predicate | None:
+        """What :meth:`add_files` refuses in ``mode`` and ``where`` whatever the files hold (so an
+        engine can ask before it writes them); the parsed ``where``."""
+        if mode not in ADD_MODES:
+            raise InvalidInputError(f"mode must be one of {', '.join(ADD_MODES)}, not {mode!r}")
+        if where is not None and mode != "overwrite":
+            raise InvalidInputError("where applies to mode='overwrite' only")
+        if mode == "upsert":
+            self._key_for("upsert")
+        return None if where is None else parse_predicate(where, self.schema)
 
     def _read_files(self, files: Sequence[DataFile], columns: list[str] | None) -> pa.Table:
         """``columns`` of files not yet committed, read as a scan reads the table's own."""

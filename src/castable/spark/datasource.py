@@ -2,8 +2,13 @@
 
 Reads one snapshot (the latest, or ``versionAsOf`` / ``timestampAsOf`` as in Delta Lake), one
 Spark partition per scan task (a file, or a group of its row groups, of about
-``maxPartitionBytes``), tombstones applied. Writes append: executors write data files, the
-driver commits once; ``commitId`` makes a repeated write commit nothing twice.
+``maxPartitionBytes``), tombstones applied. Writes are ``Table.add_files`` in one of its modes:
+executors write data files, the driver commits once (an abort deletes them), and ``commitId``
+makes a repeated write commit nothing twice. ``mode("append")`` appends, or with ``upsert``
+set to ``true`` replaces the live rows with the DataFrame's primary keys; ``mode("overwrite")``
+replaces the whole table, or with ``replaceWhere`` (a castable SQL predicate, as Delta Lake's
+option) exactly the rows matching it, and every written row must match it. An overwrite with
+an empty DataFrame empties the table (or the range).
 
 Pruning is asked for with options, ``columns`` (read only those column chunks) and ``filter``
 (a castable SQL predicate: files and row groups pruned by statistics, rows filtered exactly).
@@ -11,9 +16,10 @@ Spark's own hooks are not used: the Python Data Source API of Spark 4.0-4.3 offe
 pruning, and its filter pushdown (4.1+) keeps the pushed-down reader on the relation, so a
 DataFrame reused after a filtered query reads with the old filter.
 
-Options: ``path`` (or ``load(uri)`` / ``save(uri)``), ``versionAsOf``, ``timestampAsOf``,
-``columns``, ``filter``, ``maxPartitionBytes``, ``commitId``, and castable's storage options
-(``endpoint_url``, ``region``, ``profile``, ``max_attempts``, ``single_writer``).
+Options: ``path`` (or ``load(uri)`` / ``save(uri)``); to read ``versionAsOf``, ``timestampAsOf``,
+``columns``, ``filter``, ``maxPartitionBytes``; to write ``commitId``, ``upsert``,
+``replaceWhere``; and castable's storage options (``endpoint_url``, ``region``, ``profile``,
+``max_attempts``, ``single_writer``).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from castable.manifest import DataFile, Manifest
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import Snapshot
-from castable.spark.files import TableLocation, TableTarget
+from castable.spark.files import TableLocation, TableTarget, WriteMode
 from castable.store import ObjectStore
 
 STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts", "single_writer")
@@ -63,6 +69,19 @@ def _location(options: Mapping[str, str]) -> TableLocation:
         raise InvalidInputError("give the table URI: spark.read.format('castable').load('s3://bucket/table')")
     storage = {k: v for k in STORAGE_OPTIONS if (v := _option(options, k)) is not None}
     return TableLocation(uri, storage or None)
+
+
+def _write_mode(options: Mapping[str, str], overwrite: bool) -> WriteMode:
+    """Spark's save mode with the ``upsert`` and ``replaceWhere`` options, as an ``add_files`` mode."""
+    upsert = (_option(options, "upsert") or "false").strip().lower()
+    if upsert not in ("true", "false"):
+        raise InvalidInputError(f"the upsert option is true or false, not {upsert!r}")
+    where = _option(options, "replaceWhere")
+    if upsert == "true" and overwrite:
+        raise InvalidInputError("the upsert option goes with mode('append'), not mode('overwrite')")
+    if where is not None and not overwrite:
+        raise InvalidInputError("replaceWhere applies to mode('overwrite') only")
+    return WriteMode("upsert" if upsert == "true" else "overwrite" if overwrite else "append", where)
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -120,13 +139,13 @@ class CastableDataSource(DataSource):
         return CastableReader(location, manifest, columns, predicate, partition_bytes)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        if overwrite:
-            raise InvalidInputError("castable tables take appends from Spark: use mode('append')")
         location = _location(self.options)
         table = location.open()
+        write_mode = _write_mode(self.options, overwrite)
+        write_mode.check(table)
         commit_id = _option(self.options, "commitId") or str(uuid.uuid4())
         done = table.manifest.recent_commits.get(commit_id)
-        return CastableWriter(TableTarget.of(table, location.storage_options), commit_id, done)
+        return CastableWriter(TableTarget.of(table, location.storage_options), write_mode, commit_id, done)
 
 
 @dataclass
@@ -177,10 +196,11 @@ class FilesWritten(WriterCommitMessage):
 
 
 class CastableWriter(DataSourceArrowWriter):
-    """Appends: each task writes data files, the driver commits them all in one commit."""
+    """Each task writes data files, the driver commits them all in one commit of ``write_mode``."""
 
-    def __init__(self, target: TableTarget, commit_id: str, done: int | None) -> None:
+    def __init__(self, target: TableTarget, write_mode: WriteMode, commit_id: str, done: int | None) -> None:
         self.target = target
+        self.write_mode = write_mode
         self.commit_id = commit_id
         self.done = done
 
@@ -195,8 +215,8 @@ class CastableWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = self._files(messages)
-        if self.done is None and files:
-            self.target.location.open().add_files(files, commit_id=self.commit_id)
+        if self.done is None and (files or self.write_mode.mode == "overwrite"):
+            self.write_mode.commit(self.target.location.open(), files, self.commit_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete what the finished tasks wrote; files of failed tasks are left to ``gc``."""

@@ -1,8 +1,9 @@
-"""What Spark executors do with data files: adapt Spark's Arrow batches, write castable files."""
+"""What Spark does with data files: executors adapt Spark's Arrow batches and write castable
+files; the driver commits them in a :class:`WriteMode` (append, upsert or overwrite)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.schema import conform
 from castable.store import ObjectStore, store_from_uri
-from castable.table import Table
+from castable.table import AddMode, Table
 from castable.writer import write_data_files
 
 
@@ -77,3 +78,23 @@ class TableTarget:
         """Write Spark's batches as data files of the table's target sizes; nothing is committed."""
         conformed: Iterator[pa.RecordBatch] = (from_spark(b, self.schema) for b in batches if b.num_rows)
         return write_data_files(self.store(), conformed, self.schema, TableProperties.parse(self.properties))
+
+
+@dataclass(frozen=True)
+class WriteMode:
+    """What a Spark write's files do to the table: ``Table.add_files``'s ``mode`` and ``where``."""
+
+    mode: AddMode = "append"
+    where: str | None = None
+
+    def check(self, table: Table) -> None:
+        """Refuse on the driver, before any file is written, what ``add_files`` would refuse
+        whatever the files hold."""
+        table.check_add_mode(self.mode, self.where)
+
+    def commit(self, table: Table, files: Sequence[DataFile], commit_id: str) -> int:
+        """Commit the written ``files`` in one version; an overwrite of no files deletes the rows
+        it replaces, as Spark's overwrite with an empty DataFrame does."""
+        if not files and self.mode == "overwrite":
+            return table.overwrite(table.schema.empty_table(), where=self.where, commit_id=commit_id)
+        return table.add_files(files, mode=self.mode, where=self.where, commit_id=commit_id)

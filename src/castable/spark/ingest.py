@@ -6,8 +6,13 @@ and return their manifest entries (path, size, ETag, rows, statistics); the driv
 them in one commit, through the commit Lambda or (``--direct``) the library. The ``commit_id``
 makes a re-run commit nothing twice; files of a failed run are orphans that ``gc`` collects.
 
+``--mode`` says what the rows do, as ``Table.add_files``: ``append`` (the default), ``upsert``
+(replace the live rows with their primary keys) or ``overwrite`` (replace the whole table, or
+with ``--replace-where`` exactly the rows matching that predicate; every new row must match it).
+
     spark-submit jobs/castable_ingest.py --source s3://landing/2026/11/22/ --format parquet \\
-        --table s3://tables/events --commit-id events-2026-11-22 --commit-function castable-commit
+        --table s3://tables/events --commit-id events-2026-11-22 --commit-function castable-commit \\
+        --mode overwrite --replace-where "day = DATE '2026-11-22'"
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ import pyarrow as pa
 import castable
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.manifest import DataFile
-from castable.spark.files import TableTarget
+from castable.spark.files import TableTarget, WriteMode
 from castable.spark.remote import invoke_commit
+from castable.table import ADD_MODES, AddMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,6 +48,8 @@ class IngestResult:
 
     table: str
     commit_id: str
+    mode: str
+    """``append``, ``upsert`` or ``overwrite``: the operation of ``version``."""
     version: int
     files: int
     rows: int
@@ -69,19 +77,26 @@ def ingest(
     table_uri: str,
     commit_id: str,
     *,
+    mode: AddMode = "append",
+    where: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     commit_function: str | None = None,
     lambda_client: Any = None,
 ) -> IngestResult:
-    """Append ``df`` to the table in one commit: through ``commit_function`` if given, else directly."""
+    """Append, upsert or overwrite (``where``: the rows matching it) ``df`` in one commit, as
+    ``Table.add_files``: through ``commit_function`` if given, else directly."""
     table = castable.open_table(table_uri, storage_options=storage_options)
+    write = WriteMode(mode, where)
+    write.check(table)
     done = table.manifest.recent_commits.get(commit_id)
     if done is not None:
         log.info("commit_id %s is already version %d: nothing to do", commit_id, done)
-        summary = table.manifest_at(done).commit.summary
+        commit = table.manifest_at(done).commit
+        summary = commit.summary
         return IngestResult(
             table.uri,
             commit_id,
+            commit.operation,
             done,
             int(summary.get("files_added", 0)),
             int(summary.get("rows_added", 0)),
@@ -92,15 +107,18 @@ def ingest(
     rows, size = sum(f.rows for f in files), sum(f.size for f in files)
     if not files:
         raise castable.EmptyWriteError("the source has no rows; nothing was committed")
-    log.info("wrote %d files, %d rows, %d bytes; committing %s", len(files), rows, size, commit_id)
+    log.info("wrote %d files, %d rows, %d bytes; committing %s as %s", len(files), rows, size, commit_id, mode)
     if commit_function:
-        response = invoke_commit(commit_function, table.uri, [f.path for f in files], commit_id, client=lambda_client)
+        paths = [f.path for f in files]
+        response = invoke_commit(
+            commit_function, table.uri, paths, commit_id, mode=mode, where=where, client=lambda_client
+        )
         version = int(response["version"])
     else:
-        version = table.add_files(files, commit_id=commit_id)
+        version = write.commit(table, files, commit_id)
     ours = {f.path for f in files}
     added = {f.path for f in table.manifest_at(version).data_files if f.added_version == version}
-    return IngestResult(table.uri, commit_id, version, len(files), rows, size, added != ours)
+    return IngestResult(table.uri, commit_id, mode, version, len(files), rows, size, added != ours)
 
 
 def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
@@ -122,12 +140,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--read-option", action="append", default=[], metavar="K=V", help="Spark reader option")
     parser.add_argument("--table", required=True, help="castable table URI (s3://bucket/prefix)")
     parser.add_argument("--commit-id", required=True, help="idempotency key: a re-run with it commits nothing")
+    parser.add_argument("--mode", choices=ADD_MODES, default="append", help="what the rows do (default: append)")
+    parser.add_argument(
+        "--replace-where", metavar="PREDICATE", help="with --mode overwrite: replace only the rows matching it"
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--commit-function", help=f"commit Lambda name or ARN (default: ${FUNCTION_ENV})")
     how.add_argument("--direct", action="store_true", help="commit with the library instead of the Lambda")
     parser.add_argument("--storage-option", action="append", default=[], metavar="K=V", help="castable option")
     parser.add_argument("--partitions", type=int, help="repartition the input first (fewer, larger files)")
     args = parser.parse_args(argv)
+    if args.replace_where is not None and args.mode != "overwrite":
+        parser.error("--replace-where applies to --mode overwrite only")
     if not args.direct:
         args.commit_function = args.commit_function or os.environ.get(FUNCTION_ENV)
         if not args.commit_function:
@@ -154,6 +178,8 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
         df,
         args.table,
         args.commit_id,
+        mode=args.mode,
+        where=args.replace_where,
         storage_options=_pairs(args.storage_option, "--storage-option") or None,
         commit_function=None if args.direct else args.commit_function,
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from castable import errors
 from castable.errors import CastableError
+from castable.table import AddMode
 
 MAX_FILES = 10_000
 """The most files one commit event may list (the function's event model allows no more)."""
@@ -23,9 +24,19 @@ class RemoteCommitError(CastableError):
 
 
 def invoke_commit(
-    function_name: str, table_uri: str, paths: Sequence[str], commit_id: str, *, client: Any = None
+    function_name: str,
+    table_uri: str,
+    paths: Sequence[str],
+    commit_id: str,
+    *,
+    mode: AddMode = "append",
+    where: str | None = None,
+    client: Any = None,
 ) -> dict[str, Any]:
-    """Invoke the commit function synchronously; return its result (``version``, ``summary``)."""
+    """Invoke the commit function synchronously; return its result (``version``, ``summary``).
+
+    ``mode`` and ``where`` are ``Table.add_files``'s; an append's event leaves them out, so a
+    function deployed before they existed still takes it."""
     if len(paths) > MAX_FILES:
         raise errors.InvalidInputError(
             f"{len(paths)} files exceed the {MAX_FILES} one commit takes; write larger files (fewer partitions)"
@@ -34,7 +45,11 @@ def invoke_commit(
         import boto3
 
         client = boto3.client("lambda")
-    payload = {"table": table_uri, "files": list(paths), "commit_id": commit_id}
+    payload: dict[str, Any] = {"table": table_uri, "files": list(paths), "commit_id": commit_id}
+    if mode != "append":
+        payload["mode"] = mode
+    if where is not None:
+        payload["where"] = where
     response = client.invoke(FunctionName=function_name, Payload=json.dumps(payload).encode())
     body = json.loads(response["Payload"].read() or b"null")
     if response.get("FunctionError"):
