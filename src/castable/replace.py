@@ -17,7 +17,7 @@ commit means (:mod:`castable.conflicts`):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -118,10 +118,7 @@ class RewriteChange(PlannedChange):
 
 def replaced_state(deleted: NextState, files: Sequence[DataFile], base: Manifest, **summary: Any) -> NextState:
     """The next version: ``deleted`` (a delete applied to ``base``) with ``files`` added."""
-    present = {f.path for f in deleted.data_files}
-    clash = [f.path for f in files if f.path in present]
-    if clash:
-        raise InvalidInputError(f"already part of the table: {clash}")
+    check_new_files(deleted.data_files, files)
     added = tuple(replace(f, added_version=base.version + 1) for f in files)
     return NextState(
         data_files=deleted.data_files + added,
@@ -136,3 +133,11 @@ def replaced_state(deleted: NextState, files: Sequence[DataFile], base: Manifest
             **summary,
         },
     )
+
+
+def check_new_files(present: Iterable[DataFile], files: Sequence[DataFile]) -> None:
+    """Refuse files a version already lists (a registration repeated under another commit id)."""
+    paths = {f.path for f in present}
+    clash = [f.path for f in files if f.path in paths]
+    if clash:
+        raise InvalidInputError(f"already part of the table: {clash}")

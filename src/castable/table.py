@@ -53,7 +53,7 @@ from castable.merge import MergeBuilder
 from castable.predicate import Constant, InList, Predicate, parse_predicate
 from castable.properties import TableProperties, normalize
 from castable.register import check_files
-from castable.replace import ReplaceChange, Rewrite, RewriteChange
+from castable.replace import ReplaceChange, Rewrite, RewriteChange, check_new_files
 from castable.scan import Scan
 from castable.schema import conform
 from castable.snapshot import Snapshot
@@ -602,7 +602,7 @@ class Table:
         if not files:
             raise EmptyWriteError("add_files was given no files; nothing was committed")
         checked = check_files(self.store, files, self.schema, self.primary_key)
-        _check_new_files(self._manifest, checked)
+        check_new_files(self._manifest.data_files, checked)
         if mode == "upsert":
             key = self._key_for("upsert")
             replaced: Predicate = InList(key, _unique_keys(self._read_files(checked, [key]).column(key)))
@@ -953,7 +953,7 @@ def _appended(
     files: Sequence[DataFile], base: Manifest, *, sources: tuple[str, ...] = (), registered: bool = False
 ) -> NextState:
     """The next version of ``base`` with ``files`` appended (``sources`` consumed)."""
-    _check_new_files(base, files)
+    check_new_files(base.data_files, files)
     added = tuple(replace(f, added_version=base.version + 1) for f in files)
     summary: dict[str, Any] = {
         "rows_added": sum(f.rows for f in files),
@@ -965,13 +965,6 @@ def _appended(
     return NextState(
         data_files=base.data_files + added, tombstones=base.tombstones, summary=summary, source_ids=sources
     )
-
-
-def _check_new_files(base: Manifest, files: Sequence[DataFile]) -> None:
-    present = {f.path for f in base.data_files}
-    clash = [f.path for f in files if f.path in present]
-    if clash:
-        raise InvalidInputError(f"already part of the table: {clash}")
 
 
 def _unique_keys(keys: pa.ChunkedArray) -> pa.Array:
