@@ -14,26 +14,37 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("script", "report", "row_prefix", "systems", "plots"),
+    ("script", "report", "row_prefixes", "systems", "plots"),
     [
         (
             "compare.py",
             "compare.md",
-            "| append whole table |",
+            ("| append whole table |", "| upsert 10,000 rows |", "| replace-where 1% (event_time range) |"),
             ("castable", "deltalake", "pyiceberg", "pyarrow"),
-            ("compare_delete.png", "compare_scan.png", "compare_append.png", "compare_commit.png"),
+            (
+                "compare_delete.png",
+                "compare_scan.png",
+                "compare_append.png",
+                "compare_writes.png",
+                "compare_commit.png",
+            ),
         ),
         (
             "bench_contention.py",
             "contention.md",
-            "| ",
+            ("| ",),
             ("castable-local", "castable-moto", "deltalake"),
             ("contention.png",),
         ),
     ],
 )
 def test_quick_run_writes_report_and_plots(
-    tmp_path: Path, script: str, report: str, row_prefix: str, systems: tuple[str, ...], plots: tuple[str, ...]
+    tmp_path: Path,
+    script: str,
+    report: str,
+    row_prefixes: tuple[str, ...],
+    systems: tuple[str, ...],
+    plots: tuple[str, ...],
 ) -> None:
     run = subprocess.run(
         [sys.executable, script, "--quick", "--out", str(tmp_path)],
@@ -44,9 +55,10 @@ def test_quick_run_writes_report_and_plots(
     )
     assert run.returncode == 0, run.stderr[-4000:]
     text = (tmp_path / report).read_text()
-    rows = [line for line in text.splitlines() if line.startswith(row_prefix)]
-    for system in systems:
-        assert any(f"| {system} |" in row or f"| **{system}** |" in row for row in rows), system
+    for prefix in row_prefixes:
+        rows = [line for line in text.splitlines() if line.startswith(prefix)]
+        for system in systems:
+            assert any(f"| {system} |" in row or f"| **{system}** |" in row for row in rows), (prefix, system)
     assert "## Targets" in text and ("**met**" in text or "**missed**" in text)
     for name in plots:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
