@@ -58,11 +58,36 @@ def test_key_lists_are_one_pk_in_line_per_file_under_header_2() -> None:
         {"file": "data/a.parquet", "pk_in": [7, 3]},
         {"file": "data/b.parquet", "pk_in": [11]},
     ]
-    assert sorted(tombstone.decode(data, key="t"), key=repr) == sorted(entries, key=repr)
+    assert tombstone.decode(data, key="t") == [
+        tombstone.KeyRangeDelete("data/b.parquet", 5, 9),
+        tombstone.KeyPointsDelete("data/a.parquet", (7, 3)),
+        tombstone.KeyPointsDelete("data/b.parquet", (11,)),
+    ], "a pk_in line reads back as one entry, and encodes as it was"
+    assert tombstone.encode(tombstone.decode(data, key="t")) == data
     assert json.loads(tombstone.encode(entries[2:3]).splitlines()[0]) == {"castable_tombstone": 1}
     for bad in ('{"file": "f", "pk_in": 3}', '{"file": "f", "pk_in": [1, null]}'):
         with pytest.raises(castable.CorruptObjectError, match="pk_in"):
             tombstone.decode(f'{{"castable_tombstone": 2}}\n{bad}\n'.encode(), key="t")
+
+
+@pytest.mark.parametrize(
+    ("key_type", "keys", "deleted"),
+    [
+        (pa.int64(), [-5, 0, 3, 7, 10**12, 11], [7, -5, 11, 7, 99]),
+        (pa.int32(), [1, 2, 3, 4], [3, 9, 1]),
+        (pa.string(), ["a", "b", "c"], ["c", "zz", "a"]),
+    ],
+)
+def test_deleted_key_lists_mask_exactly_their_keys(key_type: pa.DataType, keys: list, deleted: list) -> None:
+    """The single-key mask (a binary search for integer keys, a set lookup otherwise) and key
+    ranges together hit exactly the deleted keys, keys beyond both ends of the list included."""
+    deletes = tombstone.FileDeletes()
+    deletes.add(tombstone.KeyPointsDelete("f", tuple(deleted[:2])), key_type)
+    deletes.add(tombstone.KeyRangeDelete("f", deleted[2], deleted[2]), key_type)
+    for k in deleted[3:]:
+        deletes.add(tombstone.KeyPointsDelete("f", (k,)), key_type)
+    column = pa.chunked_array([pa.array(keys[:2], key_type), pa.array(keys[2:], key_type)])
+    assert deletes.key_mask(column).tolist() == [k in deleted for k in keys]
 
 
 def test_manifest_and_pointer_documents(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -131,18 +131,23 @@ class Scan:
         """The rows of one task, with its deletes and the scan's filter applied."""
         fragment = self.snapshot.fragment(task.file)
         expression = self.predicate.to_expression() if self.predicate is not None else None
-        yield from self._file_batches(task.file.path, fragment, task.deletes, self.columns, expression, task.row_groups)
+        parts = self._parts(task.file.path, fragment, task.deletes, self.columns, expression, task.row_groups)
+        yield from self._read(parts, self.columns)
 
     def _batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """Files are opened (footers read) a few ahead, then read by :meth:`_file_batches`."""
+        """Files are opened (footers read) a few ahead; their parts are read by :meth:`_read`."""
         files = self.files()
         deletes = self.snapshot.deletes_for(files)
         expression = self.predicate.to_expression() if self.predicate is not None else None
         fragments = read_ahead((partial(self.snapshot.fragment, f) for f in files), _FILE_READAHEAD)
-        for f, fragment in zip(files, fragments, strict=True):
-            yield from self._file_batches(f.path, fragment, deletes.get(f.path), columns, expression, None)
+        parts = (
+            part
+            for f, fragment in zip(files, fragments, strict=True)
+            for part in self._parts(f.path, fragment, deletes.get(f.path), columns, expression, None)
+        )
+        yield from self._read(parts, columns)
 
-    def _file_batches(
+    def _parts(
         self,
         path: str,
         fragment: ds.ParquetFileFragment,
@@ -150,25 +155,27 @@ class Scan:
         columns: list[str],
         expression: pc.Expression | None,
         row_groups: Sequence[int] | None,
-    ) -> Iterator[pa.RecordBatch]:
-        """A file (or some of its row groups) without deletes streams straight from pyarrow; one
-        with deletes is read row group by row group, ``readahead`` ahead. Batches come out in the
-        table's types; bytes that do not decode are reported as a corrupt object, naming it."""
+    ) -> Iterator[Callable[[], _Part]]:
+        """A file (or some of its row groups) without deletes is one part pyarrow streams; one
+        with deletes is a part per row group, read and masked on a worker thread."""
         if deletes is None:
             part = fragment if row_groups is None else fragment.subset(row_group_ids=list(row_groups))
-            batches = part.to_batches(columns=columns, filter=expression, batch_size=self.batch_size)
-        else:
-            tasks = self._row_group_tasks(fragment, deletes, columns, expression, row_groups)
-            batches = (
-                b for t in read_ahead(tasks, self.readahead) for b in t.to_batches(max_chunksize=self.batch_size)
-            )
+            yield lambda: _Part(path, part.to_batches(columns=columns, filter=expression, batch_size=self.batch_size))
+            return
+        for task in self._row_group_tasks(fragment, deletes, columns, expression, row_groups):
+            yield partial(_masked_part, self.snapshot.store.uri, path, task, self.batch_size)
+
+    def _read(self, parts: Iterator[Callable[[], _Part]], columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The parts of every file, ``readahead`` at a time across files, as batches of the
+        table's types; bytes that do not decode are reported as a corrupt object, naming it."""
         expected = pa.schema([self.snapshot.schema.field(c) for c in columns])
-        try:
-            for b in batches:
-                if b.num_rows:  # a registered file may use another layout (large_string, nullability)
-                    yield b if b.schema.equals(expected) else b.cast(expected)
-        except (OSError, pa.ArrowInvalid) as e:
-            raise CorruptObjectError(f"data file {path} of {self.snapshot.store.uri} does not decode: {e}") from e
+        for part in read_ahead(parts, self.readahead):
+            try:
+                for b in part.batches:
+                    if b.num_rows:  # a registered file may use another layout (large_string, nullability)
+                        yield b if b.schema.equals(expected) else b.cast(expected)
+            except (OSError, pa.ArrowInvalid) as e:
+                raise _corrupt(self.snapshot.store.uri, part.path, e) from e
 
     def _row_group_tasks(
         self,
@@ -213,6 +220,26 @@ def read_ahead(tasks: Iterator[Callable[[], T]], depth: int) -> Iterator[T]:
             yield pending.popleft().result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """Batches of one data file: streamed lazily (a file without deletes), or read already."""
+
+    path: str
+    batches: Iterable[pa.RecordBatch]
+
+
+def _masked_part(uri: str, path: str, read: Callable[[], pa.Table], batch_size: int) -> _Part:
+    """A row group with deletes, read and masked now (on a worker thread)."""
+    try:
+        return _Part(path, read().to_batches(max_chunksize=batch_size))
+    except (OSError, pa.ArrowInvalid) as e:
+        raise _corrupt(uri, path, e) from e
+
+
+def _corrupt(uri: str, path: str, error: Exception) -> CorruptObjectError:
+    return CorruptObjectError(f"data file {path} of {uri} does not decode: {error}")
 
 
 def _read_clean(

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -18,32 +19,38 @@ from castable.predicate import Match, Predicate
 from castable.stats import ColumnStats, row_group_stats
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
+K = TypeVar("K")
+V = TypeVar("V")
 
-class _TombstoneCache:
-    """Decoded tombstones by (store URI, path, ETag), least recently used evicted. Tombstones are
-    immutable and read with ``If-Match``, so a later scan neither reads nor decodes them again."""
+
+class _Cache(Generic[K, V]):
+    """A thread-safe map of at most ``size`` items, least recently used evicted."""
 
     def __init__(self, size: int) -> None:
-        self._items: OrderedDict[tuple[str, str, str], tuple[tombstone.Entry, ...]] = OrderedDict()
+        self._items: OrderedDict[K, V] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str]) -> tuple[tombstone.Entry, ...] | None:
+    def get(self, key: K) -> V | None:
         with self._lock:
-            entries = self._items.get(key)
-            if entries is not None:
+            value = self._items.get(key)
+            if value is not None:
                 self._items.move_to_end(key)
-            return entries
+            return value
 
-    def put(self, key: tuple[str, str, str], entries: tuple[tombstone.Entry, ...]) -> None:
+    def put(self, key: K, value: V) -> None:
         with self._lock:
-            self._items[key] = entries
+            self._items[key] = value
             self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
 
 
-_TOMBSTONES = _TombstoneCache(256)
+_TOMBSTONES: _Cache[tuple[str, str, str], tuple[tombstone.Entry, ...]] = _Cache(256)
+"""Decoded tombstones by (store URI, path, ETag). Tombstones are immutable and read with
+``If-Match``, so a later scan neither reads nor decodes them again."""
+_MERGED: _Cache[tuple[str, ...], tombstone.FileDeletes] = _Cache(512)
+"""Each data file's deletes merged over its tombstones, by (store URI, file, tombstones)."""
 
 
 _FORMAT = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
@@ -84,20 +91,35 @@ class Snapshot:
         return index
 
     def deletes_for(self, files: Iterable[DataFile]) -> dict[str, tombstone.FileDeletes]:
-        """Merged deletes of each given file that has any, reading only the tombstones needed."""
-        wanted = {f.path for f in files}
-        needed = {t.path: t for p in wanted for t in self._tombstones_by_file.get(p, [])}
-        if not needed:
-            return {}
+        """Merged deletes of each given file that has any, reading only the tombstones needed.
+
+        A file's merged deletes are kept for as long as the same tombstones name it, so scans
+        of a version after the first merge (and sort) nothing again."""
+        result: dict[str, tombstone.FileDeletes] = {}
+        wanted: dict[str, tuple[str, ...]] = {}
+        for f in files:
+            tombstones = self._tombstones_by_file.get(f.path)
+            if tombstones:
+                key = (self.store.uri, f.path, *sorted(f"{t.path}@{t.etag}" for t in tombstones))
+                cached = _MERGED.get(key)
+                if cached is None:
+                    wanted[f.path] = key
+                else:
+                    result[f.path] = cached
+        if not wanted:
+            return result
+        needed = {t.path: t for p in wanted for t in self._tombstones_by_file[p]}
         with ThreadPoolExecutor(min(_IO_THREADS, len(needed))) as pool:
             loaded = list(pool.map(self._read_tombstone, needed.values()))
         key_type = self.key_type
-        result: dict[str, tombstone.FileDeletes] = {}
+        merged: dict[str, tombstone.FileDeletes] = {}
         for entries in loaded:
             for entry in entries:
                 if entry.file in wanted:
-                    result.setdefault(entry.file, tombstone.FileDeletes()).add(entry, key_type)
-        return result
+                    merged.setdefault(entry.file, tombstone.FileDeletes()).add(entry, key_type)
+        for path, deletes in merged.items():
+            _MERGED.put(wanted[path], deletes)
+        return result | merged
 
     def _read_tombstone(self, t: TombstoneFile) -> tuple[tombstone.Entry, ...]:
         key = (self.store.uri, t.path, t.etag)

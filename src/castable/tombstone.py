@@ -54,7 +54,16 @@ class KeyRangeDelete:
     hi: JsonValue | None
 
 
-Entry = RowGroupDelete | KeyRangeDelete
+@dataclass(frozen=True)
+class KeyPointsDelete:
+    """Rows of one file whose primary key is one of ``keys`` (JSON-encoded): a ``pk_in`` line,
+    kept whole when read so that thousands of keys cost one entry, not one each."""
+
+    file: str
+    keys: tuple[JsonValue, ...]
+
+
+Entry = RowGroupDelete | KeyRangeDelete | KeyPointsDelete
 
 
 def _is_point(e: Entry) -> bool:
@@ -66,7 +75,9 @@ def encode(entries: Iterable[Entry]) -> bytes:
     docs: list[dict[str, object]] = []
     points: dict[str, list[JsonValue]] = {}
     for e in entries:
-        if isinstance(e, KeyRangeDelete):
+        if isinstance(e, KeyPointsDelete):
+            points.setdefault(e.file, []).extend(e.keys)
+        elif isinstance(e, KeyRangeDelete):
             if _is_point(e):
                 points.setdefault(e.file, []).append(e.lo)  # type: ignore[arg-type]
             else:
@@ -100,7 +111,7 @@ def decode(data: bytes, *, key: str) -> list[Entry]:
             elif "pk_in" in doc:
                 if not isinstance(doc["pk_in"], list) or None in doc["pk_in"]:
                     raise ValueError("pk_in must be a list of keys")
-                entries += [KeyRangeDelete(str(doc["file"]), k, k) for k in doc["pk_in"]]
+                entries.append(KeyPointsDelete(str(doc["file"]), tuple(doc["pk_in"])))
             else:
                 raw = doc.get("positions")
                 positions = None if raw is None else BitMap.deserialize(base64.b64decode(raw))
@@ -125,15 +136,22 @@ class FileDeletes:
     point_values: list[JsonValue] = field(default_factory=list)
     _points: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
     _sorted: list[Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _sorted_np: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def add(self, entry: Entry, key_type: pa.DataType | None) -> None:
-        if isinstance(entry, KeyRangeDelete):
+        if isinstance(entry, KeyPointsDelete):
+            if key_type is None:
+                raise CorruptObjectError("a key-list tombstone on a table without a primary key")
+            self.key_type = key_type
+            self.point_values.extend(entry.keys)
+            self._points = self._sorted = self._sorted_np = None
+        elif isinstance(entry, KeyRangeDelete):
             if key_type is None:
                 raise CorruptObjectError("a key-range tombstone on a table without a primary key")
             self.key_type = key_type
             if _is_point(entry):
                 self.point_values.append(entry.lo)  # type: ignore[arg-type]
-                self._points = self._sorted = None
+                self._points = self._sorted = self._sorted_np = None
             else:
                 self.ranges.append((_bound(entry.lo, key_type), _bound(entry.hi, key_type)))
         elif entry.positions is None:
@@ -151,6 +169,17 @@ class FileDeletes:
             decoded = decode_values(self.point_values, self.key_type or pa.null())
             self._points = pc.unique(decoded).sort() if len(decoded) else decoded
         return self._points
+
+    def _point_mask(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Rows whose key is one of the single deleted keys: a binary search in the sorted keys
+        for integer keys (no hash table built per row group), a set lookup otherwise."""
+        if pa.types.is_integer(keys.type) and not keys.null_count and pa.types.is_integer(self.points.type):
+            if self._sorted_np is None:
+                self._sorted_np = self.points.to_numpy().astype(np.int64)
+            values = np.asarray(keys.to_numpy(), dtype=np.int64)
+            at = np.searchsorted(self._sorted_np, values).clip(max=len(self._sorted_np) - 1)
+            return np.asarray(self._sorted_np[at] == values)
+        return np.asarray(pc.fill_null(pc.is_in(keys, value_set=self.points.cast(keys.type)), False))
 
     @property
     def key_ranges(self) -> list[tuple[pa.Scalar, pa.Scalar]]:
@@ -196,7 +225,7 @@ class FileDeletes:
         """Rows whose primary key falls in a deleted key range (a NULL key never does)."""
         mask = np.zeros(len(keys), dtype=bool)
         if self.point_values:
-            mask |= np.asarray(pc.fill_null(pc.is_in(keys, value_set=self.points.cast(keys.type)), False))
+            mask |= self._point_mask(keys)
         for lo, hi in self.ranges:
             inside = pc.is_valid(keys)
             if lo.is_valid:
