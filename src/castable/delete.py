@@ -28,7 +28,7 @@ from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Constant, Match, Predicate
 from castable.scan import read_ahead, rows_mask
-from castable.snapshot import Snapshot
+from castable.snapshot import LruCache, Snapshot
 from castable.stats import encode_value
 from castable.store import ObjectStore
 
@@ -115,9 +115,17 @@ def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array
 
 
 def _keys_held(snapshot: Snapshot, f: DataFile, key: str, keys: pa.Array) -> pa.Array:
-    """Which of ``keys`` the file holds (its key column read, row groups pruned by statistics)."""
-    column = snapshot.fragment(f).to_table(columns=[key], filter=pc.field(key).isin(keys)).column(key)
-    return pc.unique(column)
+    """Which of ``keys`` the file holds (its key column read once per process: files are immutable)."""
+    cache_key = (snapshot.store.uri, f.path, f.etag)
+    held = _FILE_KEYS.get(cache_key)
+    if held is None:
+        held = pc.unique(snapshot.fragment(f).to_table(columns=[key]).column(key))
+        _FILE_KEYS.put(cache_key, held)
+    return keys.filter(pc.is_in(keys, value_set=held))
+
+
+_FILE_KEYS: LruCache[tuple[str, str, str], pa.Array] = LruCache(256)
+"""The distinct keys of the small files ``_plan_key_points`` reads, by (store URI, path, ETag)."""
 
 
 def _plan_file(

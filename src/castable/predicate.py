@@ -10,6 +10,7 @@ pyarrow against row-group statistics, but castable cannot look inside it.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import functools
 import operator
@@ -18,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -157,13 +159,19 @@ class InList(Predicate):
         if isinstance(b, Match):
             return b
         lo, hi, exact = b
-        values = [v for v in self.values.to_pylist() if v is not None]
-        if any(lo <= v <= hi for v in values):
+        values = self._sorted
+        at = bisect.bisect_left(values, lo)
+        if at < len(values) and values[at] <= hi:
             single = lo == hi and exact
             if self.negated:
                 return Match.NONE if single else Match.SOME
             return Match.ALL if single else Match.SOME
         return Match.ALL if self.negated and exact else (Match.SOME if self.negated else Match.NONE)
+
+    @cached_property
+    def _sorted(self) -> list[Any]:
+        """The listed values as Python values, sorted, once (a file's bounds are searched in it)."""
+        return sorted(v for v in self.values.to_pylist() if v is not None)
 
     def key_points(self, key: str) -> pa.Array | None:
         if self.column != key or self.negated:

@@ -23,7 +23,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-class _Cache(Generic[K, V]):
+class LruCache(Generic[K, V]):
     """A thread-safe map of at most ``size`` items, least recently used evicted."""
 
     def __init__(self, size: int) -> None:
@@ -46,10 +46,10 @@ class _Cache(Generic[K, V]):
                 self._items.popitem(last=False)
 
 
-_TOMBSTONES: _Cache[tuple[str, str, str], tuple[tombstone.Entry, ...]] = _Cache(256)
+_TOMBSTONES: LruCache[tuple[str, str, str], tuple[tombstone.Entry, ...]] = LruCache(256)
 """Decoded tombstones by (store URI, path, ETag). Tombstones are immutable and read with
 ``If-Match``, so a later scan neither reads nor decodes them again."""
-_MERGED: _Cache[tuple[str, ...], tombstone.FileDeletes] = _Cache(512)
+_MERGED: LruCache[tuple[str, ...], tombstone.FileDeletes] = LruCache(512)
 """Each data file's deletes merged over its tombstones, by (store URI, file, tombstones)."""
 
 
