@@ -205,6 +205,7 @@ def _make_record_handler(batch: _Batch) -> Any:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     landing_bucket, landing_prefix = _landing(os.environ["CASTABLE_LANDING"])
     mode, op_column = _mode(os.environ.get("CASTABLE_INGEST_MODE", "append"), os.environ.get("CASTABLE_OP_COLUMN"))
     batch = _Batch(
@@ -216,7 +217,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         mode=mode,
         op_column=op_column,
     )
-    metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     processor = BatchProcessor(event_type=EventType.SQS)
     response = process_partial_response(event, _make_record_handler(batch), processor, context)
     recent = batch.table.refresh().manifest.recent_commits

@@ -114,6 +114,21 @@ def events(start: int, stop: int) -> pa.Table:
     )
 
 
+def keyed_events(table_uri: tuple[str, dict[str, str] | None], rows: int) -> Any:
+    """A new EVENTS table keyed by ``id`` at ``table_uri``, holding ``events(0, rows)``."""
+    import castable
+
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t.append(events(0, rows))
+    return t
+
+
+def other(t: Any) -> Any:
+    """A second handle on ``t``'s table (another writer), opened now."""
+    return type(t).load(t.store)
+
+
 def live(t: Any, where: str | None = None) -> dict[int, tuple[str | None, float | None]]:
     """The newest version's rows of an EVENTS table by key (asserting one live row per key)."""
     got = t.refresh().scan(filter=where).to_arrow().to_pylist()

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from conftest import events, keyed_events, snapshot_of
 
 import castable
 from castable.errors import EmptyWriteError, InvalidInputError, SchemaMismatchError
@@ -20,10 +20,7 @@ from castable.writer import write_data_files
 
 @pytest.fixture
 def table(table_uri: tuple[str, dict | None]) -> Table:
-    uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
-    t.append(events(0, 10))
-    return t
+    return keyed_events(table_uri, 10)
 
 
 def upload(t: Table, key: str, data: pa.Table) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from conftest import EVENTS, events, keyed_events, snapshot_of
 from faults import FaultyStore, SimulatedCrash, once
 
 import castable
@@ -22,10 +22,7 @@ from castable.table import Table
 
 @pytest.fixture
 def base(table_uri: tuple[str, dict | None]) -> Table:
-    uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
-    t.append(events(0, 10))
-    return t
+    return keyed_events(table_uri, 10)
 
 
 def faulty(t: Table, rule) -> Table:  # type: ignore[no-untyped-def]

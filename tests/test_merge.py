@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, live, snapshot_of
+from conftest import EVENTS, events, keyed_events, live, snapshot_of
 
 import castable
 from castable.errors import InvalidInputError, SchemaMismatchError
@@ -13,10 +13,7 @@ from castable.table import Table
 
 @pytest.fixture
 def table(table_uri: tuple[str, dict | None]) -> Table:
-    uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
-    t.append(events(0, 10))
-    return t
+    return keyed_events(table_uri, 10)
 
 
 def feed(changes: list[tuple[int, str, float]]) -> pa.Table:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, live, snapshot_of
+from conftest import EVENTS, events, keyed_events, live, other, snapshot_of
 
 import castable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError, SchemaMismatchError
@@ -13,15 +13,7 @@ from castable.table import Table
 
 @pytest.fixture
 def table(table_uri: tuple[str, dict | None]) -> Table:
-    uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
-    t.append(events(0, 100))
-    return t
-
-
-def other(t: Table) -> Table:
-    """A second handle (another writer), opened now."""
-    return Table.load(t.store)
+    return keyed_events(table_uri, 100)
 
 
 def rows(ids: list[int], value: float, category: str = "u") -> pa.Table:

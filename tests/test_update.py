@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events, live, snapshot_of
+from conftest import EVENTS, events, keyed_events, live, other, snapshot_of
 
 import castable
 from castable.errors import InvalidInputError, InvalidPredicateError, SchemaMismatchError
@@ -14,14 +14,7 @@ from castable.table import Table
 
 @pytest.fixture
 def table(table_uri: tuple[str, dict | None]) -> Table:
-    uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
-    t.append(events(0, 100))
-    return t
-
-
-def other(t: Table) -> Table:
-    return Table.load(t.store)
+    return keyed_events(table_uri, 100)
 
 
 def test_update_sets_expressions_of_the_old_values_on_the_matching_rows_only(table: Table) -> None:
