@@ -36,6 +36,13 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("castable-local", "castable-moto", "deltalake"),
             ("contention.png",),
         ),
+        (
+            "bench_scale.py",
+            "scale.md",
+            ("| local store |", "| moto S3 over HTTP |"),
+            ("10", "100"),
+            ("scale.png",),
+        ),
     ],
 )
 def test_quick_run_writes_report_and_plots(

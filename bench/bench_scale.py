@@ -1,0 +1,748 @@
+"""Scaling with the number of data files, on format version 1: the baseline format version 2 must beat.
+
+Format version 1 lists every data file and tombstone in each version's manifest, so every commit
+writes, and every open reads, the whole list (issue 16). For each number of data files N and each
+store (the local store, and a moto S3 server over HTTP) a table of N data files is built, then:
+
+- a 1-row append with a fresh handle (``open_table`` + ``append``) and on a handle already open;
+- the manifest bytes each such append writes (version 1 writes the whole list again);
+- opening the latest version plus a point scan ``id = k`` that the manifest statistics prune to
+  one data file.
+
+Building: one real Parquet file holds the point-scan key (written by ``Table.append``); the other
+N-1 entries are synthetic (the real entry's size and statistics, distinct paths and ETags, id and
+time ranges that do not overlap) and are committed in one commit through castable's own commit
+protocol, as a Table method would. Their objects do not exist: nothing measured here reads them.
+
+Every (store, N) runs in a process of its own: the timed repeats of each of the three measurements
+stop after a third of ``--budget`` seconds (each runs at least once), and the process is stopped
+after ``--limit`` seconds, keeping what it measured by then.
+
+Usage: cd bench && ../.venv/bin/python bench_scale.py [--files 10 1000 10000 100000] [--repeats 5]
+       [--stores local moto] [--moto-max-files 100000] [--budget 120] [--limit 300] [--quick] [--out DIR]
+Writes DIR/scale.md and DIR/scale.png (DIR defaults to bench/results/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import multiprocessing as mp
+import queue
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+import tracemalloc
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import numpy as np
+import pyarrow as pa
+from bench_core import RESULTS, SCHEMA, event_batches, fmt_s, moto_server, publish, report_header, timed
+
+import castable
+from castable.commit import NextState, commit
+from castable.layout import manifest_key
+from castable.manifest import DataFile, Manifest
+from castable.predicate import parse_predicate
+from castable.snapshot import Snapshot
+from castable.store import store_from_uri
+
+LOCAL, MOTO = "local", "moto"
+STORES = (LOCAL, MOTO)
+STORE_NAMES = {LOCAL: "local store", MOTO: "moto S3 over HTTP"}
+HEADINGS = {LOCAL: "Local store", MOTO: "moto S3 over HTTP"}
+COLORS = {LOCAL: "#1b9e77", MOTO: "#7570b3"}
+BUCKET = "bench"
+ROWS_PER_FILE = 1000
+"""Rows each data file claims (the real one holds them); ids of file i are i*1000 .. i*1000+999."""
+START_US = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1e6)
+US_PER_ID = 1000
+"""bench_core's event table: event_time = 2026-01-01 + id milliseconds."""
+TARGET_FILES = 1_000_000
+TARGET_APPEND_RATIO = 2.0
+TARGET_MANIFEST_BYTES = 64 * 1024
+TARGET_OPEN_SCAN_S = 0.100
+STARTED = time.perf_counter()
+T = TypeVar("T")
+
+
+def log(message: str) -> None:
+    """Progress on stderr, with the elapsed time."""
+    print(f"[{time.perf_counter() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+def rows(first_id: int, n: int) -> pa.Table:
+    """``n`` rows of bench_core's event table with ids ``first_id`` .. ``first_id + n - 1``."""
+    batch = next(event_batches(n))
+    ids = np.arange(first_id, first_id + n, dtype=np.int64)
+    times = pa.array(START_US + ids * US_PER_ID, SCHEMA.field("event_time").type)
+    return pa.table([pa.array(ids), times, batch.column("payload"), batch.column("category")], schema=SCHEMA)
+
+
+def clock(fn: Callable[[], T]) -> tuple[float, T]:
+    """bench_core's ``timed``, keeping the result's type."""
+    seconds, result = timed(fn)
+    return seconds, cast(T, result)
+
+
+# ------------------------------------------------------------------------------------ building a table
+
+
+def synthetic_entry(real: DataFile, index: int) -> DataFile:
+    """An entry like ``real`` for file ``index``: its own id and time range, a new path and ETag."""
+    lo, hi = index * ROWS_PER_FILE, index * ROWS_PER_FILE + ROWS_PER_FILE - 1
+    stats = {
+        **real.stats,
+        "id": {"min": lo, "max": hi, "nulls": 0},
+        "event_time": {"min": START_US + lo * US_PER_ID, "max": START_US + hi * US_PER_ID, "nulls": 0},
+    }
+    name = uuid.uuid4()
+    etag = f'"{name.hex}"' if real.etag.startswith('"') else f"{name.hex[:16]}-{real.size:x}"
+    return DataFile(
+        path=f"{real.path.rsplit('/', 1)[0]}/{name}.parquet",
+        size=real.size,
+        etag=etag,
+        rows=real.rows,
+        row_groups=real.row_groups,
+        stats=stats,
+    )
+
+
+def build_table(uri: str, files: int, options: dict[str, Any] | None) -> tuple[DataFile, int]:
+    """A table of ``files`` data files; returns the real file and a primary key only it holds.
+
+    The real file (file ``files // 2``, appended with ``Table.append``) is the only object; the
+    others are committed as entries by :func:`castable.commit.commit`, in one commit."""
+    table = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=options)
+    middle = files // 2
+    table.append(rows(middle * ROWS_PER_FILE, ROWS_PER_FILE))
+    (real,) = table.manifest.data_files
+    before = tuple(synthetic_entry(real, i) for i in range(middle))
+    after = tuple(synthetic_entry(real, i) for i in range(middle + 1, files))
+    added = len(before) + len(after)
+
+    def build(base: Manifest) -> NextState:
+        return NextState(
+            data_files=before + base.data_files + after,
+            tombstones=base.tombstones,
+            summary={"rows_added": added * real.rows, "files_added": added, "bench_synthetic_entries": True},
+        )
+
+    if added:
+        commit(table.store, table.manifest, operation="append", commit_id=str(uuid.uuid4()), build=build)
+    return real, middle * ROWS_PER_FILE + ROWS_PER_FILE // 2
+
+
+# ------------------------------------------------------------------------------------ one configuration
+
+
+@dataclass(frozen=True)
+class Config:
+    """One (store, N) to measure, in a process of its own."""
+
+    store: str
+    files: int
+    repeats: int
+    budget: float
+    uri: str
+    endpoint: str | None
+
+
+@dataclass
+class Measured:
+    """What one configuration measured (lists hold one value per timed repeat)."""
+
+    store: str
+    files: int
+    build_s: float = math.nan
+    manifest_bytes: int = 0
+    open_s: list[float] = field(default_factory=list)
+    fresh_append_s: list[float] = field(default_factory=list)
+    open_append_s: list[float] = field(default_factory=list)
+    manifest_written: list[int] = field(default_factory=list)
+    bytes_written: list[int] = field(default_factory=list)
+    open_scan_s: list[float] = field(default_factory=list)
+    scan_s: list[float] = field(default_factory=list)
+    scan_files: int = 0
+    scan_requests: dict[str, int] = field(default_factory=dict)
+    breakdown: dict[str, float] = field(default_factory=dict)
+    peak_rss: int = 0
+    step: str = "starting"
+    capped: list[str] = field(default_factory=list)
+    error: str | None = None
+    done: bool = False
+
+
+def repeat(fn: Callable[[], T], repeats: int, deadline: float, what: str, out: Measured) -> list[T]:
+    """``fn`` run ``repeats`` times, or fewer (at least once) once ``deadline`` has passed."""
+    results: list[T] = []
+    for i in range(repeats):
+        if i and time.perf_counter() > deadline:
+            out.capped.append(f"{what}: {i} of {repeats} repeats")
+            break
+        results.append(fn())
+    return results
+
+
+def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
+    """Build the table, then time appends and point scans; ``report`` hears of every finished step."""
+    out = Measured(cfg.store, cfg.files)
+    options = None if cfg.endpoint is None else {"endpoint_url": cfg.endpoint, "region": "us-east-1"}
+
+    def step(name: str) -> None:
+        out.step = name
+        out.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        report(out)
+
+    step("building the table")
+    out.build_s, (real, key) = clock(lambda: build_table(cfg.uri, cfg.files, options))
+    probe = castable.open_table(cfg.uri, storage_options=options)
+    out.manifest_bytes = probe.store.head(manifest_key(probe.version)).size
+    scan = probe.scan(filter=f"id = {key}")
+    pruned = scan.files()
+    out.scan_files = len(pruned)
+    if [f.path for f in pruned] != [real.path] or scan.to_arrow().column("id").to_pylist() != [key]:
+        raise AssertionError(f"the point scan id = {key} read {[f.path for f in pruned]}, not just {real.path}")
+    del probe, scan, pruned
+    next_id = (cfg.files + 1) * ROWS_PER_FILE
+
+    def one_row() -> pa.Table:
+        nonlocal next_id
+        next_id += 1
+        return rows(next_id, 1)
+
+    handle: list[castable.Table] = []
+
+    def fresh_append() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        table = castable.open_table(cfg.uri, storage_options=options)
+        t1 = time.perf_counter()
+        table.append(one_row())
+        t2 = time.perf_counter()
+        out.bytes_written.append(table.store.stats.snapshot()["bytes_out"])
+        out.manifest_written.append(table.store.head(manifest_key(table.version)).size)
+        handle[:] = [table]
+        return t1 - t0, t2 - t0
+
+    step("1-row appends, fresh handle")
+    deadline = time.perf_counter() + cfg.budget / 3
+    for opened, appended in repeat(fresh_append, cfg.repeats, deadline, "fresh-handle appends", out):
+        out.open_s.append(opened)
+        out.fresh_append_s.append(appended)
+
+    def open_append() -> float:
+        (table,) = handle
+        row = one_row()
+        before = table.store.stats.snapshot()["bytes_out"]
+        seconds, _ = clock(lambda: table.append(row))
+        out.bytes_written.append(table.store.stats.snapshot()["bytes_out"] - before)
+        out.manifest_written.append(table.store.head(manifest_key(table.version)).size)
+        return seconds
+
+    step("1-row appends, open handle")  # the last fresh handle: current, its entries' JSON encoded once
+    deadline = time.perf_counter() + cfg.budget / 3
+    out.open_append_s = repeat(open_append, cfg.repeats, deadline, "open-handle appends", out)
+    handle.clear()
+
+    def open_scan() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        table = castable.open_table(cfg.uri, storage_options=options)
+        t1 = time.perf_counter()
+        found = table.scan(filter=f"id = {key}").to_arrow()
+        t2 = time.perf_counter()
+        if found.num_rows != 1:
+            raise AssertionError(f"the point scan found {found.num_rows} rows")
+        out.scan_requests = {k: v for k, v in table.store.stats.snapshot().items() if v}
+        return t2 - t0, t2 - t1
+
+    step("open + point scan")
+    deadline = time.perf_counter() + cfg.budget / 3
+    for total, scanning in repeat(open_scan, cfg.repeats, deadline, "open + point scan", out):
+        out.open_scan_s.append(total)
+        out.scan_s.append(scanning)
+
+    step("where the time goes")
+    out.breakdown = breakdown(cfg.uri, options, key, 3 if cfg.files <= 100_000 else 1)
+    step("done")
+    out.done = True
+    return out
+
+
+def breakdown(uri: str, options: dict[str, Any] | None, key: int, repeats: int) -> dict[str, float]:
+    """One open's and one commit's manifest work taken apart (medians of ``repeats``): the store
+    client, the GET, JSON parse, parse plus the entries' objects (with Python's cyclic garbage
+    collector on, as always, and off), pruning for ``id = key``, encoding (entries not yet encoded,
+    and cached), and the memory a parsed manifest holds per entry."""
+    table = castable.open_table(uri, storage_options=options)
+    store, name = table.store, manifest_key(table.version)
+    del table
+
+    def median_of(fn: Callable[[], object]) -> float:
+        return statistics.median(clock(fn)[0] for _ in range(repeats))
+
+    def without_gc() -> Manifest:
+        gc.disable()
+        try:
+            return Manifest.from_json(data, key=name)
+        finally:
+            gc.enable()
+
+    get_s, blob = clock(lambda: store.get(name))
+    data = blob.data
+    manifest = Manifest.from_json(data, key=name)
+    predicate = parse_predicate(f"id = {key}", manifest.schema)
+    figures = {
+        "client": median_of(lambda: store_from_uri(uri, options)),
+        "get": get_s,
+        "json": median_of(lambda: json.loads(data)),
+        "manifest": median_of(lambda: Manifest.from_json(data, key=name)),
+        "manifest_no_gc": median_of(without_gc),
+        "prune": median_of(lambda: Snapshot(store, manifest).prune_files(predicate)),
+    }
+    figures["encode_cold"] = statistics.median(clock(fresh.to_json)[0] for fresh in parsed(data, name, repeats))
+    manifest.to_json()  # encodes each entry once, as a handle's first commit does
+    figures["encode_warm"] = median_of(manifest.to_json)
+    figures["entry_bytes"], figures["entry_bytes_encoded"] = memory_per_entry(manifest)
+    return figures
+
+
+def memory_per_entry(manifest: Manifest, sample: int = 10_000) -> tuple[float, float]:
+    """Python heap bytes per entry of a parsed manifest (by tracemalloc, over the first ``sample``
+    entries), and with each entry's JSON encoding cached, as after a commit on the handle."""
+    entries = manifest.data_files[:sample]
+    data = replace(manifest, data_files=entries).to_json()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        parsed = Manifest.from_json(data, key="sample")
+        held = tracemalloc.get_traced_memory()[0]
+        parsed.to_json()
+        encoded = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return held / len(entries), encoded / len(entries)
+
+
+def parsed(data: bytes, name: str, count: int) -> Iterator[Manifest]:
+    """``count`` manifests parsed from ``data`` one after the other, none of their entries encoded yet."""
+    for _ in range(count):
+        yield Manifest.from_json(data, key=name)
+
+
+def child(cfg: Config, results: Any) -> None:
+    """A configuration's process: progress and the final result go to ``results`` (a queue)."""
+    try:
+        measure(cfg, lambda m: results.put(m))
+    except BaseException as e:
+        failed = Measured(cfg.store, cfg.files, error=f"{type(e).__name__}: {e}")
+        results.put(failed)
+        traceback.print_exc()
+
+
+def run_config(cfg: Config, limit: float) -> Measured:
+    """Run one configuration in a spawned process; stop it after ``limit`` seconds."""
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=child, args=(cfg, results), name=f"scale-{cfg.store}-{cfg.files}")
+    start = time.perf_counter()
+    process.start()
+    last = Measured(cfg.store, cfg.files)
+    try:
+        while True:
+            try:
+                found: Measured = results.get(timeout=1.0)
+            except queue.Empty:
+                if not process.is_alive():
+                    last.error = last.error or f"the process ended (exit code {process.exitcode}) during {last.step}"
+                    return last
+                if time.perf_counter() - start > limit:
+                    last.error = f"stopped after the {limit:.0f} s limit, during {last.step}"
+                    return last
+                continue
+            if found.error is not None:
+                found.error = f"{found.error} (during {last.step})"
+                return found
+            last = found
+            log(f"{STORE_NAMES[cfg.store]}, {cfg.files:,} files: {found.step}")
+            if found.done:
+                return found
+    finally:
+        if process.is_alive():
+            process.terminate()
+        process.join(30)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def clear_prefix(endpoint: str, prefix: str) -> None:
+    """Delete a finished configuration's objects from the moto server (it holds them in memory)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        for i in range(0, len(keys), 1000):
+            client.delete_objects(Bucket=BUCKET, Delete={"Objects": keys[i : i + 1000]})
+
+
+# ------------------------------------------------------------------------------------ the report
+
+
+def med(values: list[float] | list[int]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def fmt_bytes(n: float) -> str:
+    if math.isnan(n):
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_t(values: list[float]) -> str:
+    """Median (min-max) of a list of seconds, ``-`` if empty."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return fmt_s(values[0])
+    return f"{fmt_s(med(values))} ({fmt_s(min(values))}-{fmt_s(max(values))})"
+
+
+def store_table(found: list[Measured]) -> list[str]:
+    lines = [
+        "| data files | manifest | build | open latest | 1-row append, fresh handle "
+        "(open + append) | 1-row append, open handle | manifest bytes written per append | all bytes "
+        "written per append | open + point scan | of which the scan | files the scan reads | peak memory "
+        "| repeats (fresh / open handle / scan) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for m in found:
+        counts = (len(m.fresh_append_s), len(m.open_append_s), len(m.open_scan_s))
+        repeats = str(counts[0]) if len(set(counts)) == 1 else " / ".join(map(str, counts))
+        if m.capped:
+            repeats += " (capped in time)"
+        if m.error:
+            repeats += f"; **not finished**: {m.error}"
+        lines.append(
+            f"| {m.files:,} | {fmt_bytes(m.manifest_bytes or math.nan)} | "
+            f"{fmt_s(m.build_s) if not math.isnan(m.build_s) else '-'} | {fmt_t(m.open_s)} | "
+            f"{fmt_t(m.fresh_append_s)} | {fmt_t(m.open_append_s)} | {fmt_bytes(med(m.manifest_written))} | "
+            f"{fmt_bytes(med(m.bytes_written))} | {fmt_t(m.open_scan_s)} | {fmt_t(m.scan_s)} | "
+            f"{reads(m)} | {fmt_bytes(m.peak_rss or math.nan)} | {repeats} |"
+        )
+    return lines
+
+
+def reads(m: Measured) -> str:
+    """The files the point scan reads and, on S3, its requests (on the local store Parquet reads
+    are not counted as requests)."""
+    if not m.scan_files:
+        return "-"
+    if m.store != MOTO or not m.scan_requests:
+        return str(m.scan_files)
+    requests = ", ".join(f"{v} {k}" for k, v in m.scan_requests.items() if not k.startswith("bytes"))
+    return f"{m.scan_files} ({requests}; {fmt_bytes(m.scan_requests.get('bytes_in', 0))} read)"
+
+
+def breakdown_table(measured: list[Measured]) -> list[str]:
+    lines = [
+        "| store | data files | new store client | GET manifest | json.loads | Manifest.from_json (json.loads + "
+        "objects) | the same, cyclic GC off | prune for id = k | encode (entries not yet encoded) | encode "
+        "(entries cached) | parsed manifest in memory | the same after a commit |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for m in measured:
+        b = m.breakdown
+        if b:
+            lines.append(
+                f"| {STORE_NAMES[m.store]} | {m.files:,} | {fmt_s(b['client'])} | {fmt_s(b['get'])} | "
+                f"{fmt_s(b['json'])} | {fmt_s(b['manifest'])} | {fmt_s(b['manifest_no_gc'])} | "
+                f"{fmt_s(b['prune'])} | {fmt_s(b['encode_cold'])} | {fmt_s(b['encode_warm'])} | "
+                f"{fmt_bytes(b['entry_bytes'] * m.files)} ({b['entry_bytes']:,.0f} B per entry) | "
+                f"{fmt_bytes(b['entry_bytes_encoded'] * m.files)} |"
+            )
+    return lines
+
+
+def summary_lines(measured: list[Measured]) -> list[str]:
+    """Where the time of the largest finished local configuration goes, in words (from 10,000 files,
+    where the manifest's work dominates)."""
+    found = [m for m in measured if m.store == LOCAL and m.done and m.breakdown and m.files >= 10_000]
+    if not found:
+        return []
+    m = max(found, key=lambda m: m.files)
+    b = m.breakdown
+    gc_share = (b["manifest"] - b["manifest_no_gc"]) / b["manifest"] if b["manifest"] else math.nan
+    heap = b["entry_bytes"] * m.files
+    return [
+        "",
+        f"At {m.files:,} files on the local store: opening the latest version ({fmt_s(med(m.open_s))}) is mostly "
+        f"`Manifest.from_json` ({fmt_s(b['manifest'])}: JSON parse and one `DataFile` per entry, "
+        f"{gc_share:.0%} of it in Python's cyclic garbage collector, which the many dicts the parse allocates "
+        f"trigger again and again over a growing heap); reading the {fmt_bytes(m.manifest_bytes)} takes "
+        f"{fmt_s(b['get'])}. The point scan's {fmt_s(med(m.scan_s))} is almost all pruning "
+        f"({fmt_s(b['prune'])}): each entry's statistics are decoded from JSON into Arrow scalars and back to "
+        "Python values, one file at a time. "
+        f"A fresh handle's append adds encoding every entry once ({fmt_s(b['encode_cold'])}) to writing the "
+        f"whole manifest; an open handle's append joins the cached encodings ({fmt_s(b['encode_warm'])}) "
+        f"and writes the whole manifest again ({fmt_s(med(m.open_append_s))} in all). A parsed manifest holds "
+        f"about {b['entry_bytes']:,.0f} B of Python heap per entry, {heap / m.manifest_bytes:.1f}x its JSON.",
+    ]
+
+
+def verdict(target: str, measured: float, need: float, detail: str) -> str:
+    """A target line in the style of compare.md: met, or missed by how many times (at most ``need``)."""
+    if math.isnan(measured):
+        return f"- **not measured**: {target} ({detail})"
+    state = "**met**" if measured <= need else f"**missed** by {measured / need:,.2f}x"
+    return f"- {state}: {target}: {measured:,.2f} (target <= {need:,.2f}); {detail}"
+
+
+def where(n: int) -> str:
+    """How a figure at ``n`` files stands to the issue's targets, which are at 1,000,000 files."""
+    if n >= TARGET_FILES:
+        return f"{n:,} files"
+    return f"{n:,} files (the largest measured here; the target is at {TARGET_FILES:,})"
+
+
+def target_lines(measured: list[Measured], requested: list[int], stores: list[str]) -> list[str]:
+    lines: list[str] = []
+    for store in stores:
+        found = sorted((m for m in measured if m.store == store and m.fresh_append_s), key=lambda m: m.files)
+        name = STORE_NAMES[store]
+        if len(found) < 2:
+            lines.append(f"- **not measured**: {name}: fewer than two sizes finished")
+            continue
+        small, large = found[0], found[-1]
+        for label, attr in (("fresh handle", "fresh_append_s"), ("open handle", "open_append_s")):
+            a, b = med(getattr(small, attr)), med(getattr(large, attr))
+            lines.append(
+                verdict(
+                    f"1-row append into {where(large.files)} vs into {small.files:,} files, {label}, {name} "
+                    f"(at most {TARGET_APPEND_RATIO:g}x)",
+                    b / a,
+                    TARGET_APPEND_RATIO,
+                    f"{fmt_s(b)} vs {fmt_s(a)}",
+                )
+            )
+        written = med(large.manifest_written)
+        lines.append(
+            verdict(
+                f"manifest bytes written per 1-row append into {where(large.files)}, {name} (at most 64 kB = "
+                f"{TARGET_MANIFEST_BYTES:,} B), in kB",
+                written / 1024,
+                TARGET_MANIFEST_BYTES / 1024,
+                f"{fmt_bytes(written)}: format version 1 writes the whole manifest",
+            )
+        )
+        scan = med(large.open_scan_s)
+        text = (
+            f"open latest + point scan pruned to one file at {where(large.files)}, {name} (at most "
+            f"{TARGET_OPEN_SCAN_S * 1000:.0f} ms), in ms"
+        )
+        if store == LOCAL:
+            lines.append(verdict(text, scan * 1000, TARGET_OPEN_SCAN_S * 1000, f"{fmt_s(scan)}"))
+        else:
+            lines.append(f"- no target (the target is on the local store): {text}: {scan * 1000:,.2f}")
+        fits = [m for m in found if med(m.manifest_written) <= TARGET_MANIFEST_BYTES]
+        per_entry = (large.manifest_bytes - small.manifest_bytes) / (large.files - small.files)
+        fixed = small.manifest_bytes - per_entry * small.files
+        lines.append(
+            f"- no target: at {per_entry:.0f} B per entry plus {fixed / 1000:.1f} kB, a version-1 manifest "
+            f"stays within 64 kB up to about {(TARGET_MANIFEST_BYTES - fixed) / per_entry:,.0f} data files"
+            + (f" (largest measured within it: {fits[-1].files:,})" if fits else "")
+            + f", {name}"
+        )
+    for store in stores:
+        for n in requested:
+            m = next((m for m in measured if m.store == store and m.files == n), None)
+            if m is not None and (m.error or not m.done):
+                lines.append(
+                    f"- **not measured** in full: {n:,} files, {STORE_NAMES[store]}: {m.error or 'unfinished'}"
+                )
+    return lines
+
+
+def plot(measured: list[Measured], path: Path) -> None:
+    """Log-log: latencies against N (left), manifest bytes written per append against N (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (lat, size) = plt.subplots(1, 2, figsize=(13, 5.5))
+    series = (
+        ("fresh_append_s", "1-row append, fresh handle", "-", "o"),
+        ("open_append_s", "1-row append, open handle", "--", "s"),
+        ("open_scan_s", "open + point scan", ":", "^"),
+    )
+    for store in STORES:
+        found = sorted((m for m in measured if m.store == store), key=lambda m: m.files)
+        for attr, label, style, marker in series:
+            points = [(m.files, med(getattr(m, attr)) * 1000) for m in found if getattr(m, attr)]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                lat.plot(xs, ys, style, marker=marker, color=COLORS[store], label=f"{label} ({STORE_NAMES[store]})")
+        points = [(m.files, med(m.manifest_written)) for m in found if m.manifest_written]
+        if points:
+            xs, ys = zip(*points, strict=True)
+            style, marker, width = ("-", "o", 2.5) if store == LOCAL else ("--", "s", 1.2)
+            size.plot(xs, ys, style, marker=marker, linewidth=width, color=COLORS[store], label=STORE_NAMES[store])
+    lat.axhline(TARGET_OPEN_SCAN_S * 1000, color="grey", linewidth=0.8, linestyle="-.")
+    lat.annotate("open + point scan target, 100 ms", (1, TARGET_OPEN_SCAN_S * 1000), xycoords=("axes fraction", "data"),
+                 ha="right", va="bottom", fontsize=8, color="grey")  # fmt: skip
+    size.axhline(TARGET_MANIFEST_BYTES, color="grey", linewidth=0.8, linestyle="-.")
+    size.annotate("target, 64 kB per append", (1, TARGET_MANIFEST_BYTES), xycoords=("axes fraction", "data"),
+                  ha="right", va="bottom", fontsize=8, color="grey")  # fmt: skip
+    for ax, ylabel in ((lat, "latency, ms (median)"), (size, "manifest bytes written per 1-row append")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("data files in the table")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.suptitle("castable format version 1 (baseline): cost against the number of data files")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def configs(files: list[int], stores: list[str], moto_max: int) -> Iterator[tuple[str, int]]:
+    for n in files:
+        for store in stores:
+            if store != MOTO or n <= moto_max:
+                yield store, n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, nargs="+", help="data files per table (default 10 1000 10000 100000)")
+    parser.add_argument("--repeats", type=int, help="timed repeats of each measurement (default 5)")
+    parser.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES))
+    parser.add_argument("--moto-max-files", type=int, default=100_000, help="larger tables run on the local store only")
+    parser.add_argument("--budget", type=float, default=120.0, help="seconds of timed repeats per configuration")
+    parser.add_argument("--limit", type=float, default=300.0, help="seconds after which a configuration is stopped")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 10 and 100 files, 1 repeat")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where scale.md and scale.png go")
+    args = parser.parse_args()
+    files = sorted(set(args.files or ([10, 100] if args.quick else [10, 1000, 10_000, 100_000])))
+    repeats = args.repeats or (1 if args.quick else 5)
+    if min(files) < 1 or repeats < 1:
+        parser.error("--files and --repeats must be positive")
+    plan = list(configs(files, args.stores, args.moto_max_files))
+
+    work = Path(tempfile.mkdtemp(prefix="castable-scale-"))
+    server, endpoint = None, None
+    measured: list[Measured] = []
+    try:
+        if any(store == MOTO for store, _ in plan):
+            import boto3
+
+            server, endpoint = moto_server()
+            boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        for store, n in plan:
+            prefix = f"scale-{n}"
+            uri = f"s3://{BUCKET}/{prefix}" if store == MOTO else str(work / prefix)
+            cfg = Config(store, n, repeats, args.budget, uri, endpoint if store == MOTO else None)
+            start = time.perf_counter()
+            measured.append(run_config(cfg, args.limit))
+            log(f"{STORE_NAMES[store]}, {n:,} files: {time.perf_counter() - start:.1f} s")
+            if store == MOTO and endpoint is not None:
+                clear_prefix(endpoint, prefix)
+            else:
+                shutil.rmtree(work / prefix, ignore_errors=True)
+    finally:
+        if server is not None:
+            server.close()
+        shutil.rmtree(work, ignore_errors=True)
+    elapsed = time.perf_counter() - STARTED
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(measured, args.out / "scale.png")
+    command = " ".join(["python", "bench_scale.py", *sys.argv[1:]])
+    stores = [s for s in args.stores if any(m.store == s for m in measured)]
+    moto_note = (
+        f" moto runs tables of at most {args.moto_max_files:,} files (`--moto-max-files`)."
+        if MOTO in stores and max(files) > args.moto_max_files
+        else ""
+    )
+    lines = [
+        *report_header("scaling benchmark, format version 1", f"`{command}` took {elapsed / 60:.1f} min."),
+        "**These are format version 1 figures: the baseline that format version 2 (issue 16, "
+        "docs/design/format-v2.md) must beat.** Version 1 lists every data file and tombstone in each "
+        "version's manifest, so every commit writes the whole list and every open reads and parses it.",
+        "",
+        "## Method",
+        "",
+        f"For each number of data files N a table of bench_core's event schema (id primary key, event_time, "
+        f"payload, category) is built: one real Parquet file of {ROWS_PER_FILE:,} rows, written by "
+        f"`Table.append`, holds the point-scan key; the other N-1 manifest entries are synthetic (the real "
+        f"entry's size, row count and statistics, their own uuid paths and ETags, id and event_time ranges of "
+        f"{ROWS_PER_FILE:,} ids that do not overlap) and are committed in one commit through "
+        "`castable.commit.commit` with a `build` returning the `NextState`, as Table methods do. Their objects "
+        "do not exist: no measurement reads them (the point scan is checked to prune to the one real file and "
+        "return its one row). Each (store, N) runs in a spawned process of its own (peak memory is that "
+        "process's maximum resident set), against the local store or a moto server over HTTP running in the "
+        "parent process (its object writes serialized as S3 applies conditional writes).",
+        "",
+        f"Timed, medians (min-max) of up to {repeats} repeats: *fresh handle* = `open_table` + a 1-row "
+        "`append`, on S3 including the new boto3 client `open_table` makes; *open handle* = a 1-row append on "
+        "the handle that made the previous append (current, its entries' JSON already encoded once); "
+        "*manifest bytes written per append* = the size of the manifest the append committed (version 1: "
+        "the whole list, the analogue of the issue's root plus new segments); *all bytes* adds the data file "
+        "and the pointer; *open + point scan* = `open_table` + `scan(filter='id = k').to_arrow()`. Repeats "
+        f"of each measurement stop after {args.budget / 3:.0f} s (each runs at least once) "
+        f"and a configuration is stopped after {args.limit:.0f} s.{moto_note}",
+    ]
+    for store in stores:
+        lines += ["", f"## {HEADINGS[store]}", ""]
+        lines += store_table(sorted((m for m in measured if m.store == store), key=lambda m: m.files))
+    lines += [
+        "",
+        "## Where the time goes",
+        "",
+        "One open's and one commit's manifest work taken apart, per configuration (medians of 3, one run "
+        "above 100,000 files): the store client `open_table` makes (on S3 a boto3 session and client), the "
+        "GET of the manifest, `json.loads` alone, `Manifest.from_json` (the parse plus building the "
+        "`Manifest` and its `DataFile` objects) with Python's cyclic garbage collector on as usual and "
+        "switched off, pruning the entries for `id = k` (`Snapshot.prune_files`, which decodes every "
+        "entry's statistics), `Manifest.to_json` with the entries not yet encoded (the first commit on a "
+        "fresh handle) and with their encoding cached (later commits on the same handle), and the Python "
+        "heap a parsed manifest holds (tracemalloc over up to 10,000 entries, times N), also after a commit "
+        "has cached each entry's JSON.",
+        "",
+        *breakdown_table(sorted(measured, key=lambda m: (m.store, m.files))),
+        *summary_lines(measured),
+        "",
+        "## Targets",
+        "",
+        "Issue 16's targets are at 1,000,000 data files; where that size was not measured the verdict is at "
+        "the largest size that was (every version-1 cost here grows with N, so a target missed there is "
+        "missed at 1,000,000).",
+        "",
+        *target_lines(measured, files, stores),
+        "",
+        "![latency and manifest bytes written against data files](scale.png)",
+    ]
+    publish("scale", lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
