@@ -36,6 +36,8 @@ def test_update_without_where_changes_every_row_and_every_value_sees_the_old_row
     now = live(table)
     assert now[3] == ("none", -1.0) and now[2] == ("c", 2.0)
     assert table.update({"value": 0}, where="id > 1000") == table.version, "no match: nothing committed"
+    table.delete("id IN (5, 6)")
+    assert table.update({"value": 0}, where="id IN (5, 6)") == table.version, "deleted keys: nothing committed"
     assert table.update({"value": pc.field("value") + 1}, where="id = 2", commit_id="u") == table.version
     assert live(table)[2] == ("c", 3.0)
     version = table.version

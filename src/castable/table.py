@@ -527,7 +527,8 @@ class Table:
 
         def derive(snapshot: Snapshot) -> Rewrite:
             rows = Scan(snapshot, None, selected).to_arrow()
-            return Rewrite(selected, assignments.apply(rows, rows), summary={"rows_updated": rows.num_rows})
+            replaced = selected if rows.num_rows else Constant(False)  # no live row: nothing to tombstone
+            return Rewrite(replaced, assignments.apply(rows, rows), summary={"rows_updated": rows.num_rows})
 
         version = self._rewrite("update", derive, commit_id=commit_id)
         return self._manifest.version if version is None else version
