@@ -133,3 +133,15 @@ def test_a_merge_racing_an_insert_of_its_key_decides_again(table: Table) -> None
     now = live(table)
     assert now[50] == ("new", 9.0), "the key inserted meanwhile is matched, not inserted a second time"
     assert now[3] == (None, 9.0) and table.history(limit=1)[0].summary["replans"] == 1
+
+
+@pytest.mark.parametrize("source", [[], "rows", 5, [pa.table({"id": [1]}), {"id": 2}]])
+def test_a_merge_source_that_is_not_rows_is_refused(table: Table, source: object) -> None:
+    with pytest.raises(InvalidInputError):
+        table.merge(source)
+
+
+def test_a_merge_source_may_be_batches(table: Table) -> None:
+    batches = pa.table({"id": [1, 2], "value": [7.0, 8.0]}).to_batches(max_chunksize=1)
+    table.merge(batches).when_matched_update({"value": "s.value"}).execute()
+    assert live(table)[1][1] == 7.0 and live(table)[2][1] == 8.0

@@ -179,3 +179,14 @@ def test_an_upsert_names_only_the_keys_a_small_file_holds(table: Table) -> None:
     table.upsert(rows([95], 3.0))
     assert spread in table.manifest.tombstones[-1].files
     assert live(table)[95] == ("u", 3.0) and live(table)[5] == ("u", 1.0)
+
+
+@pytest.mark.parametrize("data", ["rows", 5, [{"id": 2}]])
+def test_rows_that_are_not_arrow_are_refused_by_every_write(table: Table, data: object) -> None:
+    before = snapshot_of(table.store)
+    for write in (table.append, table.upsert, table.overwrite):
+        with pytest.raises(InvalidInputError):
+            write(data)
+    with pytest.raises(InvalidInputError):
+        table.upsert(data, op_column="op")
+    assert snapshot_of(table.store) == before

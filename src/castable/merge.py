@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.expressions import Assignments, Value, parse_value
+from castable.inputs import arrow_pieces, is_dataframe
 from castable.predicate import Constant, InList
 from castable.replace import Rewrite
 from castable.scan import Scan
@@ -210,15 +211,15 @@ class MergeBuilder:
 
 
 def _arrow(source: Any) -> pa.Table:
-    if isinstance(source, pa.Table):
-        return source
-    if isinstance(source, pa.RecordBatch):
-        return pa.Table.from_batches([source])
+    """The merge source as one Arrow table (a reader keeps its schema even with no rows)."""
+    if is_dataframe(source):
+        return pa.Table.from_pandas(source, preserve_index=False)
     if isinstance(source, pa.RecordBatchReader):
         return source.read_all()
-    if type(source).__name__ == "DataFrame" and hasattr(source, "to_numpy"):
-        return pa.Table.from_pandas(source, preserve_index=False)
-    raise InvalidInputError(f"a merge source is a pyarrow Table, RecordBatch(Reader) or DataFrame, not {source!r}")
+    pieces = [pa.table(piece) for piece in arrow_pieces(source)]
+    if not pieces:
+        raise InvalidInputError("the merge source holds no rows")
+    return pa.concat_tables(pieces)
 
 
 def _prefixed(schema: pa.Schema, alias: str) -> list[pa.Field]:

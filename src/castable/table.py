@@ -47,6 +47,7 @@ from castable.expressions import Assignments
 from castable.gc import ExpireReport, GcReport, retained_versions
 from castable.gc import expire as expire_versions
 from castable.gc import gc as collect_garbage
+from castable.inputs import arrow_pieces, is_dataframe
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, DataFile, Manifest
 from castable.merge import MergeBuilder
@@ -500,7 +501,8 @@ class Table:
             batches: Iterable[pa.RecordBatch] = self.conforming_batches(data)
         else:
             rows = self._materialize(data, "overwrite", allow_empty=True)
-            replaced = self._replaced_range(where, rows)
+            replaced = parse_predicate(where, self.schema)
+            self._check_inside(replaced, where, rows)
             batches = rows.to_batches()
         files = self._write(batches)
         change = ReplaceChange(self.store, self._manifest, replaced, files, operation="overwrite", exclusive=True)
@@ -556,17 +558,16 @@ class Table:
             return None
         return self._commit(operation, commit_id, change.build).version
 
-    def _replaced_range(self, where: str | pc.Expression | Predicate, rows: pa.Table) -> Predicate:
-        """``where`` parsed, once every one of ``rows`` (the new rows, or their predicate columns)
-        is known to match it."""
-        replaced = parse_predicate(where, self.schema)
+    @staticmethod
+    def _check_inside(replaced: Predicate, where: object, rows: pa.Table) -> None:
+        """Refuse an overwrite whose ``rows`` (the new rows, or their predicate columns) do not
+        all match ``replaced``, the parsed ``where``."""
         outside = rows.num_rows - rows.filter(replaced.to_expression()).num_rows
         if outside:
             raise InvalidInputError(
                 f"{outside} of the {rows.num_rows} rows do not match {where!r}; an overwrite with "
                 "where writes only rows inside it"
             )
-        return replaced
 
     def _materialize(self, data: Any, operation: str, *, allow_empty: bool = False) -> pa.Table:
         """``data`` as one table of the table's schema, for checks that need every row first."""
@@ -607,10 +608,12 @@ class Table:
         if mode == "upsert":
             key = self._key_for("upsert")
             replaced: Predicate = InList(key, _unique_keys(self._read_files(checked, [key]).column(key)))
-        elif predicate is not None and where is not None:
+        elif predicate is not None:
             columns = predicate.columns()
-            rows = self._read_files(checked, None if columns is None else sorted(columns))
-            replaced = self._replaced_range(where, rows)
+            self._check_inside(
+                predicate, where, self._read_files(checked, None if columns is None else sorted(columns))
+            )
+            replaced = predicate
         elif mode == "overwrite":
             replaced = Constant(True)
         else:
@@ -659,21 +662,8 @@ class Table:
     def conforming_batches(self, data: Any) -> Iterator[pa.RecordBatch]:
         """``data`` as non-empty RecordBatches of the table's schema; ``SchemaMismatchError`` if it does not fit."""
         schema = self.schema
-        if isinstance(data, pa.RecordBatchReader):
-            source: Iterable[Any] = data
-        elif isinstance(data, pa.Table | pa.RecordBatch):
-            source = [data]
-        elif type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy"):
-            source = [_from_pandas(data, schema)]
-        elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
-            source = data
-        else:
-            raise InvalidInputError(
-                f"cannot append {type(data).__name__}; give a pyarrow Table, RecordBatch(Reader) or DataFrame"
-            )
+        source = [_from_pandas(data, schema)] if is_dataframe(data) else arrow_pieces(data)
         for item in source:
-            if not isinstance(item, pa.Table | pa.RecordBatch):
-                raise InvalidInputError(f"expected pyarrow RecordBatches, got {type(item).__name__}")
             conformed = conform(item, schema)
             if self.primary_key is not None and conformed.column(self.primary_key).null_count:
                 raise SchemaMismatchError(f"primary key column {self.primary_key!r} holds NULLs; a row needs a key")
@@ -991,23 +981,15 @@ def _last_of_each(keys: pa.ChunkedArray) -> pa.Array:
 def _split_column(data: Any, name: str) -> tuple[Any, pa.ChunkedArray]:
     """``data`` (a pyarrow Table, RecordBatch, reader, iterable of batches or DataFrame) without
     its column ``name``, and that column as lower-case text (a change feed's operations)."""
-    if type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy"):
+    if is_dataframe(data):
         if name not in data.columns:
             raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
         rest: Any = data.drop(columns=[name])
         column = pa.chunked_array([pa.array(data[name], from_pandas=True)])
     else:
-        if isinstance(data, pa.Table):
-            batches: Iterable[Any] = data.to_batches()
-        elif isinstance(data, pa.RecordBatch):
-            batches = [data]
-        elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
-            batches = data
-        else:
-            raise InvalidInputError(f"cannot read a change feed from {type(data).__name__}")
         rest, parts = [], []
-        for batch in batches:
-            if not isinstance(batch, pa.RecordBatch | pa.Table) or name not in batch.schema.names:
+        for batch in arrow_pieces(data):
+            if name not in batch.schema.names:
                 raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
             parts.append(batch.column(name))
             rest.append(batch.drop_columns([name]))
