@@ -138,10 +138,10 @@ def test_pointer_naming_a_missing_manifest(table: Table) -> None:
         lambda d: b"{truncated",
         lambda d: json.dumps({**d, "format_version": 99}).encode(),
         lambda d: json.dumps({**d, "format": "delta"}).encode(),
-        lambda d: json.dumps({k: v for k, v in d.items() if k != "data_files"}).encode(),
+        lambda d: json.dumps({k: v for k, v in d.items() if k not in ("data_files", "segments")}).encode(),
         lambda d: json.dumps({**d, "version": 7}).encode(),
         lambda d: json.dumps({**d, "schema": {"arrow": "!!"}}).encode(),
-        lambda d: json.dumps({**d, "data_files": [{"path": "x"}]}).encode(),
+        lambda d: json.dumps({**d, "data_files": [{"path": "x"}], "segments": [{"path": "x"}]}).encode(),
         lambda d: json.dumps({**d, "primary_key": ["missing"]}).encode(),
     ],
 )

@@ -24,6 +24,7 @@ from rich.text import Text
 
 import castable
 from castable.errors import CastableError, InvalidInputError
+from castable.manifest import LATEST_FORMAT_VERSION
 from castable.sources import CsvOptions, Source, format_of, json_rows, json_value, open_source, to_json_lines
 from castable.types import parse_schema
 
@@ -139,6 +140,9 @@ def create(
     like: Annotated[Path | None, typer.Option(help="Take the schema of this Parquet or CSV file.")] = None,
     primary_key: Annotated[str | None, typer.Option("--primary-key", "-k")] = None,
     prop: Annotated[list[str] | None, typer.Option("--property", "-p", help="KEY=VALUE table property.")] = None,
+    format_version: Annotated[
+        int, typer.Option(help="2 (segmented manifests), or 1 for readers older than castable 0.2.")
+    ] = LATEST_FORMAT_VERSION,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
 ) -> None:
@@ -147,7 +151,12 @@ def create(
         raise InvalidInputError("give exactly one of --schema and --like")
     arrow_schema = parse_schema(schema) if schema else _read_source(like, None).schema  # type: ignore[arg-type]
     table = castable.create_table(
-        uri, arrow_schema, primary_key=primary_key, properties=_options(prop), storage_options=_options(storage_option)
+        uri,
+        arrow_schema,
+        primary_key=primary_key,
+        properties=_options(prop),
+        storage_options=_options(storage_option),
+        format_version=format_version,
     )
     _emit(as_json, f"created {table.uri} (version {table.version})", {"uri": table.uri, "version": table.version})
 
@@ -575,11 +584,13 @@ def info(
     """Describe a table: version, schema, files, tombstones, properties."""
     table = _open(uri, storage_option)
     m = table.manifest if version is None else table.manifest_at(version)
-    size = sum(f.size for f in m.data_files)
+    size = m.data_files.total("size")
     if as_json:
         doc = {
             "uri": table.uri,
             "version": m.version,
+            "format_version": m.format_version,
+            "segments": len(m.data_files.parts) + len(m.tombstones.parts) if m.format_version >= 2 else None,
             "created_at": m.created_at,
             "table_uuid": m.table_uuid,
             "primary_key": list(m.primary_key),
@@ -596,7 +607,10 @@ def info(
     if table.damage:
         err_console.print(f"warning: {table.damage}")
     console.print(Text.assemble((table.uri, "bold"), f"  version {m.version}  created {m.created_at.isoformat()}"))
-    console.print(f"primary key: {', '.join(m.primary_key) or '-'}    table uuid: {m.table_uuid}")
+    console.print(
+        f"primary key: {', '.join(m.primary_key) or '-'}    table uuid: {m.table_uuid}    "
+        f"format version: {m.format_version}"
+    )
     schema = RichTable("column", "type", "nullable", title="schema")
     for f in m.schema:
         schema.add_row(f.name, str(f.type), str(f.nullable))
@@ -622,6 +636,24 @@ def restore(
     if _already(table, commit_id, as_json):
         return
     _committed(table, table.restore(version, as_of=as_of, commit_id=commit_id), as_json)
+
+
+@app.command()
+def upgrade(
+    uri: str,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Rewrite a format-version-1 table in the latest format, in one commit (no data copied)."""
+    table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
+    if table.manifest.format_version == LATEST_FORMAT_VERSION:
+        doc: dict[str, Any] = {"version": table.version, "committed": False, "format_version": LATEST_FORMAT_VERSION}
+        _emit(as_json, f"{table.uri} is already in format version {LATEST_FORMAT_VERSION}; nothing to do", doc)
+        return
+    _committed(table, table.upgrade(commit_id=commit_id), as_json)
 
 
 @app.command()

@@ -34,7 +34,7 @@ from castable.errors import (
     VersionNotFoundError,
 )
 from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import CommitInfo, DataFile, Manifest, TombstoneFile
+from castable.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
 from castable.store import (
     ConcurrentModificationError,
     ObjectNotFoundError,
@@ -58,11 +58,13 @@ BACKOFF_MAX_SECONDS = 5.0
 class NextState:
     """What a change makes of the base it is applied to: the next version's file lists."""
 
-    data_files: tuple[DataFile, ...]
-    tombstones: tuple[TombstoneFile, ...]
+    data_files: FileList[DataFile]
+    tombstones: FileList[TombstoneFile]
     summary: dict[str, Any]
     source_ids: tuple[str, ...] = ()
     """Idempotency keys of the inputs the change consumed, recorded beside the commit id."""
+    format_version: int | None = None
+    """The format the next version is written in; ``None`` keeps the base's (see ``Table.upgrade``)."""
 
 
 def check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
@@ -141,7 +143,7 @@ def read_manifest(store: ObjectStore, version: int, table_uuid: str | None = Non
         blob = store.get(key)
     except ObjectNotFoundError:
         raise VersionNotFoundError(f"version {version} does not exist in {store.uri}") from None
-    manifest = Manifest.from_json(blob.data, key=key)
+    manifest = Manifest.from_json(blob.data, key=key, store=store)
     if manifest.version != version:
         raise CorruptObjectError(f"{key} claims to be version {manifest.version}")
     if table_uuid is not None and manifest.table_uuid != table_uuid:
@@ -331,7 +333,8 @@ def commit(
             tombstones=staged.tombstones,
             commit_retention=commit_retention,
             source_ids=staged.source_ids,
-        )
+            format_version=staged.format_version,
+        ).written(store)
         key = manifest_key(candidate.version)
         try:
             store.put(key, candidate.to_json(), if_none_match=True)
@@ -394,7 +397,7 @@ def _holds_commit(store: ObjectStore, key: str, commit_id: str, table_uuid: str,
         raise CommitStateUnknownError(
             f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
         ) from cause
-    found = Manifest.from_json(blob.data, key=key)
+    found = Manifest.from_json(blob.data, key=key, store=store)
     return found.table_uuid == table_uuid and found.commit.commit_id == commit_id
 
 

@@ -22,6 +22,7 @@ from pyroaring import BitMap
 from castable import tombstone
 from castable.commit import NextState
 from castable.conflicts import Footprint, PlannedChange
+from castable.filelist import prune_tombstones
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.properties import TableProperties
@@ -79,7 +80,7 @@ def candidates(snapshot: Snapshot, deletes: Mapping[str, object], options: Compa
             return True
         if f.path not in deletes:
             return False
-        live = Scan(Snapshot(snapshot.store, replace(snapshot.manifest, data_files=(f,))), []).count()
+        live = Scan(Snapshot(snapshot.store, snapshot.manifest.restricted([f])), []).count()
         return (f.rows - live) >= options.delete_ratio * f.rows
 
     return [f for f in snapshot.manifest.data_files if worth(f)]
@@ -122,7 +123,7 @@ class CompactChange(PlannedChange):
         self.rows_written = 0
         self.rows_dropped = 0
         if self.rewritten:
-            sub = Snapshot(self.store, replace(base, data_files=tuple(self.rewritten)))
+            sub = Snapshot(self.store, base.restricted(self.rewritten))
             self.written = write_data_files(self.store, self._rows(sub), base.schema, self.props)
             self.rows_written = sum(f.rows for f in self.written)
             self.rows_dropped = sum(f.rows for f in self.rewritten) - self.rows_written
@@ -178,14 +179,11 @@ class CompactChange(PlannedChange):
         self.rebase(base, "compact")
         version = base.version + 1
         gone = {f.path for f in self.rewritten}
-        data_files = tuple(f for f in base.data_files if f.path not in gone) + tuple(
-            replace(f, added_version=version) for f in self.written
-        )
-        live = {f.path for f in data_files}
-        merged = set(self.merged)
-        tombstones = tuple(t for t in base.tombstones if t.path not in merged and live.intersection(t.files))
+        remaining = base.data_files.without(gone)
+        tombstones = prune_tombstones(base.tombstones.without(self.merged), remaining, gone)
         if self.coalesced is not None:
             tombstones += (replace(self.coalesced, added_version=version),)
+        data_files = remaining + (replace(f, added_version=version) for f in self.written)
         return NextState(
             data_files=data_files,
             tombstones=tombstones,

@@ -66,15 +66,14 @@ class Commits:
 
     @classmethod
     def between(cls, base: Manifest, newer: Manifest) -> Commits:
-        old_files = {f.path for f in base.data_files}
-        new_files = {f.path for f in newer.data_files}
-        old_tombstones = {t.path for t in base.tombstones}
-        new_tombstones = {t.path for t in newer.tombstones}
+        """Read from the segments that differ between the two versions only (format version 2)."""
+        added, removed = newer.data_files.diff(base.data_files)
+        new_tombstones, tombstones_removed = newer.tombstones.diff(base.tombstones)
         return cls(
-            removed=frozenset(old_files - new_files),
-            added=tuple(f for f in newer.data_files if f.path not in old_files),
-            deleted_in=frozenset(p for t in newer.tombstones if t.path not in old_tombstones for p in t.files),
-            tombstones_removed=frozenset(old_tombstones - new_tombstones),
+            removed=frozenset(removed),
+            added=tuple(added),
+            deleted_in=frozenset(p for t in new_tombstones for p in t.files),
+            tombstones_removed=frozenset(tombstones_removed),
             schema=newer.schema,
         )
 

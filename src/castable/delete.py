@@ -22,13 +22,15 @@ import pyarrow.dataset as ds
 from pyroaring import BitMap
 
 from castable import tombstone
+from castable.cache import LruCache
 from castable.commit import NextState
 from castable.conflicts import Footprint, PlannedChange
+from castable.filelist import prune_tombstones
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Constant, Match, Predicate
 from castable.scan import read_ahead, rows_mask
-from castable.snapshot import LruCache, Snapshot
+from castable.snapshot import Snapshot
 from castable.stats import encode_value
 from castable.store import ObjectStore
 
@@ -225,9 +227,8 @@ class DeleteChange(PlannedChange):
 
     def apply(self, base: Manifest) -> NextState:
         """The next version's file lists with the current plan applied to ``base`` (rebased on it)."""
-        remaining = tuple(f for f in base.data_files if f.path not in self.plan.removed)
-        live = {f.path for f in remaining}
-        tombstones = tuple(t for t in base.tombstones if live.intersection(t.files))
+        remaining = base.data_files.without(self.plan.removed)
+        tombstones = prune_tombstones(base.tombstones, remaining, self.plan.removed)
         if self.tombstone is not None:
             tombstones += (replace(self.tombstone, added_version=base.version + 1),)
         return NextState(

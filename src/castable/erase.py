@@ -25,6 +25,7 @@ from castable import tombstone
 from castable.commit import NextState, raise_floor, read_manifest
 from castable.conflicts import Footprint, PlannedChange
 from castable.errors import CorruptObjectError, VersionNotFoundError
+from castable.filelist import prune_tombstones
 from castable.footer import Footer
 from castable.gc import retained_versions
 from castable.layout import manifest_key, new_tombstone_key
@@ -199,10 +200,9 @@ class EraseChange(PlannedChange):
     def _plan(self, base: Manifest) -> None:
         self.planned_on = base
         snapshot = Snapshot(self.store, base)
-        present = {f.path for f in base.data_files}
         # A requested file replaced meanwhile (compaction, another erase) widens the erase to the
         # whole table: its rows now live in files the caller could not name.
-        only = self.only if self.only is not None and self.only <= present else None
+        only = self.only if self.only is not None and set(base.data_files.holding(self.only)) == self.only else None
         files = [f for f in snapshot.prune_files(self.predicate) if only is None or f.path in only]
         deletes = snapshot.deletes_for(files)
         erasures = (erase_file(snapshot, f, self.predicate, deletes.get(f.path), self.mode, self.props) for f in files)
@@ -218,19 +218,15 @@ class EraseChange(PlannedChange):
         self.rebase(base, "erase")
         replaced = {e.old.path: e for e in self.files}
         version = base.version + 1
-        data_files: list[DataFile] = []
-        for f in base.data_files:
-            if f.path in replaced:
-                data_files += [replace(n, added_version=version) for n in replaced[f.path].new]
-            else:
-                data_files.append(f)
-        remaining = {f.path for f in data_files}
-        tombstones = tuple(t for t in base.tombstones if remaining.intersection(t.files))
+        data_files = base.data_files.replacing(
+            {path: [replace(n, added_version=version) for n in e.new] for path, e in replaced.items()}
+        )
+        tombstones = prune_tombstones(base.tombstones, data_files, replaced)
         carried = self._carry_deletes(Snapshot(self.store, base), replaced, version)
         if carried is not None:
             tombstones += (carried,)
         return NextState(
-            data_files=tuple(data_files),
+            data_files=data_files,
             tombstones=tombstones,
             summary={
                 "rows_erased": sum(e.rows_removed for e in self.files),

@@ -3,11 +3,12 @@
 - ``expire`` deletes the manifests of versions outside the retention window (by count and by
   age; the newest version is always kept). Only a prefix of the history is ever expired, so
   the retained versions stay contiguous; the pointer records the new floor first.
-- ``gc`` marks every object a retained manifest references and sweeps data and tombstone files
-  that nothing references and that are older than the grace period (orphans of failed
-  commits, files of expired versions), and aborts multipart uploads older than it. Objects are
-  listed *before* manifests are read, so a file committed during the sweep is always seen as
-  referenced; the grace period protects files uploaded by writers that have not committed yet.
+- ``gc`` marks every object a retained manifest references (reading each distinct segment
+  once) and sweeps data, tombstone and segment files that nothing references and that are
+  older than the grace period (orphans of failed commits, files of expired versions), and
+  aborts multipart uploads older than it. Objects are listed *before* manifests are read, so a
+  file committed during the sweep is always seen as referenced; the grace period protects
+  files uploaded by writers that have not committed yet.
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
 
 from castable.commit import raise_floor, read_manifest, retention_floor
 from castable.errors import CorruptObjectError, VersionNotFoundError
+from castable.filelist import Part
 from castable.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key
 from castable.manifest import Manifest
+from castable.segment import SEGMENT_PREFIX
 from castable.store import ObjectInfo, ObjectStore
 from castable.store.probe import PROBE_PREFIX
 
@@ -118,25 +124,19 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
     """Sweep unreferenced data and tombstone files, store-probe scratch keys, incomplete multipart
     uploads and temporary files of killed writers, once older than ``orphan_grace``."""
     cutoff = now - orphan_grace
-    objects: list[ObjectInfo] = [*store.list(DATA_PREFIX), *store.list(TOMBSTONE_PREFIX), *store.list(PROBE_PREFIX)]
+    objects: list[ObjectInfo] = [
+        *store.list(DATA_PREFIX),
+        *store.list(TOMBSTONE_PREFIX),
+        *store.list(SEGMENT_PREFIX),
+        *store.list(PROBE_PREFIX),
+    ]
     versions = retained_versions(store)
-    referenced: set[str] = set()
-
-    def files_of(version: int) -> set[str]:
-        try:
-            m = read_manifest(store, version)
-        except VersionNotFoundError:  # expired meanwhile: its files are no longer protected by it
-            return set()
-        except CorruptObjectError as e:
-            raise CorruptObjectError(
-                f"gc cannot tell which files version {version} references, so it removed nothing: {e}. "
-                f"Restore that manifest, or let expire remove version {version} first"
-            ) from None
-        return {f.path for f in m.data_files} | {t.path for t in m.tombstones}
-
     with ThreadPoolExecutor(_THREADS) as pool:
-        for paths in pool.map(files_of, versions):
-            referenced |= paths
+        roots = list(pool.map(lambda v: _references(store, v), versions))
+        referenced = set().union(*(direct for direct, _ in roots))
+        segments = {part.ref.path: (part, schema) for _, parts in roots for part, schema in parts if part.ref}
+        for paths in pool.map(lambda item: item[0].paths(item[1]), segments.values()):
+            referenced.update(paths)
     report = GcReport(dry_run=dry_run, objects_scanned=len(objects), versions_scanned=len(versions))
     report.objects_referenced = sum(o.key in referenced for o in objects)
     doomed = [o for o in objects if o.key not in referenced and _older(o, cutoff)]
@@ -150,6 +150,32 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
         for u in uploads:
             store.abort_multipart(u.key, u.upload_id)
     return report
+
+
+def _references(store: ObjectStore, version: int) -> tuple[set[str], list[tuple[Part[Any], pa.Schema]]]:
+    """What a retained version references directly (its segments, or a version-1 manifest's
+    entries) and the segments whose entries it references. Segments are shared across versions,
+    so the caller reads each distinct one once: the cost grows with the segments written in
+    the retained window, not with versions x table size."""
+    try:
+        m = read_manifest(store, version)
+    except VersionNotFoundError:  # expired meanwhile: its files are no longer protected by it
+        return set(), []
+    except CorruptObjectError as e:
+        raise CorruptObjectError(
+            f"gc cannot tell which files version {version} references, so it removed nothing: {e}. "
+            f"Restore that manifest, or let expire remove version {version} first"
+        ) from None
+    direct = {m.recent_commits.ref.path} if m.recent_commits.ref else set()
+    parts: list[tuple[Part[Any], pa.Schema]] = []
+    for files in (m.data_files, m.tombstones):
+        for part in files.parts:
+            if part.ref is None:
+                direct.update(part.paths(m.schema))
+            else:
+                direct.add(part.ref.path)
+                parts.append((part, m.schema))
+    return direct, parts
 
 
 def _older(info: ObjectInfo, cutoff: datetime) -> bool:

@@ -1,8 +1,10 @@
 """The manifest: the immutable, complete description of one table version (DESIGN section 3).
 
 A manifest is UTF-8 JSON. It is written once, with ``If-None-Match: *``, and that write is the
-commit. ``format_version`` lets the format grow (e.g. a second level of manifest segments);
-readers refuse versions they do not know instead of misreading them.
+commit. ``format_version`` lets the format grow; readers refuse versions they do not know
+instead of misreading them. Version 1 lists every entry inline. Version 2 lists segments
+(``castable.segment``), each with a summary, so a commit writes only what changed
+(docs/format.md section 9).
 """
 
 from __future__ import annotations
@@ -10,118 +12,102 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
+from castable import segment
+from castable.entries import CommitInfo, DataFile, TombstoneFile, dumps
 from castable.errors import CorruptObjectError
+from castable.filelist import DATA, SEGMENTS, TOMBSTONES, FileList, Loader, Part
 from castable.schema import schema_from_json, schema_to_json
-from castable.stats import ColumnStats, stats_from_json
+from castable.segment import SegmentRef
+from castable.store import ObjectStore
+
+__all__ = ["CommitInfo", "DataFile", "FileList", "Manifest", "RecentCommits", "TombstoneFile"]
 
 FORMAT_NAME = "castable"
-FORMAT_VERSION = 1
+FORMAT_VERSIONS = (1, 2)
+LATEST_FORMAT_VERSION = 2
+INLINE_COMMITS = 64
+"""Version 2 keeps this many recent commit ids in the root; older ones move to one segment."""
 
 
-@dataclass(frozen=True)
-class DataFile:
-    """One immutable Parquet file of the table."""
+class RecentCommits(Mapping[str, int]):
+    """Commit ids (and source ids) of recent versions, newest last: a retry of a commit that
+    landed is recognised by its id. Version 1 keeps them all inline; version 2 keeps the newest
+    ``INLINE_COMMITS`` in the root and the rest in one commits segment, rewritten when the root's
+    share fills, so a commit writes O(1) bytes of them on average."""
 
-    path: str
-    size: int
-    etag: str
-    rows: int
-    row_groups: int
-    stats: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
-    added_version: int = 0
+    __slots__ = ("_loaded", "_older", "inline", "ref")
 
-    def column_stats(self, name: str, schema: pa.Schema) -> ColumnStats | None:
-        doc = self.stats.get(name)
-        return stats_from_json({name: doc}, schema)[name] if doc is not None else None
+    def __init__(
+        self,
+        inline: Mapping[str, int] | None = None,
+        *,
+        ref: SegmentRef | None = None,
+        older: Loader | dict[str, int] | None = None,
+    ) -> None:
+        self.inline = dict(inline or {})
+        self.ref = ref
+        self._older = older
+        self._loaded: dict[str, int] | None = older if isinstance(older, dict) else None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size": self.size,
-            "etag": self.etag,
-            "rows": self.rows,
-            "row_groups": self.row_groups,
-            "stats": self.stats,
-            "added_version": self.added_version,
-        }
+    def _older_ids(self) -> dict[str, int]:
+        if self._loaded is None:
+            if self.ref is None or not callable(self._older):
+                self._loaded = {}
+            else:
+                table = self._older(self.ref)
+                ids, versions = table.column("commit_id").to_pylist(), table.column("version").to_pylist()
+                self._loaded = dict(zip(ids, versions, strict=True))
+        return self._loaded
 
-    @cached_property
-    def json_text(self) -> str:
-        """The compact JSON of this entry, encoded once: a commit re-encodes only new entries."""
-        return _dumps(self.to_json())
+    def __getitem__(self, key: str) -> int:
+        if key in self.inline:
+            return self.inline[key]
+        return self._older_ids()[key]
 
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> DataFile:
-        return cls(
-            path=str(doc["path"]),
-            size=int(doc["size"]),
-            etag=str(doc["etag"]),
-            rows=int(doc["rows"]),
-            row_groups=int(doc["row_groups"]),
-            stats=dict(doc.get("stats") or {}),
-            added_version=int(doc.get("added_version", 0)),
-        )
+    def __contains__(self, key: object) -> bool:
+        return key in self.inline or key in self._older_ids()
 
+    def __iter__(self) -> Iterator[str]:
+        yield from (k for k in self._older_ids() if k not in self.inline)
+        yield from self.inline
 
-@dataclass(frozen=True)
-class TombstoneFile:
-    """One immutable tombstone (``.del``) file and the data files its entries name."""
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
-    path: str
-    size: int
-    etag: str
-    files: tuple[str, ...]
-    rows: int | None = None
-    added_version: int = 0
+    def plus(self, ids: Mapping[str, int], *, retention: int, inline_limit: int | None) -> RecentCommits:
+        """These ids and ``ids`` after them, the oldest dropped beyond ``retention``; with an
+        ``inline_limit``, a full root share moves into a new (pending) commits segment."""
+        inline = {**self.inline, **ids}
+        if inline_limit is None:
+            return RecentCommits(dict(list(inline.items())[-retention:]))
+        if len(inline) <= inline_limit:
+            return RecentCommits(inline, ref=self.ref, older=self._older if self._loaded is None else self._loaded)
+        merged = {**{k: v for k, v in self._older_ids().items() if k not in inline}, **inline}
+        return RecentCommits({}, older=dict(list(merged.items())[-retention:]))
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size": self.size,
-            "etag": self.etag,
-            "files": list(self.files),
-            "rows": self.rows,
-            "added_version": self.added_version,
-        }
-
-    @cached_property
-    def json_text(self) -> str:
-        """The compact JSON of this entry, encoded once (see :attr:`DataFile.json_text`)."""
-        return _dumps(self.to_json())
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> TombstoneFile:
-        rows = doc.get("rows")
-        return cls(
-            path=str(doc["path"]),
-            size=int(doc["size"]),
-            etag=str(doc["etag"]),
-            files=tuple(str(f) for f in doc["files"]),
-            rows=None if rows is None else int(rows),
-            added_version=int(doc.get("added_version", 0)),
-        )
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """What the commit that produced a version did."""
-
-    operation: str
-    commit_id: str
-    summary: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    def written(self, store: ObjectStore, schema: pa.Schema) -> RecentCommits:
+        """The same ids with a pending commits segment written."""
+        if self.ref is not None or not self._loaded:
+            return self
+        table = segment.commits_table(list(self._loaded.items()))
+        data = segment.encode(table, "commits")
+        key = segment.new_segment_key()
+        info = store.put(key, data, if_none_match=True)
+        ref = SegmentRef(key, info.etag, len(data), "commits", table.num_rows, 0, 0, {})
+        return RecentCommits(self.inline, ref=ref, older=self._loaded)
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """One table version. Immutable: operations derive new manifests with :func:`replace`."""
+    """One table version. Immutable: operations derive new manifests with :func:`replace`.
+    ``data_files`` and ``tombstones`` may be given as tuples; they are held as :class:`FileList`."""
 
     table_uuid: str
     version: int
@@ -131,26 +117,48 @@ class Manifest:
     primary_key: tuple[str, ...]
     properties: dict[str, str]
     commit: CommitInfo
-    data_files: tuple[DataFile, ...]
-    tombstones: tuple[TombstoneFile, ...]
-    recent_commits: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
+    data_files: FileList[DataFile] = field(hash=False)
+    tombstones: FileList[TombstoneFile] = field(hash=False)
+    recent_commits: RecentCommits = field(default_factory=RecentCommits, hash=False, compare=False)
+    format_version: int = LATEST_FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        for name, codec in (("data_files", DATA), ("tombstones", TOMBSTONES)):
+            value = getattr(self, name)
+            if not isinstance(value, FileList):
+                object.__setattr__(self, name, FileList.of(codec, self.schema, value))
+        if not isinstance(self.recent_commits, RecentCommits):
+            object.__setattr__(self, "recent_commits", RecentCommits(self.recent_commits))
+
+    def restricted(self, data_files: Iterable[DataFile], *, tombstones: bool = True) -> Manifest:
+        """This version limited to some data files (and, if ``tombstones``, its deletes), to read those alone."""
+        return replace(
+            self,
+            data_files=FileList.of(DATA, self.schema, data_files),
+            tombstones=self.tombstones if tombstones else FileList(TOMBSTONES, self.schema),
+        )
 
     def next(
         self,
         *,
         commit: CommitInfo,
         created_at: datetime,
-        data_files: tuple[DataFile, ...],
-        tombstones: tuple[TombstoneFile, ...],
+        data_files: FileList[DataFile],
+        tombstones: FileList[TombstoneFile],
         commit_retention: int,
         source_ids: tuple[str, ...] = (),
+        format_version: int | None = None,
     ) -> Manifest:
-        """The manifest of the version after this one; ``source_ids`` are recorded among the
-        recent commit ids, so a later write of the same source is recognised."""
+        """The manifest of the version after this one, in ``format_version`` (default: this
+        one's); ``source_ids`` are recorded among the recent commit ids, so a later write of
+        the same source is recognised."""
         version = self.version + 1
-        recent = {**self.recent_commits, commit.commit_id: version, **dict.fromkeys(source_ids, version)}
-        if len(recent) > commit_retention:
-            recent = dict(list(recent.items())[-commit_retention:])
+        form = format_version or self.format_version
+        recent = self.recent_commits.plus(
+            {commit.commit_id: version, **dict.fromkeys(source_ids, version)},
+            retention=commit_retention,
+            inline_limit=None if form == 1 else INLINE_COMMITS,
+        )
         return replace(
             self,
             version=version,
@@ -160,23 +168,36 @@ class Manifest:
             data_files=data_files,
             tombstones=tombstones,
             recent_commits=recent,
+            format_version=form,
         )
 
     @property
     def total_rows(self) -> int:
-        """Rows in the data files, before tombstones are applied."""
-        return sum(f.rows for f in self.data_files)
+        """Rows in the data files, before tombstones are applied (read from summaries in version 2)."""
+        return self.data_files.total("rows")
+
+    def written(self, store: ObjectStore) -> Manifest:
+        """This manifest with every pending segment written (version 2), ready for :meth:`to_json`."""
+        if self.format_version == 1:
+            return self
+        return replace(
+            self,
+            data_files=self.data_files.written(store),
+            tombstones=self.tombstones.written(store),
+            recent_commits=self.recent_commits.written(store, self.schema),
+        )
 
     def to_json(self) -> bytes:
-        """Compact JSON; the file lists are spliced in from each entry's cached encoding, so
-        the bytes equal ``json.dumps`` of the whole document but a commit costs O(change)."""
+        """Compact JSON. Version 1 splices in each entry's cached encoding, so the bytes equal
+        ``json.dumps`` of the whole document but a commit costs O(change); version 2 lists the
+        segments, which :meth:`written` must have written."""
         with _cycle_collection_paused():
             return self._encode()
 
     def _encode(self) -> bytes:
         doc = {
             "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
+            "format_version": self.format_version,
             "table_uuid": self.table_uuid,
             "version": self.version,
             "previous": self.previous,
@@ -190,21 +211,30 @@ class Manifest:
                 "summary": self.commit.summary,
             },
         }
+        if self.format_version >= 2:
+            recent = self.recent_commits
+            doc["segments"] = [r.to_json() for r in self.data_files.refs + self.tombstones.refs]
+            doc["recent_commits"] = recent.inline
+            doc["commits_segment"] = None if recent.ref is None else recent.ref.to_json()
+            if recent._loaded and recent.ref is None:
+                raise ValueError("the commits segment has not been written")
+            return dumps(doc).encode()
         files = ",".join(f.json_text for f in self.data_files)
         tombstones = ",".join(t.json_text for t in self.tombstones)
         return (
-            f'{_dumps(doc)[:-1]},"data_files":[{files}],"tombstones":[{tombstones}],'
-            f'"recent_commits":{_dumps(self.recent_commits)}}}'
+            f'{dumps(doc)[:-1]},"data_files":[{files}],"tombstones":[{tombstones}],'
+            f'"recent_commits":{dumps(dict(self.recent_commits))}}}'
         ).encode()
 
     @classmethod
-    def from_json(cls, data: bytes, *, key: str) -> Manifest:
-        """Parse and validate a manifest; anything malformed raises ``CorruptObjectError``."""
+    def from_json(cls, data: bytes, *, key: str, store: ObjectStore | None = None) -> Manifest:
+        """Parse and validate a manifest; anything malformed raises ``CorruptObjectError``.
+        A version-2 manifest reads its segments from ``store`` when they are first needed."""
         with _cycle_collection_paused():
-            return cls._parse(data, key)
+            return cls._parse(data, key, store)
 
     @classmethod
-    def _parse(cls, data: bytes, key: str) -> Manifest:
+    def _parse(cls, data: bytes, key: str, store: ObjectStore | None) -> Manifest:
         try:
             doc = json.loads(data)
             if doc.get("format") != FORMAT_NAME:
@@ -212,18 +242,28 @@ class Manifest:
             found = doc.get("format_version")
             if not isinstance(found, int) or isinstance(found, bool) or found < 1:
                 raise ValueError(f"format_version is {found!r}, not a version number")
-            if found != FORMAT_VERSION:
+            if found not in FORMAT_VERSIONS:
                 raise CorruptObjectError(
-                    f"format version {found} is newer than this castable reads ({FORMAT_VERSION}); upgrade castable"
+                    f"format version {found} is newer than this castable reads ({LATEST_FORMAT_VERSION}); "
+                    "upgrade castable"
                 )
             commit = doc["commit"]
             previous = doc["previous"]
+            schema = schema_from_json(doc["schema"])
+            if found == 1:
+                files: dict[str, Any] = {
+                    "data_files": tuple(DataFile.from_json(f) for f in doc["data_files"]),
+                    "tombstones": tuple(TombstoneFile.from_json(t) for t in doc["tombstones"]),
+                    "recent_commits": RecentCommits({str(k): int(v) for k, v in doc.get("recent_commits", {}).items()}),
+                }
+            else:
+                files = _segment_lists(doc, schema, store)
             manifest = cls(
                 table_uuid=str(doc["table_uuid"]),
                 version=int(doc["version"]),
                 previous=None if previous is None else int(previous),
                 created_at=_parse_time(doc["created_at"]),
-                schema=schema_from_json(doc["schema"]),
+                schema=schema,
                 primary_key=tuple(str(c) for c in doc["primary_key"]),
                 properties={str(k): str(v) for k, v in doc["properties"].items()},
                 commit=CommitInfo(
@@ -231,9 +271,8 @@ class Manifest:
                     commit_id=str(commit["commit_id"]),
                     summary=dict(commit.get("summary") or {}),
                 ),
-                data_files=tuple(DataFile.from_json(f) for f in doc["data_files"]),
-                tombstones=tuple(TombstoneFile.from_json(t) for t in doc["tombstones"]),
-                recent_commits={str(k): int(v) for k, v in doc.get("recent_commits", {}).items()},
+                format_version=found,
+                **files,
             )
         except CorruptObjectError as e:
             raise CorruptObjectError(f"{key}: {e}") from None
@@ -245,8 +284,41 @@ class Manifest:
         return manifest
 
 
-def _dumps(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"))
+def _segment_lists(doc: dict[str, Any], schema: pa.Schema, store: ObjectStore | None) -> dict[str, Any]:
+    """A version-2 root's file lists and recent commits, their segments read on first use."""
+    refs = [SegmentRef.from_json(r) for r in doc["segments"]]
+    listed = [r.kind for r in refs if r.kind == "commits"]
+    if listed:
+        raise ValueError("a commits segment is listed among the file segments")
+    commits = doc.get("commits_segment")
+    commits_ref = None if commits is None else SegmentRef.from_json(commits)
+    if commits_ref is not None and commits_ref.kind != "commits":
+        raise ValueError(f"commits_segment {commits_ref.path} is a {commits_ref.kind} segment")
+
+    def loader(kind: segment.Kind) -> Loader:
+        if store is None:
+            return _unreadable
+        return SEGMENTS.loader(store, kind)
+
+    return {
+        "data_files": FileList(
+            DATA, schema, [Part(DATA, ref=r, load=loader("data")) for r in refs if r.kind == "data"]
+        ),
+        "tombstones": FileList(
+            TOMBSTONES,
+            schema,
+            [Part(TOMBSTONES, ref=r, load=loader("tombstone")) for r in refs if r.kind == "tombstone"],
+        ),
+        "recent_commits": RecentCommits(
+            {str(k): int(v) for k, v in doc["recent_commits"].items()},
+            ref=commits_ref,
+            older=loader("commits") if commits_ref is not None else None,
+        ),
+    }
+
+
+def _unreadable(ref: SegmentRef) -> pa.Table:
+    raise CorruptObjectError(f"segment {ref.path} cannot be read: the manifest was parsed without its store")
 
 
 def _format_time(t: datetime) -> str:

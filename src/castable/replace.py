@@ -17,7 +17,7 @@ commit means (:mod:`castable.conflicts`):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,7 +27,7 @@ from castable.commit import NextState
 from castable.conflicts import Footprint, PlannedChange
 from castable.delete import DeleteChange
 from castable.errors import InvalidInputError
-from castable.manifest import DataFile, Manifest
+from castable.manifest import DataFile, FileList, Manifest
 from castable.predicate import Predicate
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
@@ -135,9 +135,8 @@ def replaced_state(deleted: NextState, files: Sequence[DataFile], base: Manifest
     )
 
 
-def check_new_files(present: Iterable[DataFile], files: Sequence[DataFile]) -> None:
+def check_new_files(present: FileList[DataFile], files: Sequence[DataFile]) -> None:
     """Refuse files a version already lists (a registration repeated under another commit id)."""
-    paths = {f.path for f in present}
-    clash = [f.path for f in files if f.path in paths]
+    clash = present.holding([f.path for f in files])
     if clash:
         raise InvalidInputError(f"already part of the table: {clash}")

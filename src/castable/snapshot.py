@@ -2,49 +2,22 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import Generic, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from castable import tombstone
+from castable.cache import LruCache
 from castable.errors import CorruptObjectError
 from castable.manifest import DataFile, Manifest, TombstoneFile
-from castable.predicate import Match, Predicate
-from castable.stats import ColumnStats, row_group_stats
+from castable.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
+from castable.segment import SegmentRef
+from castable.stats import ColumnStats, row_group_stats, stats_from_json, value_type
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class LruCache(Generic[K, V]):
-    """A thread-safe map of at most ``size`` items, least recently used evicted."""
-
-    def __init__(self, size: int) -> None:
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
 
 _TOMBSTONES: LruCache[tuple[str, str, str], tuple[tombstone.Entry, ...]] = LruCache(256)
 """Decoded tombstones by (store URI, path, ETag). Tombstones are immutable and read with
@@ -74,10 +47,26 @@ class Snapshot:
         return self.schema.field(pk[0]).type if pk else None
 
     def prune_files(self, predicate: Predicate | None) -> list[DataFile]:
-        """Files whose manifest statistics do not rule the predicate out."""
+        """Files whose manifest statistics do not rule the predicate out. A segment whose
+        summary rules it out is not read; a read one is pruned with vectorised comparisons,
+        and only the files that remain become objects."""
         if predicate is None:
             return list(self.manifest.data_files)
-        return [f for f in self.manifest.data_files if self.file_match(f, predicate) is not Match.NONE]
+        files: list[DataFile] = []
+        for part in self.manifest.data_files.parts:
+            if part.ref is not None and self._summary_match(part.ref, predicate) is Match.NONE:
+                continue
+            if part.columnar:
+                table = part.table(self.schema)
+                mask = prune_mask(predicate, segment_stats(table, self.schema), table.column("rows").combine_chunks())
+                files += part.entries_at(pc.indices_nonzero(mask), self.schema)
+            else:
+                files += [f for f in part.entries(self.schema) if self.file_match(f, predicate) is not Match.NONE]
+        return files
+
+    def _summary_match(self, ref: SegmentRef, predicate: Predicate) -> Match:
+        stats = stats_from_json(ref.stats, self.schema)
+        return predicate.match(stats.get, ref.rows or 0)
 
     def file_match(self, f: DataFile, predicate: Predicate) -> Match:
         return predicate.match(lambda c: f.column_stats(c, self.schema), f.rows)
@@ -152,3 +141,22 @@ class Snapshot:
 
     def row_group_stats(self, fragment: ds.ParquetFileFragment, row_group: int) -> dict[str, ColumnStats]:
         return row_group_stats(fragment.metadata, row_group, self.schema)
+
+
+def segment_stats(table: pa.Table, schema: pa.Schema) -> StatsColumnsLookup:
+    """Each column's statistics over a data segment's files, for :func:`prune_mask`."""
+    stats = table.column("stats").combine_chunks()
+    rows = table.num_rows
+
+    def lookup(name: str) -> StatsColumns | None:
+        index = stats.type.get_field_index(name)
+        if index < 0 or name not in schema.names:
+            return None
+        column = stats.field(index)
+        nulls = column.field("nulls")
+        if column.type.get_field_index("min") < 0:
+            unknown = pa.nulls(rows, value_type(schema.field(name).type))
+            return StatsColumns(unknown, unknown, nulls)
+        return StatsColumns(column.field("min"), column.field("max"), nulls)
+
+    return lookup

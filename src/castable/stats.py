@@ -8,6 +8,7 @@ integer of their Arrow storage type (days, or units since the epoch), decimals a
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +82,7 @@ def decode_value(value: JsonValue, t: pa.DataType) -> pa.Scalar:
     return pa.scalar(value, type=t)
 
 
-def decode_values(values: list[JsonValue], t: pa.DataType) -> pa.Array:
+def decode_values(values: Sequence[JsonValue | None], t: pa.DataType) -> pa.Array:
     """Many JSON-encoded values of one type at once (:func:`decode_value`, vectorised)."""
     t = value_type(t)
     storage = _storage_type(t)
@@ -90,7 +91,7 @@ def decode_values(values: list[JsonValue], t: pa.DataType) -> pa.Array:
     if pa.types.is_decimal(t):
         from decimal import Decimal
 
-        return pa.array([Decimal(str(v)) for v in values], type=t)
+        return pa.array([None if v is None else Decimal(str(v)) for v in values], type=t)
     return pa.array(values, type=t)
 
 

@@ -44,12 +44,13 @@ from castable.errors import (
     VersionNotFoundError,
 )
 from castable.expressions import Assignments
+from castable.filelist import DATA, TOMBSTONES, FileList
 from castable.gc import ExpireReport, GcReport, retained_versions
 from castable.gc import expire as expire_versions
 from castable.gc import gc as collect_garbage
 from castable.inputs import arrow_pieces, is_dataframe
 from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import CommitInfo, DataFile, Manifest
+from castable.manifest import FORMAT_VERSIONS, LATEST_FORMAT_VERSION, CommitInfo, DataFile, Manifest
 from castable.merge import MergeBuilder
 from castable.predicate import Constant, InList, Predicate, parse_predicate
 from castable.properties import TableProperties, normalize
@@ -99,9 +100,12 @@ def create_table(
     primary_key: str | list[str] | None = None,
     properties: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    format_version: int = LATEST_FORMAT_VERSION,
 ) -> Table:
-    """Create an empty table at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path)."""
-    return Table.create(store_from_uri(uri, storage_options), schema, primary_key=primary_key, properties=properties)
+    """Create an empty table at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path);
+    ``format_version=1`` writes a table that castable releases before version 2 can read."""
+    store = store_from_uri(uri, storage_options)
+    return Table.create(store, schema, primary_key=primary_key, properties=properties, format_version=format_version)
 
 
 def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
@@ -160,7 +164,10 @@ class Table:
         *,
         primary_key: str | list[str] | None = None,
         properties: Mapping[str, object] | None = None,
+        format_version: int = LATEST_FORMAT_VERSION,
     ) -> Table:
+        if format_version not in FORMAT_VERSIONS:
+            raise InvalidInputError(f"format_version must be one of {FORMAT_VERSIONS}, not {format_version!r}")
         if not isinstance(schema, pa.Schema) or len(schema) == 0:
             raise InvalidInputError("schema must be a non-empty pyarrow.Schema")
         repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
@@ -189,8 +196,9 @@ class Table:
             primary_key=tuple(keys),
             properties=normalize(properties),
             commit=CommitInfo("create", str(uuid.uuid4()), {}),
-            data_files=(),
-            tombstones=(),
+            data_files=FileList(DATA, schema),
+            tombstones=FileList(TOMBSTONES, schema),
+            format_version=format_version,
         )
         try:
             store.put(manifest_key(0), manifest.to_json(), if_none_match=True)
@@ -642,9 +650,7 @@ class Table:
 
     def _read_files(self, files: Sequence[DataFile], columns: list[str] | None) -> pa.Table:
         """``columns`` of files not yet committed, read as a scan reads the table's own."""
-        return Scan(
-            Snapshot(self.store, replace(self._manifest, data_files=tuple(files), tombstones=())), columns
-        ).to_arrow()
+        return Scan(Snapshot(self.store, self._manifest.restricted(files, tombstones=False)), columns).to_arrow()
 
     def batch_writer(
         self,
@@ -809,6 +815,22 @@ class Table:
             "restore", commit_id, lambda base: NextState(target.data_files, target.tombstones, summary)
         ).version
 
+    def upgrade(self, *, commit_id: str | None = None) -> int:
+        """Rewrite the table in the latest format version, in one commit that copies no data:
+        the files and tombstones are listed in segments; return that version (or the current
+        one, with nothing committed, if the table is already in the latest format)."""
+        commit_id = self._begin_write(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+        if self._manifest.format_version == LATEST_FORMAT_VERSION:
+            return self.version
+
+        def build(base: Manifest) -> NextState:
+            summary = {"from_format_version": base.format_version, "format_version": LATEST_FORMAT_VERSION}
+            return NextState(base.data_files, base.tombstones, summary, format_version=LATEST_FORMAT_VERSION)
+
+        return self._commit("upgrade", commit_id, build).version
+
     def repair(self, *, commit_id: str | None = None) -> int:
         """Make a damaged table (see :attr:`damage`) writable again; return its newest version.
 
@@ -829,12 +851,16 @@ class Table:
             base = damage.readable
             lost = [v for v in versions if v > base.version]
             summary = {"restored_from": base.version, "unreadable_versions": lost}
-            repaired = replace(base, version=newest).next(
-                commit=CommitInfo("repair", commit_id, summary),
-                created_at=now(),
-                data_files=base.data_files,
-                tombstones=base.tombstones,
-                commit_retention=self._props.commit_id_retention,
+            repaired = (
+                replace(base, version=newest)
+                .next(
+                    commit=CommitInfo("repair", commit_id, summary),
+                    created_at=now(),
+                    data_files=base.data_files,
+                    tombstones=base.tombstones,
+                    commit_retention=self._props.commit_id_retention,
+                )
+                .written(self.store)
             )
             with contextlib.suppress(PreconditionFailedError):  # a concurrent repair (or write) took it
                 self.store.put(manifest_key(repaired.version), repaired.to_json(), if_none_match=True)
@@ -943,8 +969,10 @@ def _missing_version(store: ObjectStore, version: int) -> str:
 def _appended(
     files: Sequence[DataFile], base: Manifest, *, sources: tuple[str, ...] = (), registered: bool = False
 ) -> NextState:
-    """The next version of ``base`` with ``files`` appended (``sources`` consumed)."""
-    check_new_files(base.data_files, files)
+    """The next version of ``base`` with ``files`` appended (``sources`` consumed). Files the
+    table wrote have fresh names; registered ones are checked against the version's files."""
+    if registered:
+        check_new_files(base.data_files, files)
     added = tuple(replace(f, added_version=base.version + 1) for f in files)
     summary: dict[str, Any] = {
         "rows_added": sum(f.rows for f in files),

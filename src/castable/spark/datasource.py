@@ -43,7 +43,7 @@ from pyspark.sql.types import StructType
 
 from castable.commit import read_manifest
 from castable.errors import InvalidInputError
-from castable.manifest import DataFile, Manifest
+from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import Snapshot
@@ -169,7 +169,7 @@ class CastableReader(DataSourceReader):
     ) -> None:
         self.location = location
         self.version = manifest.version
-        self.meta = replace(manifest, data_files=(), tombstones=(), recent_commits={})
+        self.meta = replace(manifest.restricted([], tombstones=False), recent_commits=RecentCommits())
         self.columns = columns
         self.predicate = predicate
         self.partition_bytes = partition_bytes

@@ -1,0 +1,110 @@
+"""The entries a manifest lists: data files, tombstone files, and what a commit did."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+
+from castable.stats import ColumnStats, stats_from_json
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One immutable Parquet file of the table."""
+
+    path: str
+    size: int
+    etag: str
+    rows: int
+    row_groups: int
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
+    added_version: int = 0
+
+    def column_stats(self, name: str, schema: pa.Schema) -> ColumnStats | None:
+        doc = self.stats.get(name)
+        return stats_from_json({name: doc}, schema)[name] if doc is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "etag": self.etag,
+            "rows": self.rows,
+            "row_groups": self.row_groups,
+            "stats": self.stats,
+            "added_version": self.added_version,
+        }
+
+    @cached_property
+    def json_text(self) -> str:
+        """The compact JSON of this entry, encoded once: a commit re-encodes only new entries."""
+        return dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> DataFile:
+        return cls(
+            path=str(doc["path"]),
+            size=int(doc["size"]),
+            etag=str(doc["etag"]),
+            rows=int(doc["rows"]),
+            row_groups=int(doc["row_groups"]),
+            stats=dict(doc.get("stats") or {}),
+            added_version=int(doc.get("added_version", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class TombstoneFile:
+    """One immutable tombstone (``.del``) file and the data files its entries name."""
+
+    path: str
+    size: int
+    etag: str
+    files: tuple[str, ...]
+    rows: int | None = None
+    added_version: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "etag": self.etag,
+            "files": list(self.files),
+            "rows": self.rows,
+            "added_version": self.added_version,
+        }
+
+    @cached_property
+    def json_text(self) -> str:
+        """The compact JSON of this entry, encoded once (see :attr:`DataFile.json_text`)."""
+        return dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TombstoneFile:
+        rows = doc.get("rows")
+        return cls(
+            path=str(doc["path"]),
+            size=int(doc["size"]),
+            etag=str(doc["etag"]),
+            files=tuple(str(f) for f in doc["files"]),
+            rows=None if rows is None else int(rows),
+            added_version=int(doc.get("added_version", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What the commit that produced a version did."""
+
+    operation: str
+    commit_id: str
+    summary: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+def dumps(value: object) -> str:
+    """Compact JSON, as every castable manifest is written."""
+    return json.dumps(value, separators=(",", ":"))

@@ -1,0 +1,334 @@
+"""A version's data files or tombstones, held as segments read only when needed.
+
+Format version 2 lists a version's entries in immutable segments (see ``castable.segment``).
+A :class:`FileList` is that list in memory: written segments, read on first use and shared
+by reference with the versions before and after, and pending ones that the commit listing
+them writes. Operations derive new lists that touch only the segments they change, so a
+commit costs O(change). A version-1 manifest's entries are one pending, in-memory part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar, overload
+
+import pyarrow as pa
+
+from castable import segment
+from castable.cache import LruCache
+from castable.entries import DataFile, TombstoneFile
+from castable.errors import CorruptObjectError
+from castable.segment import Kind, SegmentRef
+from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
+
+E = TypeVar("E", bound=DataFile | TombstoneFile)
+
+SEGMENT_TARGET = 65_536
+"""Entries per full segment: about 4 MB, read in a few milliseconds."""
+RUN_LIMIT = 8
+"""At most this many adjacent segments of one size tier; one more and they are merged."""
+_TOP_TIER = (SEGMENT_TARGET // 2).bit_length() // 3
+"""Segments of this tier (at least 8**5 = 32,768 entries) are never merged."""
+
+Loader = Callable[[SegmentRef], pa.Table]
+
+
+@dataclass(frozen=True)
+class Codec(Generic[E]):
+    """How one kind of entry converts between objects and a segment's columns."""
+
+    kind: Kind
+    to_table: Callable[[list[E], pa.Schema], pa.Table]
+    from_table: Callable[[pa.Table, pa.Schema], list[E]]
+
+
+DATA: Codec[DataFile] = Codec("data", segment.data_table, segment.data_files)
+TOMBSTONES: Codec[TombstoneFile] = Codec("tombstone", segment.tombstone_table, segment.tombstone_files)
+
+
+class Part(Generic[E]):
+    """One segment: written (``ref`` set, its table read by ``load`` on first use) or pending
+    (entries or a table in memory, written by the commit that lists it)."""
+
+    __slots__ = ("_entries", "_load", "_table", "codec", "ref")
+    codec: Codec[E]
+    _entries: tuple[E, ...] | None
+
+    def __init__(
+        self,
+        codec: Codec[E],
+        *,
+        ref: SegmentRef | None = None,
+        load: Loader | None = None,
+        table: pa.Table | None = None,
+        entries: tuple[E, ...] | None = None,
+    ) -> None:
+        self.codec = codec
+        self.ref = ref
+        self._load = load
+        self._table = table
+        self._entries = entries
+
+    @property
+    def count(self) -> int:
+        if self.ref is not None:
+            return self.ref.entries
+        return len(self._entries) if self._entries is not None else self._table.num_rows  # type: ignore[union-attr]
+
+    @property
+    def columnar(self) -> bool:
+        """Whether the entries are (or will be read) as columns: prune them with Arrow compute."""
+        return self._entries is None or self.ref is not None
+
+    def table(self, schema: pa.Schema) -> pa.Table:
+        if self._table is None:
+            if self._entries is not None:
+                self._table = self.codec.to_table(list(self._entries), schema)
+            else:
+                assert self._load is not None and self.ref is not None
+                self._table = self._load(self.ref)
+        return self._table
+
+    def entries(self, schema: pa.Schema) -> tuple[E, ...]:
+        if self._entries is None:
+            self._entries = tuple(self.codec.from_table(self.table(schema), schema))
+        return self._entries
+
+    def entries_at(self, indices: pa.Array, schema: pa.Schema) -> list[E]:
+        """Some entries by position, building objects only for those."""
+        if self._entries is not None:
+            return [self._entries[i] for i in indices.to_pylist()]
+        return self.codec.from_table(self.table(schema).take(indices), schema)
+
+    def paths(self, schema: pa.Schema) -> list[str]:
+        if self._entries is not None:
+            return [e.path for e in self._entries]
+        return self.table(schema).column("path").to_pylist()
+
+
+class FileList(Generic[E]):
+    """The data files (or tombstones) of one version, in segment order. Iterating reads every
+    segment; ``len`` reads none; the derivations below read only segments they change."""
+
+    __slots__ = ("codec", "parts", "schema")
+    codec: Codec[E]
+    parts: tuple[Part[E], ...]
+
+    def __init__(self, codec: Codec[E], schema: pa.Schema, parts: Iterable[Part[E]] = ()) -> None:
+        self.codec = codec
+        self.schema = schema
+        self.parts = tuple(p for p in parts if p.count)
+
+    @classmethod
+    def of(cls, codec: Codec[E], schema: pa.Schema, entries: Iterable[E]) -> FileList[E]:
+        return cls(codec, schema, [Part(codec, entries=tuple(entries))])
+
+    def __iter__(self) -> Iterator[E]:
+        for p in self.parts:
+            yield from p.entries(self.schema)
+
+    def __len__(self) -> int:
+        return sum(p.count for p in self.parts)
+
+    @overload
+    def __getitem__(self, index: int) -> E: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[E, ...]: ...
+    def __getitem__(self, index: int | slice) -> E | tuple[E, ...]:
+        """Entries by position, as for a tuple (this reads every segment)."""
+        return tuple(self)[index]
+
+    def total(self, field: str) -> int:
+        """The sum of the entries' ``rows`` or ``size`` (``bytes`` in a summary), from segment
+        summaries where they have it; unknown counts (a tombstone's rows) count as 0."""
+        summary = "bytes" if field == "size" else field
+        total = 0
+        for p in self.parts:
+            known = getattr(p.ref, summary) if p.ref is not None else None
+            total += known if known is not None else sum(getattr(e, field) or 0 for e in p.entries(self.schema))
+        return total
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FileList | tuple | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FileList({self.codec.kind}, {len(self)} entries in {len(self.parts)} segments)"
+
+    def _derive(self, parts: Iterable[Part[E]]) -> FileList[E]:
+        return FileList(self.codec, self.schema, parts)
+
+    def __add__(self, added: Iterable[E]) -> FileList[E]:
+        """This list with ``added`` after it, in a new pending segment."""
+        return self._derive((*self.parts, Part(self.codec, entries=tuple(added))))
+
+    def without(self, paths: Collection[str]) -> FileList[E]:
+        """This list without the entries of ``paths``: a segment that held some is rewritten."""
+        if not paths:
+            return self
+        gone = set(paths)
+        parts: list[Part[E]] = []
+        for p in self.parts:
+            keep = [path not in gone for path in p.paths(self.schema)]
+            if all(keep):
+                parts.append(p)
+            elif p._entries is not None:
+                parts.append(Part(self.codec, entries=tuple(e for e, k in zip(p._entries, keep, strict=True) if k)))
+            else:
+                parts.append(Part(self.codec, table=p.table(self.schema).filter(pa.array(keep))))
+        return self._derive(parts)
+
+    def replacing(self, replacements: Mapping[str, Sequence[E]]) -> FileList[E]:
+        """This list with each entry named in ``replacements`` replaced, in place, by its entries."""
+        parts: list[Part[E]] = []
+        for p in self.parts:
+            if any(path in replacements for path in p.paths(self.schema)):
+                entries = (n for e in p.entries(self.schema) for n in replacements.get(e.path, (e,)))
+                parts.append(Part(self.codec, entries=tuple(entries)))
+            else:
+                parts.append(p)
+        return self._derive(parts)
+
+    def holding(self, paths: Collection[str]) -> list[str]:
+        """Which of ``paths`` this list names."""
+        wanted = set(paths)
+        if not wanted:
+            return []
+        return [path for p in self.parts for path in p.paths(self.schema) if path in wanted]
+
+    def diff(self, older: FileList[E]) -> tuple[list[E], set[str]]:
+        """(entries added, paths removed) since ``older``, reading only segments that differ."""
+        refs = {p.ref.path for p in older.parts if p.ref is not None}
+        mine = {p.ref.path for p in self.parts if p.ref is not None}
+        new = [p for p in self.parts if p.ref is None or p.ref.path not in refs]
+        old = [p for p in older.parts if p.ref is None or p.ref.path not in mine]
+        before = {path for p in old for path in p.paths(older.schema)}
+        added: list[E] = []
+        after: set[str] = set()
+        for p in new:
+            paths = p.paths(self.schema)
+            after.update(paths)
+            fresh = [i for i, path in enumerate(paths) if path not in before]
+            if fresh:
+                added += p.entries_at(pa.array(fresh, pa.int64()), self.schema)
+        return added, before - after
+
+    @property
+    def refs(self) -> list[SegmentRef]:
+        """The written segments, in order; ``ValueError`` if one is still pending."""
+        refs = [p.ref for p in self.parts]
+        if None in refs:
+            raise ValueError("a segment of this list has not been written")
+        return refs  # type: ignore[return-value]
+
+    def written(self, store: ObjectStore) -> FileList[E]:
+        """This list with adjacent small segments merged (:func:`merge_plan`) and every pending
+        segment written, each as a new object (``If-None-Match``)."""
+        groups = merge_plan([p.count for p in self.parts])
+        parts: list[Part[E]] = []
+        for start, end in groups:
+            run = self.parts[start:end]
+            if len(run) == 1 and run[0].ref is not None:
+                parts.append(run[0])
+                continue
+            table = pa.concat_tables([p.table(self.schema) for p in run]).combine_chunks()
+            for at in range(0, table.num_rows, SEGMENT_TARGET):
+                parts.append(write_part(store, self.codec, table.slice(at, SEGMENT_TARGET), self.schema))
+        return self._derive(parts)
+
+
+def write_part(store: ObjectStore, codec: Codec[E], table: pa.Table, schema: pa.Schema) -> Part[E]:
+    """Write ``table`` as a new segment; the written part keeps the table, so it is not read back."""
+    data = segment.encode(table, codec.kind)
+    rows, size, stats = segment.summarize(table, codec.kind, schema)
+    key = segment.new_segment_key()
+    info = store.put(key, data, if_none_match=True)
+    ref = SegmentRef(key, info.etag, len(data), codec.kind, table.num_rows, rows, size, stats)
+    return Part(codec, ref=ref, table=table)
+
+
+def merge_plan(counts: list[int]) -> list[tuple[int, int]]:
+    """Which adjacent segments to merge: ``[start, end)`` ranges covering every segment.
+
+    Segments fall in size tiers by powers of 8 (1-7 entries, 8-63, ...). More than
+    ``RUN_LIMIT`` adjacent segments of one tier below the top merge into one, which lands in a
+    higher tier and may merge again, like a counter's carries. So appends of single files
+    leave at most ``RUN_LIMIT`` segments per tier, and each entry is rewritten once per tier
+    on its way to a full segment: O(log) times, O(change) amortised per commit.
+    """
+    groups: list[list[int]] = [[c] for c in counts]
+    while run := _long_run(groups):
+        start, end = run
+        groups[start:end] = [[c for g in groups[start:end] for c in g]]
+    out, at = [], 0
+    for g in groups:
+        out.append((at, at + len(g)))
+        at += len(g)
+    return out
+
+
+def _long_run(groups: list[list[int]]) -> tuple[int, int] | None:
+    """The first run of more than ``RUN_LIMIT`` adjacent groups in one tier below the top."""
+    i = 0
+    while i < len(groups):
+        tier = _tier(sum(groups[i]))
+        j = i + 1
+        while j < len(groups) and _tier(sum(groups[j])) == tier:
+            j += 1
+        if tier < _TOP_TIER and j - i > RUN_LIMIT:
+            return i, j
+        i = j
+    return None
+
+
+def _tier(entries: int) -> int:
+    return min((max(entries, 1).bit_length() - 1) // 3, _TOP_TIER)
+
+
+def prune_tombstones(
+    tombstones: FileList[TombstoneFile], remaining: FileList[DataFile], removed: Collection[str]
+) -> FileList[TombstoneFile]:
+    """``tombstones`` without those that named only files no longer live, now that ``removed``
+    left the data files (``remaining``). Only tombstones naming a removed file are judged."""
+    gone = set(removed)
+    if not gone:
+        return tombstones
+    touched = [t for t in tombstones if gone.intersection(t.files)]
+    live = set(remaining.holding({f for t in touched for f in t.files if f not in gone}))
+    return tombstones.without([t.path for t in touched if not live.intersection(t.files)])
+
+
+class SegmentCache:
+    """Decoded segments by (store URI, path, ETag): immutable, so each is read once per process."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._items: LruCache[tuple[str, str, str], pa.Table] = LruCache(size)
+
+    def loader(self, store: ObjectStore, kind: Kind) -> Loader:
+        def load(ref: SegmentRef) -> pa.Table:
+            key = (store.uri, ref.path, ref.etag)
+            table = self._items.get(key)
+            if table is None:
+                try:
+                    blob = store.get(ref.path, if_match=ref.etag)
+                except (ObjectNotFoundError, PreconditionFailedError) as e:
+                    raise CorruptObjectError(f"segment {ref.path} is missing or changed: {e}") from None
+                table = segment.decode(blob.data, kind, key=ref.path)
+                if table.num_rows != ref.entries:
+                    raise CorruptObjectError(
+                        f"segment {ref.path} has {table.num_rows} entries, its root says {ref.entries}"
+                    )
+                self._items.put(key, table)
+            return table
+
+        return load
+
+
+SEGMENTS = SegmentCache()
