@@ -363,7 +363,7 @@ def test_missing_versions_say_why(table: Table) -> None:
     [
         ({"format_version": None}, "not a valid manifest: .*format_version is None, not a version number"),
         ({"format_version": "1"}, "not a valid manifest: .*format_version is '1', not a version number"),
-        ({"format_version": 7}, "format version 7 is newer than this castable reads \\(1\\); upgrade castable"),
+        ({"format_version": 7}, "format version 7 is newer than this castable reads \\(2\\); upgrade castable"),
     ],
 )
 def test_manifest_format_version_messages(table: Table, change: dict, message: str) -> None:

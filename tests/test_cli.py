@@ -247,8 +247,9 @@ def test_cli_json_output_for_scripts(tmp_path: Path, inputs: tuple[Path, Path]) 
     assert run_json("compact", uri, "--min-file-size", "1000000")["files_rewritten"] == 1  # type: ignore[index]
     assert run_json("expire", uri, "--retain-versions", "1")["versions_expired"] == 3  # type: ignore[index]
     preview = run_json("gc", uri, "--grace-hours", "0", "--dry-run")
-    assert preview["objects_to_remove"] == 2 and "objects_removed" not in preview  # type: ignore[index,operator]
-    assert run_json("gc", uri, "--grace-hours", "0")["objects_removed"] == 2  # type: ignore[index]
+    # the compacted data file and the tombstone, and the two manifest segments that listed them
+    assert preview["objects_to_remove"] == 4 and "objects_removed" not in preview  # type: ignore[index,operator]
+    assert run_json("gc", uri, "--grace-hours", "0")["objects_removed"] == 4  # type: ignore[index]
     assert run_json("repair", uri) == {"version": 3, "repaired": False}
 
 

@@ -90,8 +90,8 @@ def test_deleted_key_lists_mask_exactly_their_keys(key_type: pa.DataType, keys: 
     assert deletes.key_mask(column).tolist() == [k in deleted for k in keys]
 
 
-def test_manifest_and_pointer_documents(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id", properties={"team": "x"})
+def test_version_1_manifest_and_pointer_documents(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id", properties={"team": "x"}, format_version=1)
     t.append(events(0, 10), commit_id="c1")
     pointer = json.loads((tmp_path / "t" / POINTER_KEY).read_bytes())
     assert pointer == {"version": 1, "manifest": manifest_key(1)}
@@ -116,9 +116,10 @@ def test_manifest_and_pointer_documents(tmp_path) -> None:  # type: ignore[no-un
     assert (tmp_path / "t" / f["path"]).stat().st_size == f["size"]
 
 
-def test_manifest_bytes_are_plain_compact_json_of_the_document(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("format_version", [1, 2])
+def test_manifest_bytes_are_plain_compact_json_of_the_document(tmp_path, format_version: int) -> None:  # type: ignore[no-untyped-def]
     """The spliced encoding (cached per entry) is exactly ``json.dumps`` of the whole document."""
-    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id", format_version=format_version)
     for i in range(3):
         t.append(events(i * 10, i * 10 + 10))
     t.delete("id IN (3, 14)")

@@ -326,6 +326,7 @@ def commit(
             return CommitResult(version, found, advance_pointer(store, found.version, state["pointer"]))
         staged = build(current)
         check_sources(current, staged.source_ids)
+        created: list[str] = []
         candidate = current.next(
             commit=CommitInfo(operation, commit_id, staged.summary),
             created_at=now(),
@@ -334,12 +335,16 @@ def commit(
             commit_retention=commit_retention,
             source_ids=staged.source_ids,
             format_version=staged.format_version,
-        ).written(store)
+        ).written(store, created)
         key = manifest_key(candidate.version)
         try:
             store.put(key, candidate.to_json(), if_none_match=True)
             return landed(candidate)
-        except (PreconditionFailedError, ConcurrentModificationError):
+        except PreconditionFailedError:
+            rebase(current)
+            if commit_id not in state["base"].recent_commits:  # lost (a 412 may also mean "landed, retried")
+                _discard(store, created)
+        except ConcurrentModificationError:
             rebase(current)
         except StoreError as e:
             log.warning("commit of %s to %s ended ambiguously: %s", commit_id, key, e)
@@ -372,6 +377,18 @@ def commit(
             f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
             f"({e.last_attempt.attempt_number} attempts); nothing was committed"
         ) from None
+
+
+def _discard(store: ObjectStore, segments: list[str]) -> None:
+    """Delete the segments an attempt wrote once a 412 shows another writer's manifest holds its
+    key: no version lists them, and none ever will (each attempt writes its own). Not after a
+    409 or an ambiguous error, whose request might still land. Best effort: ``gc`` sweeps the rest."""
+    if not segments:
+        return
+    try:
+        store.delete_many(segments)
+    except StoreError as e:
+        log.info("could not delete %d segments of a lost commit attempt: %s", len(segments), e)
 
 
 def _floor_check(store: ObjectStore, manifest: Manifest, commit_id: str) -> Pointer:

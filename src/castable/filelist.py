@@ -228,9 +228,9 @@ class FileList(Generic[E]):
             raise ValueError("a segment of this list has not been written")
         return refs  # type: ignore[return-value]
 
-    def written(self, store: ObjectStore) -> FileList[E]:
+    def written(self, store: ObjectStore, created: list[str]) -> FileList[E]:
         """This list with adjacent small segments merged (:func:`merge_plan`) and every pending
-        segment written, each as a new object (``If-None-Match``)."""
+        segment written, each as a new object (``If-None-Match``) whose key joins ``created``."""
         groups = merge_plan([p.count for p in self.parts])
         parts: list[Part[E]] = []
         for start, end in groups:
@@ -241,6 +241,7 @@ class FileList(Generic[E]):
             table = pa.concat_tables([p.table(self.schema) for p in run]).combine_chunks()
             for at in range(0, table.num_rows, SEGMENT_TARGET):
                 parts.append(write_part(store, self.codec, table.slice(at, SEGMENT_TARGET), self.schema))
+                created.append(parts[-1].ref.path)  # type: ignore[union-attr]
         return self._derive(parts)
 
 

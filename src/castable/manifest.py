@@ -92,14 +92,15 @@ class RecentCommits(Mapping[str, int]):
         merged = {**{k: v for k, v in self._older_ids().items() if k not in inline}, **inline}
         return RecentCommits({}, older=dict(list(merged.items())[-retention:]))
 
-    def written(self, store: ObjectStore, schema: pa.Schema) -> RecentCommits:
-        """The same ids with a pending commits segment written."""
+    def written(self, store: ObjectStore, created: list[str]) -> RecentCommits:
+        """The same ids with a pending commits segment written (its key joins ``created``)."""
         if self.ref is not None or not self._loaded:
             return self
         table = segment.commits_table(list(self._loaded.items()))
         data = segment.encode(table, "commits")
         key = segment.new_segment_key()
         info = store.put(key, data, if_none_match=True)
+        created.append(key)
         ref = SegmentRef(key, info.etag, len(data), "commits", table.num_rows, 0, 0, {})
         return RecentCommits(self.inline, ref=ref, older=self._loaded)
 
@@ -176,15 +177,17 @@ class Manifest:
         """Rows in the data files, before tombstones are applied (read from summaries in version 2)."""
         return self.data_files.total("rows")
 
-    def written(self, store: ObjectStore) -> Manifest:
-        """This manifest with every pending segment written (version 2), ready for :meth:`to_json`."""
+    def written(self, store: ObjectStore, created: list[str] | None = None) -> Manifest:
+        """This manifest with every pending segment written (version 2), ready for :meth:`to_json`;
+        the keys of the segments written join ``created``, so a commit that loses can delete them."""
         if self.format_version == 1:
             return self
+        created = [] if created is None else created
         return replace(
             self,
-            data_files=self.data_files.written(store),
-            tombstones=self.tombstones.written(store),
-            recent_commits=self.recent_commits.written(store, self.schema),
+            data_files=self.data_files.written(store, created),
+            tombstones=self.tombstones.written(store, created),
+            recent_commits=self.recent_commits.written(store, created),
         )
 
     def to_json(self) -> bytes:
