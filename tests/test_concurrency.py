@@ -33,13 +33,24 @@ ROUNDS = 3
 COMMITS = 25
 
 
-@pytest.fixture(params=["local", "moto", pytest.param("localstack", marks=pytest.mark.xdist_group("localstack"))])
-def writer_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str] | None]:
-    """A fresh table location on each store the concurrency tests run against."""
-    if request.param == "local":
-        return str(tmp_path / "table"), None
-    endpoint = request.getfixturevalue("s3_endpoint" if request.param == "moto" else "localstack_endpoint")
-    return f"s3://{new_bucket(endpoint)}/tables/t1", {"endpoint_url": endpoint, "region": "us-east-1"}
+@pytest.fixture(
+    params=[
+        ("local", 1),
+        ("local", 2),
+        ("moto", 1),
+        ("moto", 2),
+        pytest.param(("localstack", 2), marks=pytest.mark.xdist_group("localstack")),
+    ],
+    ids=lambda p: f"{p[0]}-v{p[1]}",
+)
+def writer_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str] | None, int]:
+    """A fresh table location on each store the concurrency tests run against, and the format
+    version to create the table in (both on the local store and moto)."""
+    where, format_version = request.param
+    if where == "local":
+        return str(tmp_path / "table"), None, format_version
+    endpoint = request.getfixturevalue("s3_endpoint" if where == "moto" else "localstack_endpoint")
+    return f"s3://{new_bucket(endpoint)}/tables/t1", {"endpoint_url": endpoint, "region": "us-east-1"}, format_version
 
 
 def _spawn_pool(workers: int) -> ProcessPoolExecutor:
@@ -53,10 +64,10 @@ def _assert_dense(table: Table, commits: int) -> None:
 
 
 @pytest.mark.slow
-def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, dict | None]) -> None:
+def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, dict | None, int]) -> None:
     """8 processes x 25 one-row appends, one handle each: every append commits, once."""
-    uri, options = writer_uri
-    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    uri, options, format_version = writer_uri
+    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     with _spawn_pool(WORKERS) as pool:
         futures = [pool.submit(append_rows, uri, options, w, COMMITS) for w in range(WORKERS)]
         versions = [v for f in futures for v in f.result(timeout=600)]
@@ -69,9 +80,9 @@ def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, 
 
 
 @pytest.mark.slow
-def test_many_processes_append_and_delete(writer_uri: tuple[str, dict | None]) -> None:
-    uri, options = writer_uri
-    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+def test_many_processes_append_and_delete(writer_uri: tuple[str, dict | None, int]) -> None:
+    uri, options, format_version = writer_uri
+    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     with _spawn_pool(WORKERS) as pool:
         futures = [pool.submit(append_and_delete, uri, options, w, ROUNDS) for w in range(WORKERS)]
         results = [f.result(timeout=600) for f in futures]
@@ -95,12 +106,14 @@ def test_many_processes_append_and_delete(writer_uri: tuple[str, dict | None]) -
 
 
 @pytest.mark.slow
-def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(writer_uri: tuple[str, dict | None]) -> None:
+def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(
+    writer_uri: tuple[str, dict | None, int],
+) -> None:
     """4 processes upsert overlapping keys while a fifth compacts and erases: every key keeps
     exactly one live row, the one of the last committed upsert that named it; nothing else is
     lost or comes back, and versions stay dense."""
-    uri, options = writer_uri
-    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    uri, options, format_version = writer_uri
+    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     initial = [*range(UPSERT_KEYS), *ERASABLE]
     table.append(pa.table({"id": initial, "category": ["init"] * len(initial), "value": [-1.0] * len(initial)}))
     with _spawn_pool(5) as pool:
@@ -125,11 +138,13 @@ def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(writer
 
 
 @pytest.mark.slow
-def test_racing_updates_and_merges_lose_no_increment_through_compaction(writer_uri: tuple[str, dict | None]) -> None:
+def test_racing_updates_and_merges_lose_no_increment_through_compaction(
+    writer_uri: tuple[str, dict | None, int],
+) -> None:
     """3 processes add 1 to the same rows, by update and by merge, while a fourth compacts: every
     increment lands (each re-reads rows another commit touched), nothing else changes."""
-    uri, options = writer_uri
-    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    uri, options, format_version = writer_uri
+    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     table.append(pa.table({"id": list(range(100)), "category": ["c"] * 100, "value": [0.0] * 100}, schema=EVENTS))
     with _spawn_pool(4) as pool:
         workers = [pool.submit(increment, uri, options, w, 5) for w in range(3)]

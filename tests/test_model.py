@@ -67,11 +67,23 @@ class TableModel(RuleBasedStateMachine):
         self.versions: list[dict[int, Row]] = []
         self.oldest = 0  # versions below this were expired
 
-    @initialize(target_file=st.sampled_from([2_000, 50_000]), row_group=st.sampled_from([600, 4_000]))
-    def create(self, target_file: int, row_group: int) -> None:
+    @initialize(
+        target_file=st.sampled_from([2_000, 50_000]),
+        row_group=st.sampled_from([600, 4_000]),
+        format_version=st.sampled_from([1, 2]),
+    )
+    def create(self, target_file: int, row_group: int, format_version: int) -> None:
         props = {"write.target-file-size-bytes": target_file, "write.row-group-size-bytes": row_group}
-        self.table = castable.create_table(str(self.dir / "t"), EVENTS, primary_key="id", properties=props)
+        self.table = castable.create_table(
+            str(self.dir / "t"), EVENTS, primary_key="id", properties=props, format_version=format_version
+        )
         self.versions.append({})
+
+    @precondition(lambda self: self.table.manifest.format_version == 1)
+    @rule()
+    def upgrade(self) -> None:
+        self._commit(self.table.upgrade(), dict(self.versions[-1]))
+        assert self.table.manifest.format_version == 2
 
     @rule(n=st.integers(1, 120), data=st.data())
     def append(self, n: int, data: st.DataObject) -> None:
