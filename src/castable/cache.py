@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -11,11 +12,14 @@ V = TypeVar("V")
 
 
 class LruCache(Generic[K, V]):
-    """A thread-safe map of at most ``size`` items, least recently used evicted."""
+    """A thread-safe map of at most ``size`` items (or, with a ``weigh``, of at most ``size``
+    total weight, e.g. bytes), least recently used evicted."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, weigh: Callable[[V], int] | None = None) -> None:
         self._items: OrderedDict[K, V] = OrderedDict()
         self._size = size
+        self._weigh = weigh or (lambda _: 1)
+        self._weight = 0
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
@@ -27,7 +31,10 @@ class LruCache(Generic[K, V]):
 
     def put(self, key: K, value: V) -> None:
         with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._weight -= self._weigh(old)
             self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            self._weight += self._weigh(value)
+            while self._weight > self._size and len(self._items) > 1:
+                self._weight -= self._weigh(self._items.popitem(last=False)[1])

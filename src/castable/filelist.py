@@ -10,6 +10,7 @@ commit costs O(change). A version-1 manifest's entries are one pending, in-memor
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar, overload
 
@@ -31,6 +32,7 @@ RUN_LIMIT = 8
 _TOP_TIER = (SEGMENT_TARGET // 2).bit_length() // 3
 """Segments of this tier (at least 8**5 = 32,768 entries) are never merged."""
 
+_READ_THREADS = 16
 Loader = Callable[[SegmentRef], pa.Table]
 
 
@@ -75,6 +77,11 @@ class Part(Generic[E]):
         if self.ref is not None:
             return self.ref.entries
         return len(self._entries) if self._entries is not None else self._table.num_rows  # type: ignore[union-attr]
+
+    @property
+    def unread(self) -> bool:
+        """A written segment not read yet."""
+        return self._table is None and self._entries is None
 
     @property
     def columnar(self) -> bool:
@@ -125,6 +132,7 @@ class FileList(Generic[E]):
         return cls(codec, schema, [Part(codec, entries=tuple(entries))])
 
     def __iter__(self) -> Iterator[E]:
+        read_all(self.parts, self.schema)
         for p in self.parts:
             yield from p.entries(self.schema)
 
@@ -245,6 +253,14 @@ class FileList(Generic[E]):
         return self._derive(parts)
 
 
+def read_all(parts: Sequence[Part[E]], schema: pa.Schema) -> None:
+    """Read the unread segments among ``parts``, in parallel (a GET each, then decoding)."""
+    unread = [p for p in parts if p.unread]
+    if len(unread) > 1:
+        with ThreadPoolExecutor(min(_READ_THREADS, len(unread))) as pool:
+            list(pool.map(lambda p: p.table(schema), unread))
+
+
 def write_part(store: ObjectStore, codec: Codec[E], table: pa.Table, schema: pa.Schema) -> Part[E]:
     """Write ``table`` as a new segment; the written part keeps the table, so it is not read back."""
     data = segment.encode(table, codec.kind)
@@ -307,10 +323,11 @@ def prune_tombstones(
 
 
 class SegmentCache:
-    """Decoded segments by (store URI, path, ETag): immutable, so each is read once per process."""
+    """Decoded segments by (store URI, path, ETag): immutable, so each is read once per process
+    while it fits in ``max_bytes`` of Arrow memory (16 full segments take about 256 MB)."""
 
-    def __init__(self, size: int = 64) -> None:
-        self._items: LruCache[tuple[str, str, str], pa.Table] = LruCache(size)
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self._items: LruCache[tuple[str, str, str], pa.Table] = LruCache(max_bytes, lambda t: t.nbytes)
 
     def loader(self, store: ObjectStore, kind: Kind) -> Loader:
         def load(ref: SegmentRef) -> pa.Table:

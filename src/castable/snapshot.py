@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 from castable import tombstone
 from castable.cache import LruCache
 from castable.errors import CorruptObjectError
+from castable.filelist import read_all
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
 from castable.segment import SegmentRef
@@ -53,9 +54,13 @@ class Snapshot:
         if predicate is None:
             return list(self.manifest.data_files)
         files: list[DataFile] = []
-        for part in self.manifest.data_files.parts:
-            if part.ref is not None and self._summary_match(part.ref, predicate) is Match.NONE:
-                continue
+        parts = [
+            p
+            for p in self.manifest.data_files.parts
+            if p.ref is None or self._summary_match(p.ref, predicate) is not Match.NONE
+        ]
+        read_all(parts, self.schema)
+        for part in parts:
             if part.columnar:
                 table = part.table(self.schema)
                 mask = prune_mask(predicate, segment_stats(table, self.schema), table.column("rows").combine_chunks())
