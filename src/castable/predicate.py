@@ -20,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
@@ -32,6 +34,18 @@ from castable.errors import InvalidPredicateError
 from castable.stats import ColumnStats, value_type
 
 StatsLookup = Callable[[str], ColumnStats | None]
+
+
+@dataclass(frozen=True)
+class StatsColumns:
+    """One column's statistics over many units, as Arrow arrays of equal length (null = unknown)."""
+
+    min: pa.Array  # of the column's value type (stats.value_type(field type))
+    max: pa.Array
+    nulls: pa.Array  # int64
+
+
+StatsColumnsLookup = Callable[[str], StatsColumns | None]
 
 
 class Match(enum.Enum):
@@ -56,6 +70,11 @@ class Predicate(ABC):
     def match(self, stats: StatsLookup, rows: int) -> Match:
         """Judge a unit of ``rows`` rows from its column statistics; ``SOME`` when unsure."""
         return Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        """The verdict of :meth:`match` for many units at once: an int8 array, 0 = NONE, 1 = SOME, 2 = ALL
+        (so AND is the minimum of its parts and OR the maximum). ``rows`` is an int64 array of unit sizes."""
+        return _full(Match.SOME, len(rows))
 
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         """Inclusive bounds if the predicate is exactly a range of column ``key``, else ``None``."""
@@ -97,6 +116,87 @@ def _judge(s: ColumnStats | None, rows: int) -> Match | tuple[Any, Any, bool]:
     return Match.SOME if b is None else b
 
 
+_CODE = {m: pa.scalar(i, pa.int8()) for i, m in enumerate((Match.NONE, Match.SOME, Match.ALL))}
+
+
+def _full(verdict: Match, n: int) -> pa.Array:
+    """The same verdict for ``n`` units."""
+    return pa.repeat(_CODE[verdict], n)
+
+
+def _exact_many(s: StatsColumns) -> pa.Array:
+    """:func:`_bounds`' ``exact`` per unit: no null (an unknown count is not zero) and not floating."""
+    return pc.and_(pc.fill_null(pc.equal(s.nulls, 0), False), not pa.types.is_floating(s.min.type))
+
+
+def _judge_many(s: StatsColumns, rows: pa.Array, none: pa.Array, every: pa.Array) -> pa.Array:
+    """:func:`_judge` per unit, then NONE where ``none``, ALL where ``every`` (exactness included), else SOME."""
+    all_null = pc.fill_null(pc.greater_equal(s.nulls, rows), False)
+    unknown = pc.or_(pc.is_null(s.min), pc.is_null(s.max))
+    by_bounds = pc.if_else(none, _CODE[Match.NONE], pc.if_else(every, _CODE[Match.ALL], _CODE[Match.SOME]))
+    return pc.if_else(all_null, _CODE[Match.NONE], pc.if_else(unknown, _CODE[Match.SOME], by_bounds))
+
+
+def _as_type(values: pa.Array, t: pa.DataType) -> pa.Array | None:
+    """``values`` cast to ``t`` if Python sees the same values after (``match`` compares Python values), else None.
+
+    NaN is never equal to itself, so values holding NaN (which Python cannot sort) return None too."""
+    try:
+        cast = values.cast(t)
+    except pa.ArrowException:
+        return None
+    return cast if cast.to_pylist() == values.to_pylist() else None
+
+
+def _one_by_one(predicate: Compare | InList, s: StatsColumns, rows: pa.Array) -> pa.Array:
+    """``predicate.match`` unit by unit: the slow path, for values Arrow cannot compare as Python does."""
+    verdicts = []
+    for i, n in enumerate(rows.to_pylist()):
+        lo, hi = s.min[i], s.max[i]
+        unit = ColumnStats(lo if lo.is_valid else None, hi if hi.is_valid else None, s.nulls[i].as_py())
+        verdicts.append(_CODE[predicate.match({predicate.column: unit}.get, n)])
+    return pa.array(verdicts, pa.int8())
+
+
+def _outside(lo: pa.Array, hi: pa.Array, v: pa.Scalar) -> pa.Array:
+    """``v < lo or v > hi`` per unit."""
+    return pc.or_(pc.less(v, lo), pc.greater(v, hi))
+
+
+def _only(lo: pa.Array, hi: pa.Array, v: pa.Scalar) -> pa.Array:
+    """``lo == hi == v`` per unit."""
+    return pc.and_(pc.equal(lo, hi), pc.equal(hi, v))
+
+
+# Compare.match's table per unit: (lo, hi, value, exact) -> (no row matches, every row does if exact).
+_COMPARE_MANY: dict[str, Callable[[pa.Array, pa.Array, pa.Scalar, pa.Array], tuple[pa.Array, pa.Array]]] = {
+    "=": lambda lo, hi, v, exact: (_outside(lo, hi, v), _only(lo, hi, v)),
+    "!=": lambda lo, hi, v, exact: (pc.and_(_only(lo, hi, v), exact), _outside(lo, hi, v)),
+    "<": lambda lo, hi, v, exact: (pc.greater_equal(lo, v), pc.less(hi, v)),
+    "<=": lambda lo, hi, v, exact: (pc.greater(lo, v), pc.less_equal(hi, v)),
+    ">": lambda lo, hi, v, exact: (pc.less_equal(hi, v), pc.greater(lo, v)),
+    ">=": lambda lo, hi, v, exact: (pc.less(hi, v), pc.greater_equal(lo, v)),
+}
+
+
+def _any_within(values: pa.Array, lo: pa.Array, hi: pa.Array) -> pa.Array:
+    """Per unit, whether some of ``values`` (no null, no NaN) lies in [lo, hi], by binary search as in InList.match."""
+    if len(values) == 0:
+        return pa.array(np.zeros(len(lo), dtype=bool))
+    keys = values.sort().to_numpy(zero_copy_only=False)
+
+    def rank(bounds: pa.Array, side: Literal["left", "right"]) -> npt.NDArray[np.intp]:
+        """How many keys sort before each bound (unknown bounds are filled; the verdict ignores them)."""
+        b = pc.fill_null(bounds, values[0]).to_numpy(zero_copy_only=False)
+        at = np.searchsorted(keys, b, side=side)
+        if b.dtype.kind == "f":
+            at[np.isnan(b)] = 0  # bisect stops at 0 for a NaN bound, where numpy sorts NaN last
+        return at
+
+    # keys < lo fewer than keys <= hi: the first key >= lo is <= hi.
+    return pa.array(rank(lo, "left") < rank(hi, "right"))
+
+
 @dataclass(frozen=True)
 class Compare(Predicate):
     column: str
@@ -126,6 +226,17 @@ class Compare(Predicate):
         if none:
             return Match.NONE
         return Match.ALL if every and exact else Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        s = stats(self.column)
+        if s is None:
+            return _full(Match.SOME, len(rows))
+        value = _as_type(pa.repeat(self.value, 1), s.min.type)
+        if value is None:
+            return _one_by_one(self, s, rows)
+        exact = _exact_many(s)
+        none, every = _COMPARE_MANY[self.op](s.min, s.max, value[0], exact)
+        return _judge_many(s, rows, none, pc.and_(every, exact))
 
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         if self.column != key or self.op == "!=":
@@ -168,6 +279,20 @@ class InList(Predicate):
             return Match.ALL if single else Match.SOME
         return Match.ALL if self.negated and exact else (Match.SOME if self.negated else Match.NONE)
 
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        s = stats(self.column)
+        if s is None:
+            return _full(Match.SOME, len(rows))
+        values = _as_type(pc.drop_null(self.values), s.min.type)
+        if values is None:
+            return _one_by_one(self, s, rows)
+        found = _any_within(values, s.min, s.max)
+        exact = _exact_many(s)
+        single = pc.and_(pc.equal(s.min, s.max), exact)
+        if self.negated:
+            return _judge_many(s, rows, pc.and_(found, single), pc.and_(pc.invert(found), exact))
+        return _judge_many(s, rows, pc.invert(found), pc.and_(found, single))
+
     @cached_property
     def _sorted(self) -> list[Any]:
         """The listed values as Python values, sorted, once (a file's bounds are searched in it)."""
@@ -202,6 +327,15 @@ class IsNull(Predicate):
             return Match.NONE if self.negated else Match.ALL
         return Match.SOME
 
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        s = stats(self.column)
+        if s is None:
+            return _full(Match.SOME, len(rows))
+        no_null, all_null = (Match.ALL, Match.NONE) if self.negated else (Match.NONE, Match.ALL)
+        some_null = pc.if_else(pc.greater_equal(s.nulls, rows), _CODE[all_null], _CODE[Match.SOME])
+        verdict = pc.if_else(pc.equal(s.nulls, 0), _CODE[no_null], some_null)
+        return pc.fill_null(verdict, _CODE[Match.SOME])  # an unknown null count
+
 
 @dataclass(frozen=True)
 class Like(Predicate):
@@ -231,6 +365,9 @@ class Constant(Predicate):
     def match(self, stats: StatsLookup, rows: int) -> Match:
         return Match.ALL if self.value else Match.NONE
 
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        return _full(Match.ALL if self.value else Match.NONE, len(rows))
+
 
 @dataclass(frozen=True)
 class _Junction(Predicate):
@@ -240,6 +377,7 @@ class _Junction(Predicate):
     join: ClassVar[Callable[[Any, Any], Any]]
     decisive: ClassVar[Match]
     neutral: ClassVar[Match]
+    fold: ClassVar[Callable[[pa.Array, pa.Array], pa.Array]]  # element-wise min (AND) or max (OR) of the codes
 
     def to_expression(self) -> pc.Expression:
         return functools.reduce(type(self).join, (p.to_expression() for p in self.parts))
@@ -253,11 +391,16 @@ class _Junction(Predicate):
             return self.decisive
         return self.neutral if all(r is self.neutral for r in results) else Match.SOME
 
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        verdicts = (p.match_many(stats, rows) for p in self.parts)
+        return functools.reduce(type(self).fold, verdicts, _full(self.neutral, len(rows)))
+
 
 class And(_Junction):
     join = operator.and_
     decisive = Match.NONE
     neutral = Match.ALL
+    fold = pc.min_element_wise
 
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         lo: pa.Scalar | None = None
@@ -277,6 +420,7 @@ class Or(_Junction):
     join = operator.or_
     decisive = Match.ALL
     neutral = Match.NONE
+    fold = pc.max_element_wise
 
 
 @dataclass(frozen=True)
@@ -292,6 +436,10 @@ class Not(Predicate):
     def match(self, stats: StatsLookup, rows: int) -> Match:
         # NOT of "every row true" is "no row true"; nothing else follows once NULLs are possible.
         return Match.NONE if self.part.match(stats, rows) is Match.ALL else Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        every = pc.equal(self.part.match_many(stats, rows), _CODE[Match.ALL])
+        return pc.if_else(every, _CODE[Match.NONE], _CODE[Match.SOME])
 
 
 @dataclass(frozen=True)
@@ -315,6 +463,11 @@ def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
             return None
         out |= cols
     return out
+
+
+def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+    """Boolean mask of the units the predicate's statistics do not rule out (verdict not NONE)."""
+    return pc.not_equal(predicate.match_many(stats, rows), _CODE[Match.NONE])
 
 
 def parse_predicate(predicate: str | pc.Expression | Predicate, schema: pa.Schema) -> Predicate:
