@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -17,6 +18,7 @@ from castable.entries import DataFile, TombstoneFile
 from castable.errors import CorruptObjectError
 from castable.filelist import RUN_LIMIT, SEGMENT_TARGET, merge_plan
 from castable.layout import manifest_key
+from castable.predicate import parse_predicate
 
 SMALL = {"write.target-file-size-bytes": 64 * 1024}
 
@@ -256,6 +258,29 @@ def test_gc_keeps_segments_of_retained_versions(table: castable.Table) -> None:
     table.gc(orphan_grace=timedelta(0))
     for v in range(table.version + 1):
         assert table.count(version=v) == [0, 10, 20, 15, 15][v]
+
+
+def test_segment_slices_cover_every_file_once_and_prune_like_the_scan(table: castable.Table) -> None:
+    for i in range(3):
+        table.append(events(i * 1000, i * 1000 + 1000))
+    for i in range(10):
+        table.append(events(5000 + i, 5001 + i))
+    snapshot = table.snapshot()
+    slices = snapshot.segment_slices(None, 20_000)
+    assert slices is not None and len(slices) > len(snapshot.manifest.data_files.parts)
+    listed = [f.path for s in slices for f in snapshot.slice_files(s, None)]
+    assert sorted(listed) == sorted(f.path for f in snapshot.manifest.data_files)
+    query = parse_predicate("id BETWEEN 900 AND 1100", EVENTS)
+    pruned = snapshot.segment_slices(query, 20_000)
+    assert pruned is not None and len(pruned) < len(slices)  # whole segments ruled out by their summaries
+    found = sorted(f.path for s in pruned for f in snapshot.slice_files(s, query))
+    assert found == sorted(f.path for f in snapshot.prune_files(query))
+
+
+def test_version_1_has_no_segment_slices(tmp_path: Path) -> None:
+    t = castable.create_table(str(tmp_path), EVENTS, format_version=1)
+    t.append(events(0, 10))
+    assert t.snapshot().segment_slices(None, 1) is None
 
 
 def test_a_version_1_reader_is_refused_clearly(table: castable.Table, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -328,6 +328,25 @@ def test_data_source_reads_what_the_library_reads_at_every_version(
     assert spark_rows(df) == library_rows(table, version=3)
 
 
+def test_data_source_plans_on_the_executors_from_segment_slices(
+    spark: Any, table: Table, options: dict[str, str]
+) -> None:
+    """With many files (here: any), each task reads a slice of a segment, prunes it and reads
+    its files: the same rows as the library, at every version, filtered or not."""
+    times = build_history(table)
+    for i in range(12):  # enough small appends for the writer to merge segments too
+        table.append(events(10_000 + i, 10_001 + i))
+    reader = spark.read.format("castable").options(**options).option("executorPlanningFiles", "1")
+    sliced = reader.option("maxPartitionBytes", "4000").load(table.uri)
+    assert sliced.rdd.getNumPartitions() >= len(Table.load(table.store).manifest.data_files.parts)
+    assert spark_rows(sliced) == library_rows(table)
+    for version in sorted(times)[1:]:
+        assert spark_rows(reader.option("versionAsOf", version).load(table.uri)) == library_rows(table, version=version)
+    query = "id BETWEEN 2000 AND 3100 AND category = 'a'"
+    pruned = reader.option("filter", query).option("columns", "value, id").load(table.uri)
+    assert spark_rows(pruned) == library_rows(table, columns=["value", "id"], filter=query)
+
+
 def test_data_source_splits_files_and_prunes_by_its_options(spark: Any, table: Table, options: dict[str, str]) -> None:
     build_history(table)
     reader = spark.read.format("castable").options(**options).option("maxPartitionBytes", "4000")

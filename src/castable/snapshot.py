@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cached_property
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from castable import tombstone
 from castable.cache import LruCache
 from castable.errors import CorruptObjectError
-from castable.filelist import read_all
+from castable.filelist import DATA, read_all
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
 from castable.segment import SegmentRef
@@ -29,6 +30,15 @@ _MERGED: LruCache[tuple[str, ...], tombstone.FileDeletes] = LruCache(512)
 
 _FORMAT = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
 _IO_THREADS = 16
+
+
+@dataclass(frozen=True)
+class SegmentSlice:
+    """Entries ``[start, stop)`` of one data segment: a unit of scan planning, done where it is read."""
+
+    segment: str
+    start: int
+    stop: int
 
 
 class Snapshot:
@@ -62,12 +72,41 @@ class Snapshot:
         read_all(parts, self.schema)
         for part in parts:
             if part.columnar:
-                table = part.table(self.schema)
-                mask = prune_mask(predicate, segment_stats(table, self.schema), table.column("rows").combine_chunks())
-                files += part.entries_at(pc.indices_nonzero(mask), self.schema)
+                files += self._pruned(part.table(self.schema), predicate)
             else:
                 files += [f for f in part.entries(self.schema) if self.file_match(f, predicate) is not Match.NONE]
         return files
+
+    def _pruned(self, table: pa.Table, predicate: Predicate | None) -> list[DataFile]:
+        """The entries of (some rows of) a data segment that the predicate does not rule out."""
+        if predicate is not None:
+            mask = prune_mask(predicate, segment_stats(table, self.schema), table.column("rows").combine_chunks())
+            table = table.filter(mask)
+        return DATA.from_table(table, self.schema)
+
+    def segment_slices(self, predicate: Predicate | None, target_bytes: int) -> list[SegmentSlice] | None:
+        """The version's data files as slices of its segments of about ``target_bytes`` of data
+        each (by the segments' summaries), pruned by summary only: planning that reads no
+        segment, so the reader of each slice can plan it (``None`` for format version 1)."""
+        slices = []
+        for part in self.manifest.data_files.parts:
+            ref = part.ref
+            if ref is None:
+                return None
+            if predicate is not None and self._summary_match(ref, predicate) is Match.NONE:
+                continue
+            pieces = max(1, min(ref.entries, -(-ref.bytes // max(target_bytes, 1))))
+            bounds = [round(i * ref.entries / pieces) for i in range(pieces + 1)]
+            slices += [SegmentSlice(ref.path, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+        return slices
+
+    def slice_files(self, piece: SegmentSlice, predicate: Predicate | None) -> list[DataFile]:
+        """The files of one slice (see :meth:`segment_slices`) that the predicate does not rule out."""
+        for part in self.manifest.data_files.parts:
+            if part.ref is not None and part.ref.path == piece.segment:
+                table = part.table(self.schema).slice(piece.start, piece.stop - piece.start)
+                return self._pruned(table, predicate)
+        raise CorruptObjectError(f"version {self.manifest.version} lists no segment {piece.segment}")
 
     def _summary_match(self, ref: SegmentRef, predicate: Predicate) -> Match:
         stats = stats_from_json(ref.stats, self.schema)

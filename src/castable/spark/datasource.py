@@ -16,8 +16,14 @@ Spark's own hooks are not used: the Python Data Source API of Spark 4.0-4.3 offe
 pruning, and its filter pushdown (4.1+) keeps the pushed-down reader on the relation, so a
 DataFrame reused after a filtered query reads with the old filter.
 
+A version of many files (format version 2, at least ``executorPlanningFiles``, 100,000) is
+planned where it is read: the driver cuts the version's segments into slices of about
+``maxPartitionBytes`` of data by their summaries alone, and each task reads its segment,
+prunes the slice's entries and reads their files, so the driver neither reads the segments
+nor holds an object per file.
+
 Options: ``path`` (or ``load(uri)`` / ``save(uri)``); to read ``versionAsOf``, ``timestampAsOf``,
-``columns``, ``filter``, ``maxPartitionBytes``; to write ``commitId``, ``upsert``,
+``columns``, ``filter``, ``maxPartitionBytes``, ``executorPlanningFiles``; to write ``commitId``, ``upsert``,
 ``replaceWhere``; and castable's storage options (``endpoint_url``, ``region``, ``profile``,
 ``max_attempts``, ``single_writer``).
 """
@@ -46,12 +52,13 @@ from castable.errors import InvalidInputError
 from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
-from castable.snapshot import Snapshot
+from castable.snapshot import SegmentSlice, Snapshot
 from castable.spark.files import TableLocation, TableTarget, WriteMode
 from castable.store import ObjectStore
 
 STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts", "single_writer")
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
+DEFAULT_EXECUTOR_PLANNING_FILES = 100_000
 
 
 def _option(options: Mapping[str, str], name: str) -> str | None:
@@ -136,7 +143,8 @@ class CastableDataSource(DataSource):
         if spark_schema(scan.schema) != schema:
             raise InvalidInputError(f"the given schema {schema.simpleString()} is not the table's {scan.schema}")
         partition_bytes = int(_option(self.options, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES)
-        return CastableReader(location, manifest, columns, predicate, partition_bytes)
+        many = int(_option(self.options, "executorPlanningFiles") or DEFAULT_EXECUTOR_PLANNING_FILES)
+        return CastableReader(location, manifest, columns, predicate, partition_bytes, many)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         location = _location(self.options)
@@ -155,6 +163,13 @@ class TaskPartition(InputPartition):
     task: ScanTask
 
 
+@dataclass
+class SlicePartition(InputPartition):
+    """A slice of one segment as a Spark partition, planned by the task that reads it."""
+
+    piece: SegmentSlice
+
+
 class CastableReader(DataSourceReader):
     """Reads one version. The planner keeps the version number, not the file list, so the reader
     shipped to every task stays small; ``partitions`` reads the manifest again to plan."""
@@ -166,6 +181,7 @@ class CastableReader(DataSourceReader):
         columns: list[str] | None,
         predicate: Predicate | None,
         partition_bytes: int,
+        executor_planning_files: int = DEFAULT_EXECUTOR_PLANNING_FILES,
     ) -> None:
         self.location = location
         self.version = manifest.version
@@ -173,6 +189,7 @@ class CastableReader(DataSourceReader):
         self.columns = columns
         self.predicate = predicate
         self.partition_bytes = partition_bytes
+        self.executor_planning_files = executor_planning_files
 
     def _scan(self, store: ObjectStore, manifest: Manifest) -> Scan:
         return Scan(Snapshot(store, manifest), self.columns, self.predicate)
@@ -180,12 +197,22 @@ class CastableReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         """Plan from the version's manifest alone (one GET), not from the latest version."""
         store = self.location.store()
-        scan = self._scan(store, read_manifest(store, self.version))
-        return [TaskPartition(t) for t in scan.plan_tasks(self.partition_bytes)]
+        manifest = read_manifest(store, self.version)
+        if len(manifest.data_files) >= self.executor_planning_files:
+            slices = Snapshot(store, manifest).segment_slices(self.predicate, self.partition_bytes)
+            if slices is not None:
+                return [SlicePartition(s) for s in slices]
+        return [TaskPartition(t) for t in self._scan(store, manifest).plan_tasks(self.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        store = self.location.store()
         if isinstance(partition, TaskPartition):  # else Spark's one empty partition of an empty plan
-            yield from self._scan(self.location.store(), self.meta).read_task(partition.task)
+            yield from self._scan(store, self.meta).read_task(partition.task)
+        elif isinstance(partition, SlicePartition):
+            manifest = read_manifest(store, self.version)
+            files = Snapshot(store, manifest).slice_files(partition.piece, self.predicate)
+            if files:
+                yield from self._scan(store, manifest.restricted(files)).to_batches()
 
 
 @dataclass
