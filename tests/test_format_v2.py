@@ -306,3 +306,27 @@ def test_statistics_of_decimals_and_timestamps_prune_in_segments(tmp_path: objec
         t.append(pa.table({"id": [i], "at": [base + timedelta(days=i)], "amount": [Decimal(f"{i}.50")]}, schema=schema))
     assert t.count(filter="amount > 1.00") == 2
     assert t.count(filter="at >= '2026-01-02 00:00:00+00:00'") == 2
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (lambda d: {**d, "segments": [{**d["segments"][0], "kind": "index"}]}, "segment kind 'index'"),
+        (lambda d: {**d, "segments": [{**d["segments"][0], "path": "data/x.parquet"}]}, "is not under segment/"),
+        (lambda d: {**d, "segments": [{k: v for k, v in d["segments"][0].items() if k != "etag"}]}, "etag"),
+        (lambda d: {**d, "segments": [{**d["segments"][0], "kind": "commits"}]}, "commits segment is listed"),
+        (lambda d: {**d, "commits_segment": {**d["segments"][0]}}, "commits_segment .* is a data segment"),
+        (lambda d: {k: v for k, v in d.items() if k != "segments"}, "segments"),
+    ],
+)
+def test_a_malformed_root_is_refused_and_changes_nothing(table: castable.Table, corrupt, message: str) -> None:  # type: ignore[no-untyped-def]
+    table.append(events(0, 10))
+    key, doc = manifest_key(table.version), root(table)
+    table.store.delete(key)
+    table.store.put(key, json.dumps(corrupt(doc)).encode())
+    before = snapshot_of(table.store)
+    with pytest.raises(CorruptObjectError, match=message):
+        castable.Table.load(table.store).manifest_at(table.version)
+    with pytest.raises(CorruptObjectError):
+        castable.Table.load(table.store).append(events(10, 11))
+    assert snapshot_of(table.store) == before
