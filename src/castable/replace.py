@@ -62,8 +62,9 @@ class ReplaceChange:
     def build(self, base: Manifest) -> NextState:
         ranged: dict[str, Any] = {"claims" if self.exclusive else "supersedes": self.replaced}
         self.delete.rebase(base, self.operation, replace(self.delete.footprint, **ranged))
-        extra = {"registered": True} if self.registered else {}
-        state = replaced_state(self.delete.apply(base), self.files, base, replans=self.delete.replans, **extra)
+        state = replaced_state(
+            self.delete.apply(base), self.files, base, registered=self.registered, replans=self.delete.replans
+        )
         return replace(state, source_ids=self.sources)
 
 
@@ -116,9 +117,14 @@ class RewriteChange(PlannedChange):
         return replaced_state(self.delete.apply(base), self.files, base, replans=self.replans, **self.summary)
 
 
-def replaced_state(deleted: NextState, files: Sequence[DataFile], base: Manifest, **summary: Any) -> NextState:
-    """The next version: ``deleted`` (a delete applied to ``base``) with ``files`` added."""
-    check_new_files(deleted.data_files, files)
+def replaced_state(
+    deleted: NextState, files: Sequence[DataFile], base: Manifest, *, registered: bool = False, **summary: Any
+) -> NextState:
+    """The next version: ``deleted`` (a delete applied to ``base``) with ``files`` added. Files
+    castable wrote have fresh names; ``registered`` ones are checked against the version's files."""
+    if registered:
+        check_new_files(deleted.data_files, files)
+        summary["registered"] = True
     added = tuple(replace(f, added_version=base.version + 1) for f in files)
     return NextState(
         data_files=deleted.data_files + added,
