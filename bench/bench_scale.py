@@ -1,25 +1,28 @@
-"""Scaling with the number of data files, on format version 1: the baseline format version 2 must beat.
+"""Scaling with the number of data files: format version 1 against format version 2 (issue 16).
 
 Format version 1 lists every data file and tombstone in each version's manifest, so every commit
-writes, and every open reads, the whole list (issue 16). For each number of data files N and each
-store (the local store, and a moto S3 server over HTTP) a table of N data files is built, then:
+writes, and every open reads, the whole list; version 2 lists shared, immutable segments in a
+small root. For each number of data files N, each store (the local store, and a moto S3 server
+over HTTP) and each format version a table of N data files is built, then:
 
 - a 1-row append with a fresh handle (``open_table`` + ``append``) and on a handle already open;
-- the manifest bytes each such append writes (version 1 writes the whole list again);
-- opening the latest version plus a point scan ``id = k`` that the manifest statistics prune to
-  one data file.
+- the manifest bytes each such append writes (version 1: the whole list; version 2: the root
+  and its new segments);
+- opening the latest version plus a point scan ``id = k`` that the statistics prune to one file;
+- after up to ``--versions`` 1-row appends: gc with every version retained, expire, gc.
 
 Building: one real Parquet file holds the point-scan key (written by ``Table.append``); the other
 N-1 entries are synthetic (the real entry's size and statistics, distinct paths and ETags, id and
 time ranges that do not overlap) and are committed in one commit through castable's own commit
 protocol, as a Table method would. Their objects do not exist: nothing measured here reads them.
 
-Every (store, N) runs in a process of its own: the timed repeats of each of the three measurements
+Every (store, N, format) runs in a process of its own: the timed repeats of each of the three measurements
 stop after a third of ``--budget`` seconds (each runs at least once), and the process is stopped
 after ``--limit`` seconds, keeping what it measured by then.
 
 Usage: cd bench && ../.venv/bin/python bench_scale.py [--files 10 1000 10000 100000] [--repeats 5]
-       [--stores local moto] [--moto-max-files 100000] [--budget 120] [--limit 300] [--quick] [--out DIR]
+       [--stores local moto] [--formats 1 2] [--moto-max-files 100000] [--v1-max-files 100000]
+       [--versions 1000] [--budget 120] [--limit 300] [--quick] [--out DIR]
 Writes DIR/scale.md and DIR/scale.png (DIR defaults to bench/results/).
 """
 
@@ -42,7 +45,7 @@ import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -51,7 +54,9 @@ import pyarrow as pa
 from bench_core import RESULTS, SCHEMA, event_batches, fmt_s, moto_server, publish, report_header, timed
 
 import castable
+import castable.filelist
 from castable.commit import NextState, commit
+from castable.filelist import DATA, FileList
 from castable.layout import manifest_key
 from castable.manifest import DataFile, Manifest
 from castable.predicate import parse_predicate
@@ -63,6 +68,7 @@ STORES = (LOCAL, MOTO)
 STORE_NAMES = {LOCAL: "local store", MOTO: "moto S3 over HTTP"}
 HEADINGS = {LOCAL: "Local store", MOTO: "moto S3 over HTTP"}
 COLORS = {LOCAL: "#1b9e77", MOTO: "#7570b3"}
+SCAN_COLORS = {LOCAL: "#d95f02", MOTO: "#e7298a"}
 BUCKET = "bench"
 ROWS_PER_FILE = 1000
 """Rows each data file claims (the real one holds them); ids of file i are i*1000 .. i*1000+999."""
@@ -73,6 +79,8 @@ TARGET_FILES = 1_000_000
 TARGET_APPEND_RATIO = 2.0
 TARGET_MANIFEST_BYTES = 64 * 1024
 TARGET_OPEN_SCAN_S = 0.100
+MAINTENANCE_VERSIONS = 1000
+MIN_MAINTENANCE_VERSIONS = 20
 STARTED = time.perf_counter()
 T = TypeVar("T")
 
@@ -119,12 +127,12 @@ def synthetic_entry(real: DataFile, index: int) -> DataFile:
     )
 
 
-def build_table(uri: str, files: int, options: dict[str, Any] | None) -> tuple[DataFile, int]:
+def build_table(uri: str, files: int, options: dict[str, Any] | None, form: int) -> tuple[DataFile, int]:
     """A table of ``files`` data files; returns the real file and a primary key only it holds.
 
     The real file (file ``files // 2``, appended with ``Table.append``) is the only object; the
     others are committed as entries by :func:`castable.commit.commit`, in one commit."""
-    table = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=options)
+    table = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=options, format_version=form)
     middle = files // 2
     table.append(rows(middle * ROWS_PER_FILE, ROWS_PER_FILE))
     (real,) = table.manifest.data_files
@@ -134,7 +142,7 @@ def build_table(uri: str, files: int, options: dict[str, Any] | None) -> tuple[D
 
     def build(base: Manifest) -> NextState:
         return NextState(
-            data_files=before + base.data_files + after,
+            data_files=FileList.of(DATA, base.schema, [*before, *base.data_files, *after]),
             tombstones=base.tombstones,
             summary={"rows_added": added * real.rows, "files_added": added, "bench_synthetic_entries": True},
         )
@@ -153,8 +161,10 @@ class Config:
 
     store: str
     files: int
+    form: int
     repeats: int
     budget: float
+    versions: int
     uri: str
     endpoint: str | None
 
@@ -165,6 +175,7 @@ class Measured:
 
     store: str
     files: int
+    form: int = 1
     build_s: float = math.nan
     manifest_bytes: int = 0
     open_s: list[float] = field(default_factory=list)
@@ -177,6 +188,15 @@ class Measured:
     scan_files: int = 0
     scan_requests: dict[str, int] = field(default_factory=dict)
     breakdown: dict[str, float] = field(default_factory=dict)
+    versions: int = 0
+    """Versions made by 1-row appends before the maintenance figures."""
+    gc_all_s: float = math.nan
+    """``gc(dry_run=True)`` with every version retained."""
+    expire_s: float = math.nan
+    gc_s: float = math.nan
+    """``gc`` after expiring all but the newest version."""
+    gc_segments: int = 0
+    gc_versions: int = 0
     peak_rss: int = 0
     step: str = "starting"
     capped: list[str] = field(default_factory=list)
@@ -197,7 +217,7 @@ def repeat(fn: Callable[[], T], repeats: int, deadline: float, what: str, out: M
 
 def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
     """Build the table, then time appends and point scans; ``report`` hears of every finished step."""
-    out = Measured(cfg.store, cfg.files)
+    out = Measured(cfg.store, cfg.files, cfg.form)
     options = None if cfg.endpoint is None else {"endpoint_url": cfg.endpoint, "region": "us-east-1"}
 
     def step(name: str) -> None:
@@ -206,7 +226,7 @@ def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
         report(out)
 
     step("building the table")
-    out.build_s, (real, key) = clock(lambda: build_table(cfg.uri, cfg.files, options))
+    out.build_s, (real, key) = clock(lambda: build_table(cfg.uri, cfg.files, options, cfg.form))
     probe = castable.open_table(cfg.uri, storage_options=options)
     out.manifest_bytes = probe.store.head(manifest_key(probe.version)).size
     scan = probe.scan(filter=f"id = {key}")
@@ -231,7 +251,7 @@ def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
         table.append(one_row())
         t2 = time.perf_counter()
         out.bytes_written.append(table.store.stats.snapshot()["bytes_out"])
-        out.manifest_written.append(table.store.head(manifest_key(table.version)).size)
+        out.manifest_written.append(manifest_written(table))
         handle[:] = [table]
         return t1 - t0, t2 - t0
 
@@ -247,7 +267,7 @@ def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
         before = table.store.stats.snapshot()["bytes_out"]
         seconds, _ = clock(lambda: table.append(row))
         out.bytes_written.append(table.store.stats.snapshot()["bytes_out"] - before)
-        out.manifest_written.append(table.store.head(manifest_key(table.version)).size)
+        out.manifest_written.append(manifest_written(table))
         return seconds
 
     step("1-row appends, open handle")  # the last fresh handle: current, its entries' JSON encoded once
@@ -256,6 +276,7 @@ def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
     handle.clear()
 
     def open_scan() -> tuple[float, float]:
+        castable.filelist.SEGMENTS = castable.filelist.SegmentCache()  # cold: no segment read before
         t0 = time.perf_counter()
         table = castable.open_table(cfg.uri, storage_options=options)
         t1 = time.perf_counter()
@@ -272,11 +293,51 @@ def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
         out.open_scan_s.append(total)
         out.scan_s.append(scanning)
 
-    step("where the time goes")
-    out.breakdown = breakdown(cfg.uri, options, key, 3 if cfg.files <= 100_000 else 1)
+    step("versions for expire and gc")
+    maintenance(cfg, options, out, one_row)
+    if cfg.form == 1:
+        step("where the time goes")
+        out.breakdown = breakdown(cfg.uri, options, key, 3 if cfg.files <= 100_000 else 1)
     step("done")
     out.done = True
     return out
+
+
+def manifest_written(table: castable.Table) -> int:
+    """Manifest bytes the table's last commit wrote: the manifest (version 1), or the root plus
+    the segments it lists that the previous root did not (version 2)."""
+    store = table.store
+    new = json.loads(store.get(manifest_key(table.version)).data)
+    size = store.head(manifest_key(table.version)).size
+    if new["format_version"] == 1:
+        return size
+    old = json.loads(store.get(manifest_key(table.version - 1)).data)
+
+    def listed(doc: dict[str, Any]) -> dict[str, int]:
+        refs = [*doc["segments"], *([doc["commits_segment"]] if doc["commits_segment"] else [])]
+        return {r["path"]: r["size"] for r in refs}
+
+    before = listed(old)
+    return size + sum(s for path, s in listed(new).items() if path not in before)
+
+
+def maintenance(cfg: Config, options: dict[str, Any] | None, out: Measured, one_row: Callable[[], pa.Table]) -> None:
+    """1-row appends up to ``MAINTENANCE_VERSIONS`` versions (fewer if the time budget ends first),
+    then gc with every version retained (dry run), expire to the newest version, and gc."""
+    table = castable.open_table(cfg.uri, storage_options=options)
+    deadline = time.perf_counter() + cfg.budget / 3
+    first = table.version
+    while table.version - first < cfg.versions and (
+        table.version - first < MIN_MAINTENANCE_VERSIONS or time.perf_counter() < deadline
+    ):
+        table.append(one_row())
+    out.versions = table.version + 1
+    castable.filelist.SEGMENTS = castable.filelist.SegmentCache()
+    out.gc_all_s, report = clock(lambda: table.gc(orphan_grace=timedelta(0), dry_run=True))
+    out.gc_versions, out.gc_segments = report.versions_scanned, report.segments_scanned
+    out.expire_s, _ = clock(lambda: table.expire(retain_versions=1))
+    castable.filelist.SEGMENTS = castable.filelist.SegmentCache()
+    out.gc_s, _ = clock(lambda: table.gc(orphan_grace=timedelta(0)))
 
 
 def breakdown(uri: str, options: dict[str, Any] | None, key: int, repeats: int) -> dict[str, float]:
@@ -345,7 +406,7 @@ def child(cfg: Config, results: Any) -> None:
     try:
         measure(cfg, lambda m: results.put(m))
     except BaseException as e:
-        failed = Measured(cfg.store, cfg.files, error=f"{type(e).__name__}: {e}")
+        failed = Measured(cfg.store, cfg.files, cfg.form, error=f"{type(e).__name__}: {e}")
         results.put(failed)
         traceback.print_exc()
 
@@ -354,10 +415,10 @@ def run_config(cfg: Config, limit: float) -> Measured:
     """Run one configuration in a spawned process; stop it after ``limit`` seconds."""
     context = mp.get_context("spawn")
     results = context.Queue()
-    process = context.Process(target=child, args=(cfg, results), name=f"scale-{cfg.store}-{cfg.files}")
+    process = context.Process(target=child, args=(cfg, results), name=f"scale-{cfg.store}-{cfg.files}-v{cfg.form}")
     start = time.perf_counter()
     process.start()
-    last = Measured(cfg.store, cfg.files)
+    last = Measured(cfg.store, cfg.files, cfg.form)
     try:
         while True:
             try:
@@ -374,7 +435,7 @@ def run_config(cfg: Config, limit: float) -> Measured:
                 found.error = f"{found.error} (during {last.step})"
                 return found
             last = found
-            log(f"{STORE_NAMES[cfg.store]}, {cfg.files:,} files: {found.step}")
+            log(f"{STORE_NAMES[cfg.store]}, {cfg.files:,} files, format {cfg.form}: {found.step}")
             if found.done:
                 return found
     finally:
@@ -424,11 +485,11 @@ def fmt_t(values: list[float]) -> str:
 
 def store_table(found: list[Measured]) -> list[str]:
     lines = [
-        "| data files | manifest | build | open latest | 1-row append, fresh handle "
+        "| format | data files | manifest (root) | build | open latest | 1-row append, fresh handle "
         "(open + append) | 1-row append, open handle | manifest bytes written per append | all bytes "
         "written per append | open + point scan | of which the scan | files the scan reads | peak memory "
         "| repeats (fresh / open handle / scan) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for m in found:
         counts = (len(m.fresh_append_s), len(m.open_append_s), len(m.open_scan_s))
@@ -438,12 +499,38 @@ def store_table(found: list[Measured]) -> list[str]:
         if m.error:
             repeats += f"; **not finished**: {m.error}"
         lines.append(
-            f"| {m.files:,} | {fmt_bytes(m.manifest_bytes or math.nan)} | "
+            f"| {m.form} | {m.files:,} | {fmt_bytes(m.manifest_bytes or math.nan)} | "
             f"{fmt_s(m.build_s) if not math.isnan(m.build_s) else '-'} | {fmt_t(m.open_s)} | "
-            f"{fmt_t(m.fresh_append_s)} | {fmt_t(m.open_append_s)} | {fmt_bytes(med(m.manifest_written))} | "
+            f"{fmt_t(m.fresh_append_s)} | {fmt_t(m.open_append_s)} | {written(m)} | "
             f"{fmt_bytes(med(m.bytes_written))} | {fmt_t(m.open_scan_s)} | {fmt_t(m.scan_s)} | "
             f"{reads(m)} | {fmt_bytes(m.peak_rss or math.nan)} | {repeats} |"
         )
+    return lines
+
+
+def written(m: Measured) -> str:
+    """Manifest bytes written per append: median, and for version 2 the largest and the mean
+    (a merge of small segments makes an occasional append write more)."""
+    if not m.manifest_written:
+        return "-"
+    text = fmt_bytes(med(m.manifest_written))
+    if m.form >= 2:
+        text += f" (max {fmt_bytes(max(m.manifest_written))}, mean {fmt_bytes(statistics.mean(m.manifest_written))})"
+    return text
+
+
+def maintenance_table(found: list[Measured]) -> list[str]:
+    lines = [
+        "| store | format | data files | versions | gc, every version retained (dry run) | versions read | "
+        "segments read | expire to 1 version | gc after |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for m in found:
+        if m.versions:
+            lines.append(
+                f"| {STORE_NAMES[m.store]} | {m.form} | {m.files:,} | {m.versions:,} | {fmt_s(m.gc_all_s)} | "
+                f"{m.gc_versions:,} | {m.gc_segments:,} | {fmt_s(m.expire_s)} | {fmt_s(m.gc_s)} |"
+            )
     return lines
 
 
@@ -522,113 +609,123 @@ def where(n: int) -> str:
 def target_lines(measured: list[Measured], requested: list[int], stores: list[str]) -> list[str]:
     lines: list[str] = []
     for store in stores:
-        found = sorted((m for m in measured if m.store == store and m.fresh_append_s), key=lambda m: m.files)
         name = STORE_NAMES[store]
-        if len(found) < 2:
-            lines.append(f"- **not measured**: {name}: fewer than two sizes finished")
-            continue
-        small, large = found[0], found[-1]
-        for label, attr in (("fresh handle", "fresh_append_s"), ("open handle", "open_append_s")):
-            a, b = med(getattr(small, attr)), med(getattr(large, attr))
+        for form in (2, 1):
+            found = sorted(
+                (m for m in measured if m.store == store and m.form == form and m.fresh_append_s), key=lambda m: m.files
+            )
+            if len(found) < 2:
+                continue
+            small, large = found[0], found[-1]
+            label = f"format {form}, {name}"
+            for handle, attr in (("fresh handle", "fresh_append_s"), ("open handle", "open_append_s")):
+                a, b = med(getattr(small, attr)), med(getattr(large, attr))
+                lines.append(
+                    verdict(
+                        f"1-row append into {where(large.files)} vs into {small.files:,} files, {handle}, {label} "
+                        f"(at most {TARGET_APPEND_RATIO:g}x)",
+                        b / a,
+                        TARGET_APPEND_RATIO,
+                        f"{fmt_s(b)} vs {fmt_s(a)}",
+                    )
+                )
+            bytes_written = med(large.manifest_written)
             lines.append(
                 verdict(
-                    f"1-row append into {where(large.files)} vs into {small.files:,} files, {label}, {name} "
-                    f"(at most {TARGET_APPEND_RATIO:g}x)",
-                    b / a,
-                    TARGET_APPEND_RATIO,
-                    f"{fmt_s(b)} vs {fmt_s(a)}",
+                    f"manifest bytes written per 1-row append into {where(large.files)}, {label} (at most 64 kB), "
+                    "median, in kB",
+                    bytes_written / 1024,
+                    TARGET_MANIFEST_BYTES / 1024,
+                    written(large),
                 )
             )
-        written = med(large.manifest_written)
-        lines.append(
-            verdict(
-                f"manifest bytes written per 1-row append into {where(large.files)}, {name} (at most 64 kB = "
-                f"{TARGET_MANIFEST_BYTES:,} B), in kB",
-                written / 1024,
-                TARGET_MANIFEST_BYTES / 1024,
-                f"{fmt_bytes(written)}: format version 1 writes the whole manifest",
+            scan = med(large.open_scan_s)
+            text = (
+                f"open latest + point scan pruned to one file at {where(large.files)}, {label} (at most "
+                f"{TARGET_OPEN_SCAN_S * 1000:.0f} ms), in ms"
             )
-        )
-        scan = med(large.open_scan_s)
-        text = (
-            f"open latest + point scan pruned to one file at {where(large.files)}, {name} (at most "
-            f"{TARGET_OPEN_SCAN_S * 1000:.0f} ms), in ms"
-        )
-        if store == LOCAL:
-            lines.append(verdict(text, scan * 1000, TARGET_OPEN_SCAN_S * 1000, f"{fmt_s(scan)}"))
-        else:
-            lines.append(f"- no target (the target is on the local store): {text}: {scan * 1000:,.2f}")
-        fits = [m for m in found if med(m.manifest_written) <= TARGET_MANIFEST_BYTES]
-        per_entry = (large.manifest_bytes - small.manifest_bytes) / (large.files - small.files)
-        fixed = small.manifest_bytes - per_entry * small.files
-        lines.append(
-            f"- no target: at {per_entry:.0f} B per entry plus {fixed / 1000:.1f} kB, a version-1 manifest "
-            f"stays within 64 kB up to about {(TARGET_MANIFEST_BYTES - fixed) / per_entry:,.0f} data files"
-            + (f" (largest measured within it: {fits[-1].files:,})" if fits else "")
-            + f", {name}"
-        )
-    for store in stores:
-        for n in requested:
-            m = next((m for m in measured if m.store == store and m.files == n), None)
-            if m is not None and (m.error or not m.done):
+            if store == LOCAL:
+                lines.append(verdict(text, scan * 1000, TARGET_OPEN_SCAN_S * 1000, fmt_s(scan)))
+            else:
+                lines.append(f"- no target (the target is on the local store): {text}: {scan * 1000:,.2f}")
+            maintained = [m for m in found if m.versions]
+            if len(maintained) >= 2:
+                lo, hi = maintained[0], maintained[-1]
                 lines.append(
-                    f"- **not measured** in full: {n:,} files, {STORE_NAMES[store]}: {m.error or 'unfinished'}"
+                    f"- no fixed target: gc with every version retained, {label}: {fmt_s(hi.gc_all_s)} at "
+                    f"{hi.files:,} files ({hi.versions:,} versions, {hi.gc_segments:,} segments read) against "
+                    f"{fmt_s(lo.gc_all_s)} at {lo.files:,} files ({lo.versions:,} versions, {lo.gc_segments:,} "
+                    f"segments): {hi.gc_all_s / lo.gc_all_s:,.1f}x for {hi.files / lo.files:,.0f}x the files; expire "
+                    f"{fmt_s(hi.expire_s)} against {fmt_s(lo.expire_s)}"
                 )
+    for m in measured:
+        if m.error or not m.done:
+            lines.append(
+                f"- **not measured** in full: {m.files:,} files, format {m.form}, {STORE_NAMES[m.store]}: "
+                f"{m.error or 'unfinished'}"
+            )
     return lines
 
 
 def plot(measured: list[Measured], path: Path) -> None:
-    """Log-log: latencies against N (left), manifest bytes written per append against N (right)."""
+    """Log-log against N: append latency (fresh handle) and open + point scan, manifest bytes
+    written per append, and gc with every version retained; colour by store, line by format."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (lat, size) = plt.subplots(1, 2, figsize=(13, 5.5))
-    series = (
-        ("fresh_append_s", "1-row append, fresh handle", "-", "o"),
-        ("open_append_s", "1-row append, open handle", "--", "s"),
-        ("open_scan_s", "open + point scan", ":", "^"),
-    )
+    fig, (lat, size, maint) = plt.subplots(1, 3, figsize=(18, 5.5))
+    styles = {1: ("--", "s"), 2: ("-", "o")}
     for store in STORES:
-        found = sorted((m for m in measured if m.store == store), key=lambda m: m.files)
-        for attr, label, style, marker in series:
-            points = [(m.files, med(getattr(m, attr)) * 1000) for m in found if getattr(m, attr)]
+        for form, (style, marker) in styles.items():
+            found = sorted((m for m in measured if m.store == store and m.form == form), key=lambda m: m.files)
+            tag = f"format {form}, {STORE_NAMES[store]}"
+            panels = (
+                (lat, "fresh_append_s", 1000.0, f"1-row append, {tag}", COLORS[store]),
+                (lat, "open_scan_s", 1000.0, f"open + point scan, {tag}", SCAN_COLORS[store]),
+                (size, "manifest_written", 1.0, tag, COLORS[store]),
+            )
+            for ax, attr, scale, label, color in panels:
+                points = [(m.files, med(getattr(m, attr)) * scale) for m in found if getattr(m, attr)]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    ax.plot(xs, ys, style, marker=marker, color=color, label=label)
+            points = [(m.files, m.gc_all_s * 1000) for m in found if m.versions]
             if points:
                 xs, ys = zip(*points, strict=True)
-                lat.plot(xs, ys, style, marker=marker, color=COLORS[store], label=f"{label} ({STORE_NAMES[store]})")
-        points = [(m.files, med(m.manifest_written)) for m in found if m.manifest_written]
-        if points:
-            xs, ys = zip(*points, strict=True)
-            style, marker, width = ("-", "o", 2.5) if store == LOCAL else ("--", "s", 1.2)
-            size.plot(xs, ys, style, marker=marker, linewidth=width, color=COLORS[store], label=STORE_NAMES[store])
+                maint.plot(xs, ys, style, marker=marker, color=COLORS[store], label=f"gc, all versions kept, {tag}")
     lat.axhline(TARGET_OPEN_SCAN_S * 1000, color="grey", linewidth=0.8, linestyle="-.")
-    lat.annotate("open + point scan target, 100 ms", (1, TARGET_OPEN_SCAN_S * 1000), xycoords=("axes fraction", "data"),
-                 ha="right", va="bottom", fontsize=8, color="grey")  # fmt: skip
     size.axhline(TARGET_MANIFEST_BYTES, color="grey", linewidth=0.8, linestyle="-.")
-    size.annotate("target, 64 kB per append", (1, TARGET_MANIFEST_BYTES), xycoords=("axes fraction", "data"),
-                  ha="right", va="bottom", fontsize=8, color="grey")  # fmt: skip
-    for ax, ylabel in ((lat, "latency, ms (median)"), (size, "manifest bytes written per 1-row append")):
+    labels = (
+        (lat, "latency, ms (median)"),
+        (size, "manifest bytes written per 1-row append (median)"),
+        (maint, "gc, ms"),
+    )
+    for ax, ylabel in labels:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("data files in the table")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
-    fig.suptitle("castable format version 1 (baseline): cost against the number of data files")
+        ax.legend(fontsize=7)
+    fig.suptitle("castable format versions 1 and 2: cost against the number of data files (grey: targets)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 # ------------------------------------------------------------------------------------ main
 
 
-def configs(files: list[int], stores: list[str], moto_max: int) -> Iterator[tuple[str, int]]:
+def configs(
+    files: list[int], stores: list[str], forms: list[int], moto_max: int, v1_max: int
+) -> Iterator[tuple[str, int, int]]:
     for n in files:
         for store in stores:
-            if store != MOTO or n <= moto_max:
-                yield store, n
+            for form in forms:
+                if (store != MOTO or n <= moto_max) and (form != 1 or n <= v1_max):
+                    yield store, n, form
 
 
 def main() -> None:
@@ -637,6 +734,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="timed repeats of each measurement (default 5)")
     parser.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES))
     parser.add_argument("--moto-max-files", type=int, default=100_000, help="larger tables run on the local store only")
+    parser.add_argument("--versions", type=int, help=f"versions for expire and gc (default {MAINTENANCE_VERSIONS})")
+    parser.add_argument("--formats", type=int, nargs="+", choices=(1, 2), default=[1, 2])
+    parser.add_argument("--v1-max-files", type=int, default=100_000, help="larger tables run in format version 2 only")
     parser.add_argument("--budget", type=float, default=120.0, help="seconds of timed repeats per configuration")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds after which a configuration is stopped")
     parser.add_argument("--quick", action="store_true", help="smoke run: 10 and 100 files, 1 repeat")
@@ -646,24 +746,25 @@ def main() -> None:
     repeats = args.repeats or (1 if args.quick else 5)
     if min(files) < 1 or repeats < 1:
         parser.error("--files and --repeats must be positive")
-    plan = list(configs(files, args.stores, args.moto_max_files))
+    plan = list(configs(files, args.stores, args.formats, args.moto_max_files, args.v1_max_files))
 
     work = Path(tempfile.mkdtemp(prefix="castable-scale-"))
     server, endpoint = None, None
     measured: list[Measured] = []
     try:
-        if any(store == MOTO for store, _ in plan):
+        if any(store == MOTO for store, _, _ in plan):
             import boto3
 
             server, endpoint = moto_server()
             boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-        for store, n in plan:
-            prefix = f"scale-{n}"
+        for store, n, form in plan:
+            prefix = f"scale-{n}-v{form}"
             uri = f"s3://{BUCKET}/{prefix}" if store == MOTO else str(work / prefix)
-            cfg = Config(store, n, repeats, args.budget, uri, endpoint if store == MOTO else None)
+            versions = args.versions or (MIN_MAINTENANCE_VERSIONS if args.quick else MAINTENANCE_VERSIONS)
+            cfg = Config(store, n, form, repeats, args.budget, versions, uri, endpoint if store == MOTO else None)
             start = time.perf_counter()
             measured.append(run_config(cfg, args.limit))
-            log(f"{STORE_NAMES[store]}, {n:,} files: {time.perf_counter() - start:.1f} s")
+            log(f"{STORE_NAMES[store]}, {n:,} files, format {form}: {time.perf_counter() - start:.1f} s")
             if store == MOTO and endpoint is not None:
                 clear_prefix(endpoint, prefix)
             else:
@@ -684,10 +785,13 @@ def main() -> None:
         else ""
     )
     lines = [
-        *report_header("scaling benchmark, format version 1", f"`{command}` took {elapsed / 60:.1f} min."),
-        "**These are format version 1 figures: the baseline that format version 2 (issue 16, "
-        "docs/design/format-v2.md) must beat.** Version 1 lists every data file and tombstone in each "
-        "version's manifest, so every commit writes the whole list and every open reads and parses it.",
+        *report_header("scaling benchmark, format versions 1 and 2", f"`{command}` took {elapsed / 60:.1f} min."),
+        "Format version 1 lists every data file and tombstone in each version's manifest, so every commit "
+        "writes the whole list and every open reads and parses it. Format version 2 (docs/format.md section "
+        "3.1) lists immutable segments of up to 65,536 entries with summaries in a small root: a commit writes "
+        "the root and the segments it changes, a reader reads the segments its filter does not rule out. "
+        f"Format version 1 runs up to {args.v1_max_files:,} files (`--v1-max-files`): beyond that one "
+        "configuration takes longer than the whole run can.",
         "",
         "## Method",
         "",
@@ -705,18 +809,33 @@ def main() -> None:
         f"Timed, medians (min-max) of up to {repeats} repeats: *fresh handle* = `open_table` + a 1-row "
         "`append`, on S3 including the new boto3 client `open_table` makes; *open handle* = a 1-row append on "
         "the handle that made the previous append (current, its entries' JSON already encoded once); "
-        "*manifest bytes written per append* = the size of the manifest the append committed (version 1: "
-        "the whole list, the analogue of the issue's root plus new segments); *all bytes* adds the data file "
-        "and the pointer; *open + point scan* = `open_table` + `scan(filter='id = k').to_arrow()`. Repeats "
+        "*manifest bytes written per append* = the manifest the append committed (version 1: the whole "
+        "list; version 2: the root plus the segments it lists that the previous root did not, median with the "
+        "largest and the mean, since a merge of small segments makes an occasional append write more); *all "
+        "bytes* adds the data file and the pointer; *open + point scan* = `open_table` + "
+        "`scan(filter='id = k').to_arrow()`, cold: the process's segment cache is emptied before each "
+        "repeat, so version 2 reads its segment every time as version 1 reads its manifest. Repeats "
         f"of each measurement stop after {args.budget / 3:.0f} s (each runs at least once) "
         f"and a configuration is stopped after {args.limit:.0f} s.{moto_note}",
     ]
     for store in stores:
         lines += ["", f"## {HEADINGS[store]}", ""]
-        lines += store_table(sorted((m for m in measured if m.store == store), key=lambda m: m.files))
+        lines += store_table(sorted((m for m in measured if m.store == store), key=lambda m: (m.form, m.files)))
     lines += [
         "",
-        "## Where the time goes",
+        "## Expire and gc",
+        "",
+        f"After the timed appends, 1-row appends bring the table to {args.versions or MAINTENANCE_VERSIONS:,} "
+        "more versions "
+        f"(fewer, at least {MIN_MAINTENANCE_VERSIONS}, where a third of the budget ends first: format version 1 "
+        "at large N), then: `gc(orphan_grace=0, dry_run=True)` with every version retained (reading what each "
+        "references: every manifest in version 1; every root and each distinct segment once in version 2), "
+        "`expire(retain_versions=1)`, and `gc` again. The synthetic files do not exist, so gc's listing is "
+        "small here: these figures are the reference computation, which is what grows with the table.",
+        "",
+        *maintenance_table(sorted(measured, key=lambda m: (m.store, m.form, m.files))),
+        "",
+        "## Where the time goes (format version 1)",
         "",
         "One open's and one commit's manifest work taken apart, per configuration (medians of 3, one run "
         "above 100,000 files): the store client `open_table` makes (on S3 a boto3 session and client), the "

@@ -53,6 +53,8 @@ class GcReport:
     objects_scanned: int = 0
     objects_referenced: int = 0
     versions_scanned: int = 0
+    segments_scanned: int = 0
+    """Distinct manifest segments read (format version 2): each once, however many versions list it."""
 
     def summary(self) -> dict[str, object]:
         """Counts, named for what was done, or for a dry run what would be done."""
@@ -66,6 +68,7 @@ class GcReport:
             "objects_scanned": self.objects_scanned,
             "objects_referenced": self.objects_referenced,
             "versions_scanned": self.versions_scanned,
+            "segments_scanned": self.segments_scanned,
         }
 
 
@@ -137,7 +140,9 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
         segments = {part.ref.path: (part, schema) for _, parts in roots for part, schema in parts if part.ref}
         for paths in pool.map(lambda item: item[0].paths(item[1]), segments.values()):
             referenced.update(paths)
-    report = GcReport(dry_run=dry_run, objects_scanned=len(objects), versions_scanned=len(versions))
+    report = GcReport(
+        dry_run=dry_run, objects_scanned=len(objects), versions_scanned=len(versions), segments_scanned=len(segments)
+    )
     report.objects_referenced = sum(o.key in referenced for o in objects)
     doomed = [o for o in objects if o.key not in referenced and _older(o, cutoff)]
     report.objects = [o.key for o in doomed]
