@@ -121,7 +121,9 @@ def _keys_held(snapshot: Snapshot, f: DataFile, key: str, keys: pa.Array) -> pa.
     cache_key = (snapshot.store.uri, f.path, f.etag)
     held = _FILE_KEYS.get(cache_key)
     if held is None:
-        held = pc.unique(snapshot.fragment(f).to_table(columns=[key]).column(key))
+        fragment = snapshot.fragment(f)
+        read = snapshot.read(f, fragment, [key], range(fragment.num_row_groups))
+        held = pc.unique(read.column(key))
         _FILE_KEYS.put(cache_key, held)
     return keys.filter(pc.is_in(keys, value_set=held))
 
@@ -160,7 +162,10 @@ def _plan_file(
         if deletes is not None and deletes.has_key_deletes:
             projection[_KEY] = pc.field(pk[0])
         reads.append((rg, num_rows, projection))
-    tables = read_ahead((partial(_read_columns, fragment, rg, p) for rg, _, p in reads), _READAHEAD)
+    used = predicate.columns()
+    needed = sorted((set(snapshot.schema.names) if used is None else used) | set(pk[:1]))
+    read = partial(_read_columns, snapshot, f, fragment, needed)
+    tables = read_ahead((partial(read, rg, p) for rg, _, p in reads), _READAHEAD)
     entries: list[tombstone.Entry] = []
     rows = 0
     for (rg, num_rows, projection), table in zip(reads, tables, strict=True):
@@ -189,9 +194,18 @@ def _plan_file(
     plan.rows += rows
 
 
-def _read_columns(fragment: ds.ParquetFileFragment, rg: int, projection: dict[str, pc.Expression]) -> pa.Table | None:
-    """The projected columns of one row group; ``None`` when nothing needs reading."""
-    return fragment.subset(row_group_ids=[rg]).to_table(columns=projection) if projection else None
+def _read_columns(
+    snapshot: Snapshot,
+    f: DataFile,
+    fragment: ds.ParquetFileFragment,
+    needed: list[str],
+    rg: int,
+    projection: dict[str, pc.Expression],
+) -> pa.Table | None:
+    """The projected columns of one row group (reading ``needed``); ``None`` when nothing needs reading."""
+    if not projection:
+        return None
+    return ds.dataset(snapshot.read(f, fragment, needed, [rg])).to_table(columns=projection)
 
 
 class DeleteChange(PlannedChange):

@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
@@ -286,7 +287,11 @@ def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
             if f.path in checked:
                 continue
             checked.add(f.path)
-            count = snapshot.fragment(f).count_rows(filter=expression)
+            fragment = snapshot.fragment(f)
+            groups = [rg.id for rg in fragment.subset(filter=expression).row_groups]
+            used = predicate.columns()
+            needed = list(snapshot.schema.names) if used is None else sorted(used)
+            count = ds.dataset(snapshot.read(f, fragment, needed, groups)).count_rows(filter=expression)
             if count:
                 remaining[f.path] = count
     return remaining

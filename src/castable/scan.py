@@ -1,10 +1,9 @@
 """Scans: stream one version's rows as Arrow, reading as little as the statistics allow.
 
 Files are pruned by manifest statistics, row groups by footer statistics; only the projected
-and filtered columns' chunks are read. Row groups without deletes stream straight from
-pyarrow; a row group with deletes is read once, masked by position (and primary-key range),
-then filtered. Row groups are read a few ahead on worker threads, so memory stays bounded by
-``readahead`` row groups.
+and filtered columns' chunks are read. Each row group is read once, masked by position (and
+primary-key range) when it has deletes, then filtered. Row groups are read a few ahead on worker
+threads, so memory stays bounded by ``readahead`` row groups.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ from castable.tombstone import FileDeletes
 if TYPE_CHECKING:
     import pandas as pd
 
-_KEEP = "__castable_keep"
-_KEY = "__castable_key"
 DEFAULT_BATCH_SIZE = 128 * 1024
 DEFAULT_READAHEAD = 2
 _FILE_READAHEAD = 4
@@ -131,7 +128,7 @@ class Scan:
         """The rows of one task, with its deletes and the scan's filter applied."""
         fragment = self.snapshot.fragment(task.file)
         expression = self.predicate.to_expression() if self.predicate is not None else None
-        parts = self._parts(task.file.path, fragment, task.deletes, self.columns, expression, task.row_groups)
+        parts = self._parts(task.file, fragment, task.deletes, self.columns, expression, task.row_groups)
         yield from self._read(parts, self.columns)
 
     def _batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
@@ -143,27 +140,22 @@ class Scan:
         parts = (
             part
             for f, fragment in zip(files, fragments, strict=True)
-            for part in self._parts(f.path, fragment, deletes.get(f.path), columns, expression, None)
+            for part in self._parts(f, fragment, deletes.get(f.path), columns, expression, None)
         )
         yield from self._read(parts, columns)
 
     def _parts(
         self,
-        path: str,
+        f: DataFile,
         fragment: ds.ParquetFileFragment,
         deletes: FileDeletes | None,
         columns: list[str],
         expression: pc.Expression | None,
         row_groups: Sequence[int] | None,
     ) -> Iterator[Callable[[], _Part]]:
-        """A file (or some of its row groups) without deletes is one part pyarrow streams; one
-        with deletes is a part per row group, read and masked on a worker thread."""
-        if deletes is None:
-            part = fragment if row_groups is None else fragment.subset(row_group_ids=list(row_groups))
-            yield lambda: _Part(path, _stream(part, columns, expression, self.batch_size))
-            return
-        for task in self._row_group_tasks(fragment, deletes, columns, expression, row_groups):
-            yield partial(_masked_part, self.snapshot.store.uri, path, task, self.batch_size)
+        """A part per row group, read (and masked by the file's deletes) on a worker thread."""
+        for task in self._row_group_tasks(f, fragment, deletes, columns, expression, row_groups):
+            yield partial(_read_part, self.snapshot.store.uri, f.path, task, self.batch_size)
 
     def _read(self, parts: Iterator[Callable[[], _Part]], columns: list[str]) -> Iterator[pa.RecordBatch]:
         """The parts of every file, ``readahead`` at a time across files, as batches of the
@@ -179,8 +171,9 @@ class Scan:
 
     def _row_group_tasks(
         self,
+        f: DataFile,
         fragment: ds.ParquetFileFragment,
-        deletes: FileDeletes,
+        deletes: FileDeletes | None,
         columns: list[str],
         expression: pc.Expression | None,
         row_groups: Sequence[int] | None,
@@ -190,12 +183,21 @@ class Scan:
         if expression is not None:
             kept = {rg.id for rg in fragment.subset(filter=expression).row_groups}
             candidates = [rg for rg in candidates if rg in kept]
+        read = partial(_read_rows, self.snapshot, f, fragment)
+        needed = self._needed(columns)
         for rg in candidates:
-            if not deletes.touches(rg, self._key_bounds(fragment, rg)):
-                yield partial(_read_clean, fragment, rg, columns, expression)
+            if deletes is None or not deletes.touches(rg, self._key_bounds(fragment, rg)):
+                yield partial(_read_clean, read, rg, needed, columns, expression)
             elif rg not in deletes.full_groups:
                 key = self.snapshot.manifest.primary_key[0] if deletes.has_key_deletes else None
-                yield partial(_read_masked, fragment, rg, deletes, columns, expression, key)
+                yield partial(_read_masked, read, rg, needed, deletes, columns, expression, key)
+
+    def _needed(self, columns: list[str]) -> list[str]:
+        """The columns to read: the projection and those the filter uses (every column if unknown)."""
+        used = set() if self.predicate is None else self.predicate.columns()
+        if used is None:
+            return list(self.snapshot.schema.names)
+        return columns + sorted(used - set(columns))
 
     def _key_bounds(self, fragment: ds.ParquetFileFragment, rg: int) -> tuple[object, object] | None:
         pk = self.snapshot.manifest.primary_key
@@ -230,17 +232,8 @@ class _Part:
     batches: Iterable[pa.RecordBatch]
 
 
-def _stream(
-    part: ds.ParquetFileFragment, columns: list[str], expression: pc.Expression | None, batch_size: int
-) -> Iterator[pa.RecordBatch]:
-    """A part pyarrow streams, its reader made where it is consumed. A reader made on a worker
-    thread and read on the main one crashed the CLI at exit (std::terminate) in 1 of 60 scans
-    on S3; made where it is read, 0 of 120."""
-    yield from part.to_batches(columns=columns, filter=expression, batch_size=batch_size)
-
-
-def _masked_part(uri: str, path: str, read: Callable[[], pa.Table], batch_size: int) -> _Part:
-    """A row group with deletes, read and masked now (on a worker thread)."""
+def _read_part(uri: str, path: str, read: Callable[[], pa.Table], batch_size: int) -> _Part:
+    """A row group, read (and masked) now, on a worker thread."""
     try:
         return _Part(path, read().to_batches(max_chunksize=batch_size))
     except (OSError, pa.ArrowInvalid) as e:
@@ -251,35 +244,40 @@ def _corrupt(uri: str, path: str, error: Exception) -> CorruptObjectError:
     return CorruptObjectError(f"data file {path} of {uri} does not decode: {error}")
 
 
-def _read_clean(
-    fragment: ds.ParquetFileFragment, rg: int, columns: list[str], expression: pc.Expression | None
+def _read_rows(
+    snapshot: Snapshot, f: DataFile, fragment: ds.ParquetFileFragment, rg: int, columns: list[str]
 ) -> pa.Table:
-    """A row group without deletes: pyarrow reads, filters and projects it."""
-    return fragment.subset(row_group_ids=[rg]).to_table(columns=columns, filter=expression)
+    return snapshot.read(f, fragment, columns, [rg])
+
+
+def _read_clean(
+    read: Callable[[int, list[str]], pa.Table],
+    rg: int,
+    needed: list[str],
+    columns: list[str],
+    expression: pc.Expression | None,
+) -> pa.Table:
+    """A row group without deletes: read, filtered and projected."""
+    table = read(rg, needed)
+    return (table if expression is None else table.filter(expression)).select(columns)
 
 
 def _read_masked(
-    fragment: ds.ParquetFileFragment,
+    read: Callable[[int, list[str]], pa.Table],
     rg: int,
+    needed: list[str],
     deletes: FileDeletes,
     columns: list[str],
     expression: pc.Expression | None,
     key: str | None,
 ) -> pa.Table:
     """A row group with deletes: read once, mask deleted positions (and key ranges), then filter."""
-    projection: dict[str, pc.Expression] = {c: pc.field(c) for c in columns}
-    if expression is not None:
-        projection[_KEEP] = expression
-    if key is not None:
-        projection[_KEY] = pc.field(key)
-    table = fragment.subset(row_group_ids=[rg]).to_table(columns=projection)
+    table = read(rg, needed if key is None or key in needed else [*needed, key])
     deleted = deletes.position_mask(rg, table.num_rows)
     if key is not None:
-        deleted |= deletes.key_mask(table.column(_KEY))
-    keep = ~deleted
-    if expression is not None:
-        keep &= rows_mask(table.column(_KEEP))
-    return table.filter(pa.array(keep)).select(columns)
+        deleted |= deletes.key_mask(table.column(key))
+    table = table.filter(pa.array(~deleted))
+    return (table if expression is None else table.filter(expression)).select(columns)
 
 
 def rows_mask(values: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from castable import tombstone
 from castable.cache import LruCache
@@ -30,6 +31,18 @@ _MERGED: LruCache[tuple[str, ...], tombstone.FileDeletes] = LruCache(512)
 
 _FORMAT = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
 _IO_THREADS = 16
+
+
+def _chunk_ranges(metadata: pq.FileMetaData, rg: int, columns: list[str]) -> list[tuple[int, int]]:
+    """The byte ranges of row group ``rg``'s column chunks for ``columns`` (nested leaves too)."""
+    group = metadata.row_group(rg)
+    ranges = []
+    for i in range(group.num_columns):
+        chunk = group.column(i)
+        if any(chunk.path_in_schema == c or chunk.path_in_schema.startswith(f"{c}.") for c in columns):
+            start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+            ranges.append((start, start + chunk.total_compressed_size))
+    return ranges
 
 
 @dataclass(frozen=True)
@@ -182,6 +195,25 @@ class Snapshot:
                 f"data file {f.path} has {fragment.metadata.num_rows} rows, manifest says {f.rows}"
             )
         return fragment
+
+    def read(
+        self, f: DataFile, fragment: ds.ParquetFileFragment, columns: list[str], row_groups: Sequence[int]
+    ) -> pa.Table:
+        """``columns`` of some row groups of a data file whose fragment is open, read now.
+
+        A native file is decoded on Arrow's threads. Any other (S3's, over boto3) is read on
+        this thread, its column chunks fetched up front in coalesced ranges: Arrow's threads
+        keep a file and the bytes read from it until they wind down, after the read has
+        returned, and one releasing them once the interpreter had begun to exit aborted the
+        CLI (std::terminate)."""
+        native = self.store.native_input
+        if native:
+            source = fragment.open()
+        else:
+            ranges = [r for rg in row_groups for r in _chunk_ranges(fragment.metadata, rg, columns)]
+            source = self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=ranges)
+        file = pq.ParquetFile(source, metadata=fragment.metadata, pre_buffer=False)
+        return file.read_row_groups(list(row_groups), columns=columns, use_threads=native)
 
     def row_group_stats(self, fragment: ds.ParquetFileFragment, row_group: int) -> dict[str, ColumnStats]:
         return row_group_stats(fragment.metadata, row_group, self.schema)

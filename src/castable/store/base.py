@@ -11,7 +11,7 @@ import builtins
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -101,6 +101,11 @@ class RequestStats:
 class ObjectStore(ABC):
     """A flat key space under one table root with S3's conditional-write semantics."""
 
+    native_input: bool = True
+    """Whether :meth:`open_input` gives a native Arrow file. A file over Python (boto3) must be
+    read on the caller's thread: one of Arrow's own threads calling into Python, or releasing
+    the bytes it read, after the interpreter has begun to exit aborts the process."""
+
     def __init__(self) -> None:
         self.stats = RequestStats()
 
@@ -173,8 +178,13 @@ class ObjectStore(ABC):
         :meth:`list_multipart_uploads`' business."""
 
     @abstractmethod
-    def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
-        """A random-access reader for Parquet, checked against the recorded size and ETag."""
+    def open_input(
+        self, key: str, *, size: int, etag: str | None = None, ranges: Sequence[tuple[int, int]] = ()
+    ) -> pa.NativeFile:
+        """A random-access reader for Parquet, checked against the recorded size and ETag.
+
+        ``ranges`` are the ``(start, end)`` byte ranges the caller is about to read: a remote
+        store fetches them now, coalesced, instead of one request per read."""
 
     @abstractmethod
     def purge(self, key: str) -> int:

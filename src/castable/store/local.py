@@ -12,7 +12,7 @@ import hashlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -317,7 +317,9 @@ class LocalStore(ObjectStore):
                         path.unlink(missing_ok=True)
         return found
 
-    def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
+    def open_input(
+        self, key: str, *, size: int, etag: str | None = None, ranges: Sequence[tuple[int, int]] = ()
+    ) -> pa.NativeFile:
         from castable.errors import CorruptObjectError
 
         path = self._path(key)

@@ -13,7 +13,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +40,9 @@ from castable.store.probe import ConditionalWrites, probe_conditional_writes
 log = logging.getLogger(__name__)
 
 _SINGLE_PUT_LIMIT = 64 * 1024 * 1024
+_COALESCE_GAP = 1024 * 1024
+"""Ranges to be read closer than this are fetched in one GET: a request costs S3 about as much
+time as transferring a MiB."""
 _SESSION_OPTIONS = {
     "aws_access_key_id": "aws_access_key_id",
     "aws_secret_access_key": "aws_secret_access_key",
@@ -253,8 +256,14 @@ class S3Store(ObjectStore):
         with it) or as multipart uploads, which ``gc`` aborts."""
         return []
 
-    def open_input(self, key: str, *, size: int, etag: str | None = None) -> pa.NativeFile:
-        return pa.PythonFile(_RangeReader(self, key, size, etag), mode="r")
+    native_input = False
+
+    def open_input(
+        self, key: str, *, size: int, etag: str | None = None, ranges: Sequence[tuple[int, int]] = ()
+    ) -> pa.NativeFile:
+        reader = _RangeReader(self, key, size, etag)
+        reader.prefetch(ranges)
+        return pa.PythonFile(reader, mode="r")
 
     @staticmethod
     def _pages(pages: Iterable[dict[str, Any]], key: str) -> Iterator[dict[str, Any]]:
@@ -358,6 +367,13 @@ class _RangeReader(io.RawIOBase):
         self._size = size
         self._etag = etag
         self._pos = 0
+        self._fetched: list[tuple[int, bytes]] = []
+
+    def prefetch(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """GET ``ranges`` now, those closer than ``_COALESCE_GAP`` together; later reads inside
+        them are served from memory."""
+        for start, end in coalesce(ranges, _COALESCE_GAP):
+            self._fetched.append((start, self._get(start, min(end, self._size))))
 
     def readable(self) -> bool:
         return True
@@ -374,19 +390,40 @@ class _RangeReader(io.RawIOBase):
         return self._pos
 
     def read(self, size: int = -1) -> bytes:
-        end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
-        if end <= self._pos:
+        start = self._pos
+        end = self._size if size is None or size < 0 else min(self._size, start + size)
+        if end <= start:
             return b""
+        data = next(
+            (chunk[start - at : end - at] for at, chunk in self._fetched if at <= start and end <= at + len(chunk)),
+            None,
+        )
+        if data is None:
+            data = self._get(start, end)
+        self._pos += len(data)
+        return data
+
+    def _get(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``, pinned to the committed ETag."""
         try:
-            blob = self._store.get(self._key, byte_range=(self._pos, end), if_match=self._etag)
+            return self._store.get(self._key, byte_range=(start, end), if_match=self._etag).data
         except PreconditionFailedError:
             raise CorruptObjectError(
                 f"{self._key} changed since it was committed (ETag is no longer {self._etag})"
             ) from None
         except ObjectNotFoundError:
             raise CorruptObjectError(f"{self._key} is missing: deleted while it was being read") from None
-        self._pos += len(blob.data)
-        return blob.data
 
     def readall(self) -> bytes:
         return self.read(-1)
+
+
+def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """``(start, end)`` ranges sorted and merged where they overlap or lie less than ``gap`` apart."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start - merged[-1][1] < gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
