@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
 from castable.errors import (
@@ -65,6 +66,15 @@ class NextState:
     """Idempotency keys of the inputs the change consumed, recorded beside the commit id."""
     format_version: int | None = None
     """The format the next version is written in; ``None`` keeps the base's (see ``Table.upgrade``)."""
+    schema: pa.Schema | None = None
+    """The next version's schema; ``None`` keeps the base's (see ``Table.alter``)."""
+    primary_key: tuple[str, ...] | None = None
+
+
+SCHEMA_REBASING = frozenset({"append", "alter", "restore"})
+"""Operations that rebase across a schema change: an append's files stay readable under every
+schema the allowed changes produce (see ``castable.evolution``), and an alter or a restore
+states the schema it commits. Any other operation planned on an older schema conflicts."""
 
 
 def check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
@@ -324,6 +334,11 @@ def commit(
             except VersionNotFoundError:  # committed long ago and expired since: the answer stands
                 return CommitResult(version, current, state["pointer"])
             return CommitResult(version, found, advance_pointer(store, found.version, state["pointer"]))
+        if operation not in SCHEMA_REBASING and not current.schema.equals(base.schema, check_metadata=True):
+            raise CommitConflictError(
+                f"{operation} was planned on the schema of version {base.version}, which a concurrent commit "
+                f"changed (newest: version {current.version}); nothing was committed: run it again"
+            )
         staged = build(current)
         check_sources(current, staged.source_ids)
         created: list[str] = []
@@ -335,6 +350,8 @@ def commit(
             commit_retention=commit_retention,
             source_ids=staged.source_ids,
             format_version=staged.format_version,
+            schema=staged.schema,
+            primary_key=staged.primary_key,
         ).written(store, created)
         key = manifest_key(candidate.version)
         try:

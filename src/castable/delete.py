@@ -142,7 +142,7 @@ def _plan_file(
     """Entries for one file: row groups judged by statistics, the rest read (a few at a time)."""
     fragment = snapshot.fragment(f)
     expression = predicate.to_expression()
-    candidates = {rg.id for rg in fragment.subset(filter=expression).row_groups}
+    candidates = set(snapshot.row_groups_matching(f, fragment, predicate))
     pk = snapshot.manifest.primary_key
     dead_groups = 0
     reads: list[tuple[int, int, dict[str, pc.Expression]]] = []
@@ -153,7 +153,7 @@ def _plan_file(
             continue
         if rg not in candidates:
             continue
-        verdict = predicate.match(snapshot.row_group_stats(fragment, rg).get, num_rows)
+        verdict = predicate.match(snapshot.row_group_stats(f, fragment, rg).get, num_rows)
         if verdict is Match.NONE:
             continue
         projection: dict[str, pc.Expression] = {}

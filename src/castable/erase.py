@@ -26,6 +26,7 @@ from castable import tombstone
 from castable.commit import NextState, raise_floor, read_manifest
 from castable.conflicts import Footprint, PlannedChange
 from castable.errors import CorruptObjectError, VersionNotFoundError
+from castable.evolution import conform_read
 from castable.filelist import prune_tombstones
 from castable.footer import Footer
 from castable.gc import retained_versions
@@ -39,6 +40,7 @@ from castable.splice import (
     SpliceNotPossibleError,
     Transfer,
     doomed_rows,
+    file_columns,
     matching_rows,
     read_footer,
     read_row_group,
@@ -137,7 +139,8 @@ def erase_file(
     store, schema = snapshot.store, snapshot.schema
     transfer = Transfer()
     footer = read_footer(store, f, transfer)
-    key = snapshot.manifest.primary_key[0] if snapshot.manifest.primary_key else None
+    pk = snapshot.manifest.primary_key
+    key = file_columns(footer, schema, f)[pk[0]] if pk else None
     edits = {}
     removed = 0
     for rg, table, matched in matching_row_groups(store, f, footer, predicate, schema, transfer):
@@ -167,13 +170,14 @@ def matching_row_groups(
     """Each row group of ``f`` holding a row that matches (statistics rule the others out unread):
     its index, its decoded rows and which of them match."""
     metadata = footer.pyarrow_metadata()
+    where = file_columns(footer, schema, f)
     expression = predicate.to_expression()
     for rg in range(len(footer.row_groups)):
-        stats = row_group_stats(metadata, rg, schema)
+        stats = row_group_stats(metadata, rg, schema, where)
         if predicate.match(stats.get, metadata.row_group(rg).num_rows) is Match.NONE:
             continue
         table = read_row_group(store, f, footer, rg, transfer)
-        matched = matching_rows(table, expression)
+        matched = matching_rows(conform_read(table, where, schema, table.num_rows), expression)
         if matched.any():
             yield rg, table, matched
 
@@ -220,7 +224,7 @@ class EraseChange(PlannedChange):
         replaced = {e.old.path: e for e in self.files}
         version = base.version + 1
         data_files = base.data_files.replacing(
-            {path: [replace(n, added_version=version) for n in e.new] for path, e in replaced.items()}
+            {path: [replace(n, added_version=e.old.added_version) for n in e.new] for path, e in replaced.items()}
         )
         tombstones = prune_tombstones(base.tombstones, data_files, replaced)
         carried = self._carry_deletes(Snapshot(self.store, base), replaced, version)
@@ -288,7 +292,7 @@ def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
                 continue
             checked.add(f.path)
             fragment = snapshot.fragment(f)
-            groups = [rg.id for rg in fragment.subset(filter=expression).row_groups]
+            groups = snapshot.row_groups_matching(f, fragment, predicate)
             used = predicate.columns()
             needed = list(snapshot.schema.names) if used is None else sorted(used)
             count = ds.dataset(snapshot.read(f, fragment, needed, groups)).count_rows(filter=expression)
@@ -345,11 +349,15 @@ def _erased_rows(
         except ObjectNotFoundError:
             out[path] = None
             continue
-        f = DataFile(path, info.size, info.etag, rows=0, row_groups=0)
+        f = DataFile(path, info.size, info.etag, rows=0, row_groups=0, added_version=old[path])
         transfer = Transfer()
         footer = read_footer(store, f, transfer)
-        tables = [t.filter(m) for _, t, m in matching_row_groups(store, f, footer, predicate, schema, transfer)]
-        out[path] = pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
+        where = file_columns(footer, schema, f)
+        tables = [
+            conform_read(t.filter(m), where, schema, int(m.sum()))
+            for _, t, m in matching_row_groups(store, f, footer, predicate, schema, transfer)
+        ]
+        out[path] = pa.concat_tables(tables) if tables else schema.empty_table()
     return out
 
 

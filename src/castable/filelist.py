@@ -9,6 +9,7 @@ commit costs O(change). A version-1 manifest's entries are one pending, in-memor
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from castable import segment
 from castable.cache import LruCache
 from castable.entries import DataFile, TombstoneFile
 from castable.errors import CorruptObjectError
+from castable.evolution import translate_stats
 from castable.segment import Kind, SegmentRef
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
@@ -53,7 +55,7 @@ class Part(Generic[E]):
     """One segment: written (``ref`` set, its table read by ``load`` on first use) or pending
     (entries or a table in memory, written by the commit that lists it)."""
 
-    __slots__ = ("_entries", "_load", "_table", "codec", "ref")
+    __slots__ = ("_conformed", "_entries", "_entries_for", "_load", "_table", "codec", "ref")
     codec: Codec[E]
     _entries: tuple[E, ...] | None
 
@@ -71,6 +73,9 @@ class Part(Generic[E]):
         self._load = load
         self._table = table
         self._entries = entries
+        self._entries_for: pa.Schema | None = None
+        """The schema ``_entries`` were read with from the table (``None``: given as entries)."""
+        self._conformed: tuple[pa.Schema, pa.Table] | None = None
 
     @property
     def count(self) -> int:
@@ -89,17 +94,24 @@ class Part(Generic[E]):
         return self._entries is None or self.ref is not None
 
     def table(self, schema: pa.Schema) -> pa.Table:
+        """The entries as columns, their statistics keyed by ``schema``'s columns (a segment
+        written under an older schema is read through its columns' field ids)."""
         if self._table is None:
             if self._entries is not None:
                 self._table = self.codec.to_table(list(self._entries), schema)
             else:
                 assert self._load is not None and self.ref is not None
                 self._table = self._load(self.ref)
-        return self._table
+        if self.codec.kind != "data":
+            return self._table
+        if self._conformed is None or not _same(self._conformed[0], schema):
+            self._conformed = (schema, segment.conform_stats(self._table, schema))
+        return self._conformed[1]
 
     def entries(self, schema: pa.Schema) -> tuple[E, ...]:
-        if self._entries is None:
+        if self._entries is None or (self._entries_for is not None and not _same(self._entries_for, schema)):
             self._entries = tuple(self.codec.from_table(self.table(schema), schema))
+            self._entries_for = schema
         return self._entries
 
     def entries_at(self, indices: pa.Array, schema: pa.Schema) -> list[E]:
@@ -172,6 +184,23 @@ class FileList(Generic[E]):
 
     def _derive(self, parts: Iterable[Part[E]]) -> FileList[E]:
         return FileList(self.codec, self.schema, parts)
+
+    def evolved(self, schema: pa.Schema) -> FileList[E]:
+        """This list under a new table schema: written segments are shared, read through their
+        columns' field ids; their summaries and pending entries' statistics are re-keyed."""
+        if _same(self.schema, schema):
+            return self
+        parts: list[Part[E]] = []
+        for p in self.parts:
+            if p.ref is not None:
+                ref = dataclasses.replace(p.ref, stats=translate_stats(p.ref.stats, self.schema, schema))
+                part = Part(self.codec, ref=ref, load=p._load, table=p._table)
+            elif p._entries is not None and self.codec.kind == "data":
+                part = Part(self.codec, entries=tuple(_restated(e, self.schema, schema) for e in p._entries))
+            else:
+                part = p
+            parts.append(part)
+        return FileList(self.codec, schema, parts)
 
     def __add__(self, added: Iterable[E]) -> FileList[E]:
         """This list with ``added`` after it, in a new pending segment."""
@@ -251,6 +280,14 @@ class FileList(Generic[E]):
                 parts.append(write_part(store, self.codec, table.slice(at, SEGMENT_TARGET), self.schema))
                 created.append(parts[-1].ref.path)  # type: ignore[union-attr]
         return self._derive(parts)
+
+
+def _restated(e: E, old: pa.Schema, new: pa.Schema) -> E:
+    return dataclasses.replace(e, stats=translate_stats(e.stats, old, new)) if isinstance(e, DataFile) else e
+
+
+def _same(a: pa.Schema, b: pa.Schema) -> bool:
+    return a is b or a.equals(b, check_metadata=True)
 
 
 def read_all(parts: Sequence[Part[E]], schema: pa.Schema) -> None:

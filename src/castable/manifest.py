@@ -149,10 +149,12 @@ class Manifest:
         commit_retention: int,
         source_ids: tuple[str, ...] = (),
         format_version: int | None = None,
+        schema: pa.Schema | None = None,
+        primary_key: tuple[str, ...] | None = None,
     ) -> Manifest:
         """The manifest of the version after this one, in ``format_version`` (default: this
-        one's); ``source_ids`` are recorded among the recent commit ids, so a later write of
-        the same source is recognised."""
+        one's) and ``schema`` (default: this one's); ``source_ids`` are recorded among the recent
+        commit ids, so a later write of the same source is recognised."""
         version = self.version + 1
         form = format_version or self.format_version
         recent = self.recent_commits.plus(
@@ -160,14 +162,17 @@ class Manifest:
             retention=commit_retention,
             inline_limit=None if form == 1 else INLINE_COMMITS,
         )
+        schema = self.schema if schema is None else schema
         return replace(
             self,
             version=version,
             previous=self.version,
             created_at=max(created_at, self.created_at + timedelta(microseconds=1)),
             commit=commit,
-            data_files=data_files,
-            tombstones=tombstones,
+            schema=schema,
+            primary_key=self.primary_key if primary_key is None else primary_key,
+            data_files=data_files.evolved(schema),
+            tombstones=tombstones.evolved(schema),
             recent_commits=recent,
             format_version=form,
         )

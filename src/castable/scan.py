@@ -179,14 +179,12 @@ class Scan:
         row_groups: Sequence[int] | None,
     ) -> Iterator[Callable[[], pa.Table]]:
         """One task per row group (of ``row_groups``, or all) that may hold matching live rows."""
-        candidates: Sequence[int] = range(fragment.num_row_groups) if row_groups is None else row_groups
-        if expression is not None:
-            kept = {rg.id for rg in fragment.subset(filter=expression).row_groups}
-            candidates = [rg for rg in candidates if rg in kept]
+        kept = self.snapshot.row_groups_matching(f, fragment, self.predicate)
+        candidates = kept if row_groups is None else [rg for rg in row_groups if rg in set(kept)]
         read = partial(_read_rows, self.snapshot, f, fragment)
         needed = self._needed(columns)
         for rg in candidates:
-            if deletes is None or not deletes.touches(rg, self._key_bounds(fragment, rg)):
+            if deletes is None or not deletes.touches(rg, self._key_bounds(f, fragment, rg)):
                 yield partial(_read_clean, read, rg, needed, columns, expression)
             elif rg not in deletes.full_groups:
                 key = self.snapshot.manifest.primary_key[0] if deletes.has_key_deletes else None
@@ -199,11 +197,11 @@ class Scan:
             return list(self.snapshot.schema.names)
         return columns + sorted(used - set(columns))
 
-    def _key_bounds(self, fragment: ds.ParquetFileFragment, rg: int) -> tuple[object, object] | None:
+    def _key_bounds(self, f: DataFile, fragment: ds.ParquetFileFragment, rg: int) -> tuple[object, object] | None:
         pk = self.snapshot.manifest.primary_key
         if not pk:
             return None
-        s = self.snapshot.row_group_stats(fragment, rg).get(pk[0])
+        s = self.snapshot.row_group_stats(f, fragment, rg).get(pk[0])
         if s is None or not s.has_bounds:
             return None
         return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ import pyarrow.ipc as ipc
 
 from castable.entries import DataFile, TombstoneFile
 from castable.errors import CorruptObjectError
+from castable.evolution import FIELD_ID, field_id, names_of
 from castable.stats import ColumnStats, decode_values, stats_to_json, supports_stats, value_type
 
 SEGMENT_PREFIX = "segment/"
@@ -64,8 +65,34 @@ def data_schema(schema: pa.Schema) -> pa.Schema:
         if supports_stats(f.type):
             t = value_type(f.type)
             parts = [pa.field("min", t), pa.field("max", t), *parts]
-        columns.append(pa.field(f.name, pa.struct(parts)))
+        fid = field_id(f)
+        columns.append(pa.field(f.name, pa.struct(parts), metadata=None if fid is None else {FIELD_ID: str(fid)}))
     return pa.schema([*_DATA_FIELDS, pa.field("stats", pa.struct(columns), nullable=False)])
+
+
+def conform_stats(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A data segment's ``stats`` column as a table of ``schema`` has it: each column's
+    statistics found by field id (by name in a table without ids), renamed, widened, and
+    absent for columns the segment's files predate."""
+    target = data_schema(schema).field("stats").type
+    stats = table.column("stats").combine_chunks()
+    if stats.type.equals(target):
+        return table
+    by_id = {field_id(f): f.name for f in schema}
+    # A segment written before the table had ids names each column as it was then (since version 0).
+    original = {names_of(f)[0]: f.name for f in schema}
+    found: dict[str | None, int] = {}
+    for i, c in enumerate(stats.type):
+        fid = field_id(c)
+        found[by_id.get(fid) if fid is not None else original.get((c.name, 0))] = i
+    arrays = []
+    for column in target:
+        at = found.get(column.name)
+        arrays.append(pa.nulls(len(stats), column.type) if at is None else stats.field(at).cast(column.type))
+    conformed = (
+        pa.StructArray.from_arrays(arrays, fields=list(target)) if arrays else pa.array([{}] * len(stats), target)
+    )
+    return table.set_column(table.schema.get_field_index("stats"), pa.field("stats", target, nullable=False), conformed)
 
 
 def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from castable import tombstone
 from castable.cache import LruCache
 from castable.errors import CorruptObjectError
+from castable.evolution import conform_read, resolve
 from castable.filelist import DATA, read_all
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
@@ -60,6 +61,7 @@ class Snapshot:
     def __init__(self, store: ObjectStore, manifest: Manifest) -> None:
         self.store = store
         self.manifest = manifest
+        self._columns: dict[str, dict[str, str | None]] = {}
 
     @property
     def schema(self) -> pa.Schema:
@@ -196,27 +198,54 @@ class Snapshot:
             )
         return fragment
 
+    def columns_of(self, f: DataFile, fragment: ds.ParquetFileFragment) -> dict[str, str | None]:
+        """Which column of ``f`` holds each column of this version's schema (``None``: none does)."""
+        found = self._columns.get(f.path)
+        if found is None:
+            found = resolve(fragment.physical_schema, self.schema, f.added_version)
+            self._columns[f.path] = found
+        return found
+
     def read(
         self, f: DataFile, fragment: ds.ParquetFileFragment, columns: list[str], row_groups: Sequence[int]
     ) -> pa.Table:
-        """``columns`` of some row groups of a data file whose fragment is open, read now.
+        """``columns`` (of this version's schema) of some row groups of a data file whose
+        fragment is open, read now, renamed and widened as the schema evolved since ``f``.
 
         A native file is decoded on Arrow's threads. Any other (S3's, over boto3) is read on
         this thread, its column chunks fetched up front in coalesced ranges: Arrow's threads
         keep a file and the bytes read from it until they wind down, after the read has
         returned, and one releasing them once the interpreter had begun to exit aborted the
         CLI (std::terminate)."""
+        where = self.columns_of(f, fragment)
+        stored = [name for c in columns if (name := where[c]) is not None]
         native = self.store.native_input
         if native:
             source = fragment.open()
         else:
-            ranges = [r for rg in row_groups for r in _chunk_ranges(fragment.metadata, rg, columns)]
+            ranges = [r for rg in row_groups for r in _chunk_ranges(fragment.metadata, rg, stored)]
             source = self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=ranges)
         file = pq.ParquetFile(source, metadata=fragment.metadata, pre_buffer=False)
-        return file.read_row_groups(list(row_groups), columns=columns, use_threads=native)
+        table = file.read_row_groups(list(row_groups), columns=stored, use_threads=native)
+        return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns]), table.num_rows)
 
-    def row_group_stats(self, fragment: ds.ParquetFileFragment, row_group: int) -> dict[str, ColumnStats]:
-        return row_group_stats(fragment.metadata, row_group, self.schema)
+    def row_group_stats(self, f: DataFile, fragment: ds.ParquetFileFragment, row_group: int) -> dict[str, ColumnStats]:
+        return row_group_stats(fragment.metadata, row_group, self.schema, self.columns_of(f, fragment))
+
+    def row_groups_matching(
+        self, f: DataFile, fragment: ds.ParquetFileFragment, predicate: Predicate | None
+    ) -> list[int]:
+        """The row groups of ``f`` whose footer statistics leave room for a row matching ``predicate``."""
+        groups = range(fragment.num_row_groups)
+        if predicate is None:
+            return list(groups)
+        metadata = fragment.metadata
+        return [
+            rg
+            for rg in groups
+            if predicate.match(self.row_group_stats(f, fragment, rg).get, metadata.row_group(rg).num_rows)
+            is not Match.NONE
+        ]
 
 
 def segment_stats(table: pa.Table, schema: pa.Schema) -> StatsColumnsLookup:

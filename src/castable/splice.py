@@ -25,6 +25,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from castable.errors import CastableError, CorruptObjectError
+from castable.evolution import conform_read, resolve
 from castable.footer import (
     CC_META_DATA,
     CMD_BLOOM_FILTER_OFFSET,
@@ -153,6 +154,11 @@ def _get(store: ObjectStore, f: DataFile, start: int, end: int, transfer: Transf
         raise CorruptObjectError(f"{f.path} changed since it was committed") from None
     transfer.downloaded += len(data)
     return data
+
+
+def file_columns(footer: Footer, schema: pa.Schema, f: DataFile) -> dict[str, str | None]:
+    """Which column of ``f`` holds each column of ``schema`` (see :func:`castable.evolution.resolve`)."""
+    return resolve(footer.pyarrow_metadata().schema.to_arrow_schema(), schema, f.added_version)
 
 
 def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, transfer: Transfer) -> pa.Table:
@@ -438,7 +444,7 @@ def splice_file(
     new_footer = Footer(with_row_groups(footer.metadata, row_groups), position)
     segments.append(Data(new_footer.serialize()))
     info = upload(store, f, new_data_key(), plan_parts(coalesce(segments)), transfer)
-    new = data_file_from_metadata(info, new_footer.pyarrow_metadata(), schema)
+    new = data_file_from_metadata(info, new_footer.pyarrow_metadata(), schema, file_columns(footer, schema, f))
     return [new], _row_map(footer, edits, [(new.path, i) for i in range(len(row_groups))], row_groups)
 
 
@@ -493,10 +499,12 @@ def rewrite_file(
 ) -> tuple[list[DataFile], RowMap]:
     """Write the file's surviving rows as new files with the table's writer settings."""
 
+    where = file_columns(footer, schema, f)
+
     def batches() -> Iterable[pa.RecordBatch]:
         for index in range(len(footer.row_groups)):
             table = edits[index][0] if index in edits else read_row_group(store, f, footer, index, transfer)
-            yield from table.cast(schema).to_batches()
+            yield from conform_read(table, where, schema, table.num_rows).to_batches()
 
     before = store.stats.bytes_out
     files = write_data_files(store, batches(), schema, props)

@@ -8,7 +8,7 @@ integer of their Arrow storage type (days, or units since the epoch), decimals a
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,25 +123,28 @@ def stats_from_json(doc: dict[str, dict[str, Any]], schema: pa.Schema) -> dict[s
     return out
 
 
-def row_group_stats(metadata: pq.FileMetaData, row_group: int, schema: pa.Schema) -> dict[str, ColumnStats]:
-    """Statistics of the top-level columns of one row group, from the Parquet footer."""
+def row_group_stats(
+    metadata: pq.FileMetaData, row_group: int, schema: pa.Schema, where: Mapping[str, str | None] | None = None
+) -> dict[str, ColumnStats]:
+    """Statistics of the top-level columns of one row group, from the Parquet footer, keyed by
+    ``schema``'s names; ``where`` says which file column holds each (default: the same name)."""
     rg = metadata.row_group(row_group)
     file_schema = metadata.schema.to_arrow_schema()
+    chunks = {rg.column(j).path_in_schema: j for j in range(rg.num_columns)}
     out: dict[str, ColumnStats] = {}
-    for j in range(rg.num_columns):
-        chunk = rg.column(j)
-        name = chunk.path_in_schema
-        if name not in schema.names:
+    for field in schema:
+        name = field.name if where is None else where.get(field.name)
+        if name is None or name not in chunks:
             continue
-        t = value_type(schema.field(name).type)
-        s = chunk.statistics
+        t = value_type(field.type)
+        s = rg.column(chunks[name]).statistics
         if s is None:
-            out[name] = ColumnStats(None, None, None)
+            out[field.name] = ColumnStats(None, None, None)
             continue
         nulls = s.null_count if s.has_null_count else None
         lo = hi = None
         if supports_stats(t) and s.has_min_max:
-            stored = file_schema.field(name).type if name in file_schema.names else t
+            stored = value_type(file_schema.field(name).type) if name in file_schema.names else t
             storage = _storage_type(stored)
             try:
                 if storage is not None and s.physical_type in ("INT32", "INT64"):
@@ -149,10 +152,10 @@ def row_group_stats(metadata: pq.FileMetaData, row_group: int, schema: pa.Schema
                     # ``min`` needs pandas for nanoseconds, and without it the statistics were lost.
                     lo, hi = (pa.scalar(v, type=storage).cast(stored).cast(t) for v in (s.min_raw, s.max_raw))
                 else:
-                    lo, hi = pa.scalar(s.min, type=t), pa.scalar(s.max, type=t)
+                    lo, hi = (pa.scalar(v, type=stored).cast(t) for v in (s.min, s.max))
             except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 lo = hi = None
-        out[name] = ColumnStats(lo, hi, nulls)
+        out[field.name] = ColumnStats(lo, hi, nulls)
     return out
 
 
@@ -166,10 +169,12 @@ def merge(a: ColumnStats, b: ColumnStats) -> ColumnStats:
     return ColumnStats(lo, hi, nulls)
 
 
-def file_stats(metadata: pq.FileMetaData, schema: pa.Schema) -> dict[str, ColumnStats]:
+def file_stats(
+    metadata: pq.FileMetaData, schema: pa.Schema, where: Mapping[str, str | None] | None = None
+) -> dict[str, ColumnStats]:
     """Per-column statistics of a whole file: the merge over its row groups."""
     merged: dict[str, ColumnStats] = {}
     for i in range(metadata.num_row_groups):
-        for name, s in row_group_stats(metadata, i, schema).items():
+        for name, s in row_group_stats(metadata, i, schema, where).items():
             merged[name] = merge(merged[name], s) if name in merged else s
     return merged

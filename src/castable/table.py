@@ -36,6 +36,7 @@ from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
 from castable.erase import purge as purge_erased_objects
 from castable.errors import (
+    CommitConflictError,
     CorruptObjectError,
     EmptyWriteError,
     InvalidInputError,
@@ -43,6 +44,7 @@ from castable.errors import (
     TableAlreadyExistsError,
     VersionNotFoundError,
 )
+from castable.evolution import SchemaUpdate, merged, restored, translate_stats, with_ids
 from castable.expressions import Assignments
 from castable.filelist import DATA, TOMBSTONES, FileList
 from castable.gc import ExpireReport, GcReport, retained_versions
@@ -187,12 +189,15 @@ class Table:
             raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
         _check_not_nested(store)
         store.check_conditional_writes()
+        schema = schema.remove_metadata()
+        if format_version >= 2:
+            schema = with_ids(schema)
         manifest = Manifest(
             table_uuid=str(uuid.uuid4()),
             version=0,
             previous=None,
             created_at=now(),
-            schema=schema.remove_metadata(),
+            schema=schema,
             primary_key=tuple(keys),
             properties=normalize(properties),
             commit=CommitInfo("create", str(uuid.uuid4()), {}),
@@ -411,6 +416,7 @@ class Table:
         commit_id: str | None = None,
         on_rows: Callable[[int], None] | None = None,
         source_ids: Sequence[str] = (),
+        schema_mode: Literal["strict", "merge"] = "strict",
     ) -> int:
         """Append rows in one commit and return the committed version.
 
@@ -420,18 +426,56 @@ class Table:
         ids, and an append naming a source a commit already consumed raises
         ``CommitConflictError`` and commits nothing, so two writers that picked up the same
         input never both append it.
+
+        With ``schema_mode="merge"``, columns of ``data`` the table lacks are added to it (as
+        nullable columns, in the same commit), as deltalake's ``schema_mode="merge"`` does;
+        ``"strict"`` refuses them with ``SchemaMismatchError``.
         """
         commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
         sources = tuple(source_ids)
         check_sources(self._manifest, sources)
-        batches = self.conforming_batches(data)
+        if schema_mode not in ("strict", "merge"):
+            raise InvalidInputError(f"schema_mode must be 'strict' or 'merge', not {schema_mode!r}")
+        if schema_mode == "strict":
+            schema, update = self.schema, None
+            batches = self.conforming_batches(data)
+        else:
+            pieces = iter(
+                [pa.Table.from_pandas(data, preserve_index=False)] if is_dataframe(data) else arrow_pieces(data)
+            )
+            head = next(pieces, None)
+            update = None if head is None else merged(self.schema, head.schema)
+            schema = (
+                self.schema
+                if update is None
+                else update.apply(self.schema, self._manifest.primary_key, self.version + 1)[0]
+            )
+            batches = self.conforming_batches(
+                itertools.chain([] if head is None else [head], pieces), schema, fill=True
+            )
         first = next(batches, None)
         if first is None:
             raise EmptyWriteError("append was given no rows; nothing was committed")
-        files = self._write(itertools.chain([first], batches), on_rows)
-        return self._commit("append", commit_id, partial(_appended, files, sources=sources)).version
+        files = write_data_files(self.store, itertools.chain([first], batches), schema, self._props, on_rows=on_rows)
+        planned = self._manifest
+        build = partial(_appended, files, sources=sources, written_with=schema)
+        if update is not None:
+            build = partial(_merged_append, planned, update, build)
+        return self._commit("append", commit_id, build).version
+
+    def _merging(self, data: Any) -> tuple[pa.Schema, SchemaUpdate | None, Iterator[pa.RecordBatch]]:
+        """For ``schema_mode="merge"``: the schema with the columns the input's first piece adds,
+        the update that adds them (``None`` if none), and the input conformed to that schema."""
+        pieces = iter([pa.Table.from_pandas(data, preserve_index=False)] if is_dataframe(data) else arrow_pieces(data))
+        head = next(pieces, None)
+        update = None if head is None else merged(self.schema, head.schema)
+        schema = self.schema
+        if update is not None:
+            schema = update.apply(schema, self._manifest.primary_key, self.version + 1)[0]
+        rows = itertools.chain([] if head is None else [head], pieces)
+        return schema, update, self.conforming_batches(rows, schema, fill=True)
 
     def _write(self, batches: Iterable[pa.RecordBatch], on_rows: Callable[[int], None] | None = None) -> list[DataFile]:
         """Rows of the table's schema as new data files of the target size (not yet committed)."""
@@ -665,12 +709,15 @@ class Table:
             self, max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds, commit_id_prefix=commit_id_prefix
         )
 
-    def conforming_batches(self, data: Any) -> Iterator[pa.RecordBatch]:
-        """``data`` as non-empty RecordBatches of the table's schema; ``SchemaMismatchError`` if it does not fit."""
-        schema = self.schema
+    def conforming_batches(
+        self, data: Any, schema: pa.Schema | None = None, *, fill: bool = False
+    ) -> Iterator[pa.RecordBatch]:
+        """``data`` as non-empty RecordBatches of ``schema`` (default: the table's); with
+        ``fill``, nullable columns ``data`` lacks are NULL. ``SchemaMismatchError`` if it does not fit."""
+        schema = self.schema if schema is None else schema
         source = [_from_pandas(data, schema)] if is_dataframe(data) else arrow_pieces(data)
         for item in source:
-            conformed = conform(item, schema)
+            conformed = conform(_with_missing(item, schema) if fill else item, schema)
             if self.primary_key is not None and conformed.column(self.primary_key).null_count:
                 raise SchemaMismatchError(f"primary key column {self.primary_key!r} holds NULLs; a row needs a key")
             batches = conformed.to_batches() if isinstance(conformed, pa.Table) else [conformed]
@@ -811,9 +858,36 @@ class Table:
                 f"(e.g. {gone[0]}); restore a newer version"
             )
         summary = {"restored_version": target.version, "files": len(target.data_files), "rows": target.total_rows}
-        return self._commit(
-            "restore", commit_id, lambda base: NextState(target.data_files, target.tombstones, summary)
-        ).version
+
+        def build(base: Manifest) -> NextState:
+            schema = restored(target.schema, base.schema)
+            return NextState(
+                target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key
+            )
+
+        return self._commit("restore", commit_id, build).version
+
+    def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:
+        """Changes to the schema, committed together as one version when the update's
+        ``commit()`` is called (or its ``with`` block ends). No data is read or written:
+        columns are found in data files by field id, so files of every schema generation
+        read together. Lossy changes, and dropping or retyping the primary key, are refused."""
+        return SchemaUpdate(partial(self._alter, commit_id=commit_id))
+
+    def _alter(self, update: SchemaUpdate, *, commit_id: str | None) -> int:
+        commit_id = self._begin_write(commit_id)
+        if commit_id in self._manifest.recent_commits:
+            return self._manifest.recent_commits[commit_id]
+        if self._manifest.format_version < 2:
+            raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
+        update.apply(self.schema, self._manifest.primary_key, self.version + 1)  # refuse a bad change before committing
+
+        def build(base: Manifest) -> NextState:
+            schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
+            summary = {"changes": update.describe()}
+            return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
+
+        return self._commit("alter", commit_id, build).version
 
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:
@@ -967,13 +1041,25 @@ def _missing_version(store: ObjectStore, version: int) -> str:
 
 
 def _appended(
-    files: Sequence[DataFile], base: Manifest, *, sources: tuple[str, ...] = (), registered: bool = False
+    files: Sequence[DataFile],
+    base: Manifest,
+    *,
+    sources: tuple[str, ...] = (),
+    registered: bool = False,
+    written_with: pa.Schema | None = None,
 ) -> NextState:
     """The next version of ``base`` with ``files`` appended (``sources`` consumed). Files the
-    table wrote have fresh names; registered ones are checked against the version's files."""
+    table wrote have fresh names; registered ones are checked against the version's files.
+    Files ``written_with`` an older schema keep their statistics, re-keyed to ``base``'s."""
     if registered:
         check_new_files(base.data_files, files)
-    added = tuple(replace(f, added_version=base.version + 1) for f in files)
+    old = base.schema if written_with is None else written_with
+    added = tuple(
+        replace(f, added_version=base.version + 1, stats=translate_stats(f.stats, old, base.schema))
+        if old is not base.schema
+        else replace(f, added_version=base.version + 1)
+        for f in files
+    )
     summary: dict[str, Any] = {
         "rows_added": sum(f.rows for f in files),
         "files_added": len(files),
@@ -984,6 +1070,32 @@ def _appended(
     return NextState(
         data_files=base.data_files + added, tombstones=base.tombstones, summary=summary, source_ids=sources
     )
+
+
+def _merged_append(
+    planned: Manifest, update: SchemaUpdate, append: Callable[[Manifest], NextState], base: Manifest
+) -> NextState:
+    """An append that adds columns (``schema_mode="merge"``): its files carry the new columns'
+    ids, so a concurrent schema change makes it conflict rather than guess."""
+    if not base.schema.equals(planned.schema, check_metadata=True):
+        raise CommitConflictError(
+            "append with schema_mode='merge' raced a schema change; nothing was committed: run it again"
+        )
+    schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
+    evolved = replace(
+        base, schema=schema, data_files=base.data_files.evolved(schema), tombstones=base.tombstones.evolved(schema)
+    )
+    state = append(evolved)
+    added = [args[0] for kind, args in update.changes if kind == "add"]
+    return replace(state, schema=schema, primary_key=key, summary={**state.summary, "columns_added": added})
+
+
+def _with_missing(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
+    """``data`` with a NULL column for each nullable column of ``schema`` it lacks."""
+    missing = [f for f in schema if f.name not in data.schema.names and f.nullable]
+    for f in missing:
+        data = data.append_column(f.name, pa.nulls(data.num_rows, f.type))
+    return data
 
 
 def _unique_keys(keys: pa.ChunkedArray) -> pa.Array:

@@ -8,13 +8,14 @@ on S3) on a background thread while the next one is encoded: at most two files a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from castable.evolution import file_schema
 from castable.layout import new_data_key
 from castable.manifest import DataFile
 from castable.properties import TableProperties
@@ -22,15 +23,18 @@ from castable.stats import file_stats, stats_to_json
 from castable.store import ObjectInfo, ObjectStore, StagedObject
 
 
-def data_file_from_metadata(info: ObjectInfo, metadata: pq.FileMetaData, schema: pa.Schema) -> DataFile:
-    """The manifest entry of an uploaded Parquet file, with statistics from its footer."""
+def data_file_from_metadata(
+    info: ObjectInfo, metadata: pq.FileMetaData, schema: pa.Schema, where: Mapping[str, str | None] | None = None
+) -> DataFile:
+    """The manifest entry of an uploaded Parquet file, with statistics from its footer (its
+    columns found by ``where``, as :func:`castable.evolution.resolve` gives, or by name)."""
     return DataFile(
         path=info.key,
         size=info.size,
         etag=info.etag,
         rows=metadata.num_rows,
         row_groups=metadata.num_row_groups,
-        stats=stats_to_json(file_stats(metadata, schema)),
+        stats=stats_to_json(file_stats(metadata, schema, where)),
     )
 
 
@@ -76,7 +80,10 @@ def write_data_files(
                 staged = stage.__enter__()
                 try:
                     writer = pq.ParquetWriter(
-                        staged.path, schema, compression=props.compression, compression_level=props.compression_level
+                        staged.path,
+                        file_schema(schema),
+                        compression=props.compression,
+                        compression_level=props.compression_level,
                     )
                     with writer:
                         while group is not None:
