@@ -2,7 +2,7 @@
 """The castable CDK app: ``npx aws-cdk@2 deploy -c tables='[{"name": "events"}]'``.
 
 Context: ``tables`` (a JSON list of {"name", "schedule", "retain_versions", "retain_hours",
-"grace_hours", "ingest_concurrency", "ingest_mode", "op_column"}), ``versioned`` (true to version
+"grace_hours", "ingest_concurrency", "ingest_mode", "schema_mode", "op_column"}), ``versioned`` (true to version
 the bucket). Findings of cdk-nag's AWS
 Solutions checks fail the synth; each suppression in infra/ says why.
 """

@@ -61,6 +61,9 @@ class TableConfig:
     grace_hours: float | None = None
     ingest_mode: Literal["append", "upsert"] = "append"
     """``upsert``: landed rows replace the live rows with their primary keys (lambdas/ingest.py)."""
+    schema_mode: Literal["strict", "merge"] = "strict"
+    """``merge``: a landed Parquet file's new columns are added to the table; ``strict``
+    dead-letters the file (lambdas/ingest.py). Merge needs ``ingest_mode="append"``."""
     op_column: str | None = None
     """With ``ingest_mode="upsert"``: the landed files' operation column (a change feed), whose
     ``d``/``delete`` rows delete their key."""
@@ -70,6 +73,9 @@ class TableConfig:
             raise ValueError(f"table {self.name}: ingest_mode must be append or upsert, not {self.ingest_mode!r}")
         if self.op_column is not None and self.ingest_mode != "upsert":
             raise ValueError(f"table {self.name}: op_column needs ingest_mode='upsert'")
+        merge_needs_append = self.schema_mode == "merge" and self.ingest_mode != "append"
+        if self.schema_mode not in ("strict", "merge") or merge_needs_append:
+            raise ValueError(f"table {self.name}: schema_mode must be strict, or merge with ingest_mode='append'")
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,7 @@ class CastableStack(Stack):
         fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{table.name}/")
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
         fn.add_environment("CASTABLE_INGEST_MODE", table.ingest_mode)
+        fn.add_environment("CASTABLE_SCHEMA_MODE", table.schema_mode)
         if table.op_column is not None:
             fn.add_environment("CASTABLE_OP_COLUMN", table.op_column)
         for suffix in LANDING_SUFFIXES:

@@ -24,10 +24,15 @@ last row of a key in the batch winning, files in the order of their notification
 column holds each row's operation, and a row whose operation is ``d`` or ``delete`` deletes its
 key. An upsert holds the batch's rows in memory to check their keys.
 
+Each table also sets what a landed Parquet file with columns the table lacks does
+(``CASTABLE_SCHEMA_MODE``): ``strict`` (the default) dead-letters it; ``merge`` adds its new
+columns to the table (one ``alter`` commit, as nullable columns) before the batch is appended,
+and a file lacking some nullable columns reads them as NULL.
+
 Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_LANDING``
 (s3://bucket/prefix/ the function ingests from), ``CASTABLE_DEAD_LETTER_PREFIX`` (default
 ``landing-failed/``), ``CASTABLE_INGEST_MODE`` (``append`` or ``upsert``), ``CASTABLE_OP_COLUMN``
-(upsert only).
+(upsert only), ``CASTABLE_SCHEMA_MODE`` (``strict`` or ``merge``).
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class Landed:
     etag: str
     rows: int
     batches: Callable[[], Iterator[pa.RecordBatch]]
+    new_columns: tuple[pa.Field, ...] = ()
 
     @property
     def source_id(self) -> str:
@@ -88,6 +94,7 @@ class BadFileError(castable.CastableError):
 
 
 MODES = ("append", "upsert")
+SCHEMA_MODES = ("strict", "merge")
 
 
 @dataclass
@@ -99,6 +106,7 @@ class _Batch:
     landed: list[Landed]
     mode: str = "append"
     op_column: str | None = None
+    schema_mode: str = "strict"
 
     @property
     def schema(self) -> pa.Schema:
@@ -127,13 +135,25 @@ def _landing(uri: str) -> tuple[str, str]:
     return parsed.netloc, prefix + "/"
 
 
-def _mode(mode: str, op_column: str | None) -> tuple[str, str | None]:
-    """The table's ingest mode and change-feed column, checked (a deployment error fails every batch)."""
+def _mode(mode: str, op_column: str | None, schema_mode: str) -> tuple[str, str | None, str]:
+    """The table's ingest mode, change-feed column and schema mode, checked (a deployment error
+    fails every batch)."""
     if mode not in MODES:
         raise ValueError(f"CASTABLE_INGEST_MODE must be one of {', '.join(MODES)}, not {mode!r}")
     if op_column and mode != "upsert":
         raise ValueError("CASTABLE_OP_COLUMN needs CASTABLE_INGEST_MODE=upsert")
-    return mode, op_column or None
+    if schema_mode not in SCHEMA_MODES or (schema_mode == "merge" and mode != "append"):
+        raise ValueError(
+            f"CASTABLE_SCHEMA_MODE must be strict, or merge with CASTABLE_INGEST_MODE=append, not {schema_mode!r}"
+        )
+    return mode, op_column or None, schema_mode
+
+
+def _expected(schema: pa.Schema, found: pa.Schema) -> pa.Schema:
+    """What a landed file may hold in merge mode: the table's columns, less the nullable ones it
+    lacks, plus its own new columns."""
+    kept = [f for f in schema if f.name in found.names or not f.nullable]
+    return pa.schema(kept + [f for f in found if f.name not in schema.names])
 
 
 def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
@@ -156,10 +176,13 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
     try:
         if sources.format_of(key) == "parquet":
             file = pq.ParquetFile(landing.open_input(key, size=info.size, etag=info.etag))
-            check_schema(key, file.schema_arrow, batch.schema)
+            found = file.schema_arrow
+            expected = _expected(batch.schema, found) if batch.schema_mode == "merge" else batch.schema
+            check_schema(key, found, expected)
             if table.primary_key is not None:
                 check_key(key, table.primary_key, file_stats(file.metadata, table.schema)[table.primary_key])
-            return Landed(bucket, key, info.etag, file.metadata.num_rows, lambda: sources.file_batches(file))
+            new = tuple(f for f in found if f.name not in batch.schema.names)
+            return Landed(bucket, key, info.etag, file.metadata.num_rows, lambda: sources.file_batches(file), new)
         rows = sum(b.num_rows for b in batch.rows(opened().batches))
     except (pa.ArrowInvalid, OSError) as e:
         raise BadFileError(f"not a readable {sources.format_of(key)} file: {e}") from None
@@ -201,13 +224,33 @@ def _make_record_handler(batch: _Batch) -> Any:
     return record_handler
 
 
+def _add_columns(table: castable.Table, landed: list[Landed], commit_id: str) -> None:
+    """Add the columns the landed files bring (merge mode), in one commit before their append."""
+    new: dict[str, pa.Field] = {}
+    for f in landed:
+        for column in f.new_columns:
+            new.setdefault(column.name, column)
+    fresh = [c for c in new.values() if c.name not in table.refresh().schema.names]
+    if not fresh:
+        return
+    update = table.alter(commit_id=f"{commit_id}-columns")
+    for column in fresh:
+        update.add_column(column.name, column.type)
+    version = update.commit()
+    logger.info("columns added", extra={"version": version, "columns": [c.name for c in fresh]})
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     landing_bucket, landing_prefix = _landing(os.environ["CASTABLE_LANDING"])
-    mode, op_column = _mode(os.environ.get("CASTABLE_INGEST_MODE", "append"), os.environ.get("CASTABLE_OP_COLUMN"))
+    mode, op_column, schema_mode = _mode(
+        os.environ.get("CASTABLE_INGEST_MODE", "append"),
+        os.environ.get("CASTABLE_OP_COLUMN"),
+        os.environ.get("CASTABLE_SCHEMA_MODE", "strict"),
+    )
     batch = _Batch(
         table=open_table(os.environ["CASTABLE_TABLE"]),
         landing_bucket=landing_bucket,
@@ -216,6 +259,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         landed=[],
         mode=mode,
         op_column=op_column,
+        schema_mode=schema_mode,
     )
     processor = BatchProcessor(event_type=EventType.SQS)
     response = process_partial_response(event, _make_record_handler(batch), processor, context)
@@ -235,7 +279,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                 stream, op_column=batch.op_column, last_wins=True, commit_id=commit_id, source_ids=source_ids
             )
         else:
-            version = batch.table.append(stream, commit_id=commit_id, source_ids=source_ids)
+            _add_columns(batch.table, pending, commit_id)
+            merge = batch.schema_mode == "merge"
+            version = batch.table.append(
+                stream, commit_id=commit_id, source_ids=source_ids, schema_mode="merge" if merge else "strict"
+            )
         rows = sum(f.rows for f in pending)
         metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
         logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})

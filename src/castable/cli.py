@@ -24,9 +24,10 @@ from rich.text import Text
 
 import castable
 from castable.errors import CastableError, InvalidInputError
+from castable.evolution import field_id
 from castable.manifest import LATEST_FORMAT_VERSION
 from castable.sources import CsvOptions, Source, format_of, json_rows, json_value, open_source, to_json_lines
-from castable.types import parse_schema
+from castable.types import parse_schema, parse_type
 
 app = typer.Typer(
     help="ACID tables on S3 or a local directory: create, append, delete, scan, time travel.",
@@ -594,7 +595,9 @@ def info(
             "created_at": m.created_at,
             "table_uuid": m.table_uuid,
             "primary_key": list(m.primary_key),
-            "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in m.schema],
+            "schema": [
+                {"name": f.name, "type": str(f.type), "nullable": f.nullable, "id": field_id(f)} for f in m.schema
+            ],
             "data_files": len(m.data_files),
             "bytes": size,
             "rows_before_deletes": m.total_rows,
@@ -611,9 +614,9 @@ def info(
         f"primary key: {', '.join(m.primary_key) or '-'}    table uuid: {m.table_uuid}    "
         f"format version: {m.format_version}"
     )
-    schema = RichTable("column", "type", "nullable", title="schema")
+    schema = RichTable("id", "column", "type", "nullable", title="schema")
     for f in m.schema:
-        schema.add_row(f.name, str(f.type), str(f.nullable))
+        schema.add_row(str(field_id(f) or "-"), f.name, str(f.type), str(f.nullable))
     console.print(schema)
     console.print(
         f"data files: {len(m.data_files)} ({size:,} bytes, {m.total_rows:,} rows before deletes)    "
@@ -636,6 +639,60 @@ def restore(
     if _already(table, commit_id, as_json):
         return
     _committed(table, table.restore(version, as_of=as_of, commit_id=commit_id), as_json)
+
+
+def _pairs(items: list[str] | None, sep: str, what: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items or []:
+        left, found, right = item.partition(sep)
+        if not found or not left.strip() or not right.strip():
+            raise InvalidInputError(f"{what} {item!r} is not {'NAME' + sep + ('TYPE' if sep == ':' else 'NEW')}")
+        out.append((left.strip(), right.strip()))
+    return out
+
+
+@app.command()
+def alter(
+    uri: str,
+    add: Annotated[list[str] | None, typer.Option(help="NAME:TYPE: add a nullable column (repeatable).")] = None,
+    default: Annotated[
+        list[str] | None, typer.Option(help="NAME=VALUE: what rows written before an added column read as.")
+    ] = None,
+    rename: Annotated[list[str] | None, typer.Option(help="OLD=NEW: rename a column (repeatable).")] = None,
+    widen: Annotated[list[str] | None, typer.Option(help="NAME:TYPE: widen a column's type (repeatable).")] = None,
+    nullable: Annotated[list[str] | None, typer.Option(help="NAME: let a column hold NULLs (repeatable).")] = None,
+    drop: Annotated[list[str] | None, typer.Option(help="NAME: drop a column (repeatable).")] = None,
+    order: Annotated[str | None, typer.Option(help="A,B,...: put these columns first, in this order.")] = None,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Change the schema in one commit, reading and writing no data.
+
+    Changes apply in this order: add, rename, widen, nullable, drop, order.
+    """
+    table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
+    defaults = dict(_pairs(default, "=", "--default"))
+    update = table.alter(commit_id=commit_id)
+    for name, spec in _pairs(add, ":", "--add"):
+        t = parse_type(spec)
+        value = defaults.pop(name, None)
+        update.add_column(name, t, default=None if value is None else pa.array([value]).cast(t)[0].as_py())
+    if defaults:
+        raise InvalidInputError(f"--default names columns that --add does not add: {sorted(defaults)}")
+    for old, new in _pairs(rename, "=", "--rename"):
+        update.rename_column(old, new)
+    for name, spec in _pairs(widen, ":", "--widen"):
+        update.widen_column(name, parse_type(spec))
+    for name in nullable or []:
+        update.make_nullable(name)
+    for name in drop or []:
+        update.drop_column(name)
+    if order:
+        update.reorder([n.strip() for n in order.split(",")])
+    _committed(table, update.commit(), as_json)
 
 
 @app.command()

@@ -8,13 +8,14 @@ from typing import Any
 import pyarrow as pa
 
 from castable.errors import CorruptObjectError, SchemaMismatchError
+from castable.evolution import field_id
 
 
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
     """The manifest form: the Arrow IPC schema (authoritative) plus a readable column list."""
     return {
         "arrow": base64.b64encode(schema.remove_metadata().serialize().to_pybytes()).decode(),
-        "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+        "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable, "id": field_id(f)} for f in schema],
     }
 
 
