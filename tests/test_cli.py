@@ -438,3 +438,24 @@ def test_cli_update_and_change_feed_upsert(tmp_path: Path) -> None:
     run("upsert", uri, str(tmp_path / "feed.csv"), "--op-column", "op", "--last-wins")
     assert sorted(r["id"] for r in json.loads(run("scan", uri, "--json"))["rows"]) == [2, 3]
     assert "missing column(s) ['op']" in fails("upsert", uri, str(tmp_path / "orders.csv"), "--op-column", "op")
+
+
+def test_cli_alter_changes_the_schema_in_one_commit(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "--primary-key", "id")
+    run("append", uri, str(inputs[0]))
+    doc = run_json("alter", uri, "--add", "note:string", "--default", "note=n/a", "--rename", "value=amount")
+    assert doc["summary"] == {"changes": ["add note string", "rename value to amount"]}  # type: ignore[index]
+    info = run_json("info", uri)
+    assert [(c["name"], c["id"]) for c in info["schema"]] == [  # type: ignore[index]
+        ("id", 1),
+        ("category", 2),
+        ("amount", 3),
+        ("note", 4),
+    ]
+    assert run("scan", uri, "--filter", "amount > 249", "--count").strip() == "1"
+    assert "n/a" in run("scan", uri, "--limit", "1")
+    assert "only widening" in fails("alter", uri, "--widen", "amount:float")
+    assert "primary key" in fails("alter", uri, "--drop", "id")
+    assert "is not NAME:TYPE" in fails("alter", uri, "--add", "oops")
+    assert castable.open_table(uri).version == 2

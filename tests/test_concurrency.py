@@ -15,8 +15,10 @@ from workers import (
     ERASABLE,
     INCREMENTED,
     UPSERT_KEYS,
+    add_columns,
     append_and_delete,
     append_rows,
+    append_rows_merging,
     compact_and_erase,
     expected_ids,
     increment,
@@ -77,6 +79,31 @@ def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, 
     got = table.scan(["id"]).to_arrow().column("id").to_pylist()
     assert sorted(got) == sorted(w * 1000 + i for w in range(WORKERS) for i in range(COMMITS))
     _assert_dense(table, WORKERS * COMMITS)
+
+
+@pytest.mark.slow
+def test_appends_on_the_old_schema_land_while_another_process_adds_columns(
+    writer_uri: tuple[str, dict | None, int],
+) -> None:
+    """4 processes append one-row batches of the original columns while a fifth adds 5 columns,
+    one commit each: every commit lands once, and each row reads each column's default. A
+    format-1 table is upgraded first, so its first alter gives its columns their ids."""
+    uri, options, format_version = writer_uri
+    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
+    if format_version == 1:
+        castable.open_table(uri, storage_options=options).upgrade()
+    with _spawn_pool(5) as pool:
+        appends = [pool.submit(append_rows_merging, uri, options, w, 15) for w in range(4)]
+        alters = pool.submit(add_columns, uri, options, 5)
+        versions = [v for f in appends for v in f.result(timeout=600)] + alters.result(timeout=600)
+    assert len(set(versions)) == len(versions) == 4 * 15 + 5
+    table = castable.open_table(uri, storage_options=options)
+    assert table.schema.names == [*EVENTS.names, "c0", "c1", "c2", "c3", "c4"]
+    got = table.scan().to_arrow()
+    assert sorted(got.column("id").to_pylist()) == sorted(w * 1000 + i for w in range(4) for i in range(15))
+    for i in range(5):
+        assert set(got.column(f"c{i}").to_pylist()) <= {i, None}
+    _assert_dense(table, 4 * 15 + 5 + (format_version == 1))
 
 
 @pytest.mark.slow

@@ -349,3 +349,42 @@ def test_ingest_refuses_a_bad_mode_setting(ingest_env: Table, monkeypatch: pytes
         monkeypatch.setenv("CASTABLE_OP_COLUMN", op)
     with pytest.raises(ValueError, match="CASTABLE_"):
         ingest.handler(sqs_event(ingest_env.store.bucket, []), Context())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("mode", ["strict", "merge"])
+def test_ingest_new_columns_dead_letter_or_merge_per_table(
+    ingest_env: Table, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A landed file with a column the table lacks: ``strict`` dead-letters it; ``merge`` adds
+    the column (one alter commit) and appends the batch, files without it reading NULL."""
+    from lambdas import ingest
+
+    monkeypatch.setenv("CASTABLE_SCHEMA_MODE", mode)
+    t = ingest_env
+    bucket = t.store.bucket  # type: ignore[attr-defined]
+    land(t, "landing/old.parquet", events(100, 102))
+    land(t, "landing/new.parquet", events(200, 202).append_column("source", pa.array(["x", "y"])))
+    assert ingest.handler(sqs_event(bucket, ["landing/old.parquet", "landing/new.parquet"]), Context()) == {
+        "batchItemFailures": []
+    }
+    fresh = Table.load(t.store)
+    if mode == "strict":
+        assert "source" not in fresh.schema.names and ids(t) == [*range(10), 100, 101]
+        reason = t.store.client.get_object(  # type: ignore[attr-defined]
+            Bucket=bucket, Key="landing-failed/landing/new.parquet.reason.json"
+        )["Body"].read()
+        assert b"source" in reason
+    else:
+        assert fresh.schema.names[-1] == "source" and ids(t) == [*range(10), 100, 101, 200, 201]
+        assert [h.operation for h in fresh.history(2)] == ["append", "alter"]
+        got = {r["id"]: r["source"] for r in fresh.scan(["id", "source"]).to_arrow().to_pylist()}
+        assert got[0] is None and got[101] is None and got[200] == "x"
+
+
+def test_ingest_refuses_merge_outside_append_mode(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lambdas import ingest
+
+    monkeypatch.setenv("CASTABLE_SCHEMA_MODE", "merge")
+    monkeypatch.setenv("CASTABLE_INGEST_MODE", "upsert")
+    with pytest.raises(ValueError, match="CASTABLE_SCHEMA_MODE"):
+        ingest.handler(sqs_event(ingest_env.store.bucket, []), Context())  # type: ignore[attr-defined]

@@ -318,3 +318,23 @@ def maintain_and_read(
             assert len(ids) == len(set(ids)), f"version {version} holds an id twice after a sweep"
             done["versions_read"] += 1
     return done
+
+
+def append_rows_merging(uri: str, options: dict | None, worker: int, commits: int) -> list[int]:
+    """Like :func:`append_rows`, with ``schema_mode="merge"``: rows of the original columns keep
+    appending while another process adds columns (they read NULL there)."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    rows = [events(worker * 1000 + i, worker * 1000 + i + 1) for i in range(commits)]
+    return [table.append(r, schema_mode="merge") for r in rows]
+
+
+def add_columns(uri: str, options: dict | None, count: int) -> list[int]:
+    """Add ``count`` nullable columns, one commit each, with default settings; return the versions."""
+    import pyarrow as pa
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    table = castable.open_table(uri, storage_options=options)
+    return [table.alter().add_column(f"c{i}", pa.int64(), default=i).commit() for i in range(count)]
