@@ -1,6 +1,6 @@
 """Property-based tests: random sequences of append, delete, erase, upsert, overwrite (whole and
-where), update, change feeds (by upsert and by merge), restore, compact, expire, gc, scans and
-time travel against an in-memory model. Every
+where), update, change feeds (by upsert and by merge), restore, compact, expire, gc, schema
+changes (rename, reorder, widen, add and drop), scans and time travel against an in-memory model. Every
 retained version must read back exactly as the model says, and gc must never delete what a
 retained version references."""
 
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import castable
+from castable.evolution import field_id
 
 Row = tuple[int, str | None, float | None]
 CATEGORIES = ["a", "b", "c", None]
@@ -57,6 +58,13 @@ def _predicates() -> st.SearchStrategy[tuple[str, object]]:
     )
 
 
+def _rows(got: pa.Table) -> list[Row]:
+    """The model's columns (id, category, value, whatever their names and order now) as sorted rows."""
+    ids = [field_id(f) for f in got.schema]
+    columns = [got.column(ids.index(i)) for i in (1, 2, 3)] if None not in ids else got.columns
+    return sorted(zip(*(c.to_pylist() for c in columns), strict=True))
+
+
 class TableModel(RuleBasedStateMachine):
     """The table and a list of the expected rows at every version."""
 
@@ -84,6 +92,28 @@ class TableModel(RuleBasedStateMachine):
     def upgrade(self) -> None:
         self._commit(self.table.upgrade(), dict(self.versions[-1]))
         assert self.table.manifest.format_version == 2
+
+    @precondition(lambda self: self.table.manifest.format_version == 2)
+    @rule(kind=st.sampled_from(["rename", "reorder", "widen", "extra"]))
+    def evolve(self, kind: str) -> None:
+        """A schema change and, but for widening, its undoing: the rows stay as the model has them,
+        found through field ids in every version between."""
+        state = dict(self.versions[-1])
+        if kind == "rename":
+            self._commit(self.table.alter().rename_column("value", "amount").commit(), state)
+            assert self.table.scan(filter="amount >= 0").count() == sum(r[2] is not None for r in state.values())
+            self._commit(self.table.alter().rename_column("amount", "value").commit(), state)
+        elif kind == "reorder":
+            self._commit(self.table.alter().reorder(["value", "id"]).commit(), state)
+            self._commit(self.table.alter().reorder(EVENTS.names).commit(), state)
+        elif kind == "widen":
+            if self.table.schema.field("category").type == pa.string():
+                self._commit(self.table.alter().widen_column("category", pa.large_string()).commit(), state)
+        else:
+            default = len(self.versions)
+            self._commit(self.table.alter().add_column("extra", pa.int64(), default=default).commit(), state)
+            assert set(self.table.scan(["extra"]).to_arrow().column("extra").to_pylist()) <= {default}
+            self._commit(self.table.alter().drop_column("extra").commit(), state)
 
     @rule(n=st.integers(1, 120), data=st.data())
     def append(self, n: int, data: st.DataObject) -> None:
@@ -216,6 +246,22 @@ class TableModel(RuleBasedStateMachine):
     def restore(self, data: st.DataObject) -> None:
         v = data.draw(st.integers(self.oldest, len(self.versions) - 1))
         self._commit(self.table.restore(v), dict(self.versions[v]))
+        self._canonical()
+
+    def _canonical(self) -> None:
+        """Undo what a restore brought back of an ``evolve`` half-way (the rules name the columns)."""
+        names = self.table.schema.names
+        if names == EVENTS.names:
+            return
+        kept = ["value" if n == "amount" else n for n in names if n != "extra"]
+        change = self.table.alter()
+        if "amount" in names:
+            change.rename_column("amount", "value")
+        if "extra" in names:
+            change.drop_column("extra")
+        if kept != EVENTS.names:
+            change.reorder(EVENTS.names)
+        self._commit(change.commit(), dict(self.versions[-1]))
 
     @rule(min_file_size=st.sampled_from([1, 10_000, 10**9]), sort=st.booleans())
     def compact(self, min_file_size: int, sort: bool) -> None:
@@ -239,8 +285,7 @@ class TableModel(RuleBasedStateMachine):
             self.check_version(v)
 
     def check_version(self, v: int) -> None:
-        got = self.table.scan(version=v).to_arrow()
-        assert sorted(zip(*got.to_pydict().values(), strict=True)) == sorted(self.versions[v].values())
+        assert _rows(self.table.scan(version=v).to_arrow()) == sorted(self.versions[v].values())
 
     @rule(pred=_predicates())
     def filtered_scan(self, pred: tuple[str, object]) -> None:
@@ -262,8 +307,7 @@ class TableModel(RuleBasedStateMachine):
     def latest_matches(self) -> None:
         if not self.versions:
             return
-        got = castable.open_table(str(self.dir / "t")).scan().to_arrow()
-        assert sorted(zip(*got.to_pydict().values(), strict=True)) == sorted(self.versions[-1].values())
+        assert _rows(castable.open_table(str(self.dir / "t")).scan().to_arrow()) == sorted(self.versions[-1].values())
 
     def teardown(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
