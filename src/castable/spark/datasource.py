@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -44,7 +45,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from castable.commit import read_manifest
@@ -55,6 +56,7 @@ from castable.scan import Scan, ScanTask
 from castable.snapshot import SegmentSlice, Snapshot
 from castable.spark.files import TableLocation, TableTarget, WriteMode
 from castable.store import ObjectStore
+from castable.table import Table
 
 STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts", "single_writer")
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
@@ -119,13 +121,12 @@ class CastableDataSource(DataSource):
         return "castable"
 
     def schema(self) -> StructType:
-        schema = _location(self.options).open().schema
+        """The schema of the version read (``versionAsOf``/``timestampAsOf``, else the latest)."""
+        schema = self._manifest(_location(self.options).open()).schema
         columns = _columns(self.options, schema)
         return spark_schema(schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
-    def reader(self, schema: StructType) -> DataSourceReader:
-        location = _location(self.options)
-        table = location.open()
+    def _manifest(self, table: Table) -> Manifest:
         version = _option(self.options, "versionAsOf")
         timestamp = _option(self.options, "timestampAsOf")
         if version is not None and timestamp is not None:
@@ -135,7 +136,12 @@ class CastableDataSource(DataSource):
             at = None if version is None else int(version)
         except ValueError as e:
             raise InvalidInputError(f"bad versionAsOf/timestampAsOf: {e}") from None
-        manifest = table.manifest_at(at, as_of)
+        return table.manifest_at(at, as_of)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        location = _location(self.options)
+        table = location.open()
+        manifest = self._manifest(table)
         columns = _columns(self.options, manifest.schema)
         text = _option(self.options, "filter")
         predicate = None if text is None else parse_predicate(text, manifest.schema)
@@ -205,6 +211,17 @@ class CastableReader(DataSourceReader):
         return [TaskPartition(t) for t in self._scan(store, manifest).plan_tasks(self.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's rows, in the Arrow layouts Spark reads (large strings as strings)."""
+        for batch in self._read(partition):
+            yield batch if batch.schema.equals(self._spark_arrow) else batch.cast(self._spark_arrow)
+
+    @cached_property
+    def _spark_arrow(self) -> pa.Schema:
+        schema = self.meta.schema
+        wanted = schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
+        return to_arrow_schema(spark_schema(wanted))
+
+    def _read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         store = self.location.store()
         if isinstance(partition, TaskPartition):  # else Spark's one empty partition of an empty plan
             yield from self._scan(store, self.meta).read_task(partition.task)
