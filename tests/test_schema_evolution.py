@@ -305,3 +305,71 @@ def test_a_full_scan_over_three_schema_generations(table_uri: tuple[str, dict | 
     assert got.num_rows == 3000 and got.schema.names == ["id", "v", "w", "category"]
     assert got.column("category").null_count == 2000
     assert sorted(got.column("id").to_pylist()) == list(range(3000))
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        (pa.field("v", pa.int64(), metadata={FIELD_ID: b"x"}), "invalid literal"),
+        (pa.field("v", pa.int64(), metadata={FIELD_ID: b"2", b"castable:names": b"[oops"}), "Expecting value"),
+        (pa.field("v", pa.int64(), metadata={FIELD_ID: b"2", b"castable:names": b'[["w", 0]]'}), "name history"),
+        (pa.field("v", pa.int64(), metadata={FIELD_ID: b"2", b"castable:default": b'"abc"'}), "abc"),
+        (pa.field("id", pa.int64()), "some columns have field ids"),
+        (pa.field("v", pa.int64(), metadata={FIELD_ID: b"1"}), "repeat"),
+    ],
+)
+def test_a_manifest_with_malformed_column_metadata_is_refused(
+    table: castable.Table, field: pa.Field, message: str
+) -> None:
+    import base64
+    import json
+
+    from castable.layout import manifest_key
+    from castable.manifest import Manifest
+
+    doc = json.loads(table.store.get(manifest_key(table.version)).data)
+    first = pa.field("id", pa.int64(), nullable=False, metadata={FIELD_ID: b"1"})
+    bad = pa.schema(
+        [first, field] if field.name != "id" else [field, pa.field("v", pa.int64(), metadata={FIELD_ID: b"2"})]
+    )
+    doc["schema"]["arrow"] = base64.b64encode(bad.serialize().to_pybytes()).decode()
+    with pytest.raises(castable.CorruptObjectError, match=message):
+        Manifest.from_json(json.dumps(doc).encode(), key="manifest/v1.json", store=table.store)
+
+
+def test_a_registered_file_with_another_engines_field_ids_is_read_by_name(table: castable.Table) -> None:
+    """Field ids that are not castable's (a file from an Iceberg writer, say) are not trusted."""
+    table.alter().rename_column("category", "kind").commit()
+    foreign = pa.schema(
+        [
+            pa.field("value", pa.float64(), metadata={FIELD_ID: b"1"}),
+            pa.field("id", pa.int64(), nullable=False, metadata={FIELD_ID: b"2"}),
+            pa.field("kind", pa.string(), metadata={FIELD_ID: b"3"}),
+        ]
+    )
+    data = pa.table({"value": [2.0], "id": [7000], "kind": ["k"]}, schema=foreign)
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink)
+    table.store.put("data/foreign.parquet", sink.getvalue().to_pybytes())
+    table.add_files(["data/foreign.parquet"])
+    assert rows(table, filter="id = 7000") == [{"id": 7000, "kind": "k", "value": 2.0}]
+
+
+def test_splice_erase_of_a_file_without_ids_after_a_rename(tmp_path: object) -> None:
+    """A spliced copy keeps its source's footer (no ids, old names): it keeps resolving by them."""
+    uri = str(tmp_path / "legacy")  # type: ignore[operator]
+    t = castable.create_table(uri, EVENTS, primary_key="id", format_version=1)
+    n = 700_000
+    rng = np.random.default_rng(3)
+    t.append(
+        pa.table({"id": np.arange(n), "category": rng.choice(["a", "b"], n), "value": rng.random(n)}, schema=EVENTS)
+    )
+    assert t.manifest.data_files[0].size > 5 * 2**20  # S3 range-copies from objects of 5 MiB up
+    t.upgrade()
+    t.alter().rename_column("value", "amount").commit()
+    report = t.erase("id = 12345", mode="splice")
+    assert [e.method for e in report.files] == ["splice"]
+    t.alter().rename_column("amount", "v2").commit()
+    assert t.count() == n - 1
+    assert t.scan(filter="id = 12346").to_arrow().column("v2").null_count == 0
+    assert t.scan(filter="v2 >= 0").count() == n - 1

@@ -33,6 +33,24 @@ def field_id(f: pa.Field) -> int | None:
     return None if raw is None else int(raw)
 
 
+def check_ids(schema: pa.Schema) -> None:
+    """``ValueError`` unless the schema's evolution metadata is well formed: ids on every column
+    or none, unique, with readable name histories ending in the column's name, and defaults
+    of the column's type."""
+    ids = [field_id(f) for f in schema]
+    if None in ids and any(i is not None for i in ids):
+        raise ValueError("some columns have field ids and some do not")
+    if len(set(ids)) != len(ids) and None not in ids:
+        raise ValueError(f"field ids repeat: {ids}")
+    for f in schema:
+        history = names_of(f)
+        if not history or history[-1][0] != f.name:
+            raise ValueError(f"column {f.name!r}: its name history does not end in its name")
+        default_of(f)
+    if has_ids(schema) and last_column_id(schema) < max(i for i in ids if i is not None):
+        raise ValueError("the last column id is below a column's id")
+
+
 def has_ids(schema: pa.Schema) -> bool:
     return len(schema) > 0 and all(field_id(f) is not None for f in schema)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from castable.errors import CorruptObjectError, SchemaMismatchError
-from castable.evolution import field_id
+from castable.evolution import check_ids, field_id
 
 
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
@@ -21,9 +21,11 @@ def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
 
 def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
     try:
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["arrow"])))
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["arrow"])))
+        check_ids(schema)
     except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
         raise CorruptObjectError(f"manifest schema is malformed: {e}") from None
+    return schema
 
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
