@@ -37,6 +37,13 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("contention.png",),
         ),
         (
+            "bench_schema.py",
+            "schema.md",
+            ("| local |", "| moto |"),
+            ("10", "100"),
+            (),
+        ),
+        (
             "bench_scale.py",
             "scale.md",
             ("| local store |", "| moto S3 over HTTP |"),
