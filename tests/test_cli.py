@@ -459,3 +459,10 @@ def test_cli_alter_changes_the_schema_in_one_commit(tmp_path: Path, inputs: tupl
     assert "primary key" in fails("alter", uri, "--drop", "id")
     assert "is not NAME:TYPE" in fails("alter", uri, "--add", "oops")
     assert castable.open_table(uri).version == 2
+    wider = tmp_path / "wider.parquet"
+    pq.write_table(pa.table({"id": [900], "amount": [1.0], "source": ["cli"]}), wider)
+    assert "unknown columns ['source']" in fails("append", uri, str(wider))
+    assert "--schema-mode must be" in fails("append", uri, str(wider), "--schema-mode", "loose")
+    doc = run_json("append", uri, str(wider), "--schema-mode", "merge")
+    assert doc["summary"]["columns_added"] == ["source"]  # type: ignore[index]
+    assert run("scan", uri, "--filter", "source = 'cli'", "--count").strip() == "1"

@@ -198,6 +198,9 @@ def append(
     delimiter: Delimiter = None,
     header: Header = True,
     null_value: NullValue = None,
+    schema_mode: Annotated[
+        str, typer.Option(help="strict: columns must match; merge: add the files' new columns (Parquet).")
+    ] = "strict",
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
@@ -206,10 +209,17 @@ def append(
     table = _open(uri, storage_option)
     if _already(table, commit_id, as_json):
         return
+    if schema_mode not in ("strict", "merge"):
+        raise InvalidInputError(f"--schema-mode must be strict or merge, not {schema_mode!r}")
     batches, total = _inputs(table, files, fmt, delimiter, header, null_value)
     with _progress() as progress:
         task = progress.add_task("appending rows", total=total)
-        version = table.append(batches, commit_id=commit_id, on_rows=lambda n: progress.advance(task, n))
+        version = table.append(
+            batches,
+            commit_id=commit_id,
+            on_rows=lambda n: progress.advance(task, n),
+            schema_mode="merge" if schema_mode == "merge" else "strict",
+        )
     _committed(table, version, as_json)
 
 
