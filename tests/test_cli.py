@@ -243,7 +243,7 @@ def test_cli_json_output_for_scripts(tmp_path: Path, inputs: tuple[Path, Path]) 
     assert scanned == {"version": 2, "columns": ["id", "category", "value"], "rows": [events(11, 12).to_pylist()[0]]}
     assert [h["operation"] for h in run_json("history", uri)] == ["delete", "append", "create"]  # type: ignore[index,union-attr]
     info = run_json("info", uri)
-    assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False} and info["damage"] is None  # type: ignore[index]
+    assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False, "id": 1} and info["damage"] is None  # type: ignore[index]
     assert run_json("compact", uri, "--min-file-size", "1000000")["files_rewritten"] == 1  # type: ignore[index]
     assert run_json("expire", uri, "--retain-versions", "1")["versions_expired"] == 3  # type: ignore[index]
     preview = run_json("gc", uri, "--grace-hours", "0", "--dry-run")

@@ -15,8 +15,17 @@ def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
     """The manifest form: the Arrow IPC schema (authoritative) plus a readable column list."""
     return {
         "arrow": base64.b64encode(schema.remove_metadata().serialize().to_pybytes()).decode(),
-        "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable, "id": field_id(f)} for f in schema],
+        "columns": [_column(f) for f in schema],
     }
+
+
+def _column(f: pa.Field) -> dict[str, Any]:
+    """A column as the manifest's readable copy lists it (its id, in a table that has ids)."""
+    doc: dict[str, Any] = {"name": f.name, "type": str(f.type), "nullable": f.nullable}
+    fid = field_id(f)
+    if fid is not None:
+        doc["id"] = fid
+    return doc
 
 
 def schema_from_json(doc: dict[str, Any]) -> pa.Schema:

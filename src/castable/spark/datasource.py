@@ -45,7 +45,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from castable.commit import read_manifest
@@ -91,6 +91,10 @@ def _write_mode(options: Mapping[str, str], overwrite: bool) -> WriteMode:
     if where is not None and not overwrite:
         raise InvalidInputError("replaceWhere applies to mode('overwrite') only")
     return WriteMode("upsert" if upsert == "true" else "overwrite" if overwrite else "append", where)
+
+
+_SPARK_LAYOUTS = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+"""Arrow layouts Spark's Python data source does not take, and the ones it does for the same values."""
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -218,8 +222,8 @@ class CastableReader(DataSourceReader):
     @cached_property
     def _spark_arrow(self) -> pa.Schema:
         schema = self.meta.schema
-        wanted = schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
-        return to_arrow_schema(spark_schema(wanted))
+        wanted = schema if self.columns is None else [schema.field(c) for c in self.columns]
+        return pa.schema([f.with_type(_SPARK_LAYOUTS.get(f.type, f.type)) for f in wanted])
 
     def _read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         store = self.location.store()
