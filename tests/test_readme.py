@@ -29,7 +29,7 @@ def test_python_tour_runs_as_written(tmp_path: Path) -> None:
     assert lines[0] == str(
         [{"id": 5, "amount": 2.5}, {"id": 6, "amount": 4.0}, {"id": 8, "amount": 8.0}, {"id": 9, "amount": 9.0}]
     )
-    assert lines[1] == "3"
+    assert lines[1:3] == ["[(4,)]", "3"]
     assert "'verified': True" in done.stdout
 
 

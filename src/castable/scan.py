@@ -30,6 +30,8 @@ from castable.tombstone import FileDeletes
 
 if TYPE_CHECKING:
     import pandas as pd
+    import polars as pl
+    from duckdb import DuckDBPyConnection
 
 DEFAULT_BATCH_SIZE = 128 * 1024
 DEFAULT_READAHEAD = 2
@@ -98,6 +100,28 @@ class Scan:
 
     def to_pandas(self, **kwargs: object) -> pd.DataFrame:
         return self.to_arrow().to_pandas(**kwargs)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream interface: ``duckdb.sql("select ... from scan")``,
+        ``polars.from_arrow(scan)`` and ``pyarrow.table(scan)`` stream the rows with no copy."""
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def to_polars(self) -> pl.DataFrame:
+        """The rows as a Polars DataFrame (needs ``castable[polars]``)."""
+        import polars as pl
+
+        frame = pl.from_arrow(self.to_arrow())
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def to_duckdb(self, table_name: str, connection: DuckDBPyConnection | None = None) -> DuckDBPyConnection:
+        """A DuckDB connection (``connection``, or a new in-memory one) where ``table_name`` is
+        the scan's rows, as pyiceberg's ``to_duckdb`` (needs ``castable[duckdb]``)."""
+        import duckdb
+
+        con = duckdb.connect() if connection is None else connection
+        con.register(table_name, self.to_arrow())
+        return con
 
     def count(self) -> int:
         """Rows the scan would return, reading only what deletes and the filter need."""
