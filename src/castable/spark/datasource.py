@@ -45,7 +45,6 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from castable.commit import read_manifest
@@ -54,7 +53,7 @@ from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import SegmentSlice, Snapshot
-from castable.spark.files import TableLocation, TableTarget, WriteMode
+from castable.spark.files import TableLocation, TableTarget, WriteMode, spark_schema
 from castable.store import ObjectStore
 from castable.table import Table
 
@@ -95,14 +94,6 @@ def _write_mode(options: Mapping[str, str], overwrite: bool) -> WriteMode:
 
 _SPARK_LAYOUTS = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
 """Arrow layouts Spark's Python data source does not take, and the ones it does for the same values."""
-
-
-def spark_schema(schema: pa.Schema) -> StructType:
-    """The Spark schema of a table (zone-less timestamps become TIMESTAMP_NTZ)."""
-    try:
-        return from_arrow_schema(schema, prefer_timestamp_ntz=True)
-    except (TypeError, NotImplementedError) as e:
-        raise InvalidInputError(f"the table has a type Spark cannot represent: {e}") from None
 
 
 def _columns(options: Mapping[str, str], schema: pa.Schema) -> list[str] | None:

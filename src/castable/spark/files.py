@@ -5,17 +5,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from castable.errors import SchemaMismatchError
+from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.schema import conform
 from castable.store import ObjectStore, store_from_uri
 from castable.table import AddMode, Table
 from castable.writer import write_data_files
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema of a table (zone-less timestamps become TIMESTAMP_NTZ; Spark 3.5 and 4)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    try:
+        return from_arrow_schema(pa.schema([f.remove_metadata() for f in schema]), prefer_timestamp_ntz=True)
+    except (TypeError, NotImplementedError) as e:
+        raise InvalidInputError(f"the table has a type Spark cannot represent: {e}") from None
 
 
 def from_spark(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
