@@ -3,8 +3,13 @@
 1. Ingest: the castable ingest job (executors write castable data files, the driver commits
    once, directly) against Spark's own ``df.write.parquet`` of the same DataFrame to the same
    local disk, with the same codec (zstd): rows/s and MB/s of Parquet written.
-2. Scan: ``spark.read.format("castable")`` of the table against ``spark.read.parquet`` of the
-   very same data files, forced through Spark's ``noop`` sink (every column of every row read).
+2. Scan: ``castable.spark.read_table`` (Spark's own Parquet reader, deletes as anti-joins) and
+   ``spark.read.format("castable")`` (Spark 4 only) of the table against ``spark.read.parquet``
+   of the very same data files, forced through Spark's ``noop`` sink (every column of every row
+   read); then ``read_table`` again after 1,000 scattered deletes.
+
+Run it with Spark 4 (the main venv) and with Spark 3.5 (``.venv-spark35/bin/python``, as EMR 7
+runs): the report is named after the Spark version (spark.md, spark35.md).
 
 Spark cannot reach the moto S3 server here (no hadoop-aws), so both sides use a local
 directory; the castable side would reach S3 through the library unchanged.
@@ -21,14 +26,16 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from bench_core import RESULTS, SCHEMA, event_batches, publish, report_header, timed
 
 import castable
-from castable.spark import register
+from castable.spark import read_table, register
 from castable.spark.ingest import ingest
 
 
@@ -48,7 +55,8 @@ def spark_session(partitions: int) -> object:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    if hasattr(session, "dataSource"):  # Spark 4's Python data sources
+        register(session)
     return session
 
 
@@ -84,6 +92,15 @@ def throughput_table(
     return [*lines, ""]
 
 
+def run_scans(scans: dict[str, Callable[[], Any]], times: dict[str, list[float]], repeats: int) -> None:
+    """Each scan into the noop sink, round-robin; the first round warms up and is not counted."""
+    for r in range(repeats + 1):
+        for name, load in scans.items():
+            elapsed, _ = timed(lambda load=load: load().write.format("noop").mode("overwrite").save())
+            if r:
+                times[name].append(elapsed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=5_000_000)
@@ -94,6 +111,7 @@ def main() -> None:
     spark = spark_session(args.partitions)
     import pyspark
 
+    spark4 = int(pyspark.__version__.split(".")[0]) >= 4
     root = Path(tempfile.mkdtemp(prefix="castable-bench-spark-"))
     try:
         src = source_files(root, args.rows, args.partitions)
@@ -117,16 +135,20 @@ def main() -> None:
         table = castable.open_table(str(table_dir))
         files = [str(table_dir / f.path) for f in table.manifest.data_files]
         scans = {
-            "format('castable')": lambda: spark.read.format("castable").load(table.uri),  # type: ignore[attr-defined]
+            "read_table": lambda: read_table(spark, table.uri),
             "read.parquet (same files)": lambda: spark.read.parquet(*files),  # type: ignore[attr-defined]
         }
+        if spark4:
+            scans["format('castable')"] = lambda: spark.read.format("castable").load(table.uri)  # type: ignore[attr-defined]
         scan_times: dict[str, list[float]] = {name: [] for name in scans}
-        for r in range(args.repeats + 1):
-            for name, load in scans.items():
-                elapsed, _ = timed(lambda load=load: load().write.format("noop").mode("overwrite").save())
-                if r:
-                    scan_times[name].append(elapsed)
-        assert spark.read.format("castable").load(table.uri).count() == args.rows  # type: ignore[attr-defined]
+        run_scans(scans, scan_times, args.repeats)
+        assert read_table(spark, table.uri).count() == args.rows
+        keys = ", ".join(str(k) for k in range(7, args.rows, max(1, args.rows // 1000))[:1000])
+        table.delete(f"id IN ({keys})")
+        deleted = {"read_table, 1,000 deletes": lambda: read_table(spark, table.uri)}
+        scan_times |= {name: [] for name in deleted}
+        run_scans(deleted, scan_times, args.repeats)
+        assert read_table(spark, table.uri).count() == args.rows - len(keys.split(","))
     finally:
         spark.stop()  # type: ignore[attr-defined]
         shutil.rmtree(root, ignore_errors=True)
@@ -146,7 +168,7 @@ def main() -> None:
         "Ratios above 1 mean castable is faster. The ingest job's time includes opening the table and the commit;",
         "Spark's includes its own commit protocol (a _SUCCESS marker, file renames).",
     ]
-    publish("spark", lines, args.out)
+    publish("spark" if spark4 else "spark35", lines, args.out)
 
 
 if __name__ == "__main__":
