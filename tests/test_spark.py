@@ -262,32 +262,26 @@ def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, capsys: pyte
         assert match in capsys.readouterr().err
 
 
+def on_spark_35(command: list[str], **env: str) -> Any:
+    """Run ``command`` with pyspark 3.5 (as EMR 7.x) as Spark's Python; the JSON its last line prints."""
+    if not SPARK35_PYTHON.exists():
+        pytest.fail(f"{SPARK35_PYTHON} is missing: `make test` builds it (pyspark 3.5, as on EMR 7.x)")
+    python = {"PYSPARK_PYTHON": str(SPARK35_PYTHON), "PYSPARK_DRIVER_PYTHON": str(SPARK35_PYTHON)}
+    run = subprocess.run(command, env={**os.environ, **python, **env}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def test_job_upserts_on_spark_35_with_spark_submit(
     table: Table, twin: Table, landing: Path, options: dict[str, str], commit_function: str, s3_endpoint: str
 ) -> None:
-    if not SPARK35_PYTHON.exists():
-        pytest.fail(f"{SPARK35_PYTHON} is missing: `make test` builds it (pyspark 3.5, as on EMR 7.x)")
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": str(SPARK35_PYTHON),
-        "PYSPARK_DRIVER_PYTHON": str(SPARK35_PYTHON),
-        "AWS_ENDPOINT_URL_LAMBDA": s3_endpoint,
-        "CASTABLE_COMMIT_FUNCTION": commit_function,
-    }
     for t in (table, twin):
         t.append(changed(2000, 4000))
     submit = SPARK35_PYTHON.parent / "spark-submit"
     argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "emr-35", "--mode", "upsert"]
     argv += storage_args(options)
-    run = subprocess.run(
-        [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "castable_ingest.py"), *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    job = [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "castable_ingest.py"), *argv]
+    result = on_spark_35(job, AWS_ENDPOINT_URL_LAMBDA=s3_endpoint, CASTABLE_COMMIT_FUNCTION=commit_function)
     assert [result[k] for k in ("mode", "version", "rows", "already_committed")] == ["upsert", 2, 3000, False]
     twin.upsert(events(0, 3000))
     assert library_rows(table) == library_rows(twin)
@@ -672,19 +666,8 @@ def test_native_read_matches_the_library_at_every_version(spark: Any, local_tabl
 
 def test_native_read_on_spark_35(local_table: Table) -> None:
     """The same read under pyspark 3.5, as EMR 7 runs it: the rows the library reads."""
-    if not SPARK35_PYTHON.exists():
-        pytest.fail(f"{SPARK35_PYTHON} is missing: `make test` builds it (pyspark 3.5, as on EMR 7.x)")
     versions = native_history(local_table)
-    env = {**os.environ, "PYSPARK_PYTHON": str(SPARK35_PYTHON), "PYSPARK_DRIVER_PYTHON": str(SPARK35_PYTHON)}
-    run = subprocess.run(
-        [str(SPARK35_PYTHON), "-c", NATIVE_35, local_table.uri, json.dumps(versions)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    got = on_spark_35([str(SPARK35_PYTHON), "-c", NATIVE_35, local_table.uri, json.dumps(versions)])
 
     def rows(t: pa.Table) -> list[list[Any]]:
         return sorted(([v for v in r.values()] for r in t.to_pylist()), key=json.dumps)
