@@ -648,9 +648,17 @@ print(json.dumps(out))
 """
 
 
-def test_native_read_matches_the_library_at_every_version(spark: Any, local_table: Table) -> None:
+@pytest.mark.parametrize("per_file", [True, False], ids=["per-file-filters", "anti-joins"])
+def test_native_read_matches_the_library_at_every_version(
+    spark: Any, local_table: Table, per_file: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deletes applied as each file's own filter (the default for up to 256 files with deletes),
+    or as anti-joins keyed by file path (beyond)."""
+    from castable.spark import read
     from castable.spark.read import read_table
 
+    if not per_file:
+        monkeypatch.setattr(read, "PER_FILE_DELETES", 0)
     versions = native_history(local_table)
     for version in versions:
         df = read_table(spark, local_table.uri, version=version)

@@ -3,10 +3,11 @@
 The driver plans from the manifest: the files the statistics leave, their footers (for how
 each file's columns map onto the version's schema, section 4.1 of docs/format.md) and their
 deletes. Files that map alike are read together by ``spark.read.parquet``, vectorised, and
-their columns renamed, widened or filled with defaults; the deletes become anti-joins against
-small broadcast tables keyed by ``_metadata.file_path`` and ``_metadata.row_index`` (deleted
-positions and whole row groups) or by the primary key (key ranges and lists). So EMR 7
-(Spark 3.5) reads castable tables at the speed of plain Parquet, through EMRFS on ``s3://``.
+their columns renamed, widened or filled with defaults. A file with deletes is read with them
+as a filter on its own ``_metadata.row_index`` (positions, whole row groups) and primary key
+(key ranges and lists); with more than ``PER_FILE_DELETES`` such files, they become anti-joins
+against small broadcast tables keyed by ``_metadata.file_path`` instead. So EMR 7
+(Spark 3.5) reads castable tables with Spark's own reader, through EMRFS on ``s3://``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 _PATH = "__castable_path"
 _ROW = "__castable_row"
 _FOOTER_THREADS = 16
+PER_FILE_DELETES = 256
+"""Up to this many files with deletes, each is read with its deletes as a filter on its own row
+indexes and keys (no per-row path column); beyond, anti-joins keyed by file path do it."""
 
 
 def read_table(
@@ -75,24 +79,73 @@ def read_table(
         layout = tuple((c, where[c], None if where[c] is None else physical.field(where[c]).type) for c in needed)
         groups[layout].append((f, fragment))
     root = table.store.uri.rstrip("/")
-    prefix = _spark_prefix(spark, root, files[0])
+    key = snapshot.manifest.primary_key[0] if snapshot.manifest.primary_key else None
+    dirty = sum(f.path in deletes for f in files)
+    per_file = dirty <= PER_FILE_DELETES
     parts = []
     for layout, members in groups.items():
-        read = [(stored, t) for _, stored, t in layout if stored is not None]
-        schema = pa.schema([pa.field(name, t) for name, t in read])
-        df = spark.read.schema(spark_schema(schema)).parquet(*(f"{root}/{f.path}" for f, _ in members))
+        schema = pa.schema([pa.field(stored, t) for _, stored, t in layout if stored is not None])
+        reader = spark.read.schema(spark_schema(schema))
         projected: list[Column] = [_column(snapshot.schema.field(c), stored) for c, stored, _ in layout]
-        path = F.expr(f"substring(_metadata.file_path, {len(prefix) + 1})").alias(_PATH)
-        parts.append(df.select(*projected, path, F.col("_metadata.row_index").alias(_ROW)))
-    df = parts[0]
+        if per_file:
+            clean = [f"{root}/{f.path}" for f, _ in members if f.path not in deletes]
+            if clean:
+                parts.append(reader.parquet(*clean).select(*projected))
+            stored_key = None if key is None else dict((c, stored) for c, stored, _ in layout)[key]
+            for f, fragment in members:
+                if f.path in deletes:
+                    kept = _kept(fragment, deletes[f.path], stored_key)
+                    parts.append(reader.parquet(f"{root}/{f.path}").where(kept).select(*projected))
+        else:
+            prefix = _spark_prefix(spark, root, files[0])
+            path = F.expr(f"substring(_metadata.file_path, {len(prefix) + 1})").alias(_PATH)
+            df = reader.parquet(*(f"{root}/{f.path}" for f, _ in members))
+            parts.append(df.select(*projected, path, F.col("_metadata.row_index").alias(_ROW)))
+    live = parts[0]
     for part in parts[1:]:
-        df = df.unionByName(part)
-    key = snapshot.manifest.primary_key[0] if snapshot.manifest.primary_key else None
-    deleted = {f.path: (fr, deletes[f.path]) for f, fr in zip(files, fragments, strict=True) if f.path in deletes}
-    live = _without_deletes(spark, df, deleted, key, snapshot)
+        live = live.unionByName(part)
+    if not per_file:
+        deleted = {f.path: (fr, deletes[f.path]) for f, fr in zip(files, fragments, strict=True) if f.path in deletes}
+        live = _without_deletes(spark, live, deleted, key, snapshot)
     if filter is not None:
         live = live.filter(_sql(filter))
     return live.select(*scan.columns)
+
+
+def _starts(fragment: ds.ParquetFileFragment) -> list[int]:
+    """The file-wide row index of each row group's first row, and the file's row count last."""
+    starts = [0]
+    for rg in range(fragment.num_row_groups):
+        starts.append(starts[-1] + fragment.metadata.row_group(rg).num_rows)
+    return starts
+
+
+def _kept(fragment: ds.ParquetFileFragment, d: FileDeletes, key: str | None) -> Column:
+    """The rows of one file its deletes leave, as a filter on ``_metadata.row_index`` and on the
+    file's own primary-key column ``key`` (a NULL key is never deleted)."""
+    from pyspark.sql import functions as F
+
+    row = F.col("_metadata.row_index")
+    starts = _starts(fragment)
+    gone: list[Column] = [row.between(starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
+    positions = [starts[rg] + p for rg, bitmap in d.positions.items() for p in bitmap]
+    if positions:
+        gone.append(row.isin(positions))
+    if key is not None:
+        k = F.col(f"`{key}`")
+        for lo, hi in d.ranges:
+            inside = k.isNotNull()
+            if lo.is_valid:
+                inside &= k >= F.lit(lo.as_py())
+            if hi.is_valid:
+                inside &= k <= F.lit(hi.as_py())
+            gone.append(inside)
+        if len(d.points):
+            gone.append(k.isin(d.points.to_pylist()))
+    deleted = gone[0]
+    for g in gone[1:]:
+        deleted |= g
+    return ~F.coalesce(deleted, F.lit(False))
 
 
 def _needed(scan: Scan, snapshot: Snapshot) -> list[str]:
@@ -139,9 +192,7 @@ def _without_deletes(
     key_ranges: list[tuple[str, Any, Any]] = []
     key_points: list[tuple[str, Any]] = []
     for path, (fragment, d) in deleted.items():
-        starts = [0]
-        for rg in range(fragment.num_row_groups):
-            starts.append(starts[-1] + fragment.metadata.row_group(rg).num_rows)
+        starts = _starts(fragment)
         spans += [(path, starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
         points += [(path, starts[rg] + p) for rg, bitmap in d.positions.items() for p in bitmap]
         key_ranges += [(path, lo.as_py(), hi.as_py()) for lo, hi in d.ranges]
