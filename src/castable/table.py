@@ -439,30 +439,16 @@ class Table:
         if schema_mode not in ("strict", "merge"):
             raise InvalidInputError(f"schema_mode must be 'strict' or 'merge', not {schema_mode!r}")
         if schema_mode == "strict":
-            schema, update = self.schema, None
-            batches = self.conforming_batches(data)
+            schema, update, batches = self.schema, None, self.conforming_batches(data)
         else:
-            pieces = iter(
-                [pa.Table.from_pandas(data, preserve_index=False)] if is_dataframe(data) else arrow_pieces(data)
-            )
-            head = next(pieces, None)
-            update = None if head is None else merged(self.schema, head.schema)
-            schema = (
-                self.schema
-                if update is None
-                else update.apply(self.schema, self._manifest.primary_key, self.version + 1)[0]
-            )
-            batches = self.conforming_batches(
-                itertools.chain([] if head is None else [head], pieces), schema, fill=True
-            )
+            schema, update, batches = self._merging(data)
         first = next(batches, None)
         if first is None:
             raise EmptyWriteError("append was given no rows; nothing was committed")
-        files = write_data_files(self.store, itertools.chain([first], batches), schema, self._props, on_rows=on_rows)
-        planned = self._manifest
+        files = self._write(itertools.chain([first], batches), on_rows, schema)
         build = partial(_appended, files, sources=sources, written_with=schema)
         if update is not None:
-            build = partial(_merged_append, planned, update, build)
+            build = partial(_merged_append, self._manifest, update, build)
         return self._commit("append", commit_id, build).version
 
     def _merging(self, data: Any) -> tuple[pa.Schema, SchemaUpdate | None, Iterator[pa.RecordBatch]]:
@@ -477,9 +463,15 @@ class Table:
         rows = itertools.chain([] if head is None else [head], pieces)
         return schema, update, self.conforming_batches(rows, schema, fill=True)
 
-    def _write(self, batches: Iterable[pa.RecordBatch], on_rows: Callable[[int], None] | None = None) -> list[DataFile]:
-        """Rows of the table's schema as new data files of the target size (not yet committed)."""
-        return write_data_files(self.store, iter(batches), self.schema, self._props, on_rows=on_rows)
+    def _write(
+        self,
+        batches: Iterable[pa.RecordBatch],
+        on_rows: Callable[[int], None] | None = None,
+        schema: pa.Schema | None = None,
+    ) -> list[DataFile]:
+        """Rows of ``schema`` (default: the table's) as new data files of the target size (not yet committed)."""
+        schema = self.schema if schema is None else schema
+        return write_data_files(self.store, iter(batches), schema, self._props, on_rows=on_rows)
 
     def upsert(
         self,
