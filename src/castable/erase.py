@@ -177,7 +177,7 @@ def matching_row_groups(
         if predicate.match(stats.get, metadata.row_group(rg).num_rows) is Match.NONE:
             continue
         table = read_row_group(store, f, footer, rg, transfer)
-        matched = matching_rows(conform_read(table, where, schema, table.num_rows), expression)
+        matched = matching_rows(conform_read(table, where, schema), expression)
         if matched.any():
             yield rg, table, matched
 
@@ -354,7 +354,7 @@ def _erased_rows(
         footer = read_footer(store, f, transfer)
         where = file_columns(footer, schema, f)
         tables = [
-            conform_read(t.filter(m), where, schema, int(m.sum()))
+            conform_read(t.filter(m), where, schema)
             for _, t, m in matching_row_groups(store, f, footer, predicate, schema, transfer)
         ]
         out[path] = pa.concat_tables(tables) if tables else schema.empty_table()

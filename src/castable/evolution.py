@@ -327,11 +327,12 @@ def resolve(file: pa.Schema, schema: pa.Schema, added_version: int) -> dict[str,
     return out
 
 
-def conform_read(table: pa.Table, where: Mapping[str, str | None], schema: pa.Schema, rows: int) -> pa.Table:
+def conform_read(table: pa.Table, where: Mapping[str, str | None], schema: pa.Schema) -> pa.Table:
     """Columns read from a file (under their file names) as ``schema``'s: renamed, widened,
     and the columns the file lacks filled with their default (or NULL)."""
     if len(schema) == 0:
         return table.select([])  # keeps the row count
+    rows = table.num_rows
     arrays = []
     for f in schema:
         source = where[f.name]

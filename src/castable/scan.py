@@ -204,10 +204,12 @@ class Scan:
     ) -> Iterator[Callable[[], pa.Table]]:
         """One task per row group (of ``row_groups``, or all) that may hold matching live rows."""
         kept = self.snapshot.row_groups_matching(f, fragment, self.predicate)
-        candidates = kept if row_groups is None else [rg for rg in row_groups if rg in set(kept)]
-        read = partial(_read_rows, self.snapshot, f, fragment)
+        if row_groups is not None:
+            wanted = set(kept)
+            kept = [rg for rg in row_groups if rg in wanted]
+        read = partial(self.snapshot.read, f, fragment)
         needed = self._needed(columns)
-        for rg in candidates:
+        for rg in kept:
             if deletes is None or not deletes.touches(rg, self._key_bounds(f, fragment, rg)):
                 yield partial(_read_clean, read, rg, needed, columns, expression)
             elif rg not in deletes.full_groups:
@@ -266,26 +268,20 @@ def _corrupt(uri: str, path: str, error: Exception) -> CorruptObjectError:
     return CorruptObjectError(f"data file {path} of {uri} does not decode: {error}")
 
 
-def _read_rows(
-    snapshot: Snapshot, f: DataFile, fragment: ds.ParquetFileFragment, rg: int, columns: list[str]
-) -> pa.Table:
-    return snapshot.read(f, fragment, columns, [rg])
-
-
 def _read_clean(
-    read: Callable[[int, list[str]], pa.Table],
+    read: Callable[[list[str], Sequence[int]], pa.Table],
     rg: int,
     needed: list[str],
     columns: list[str],
     expression: pc.Expression | None,
 ) -> pa.Table:
     """A row group without deletes: read, filtered and projected."""
-    table = read(rg, needed)
+    table = read(needed, [rg])
     return (table if expression is None else table.filter(expression)).select(columns)
 
 
 def _read_masked(
-    read: Callable[[int, list[str]], pa.Table],
+    read: Callable[[list[str], Sequence[int]], pa.Table],
     rg: int,
     needed: list[str],
     deletes: FileDeletes,
@@ -294,7 +290,7 @@ def _read_masked(
     key: str | None,
 ) -> pa.Table:
     """A row group with deletes: read once, mask deleted positions (and key ranges), then filter."""
-    table = read(rg, needed if key is None or key in needed else [*needed, key])
+    table = read(needed if key is None or key in needed else [*needed, key], [rg])
     deleted = deletes.position_mask(rg, table.num_rows)
     if key is not None:
         deleted |= deletes.key_mask(table.column(key))

@@ -227,7 +227,7 @@ class Snapshot:
             source = self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=ranges)
         file = pq.ParquetFile(source, metadata=fragment.metadata, pre_buffer=False)
         table = file.read_row_groups(list(row_groups), columns=stored, use_threads=native)
-        return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns]), table.num_rows)
+        return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns]))
 
     def row_group_stats(self, f: DataFile, fragment: ds.ParquetFileFragment, row_group: int) -> dict[str, ColumnStats]:
         return row_group_stats(fragment.metadata, row_group, self.schema, self.columns_of(f, fragment))

@@ -504,7 +504,7 @@ def rewrite_file(
     def batches() -> Iterable[pa.RecordBatch]:
         for index in range(len(footer.row_groups)):
             table = edits[index][0] if index in edits else read_row_group(store, f, footer, index, transfer)
-            yield from conform_read(table, where, schema, table.num_rows).to_batches()
+            yield from conform_read(table, where, schema).to_batches()
 
     before = store.stats.bytes_out
     files = write_data_files(store, batches(), schema, props)
