@@ -162,9 +162,7 @@ def _plan_file(
         if deletes is not None and deletes.has_key_deletes:
             projection[_KEY] = pc.field(pk[0])
         reads.append((rg, num_rows, projection))
-    used = predicate.columns()
-    needed = sorted((set(snapshot.schema.names) if used is None else used) | set(pk[:1]))
-    read = partial(_read_columns, snapshot, f, fragment, needed)
+    read = partial(_read_columns, snapshot, f, fragment, snapshot.columns_for(predicate, pk[:1]))
     tables = read_ahead((partial(read, rg, p) for rg, _, p in reads), _READAHEAD)
     entries: list[tombstone.Entry] = []
     rows = 0

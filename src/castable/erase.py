@@ -293,8 +293,7 @@ def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
             checked.add(f.path)
             fragment = snapshot.fragment(f)
             groups = snapshot.row_groups_matching(f, fragment, predicate)
-            used = predicate.columns()
-            needed = list(snapshot.schema.names) if used is None else sorted(used)
+            needed = snapshot.columns_for(predicate)
             count = ds.dataset(snapshot.read(f, fragment, needed, groups)).count_rows(filter=expression)
             if count:
                 remaining[f.path] = count

@@ -208,20 +208,13 @@ class Scan:
             wanted = set(kept)
             kept = [rg for rg in row_groups if rg in wanted]
         read = partial(self.snapshot.read, f, fragment)
-        needed = self._needed(columns)
+        needed = self.snapshot.columns_for(self.predicate, columns)
         for rg in kept:
             if deletes is None or not deletes.touches(rg, self._key_bounds(f, fragment, rg)):
                 yield partial(_read_clean, read, rg, needed, columns, expression)
             elif rg not in deletes.full_groups:
                 key = self.snapshot.manifest.primary_key[0] if deletes.has_key_deletes else None
                 yield partial(_read_masked, read, rg, needed, deletes, columns, expression, key)
-
-    def _needed(self, columns: list[str]) -> list[str]:
-        """The columns to read: the projection and those the filter uses (every column if unknown)."""
-        used = set() if self.predicate is None else self.predicate.columns()
-        if used is None:
-            return list(self.snapshot.schema.names)
-        return columns + sorted(used - set(columns))
 
     def _key_bounds(self, f: DataFile, fragment: ds.ParquetFileFragment, rg: int) -> tuple[object, object] | None:
         pk = self.snapshot.manifest.primary_key

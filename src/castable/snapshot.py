@@ -198,6 +198,13 @@ class Snapshot:
             )
         return fragment
 
+    def columns_for(self, predicate: Predicate | None, columns: Iterable[str] = ()) -> list[str]:
+        """``columns`` and those ``predicate`` reads (every column when that cannot be known),
+        in schema order: what a read of rows to be filtered by ``predicate`` needs."""
+        used = set() if predicate is None else predicate.columns()
+        wanted = set(self.schema.names) if used is None else {*columns, *used}
+        return [c for c in self.schema.names if c in wanted]
+
     def columns_of(self, f: DataFile, fragment: ds.ParquetFileFragment) -> dict[str, str | None]:
         """Which column of ``f`` holds each column of this version's schema (``None``: none does)."""
         found = self._columns.get(f.path)

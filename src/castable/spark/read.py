@@ -69,7 +69,7 @@ def read_table(
     if not files:
         return spark.createDataFrame([], spark_schema(target))
     deletes = snapshot.deletes_for(files)
-    needed = _needed(scan, snapshot)
+    needed = snapshot.columns_for(scan.predicate, [*scan.columns, *snapshot.manifest.primary_key])
     with ThreadPoolExecutor(min(_FOOTER_THREADS, len(files))) as pool:
         fragments = list(pool.map(snapshot.fragment, files))
     groups: dict[tuple[Any, ...], list[tuple[DataFile, ds.ParquetFileFragment]]] = defaultdict(list)
@@ -146,13 +146,6 @@ def _kept(fragment: ds.ParquetFileFragment, d: FileDeletes, key: str | None) -> 
     for g in gone[1:]:
         deleted |= g
     return ~F.coalesce(deleted, F.lit(False))
-
-
-def _needed(scan: Scan, snapshot: Snapshot) -> list[str]:
-    """The projection, the filter's columns and the primary key."""
-    used = set() if scan.predicate is None else scan.predicate.columns()
-    wanted = set(snapshot.schema.names) if used is None else {*scan.columns, *used, *snapshot.manifest.primary_key}
-    return [c for c in snapshot.schema.names if c in wanted]
 
 
 def _column(field: pa.Field, stored: str | None) -> Column:
