@@ -34,6 +34,7 @@ from castable.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
+from castable.evolution import same_schema
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
 from castable.store import (
@@ -334,7 +335,7 @@ def commit(
             except VersionNotFoundError:  # committed long ago and expired since: the answer stands
                 return CommitResult(version, current, state["pointer"])
             return CommitResult(version, found, advance_pointer(store, found.version, state["pointer"]))
-        if operation not in SCHEMA_REBASING and not current.schema.equals(base.schema, check_metadata=True):
+        if operation not in SCHEMA_REBASING and not same_schema(current.schema, base.schema):
             raise CommitConflictError(
                 f"{operation} was planned on the schema of version {base.version}, which a concurrent commit "
                 f"changed (newest: version {current.version}); nothing was committed: run it again"

@@ -51,6 +51,11 @@ def check_ids(schema: pa.Schema) -> None:
         raise ValueError("the last column id is below a column's id")
 
 
+def same_schema(a: pa.Schema, b: pa.Schema) -> bool:
+    """Whether two schemas are the same version of a table's schema: ids and names history too."""
+    return a is b or a.equals(b, check_metadata=True)
+
+
 def has_ids(schema: pa.Schema) -> bool:
     return len(schema) > 0 and all(field_id(f) is not None for f in schema)
 
@@ -198,8 +203,9 @@ class SchemaUpdate:
         that is lossy, names an unknown column, or touches the primary key's values is refused."""
         if not self.changes:
             raise InvalidInputError("the schema update has no changes")
-        fields = list(with_ids(schema))
-        last = last_column_id(with_ids(schema))
+        identified = with_ids(schema)
+        fields = list(identified)
+        last = last_column_id(identified)
         pk = list(primary_key)
 
         def find(name: str) -> int:

@@ -21,7 +21,7 @@ from castable import segment
 from castable.cache import LruCache
 from castable.entries import DataFile, TombstoneFile
 from castable.errors import CorruptObjectError
-from castable.evolution import translate_stats
+from castable.evolution import same_schema, translate_stats
 from castable.segment import Kind, SegmentRef
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
@@ -104,12 +104,12 @@ class Part(Generic[E]):
                 self._table = self._load(self.ref)
         if self.codec.kind != "data":
             return self._table
-        if self._conformed is None or not _same(self._conformed[0], schema):
+        if self._conformed is None or not same_schema(self._conformed[0], schema):
             self._conformed = (schema, segment.conform_stats(self._table, schema))
         return self._conformed[1]
 
     def entries(self, schema: pa.Schema) -> tuple[E, ...]:
-        if self._entries is None or (self._entries_for is not None and not _same(self._entries_for, schema)):
+        if self._entries is None or (self._entries_for is not None and not same_schema(self._entries_for, schema)):
             self._entries = tuple(self.codec.from_table(self.table(schema), schema))
             self._entries_for = schema
         return self._entries
@@ -188,7 +188,7 @@ class FileList(Generic[E]):
     def evolved(self, schema: pa.Schema) -> FileList[E]:
         """This list under a new table schema: written segments are shared, read through their
         columns' field ids; their summaries and pending entries' statistics are re-keyed."""
-        if _same(self.schema, schema):
+        if same_schema(self.schema, schema):
             return self
         parts: list[Part[E]] = []
         for p in self.parts:
@@ -284,10 +284,6 @@ class FileList(Generic[E]):
 
 def _restated(e: E, old: pa.Schema, new: pa.Schema) -> E:
     return dataclasses.replace(e, stats=translate_stats(e.stats, old, new)) if isinstance(e, DataFile) else e
-
-
-def _same(a: pa.Schema, b: pa.Schema) -> bool:
-    return a is b or a.equals(b, check_metadata=True)
 
 
 def read_all(parts: Sequence[Part[E]], schema: pa.Schema) -> None:

@@ -44,7 +44,7 @@ from castable.errors import (
     TableAlreadyExistsError,
     VersionNotFoundError,
 )
-from castable.evolution import SchemaUpdate, merged, restored, translate_stats, with_ids
+from castable.evolution import SchemaUpdate, merged, restored, same_schema, translate_stats, with_ids
 from castable.expressions import Assignments
 from castable.filelist import DATA, TOMBSTONES, FileList
 from castable.gc import ExpireReport, GcReport, retained_versions
@@ -1069,7 +1069,7 @@ def _merged_append(
 ) -> NextState:
     """An append that adds columns (``schema_mode="merge"``): its files carry the new columns'
     ids, so a concurrent schema change makes it conflict rather than guess."""
-    if not base.schema.equals(planned.schema, check_metadata=True):
+    if not same_schema(base.schema, planned.schema):
         raise CommitConflictError(
             "append with schema_mode='merge' raced a schema change; nothing was committed: run it again"
         )
