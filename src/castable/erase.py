@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -140,10 +140,11 @@ def erase_file(
     transfer = Transfer()
     footer = read_footer(store, f, transfer)
     pk = snapshot.manifest.primary_key
-    key = file_columns(footer, schema, f)[pk[0]] if pk else None
+    where = file_columns(footer, schema, f)
+    key = where[pk[0]] if pk else None
     edits = {}
     removed = 0
-    for rg, table, matched in matching_row_groups(store, f, footer, predicate, schema, transfer):
+    for rg, table, matched in matching_row_groups(store, f, footer, predicate, schema, where, transfer):
         doomed = doomed_rows(table, matched, rg, deletes, key)
         edits[rg] = (table.filter(~doomed), np.flatnonzero(~doomed))
         removed += int(matched.sum())
@@ -153,24 +154,29 @@ def erase_file(
     method = "rewrite" if mode == "rewrite" or emptied or (mode == "auto" and f.size < 2 * MIN_PART_SIZE) else "splice"
     if method == "splice":
         try:
-            new, row_map = splice_file(store, f, footer, edits, schema, transfer)
+            new, row_map = splice_file(store, f, footer, edits, schema, where, transfer)
         except SpliceNotPossibleError:
             if mode == "splice":
                 raise
             log.info("cannot splice %s; rewriting it", f.path)
             method = "rewrite"
     if method == "rewrite":
-        new, row_map = rewrite_file(store, f, footer, edits, schema, props, transfer)
+        new, row_map = rewrite_file(store, f, footer, edits, schema, where, props, transfer)
     return FileErasure(f, new, method, removed, sorted(edits), transfer, row_map)
 
 
 def matching_row_groups(
-    store: ObjectStore, f: DataFile, footer: Footer, predicate: Predicate, schema: pa.Schema, transfer: Transfer
+    store: ObjectStore,
+    f: DataFile,
+    footer: Footer,
+    predicate: Predicate,
+    schema: pa.Schema,
+    where: Mapping[str, str | None],
+    transfer: Transfer,
 ) -> Iterator[tuple[int, pa.Table, np.ndarray]]:
     """Each row group of ``f`` holding a row that matches (statistics rule the others out unread):
     its index, its decoded rows and which of them match."""
     metadata = footer.pyarrow_metadata()
-    where = file_columns(footer, schema, f)
     expression = predicate.to_expression()
     for rg in range(len(footer.row_groups)):
         stats = row_group_stats(metadata, rg, schema, where)
@@ -354,7 +360,7 @@ def _erased_rows(
         where = file_columns(footer, schema, f)
         tables = [
             conform_read(t.filter(m), where, schema)
-            for _, t, m in matching_row_groups(store, f, footer, predicate, schema, transfer)
+            for _, t, m in matching_row_groups(store, f, footer, predicate, schema, where, transfer)
         ]
         out[path] = pa.concat_tables(tables) if tables else schema.empty_table()
     return out

@@ -15,7 +15,7 @@ import functools
 import itertools
 import math
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -387,6 +387,7 @@ def splice_file(
     footer: Footer,
     edits: dict[int, tuple[pa.Table, np.ndarray]],
     schema: pa.Schema,
+    where: Mapping[str, str | None],
     transfer: Transfer,
 ) -> tuple[list[DataFile], RowMap]:
     """Replace the edited row groups (index -> kept rows and their old positions) in a new object.
@@ -444,7 +445,7 @@ def splice_file(
     new_footer = Footer(with_row_groups(footer.metadata, row_groups), position)
     segments.append(Data(new_footer.serialize()))
     info = upload(store, f, new_data_key(), plan_parts(coalesce(segments)), transfer)
-    new = data_file_from_metadata(info, new_footer.pyarrow_metadata(), schema, file_columns(footer, schema, f))
+    new = data_file_from_metadata(info, new_footer.pyarrow_metadata(), schema, where)
     return [new], _row_map(footer, edits, [(new.path, i) for i in range(len(row_groups))], row_groups)
 
 
@@ -494,12 +495,12 @@ def rewrite_file(
     footer: Footer,
     edits: dict[int, tuple[pa.Table, np.ndarray]],
     schema: pa.Schema,
+    where: Mapping[str, str | None],
     props: TableProperties,
     transfer: Transfer,
 ) -> tuple[list[DataFile], RowMap]:
-    """Write the file's surviving rows as new files with the table's writer settings."""
-
-    where = file_columns(footer, schema, f)
+    """Write the file's surviving rows as new files with the table's writer settings (``where``:
+    the file's column for each of ``schema``'s, as :func:`file_columns` gives)."""
 
     def batches() -> Iterable[pa.RecordBatch]:
         for index in range(len(footer.row_groups)):
