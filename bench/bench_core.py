@@ -147,7 +147,7 @@ def key_column_bytes(table: castable.Table) -> int:
     total = 0
     snap = table.snapshot()
     for f in table.manifest.data_files:
-        md = snap.fragment(f).metadata
+        md = snap.footer(f)
         for rg in range(md.num_row_groups):
             total += md.row_group(rg).column(0).total_compressed_size
     return total

@@ -95,7 +95,7 @@ def main() -> None:
         for name, make in stores.items():
             table = make()
             (f,) = table.manifest.data_files
-            md = table.snapshot().fragment(f).metadata
+            md = table.snapshot().footer(f)
             rg_sizes = [
                 sum(md.row_group(i).column(j).total_compressed_size for j in range(md.num_columns))
                 for i in range(md.num_row_groups)

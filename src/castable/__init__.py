@@ -11,6 +11,7 @@
 """
 
 from castable.batching import BatchWriter
+from castable.cache import clear_caches
 from castable.errors import (
     CastableError,
     CommitConflictError,
@@ -54,6 +55,7 @@ __all__ = [
     "TableNotFoundError",
     "UnsafeStoreError",
     "VersionNotFoundError",
+    "clear_caches",
     "create_table",
     "open_table",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -21,6 +22,7 @@ class LruCache(Generic[K, V]):
         self._weigh = weigh or (lambda _: 1)
         self._weight = 0
         self._lock = threading.Lock()
+        _ALL.add(self)
 
     def get(self, key: K) -> V | None:
         with self._lock:
@@ -38,3 +40,18 @@ class LruCache(Generic[K, V]):
             self._weight += self._weigh(value)
             while self._weight > self._size and len(self._items) > 1:
                 self._weight -= self._weigh(self._items.popitem(last=False)[1])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._weight = 0
+
+
+_ALL: weakref.WeakSet[LruCache[object, object]] = weakref.WeakSet()
+
+
+def clear_caches() -> None:
+    """Forget every footer, tombstone, key set and manifest segment this process has cached,
+    giving their memory back; later reads fetch them again (a cold start, as in a new process)."""
+    for cache in list(_ALL):
+        cache.clear()

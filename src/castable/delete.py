@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from castable import tombstone
@@ -29,7 +30,8 @@ from castable.filelist import prune_tombstones
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Constant, Match, Predicate
-from castable.scan import read_ahead, rows_mask
+from castable.readahead import read_ahead
+from castable.scan import rows_mask
 from castable.snapshot import Snapshot
 from castable.stats import encode_value
 from castable.store import ObjectStore
@@ -121,8 +123,8 @@ def _keys_held(snapshot: Snapshot, f: DataFile, key: str, keys: pa.Array) -> pa.
     cache_key = (snapshot.store.uri, f.path, f.etag)
     held = _FILE_KEYS.get(cache_key)
     if held is None:
-        fragment = snapshot.fragment(f)
-        read = snapshot.read(f, fragment, [key], range(fragment.num_row_groups))
+        footer = snapshot.footer(f)
+        read = snapshot.read(f, footer, [key], range(footer.num_row_groups))
         held = pc.unique(read.column(key))
         _FILE_KEYS.put(cache_key, held)
     return keys.filter(pc.is_in(keys, value_set=held))
@@ -140,20 +142,20 @@ def _plan_file(
     plan: DeletePlan,
 ) -> None:
     """Entries for one file: row groups judged by statistics, the rest read (a few at a time)."""
-    fragment = snapshot.fragment(f)
+    footer = snapshot.footer(f)
     expression = predicate.to_expression()
-    candidates = set(snapshot.row_groups_matching(f, fragment, predicate))
+    candidates = set(snapshot.row_groups_matching(f, footer, predicate))
     pk = snapshot.manifest.primary_key
     dead_groups = 0
     reads: list[tuple[int, int, dict[str, pc.Expression]]] = []
-    for rg in range(fragment.num_row_groups):
-        num_rows = fragment.metadata.row_group(rg).num_rows
+    for rg in range(footer.num_row_groups):
+        num_rows = footer.row_group(rg).num_rows
         if deletes is not None and rg in deletes.full_groups:
             dead_groups += 1
             continue
         if rg not in candidates:
             continue
-        verdict = predicate.match(snapshot.row_group_stats(f, fragment, rg).get, num_rows)
+        verdict = predicate.match(snapshot.row_group_stats(f, footer, rg).get, num_rows)
         if verdict is Match.NONE:
             continue
         projection: dict[str, pc.Expression] = {}
@@ -162,7 +164,7 @@ def _plan_file(
         if deletes is not None and deletes.has_key_deletes:
             projection[_KEY] = pc.field(pk[0])
         reads.append((rg, num_rows, projection))
-    read = partial(_read_columns, snapshot, f, fragment, snapshot.columns_for(predicate, pk[:1]))
+    read = partial(_read_columns, snapshot, f, footer, snapshot.columns_for(predicate, pk[:1]))
     tables = read_ahead((partial(read, rg, p) for rg, _, p in reads), _READAHEAD)
     entries: list[tombstone.Entry] = []
     rows = 0
@@ -184,7 +186,7 @@ def _plan_file(
             entries.append(tombstone.RowGroupDelete(f.path, rg))
         else:
             entries.append(tombstone.RowGroupDelete(f.path, rg, BitMap(np.flatnonzero(new).tolist())))
-    if dead_groups == fragment.num_row_groups and entries:
+    if dead_groups == footer.num_row_groups and entries:
         plan.removed.add(f.path)
     else:
         plan.entries.extend(entries)
@@ -195,7 +197,7 @@ def _plan_file(
 def _read_columns(
     snapshot: Snapshot,
     f: DataFile,
-    fragment: ds.ParquetFileFragment,
+    footer: pq.FileMetaData,
     needed: list[str],
     rg: int,
     projection: dict[str, pc.Expression],
@@ -203,7 +205,7 @@ def _read_columns(
     """The projected columns of one row group (reading ``needed``); ``None`` when nothing needs reading."""
     if not projection:
         return None
-    return ds.dataset(snapshot.read(f, fragment, needed, [rg])).to_table(columns=projection)
+    return ds.dataset(snapshot.read(f, footer, needed, [rg])).to_table(columns=projection)
 
 
 class DeleteChange(PlannedChange):

@@ -297,10 +297,10 @@ def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
             if f.path in checked:
                 continue
             checked.add(f.path)
-            fragment = snapshot.fragment(f)
-            groups = snapshot.row_groups_matching(f, fragment, predicate)
+            footer = snapshot.footer(f)
+            groups = snapshot.row_groups_matching(f, footer, predicate)
             needed = snapshot.columns_for(predicate)
-            count = ds.dataset(snapshot.read(f, fragment, needed, groups)).count_rows(filter=expression)
+            count = ds.dataset(snapshot.read(f, footer, needed, groups)).count_rows(filter=expression)
             if count:
                 remaining[f.path] = count
     return remaining

@@ -1,30 +1,31 @@
 """Scans: stream one version's rows as Arrow, reading as little as the statistics allow.
 
 Files are pruned by manifest statistics, row groups by footer statistics; only the projected
-and filtered columns' chunks are read. Each row group is read once, masked by position (and
-primary-key range) when it has deletes, then filtered. Row groups are read a few ahead on worker
-threads, so memory stays bounded by ``readahead`` row groups.
+and filtered columns' chunks are read. Each row group is read once and filtered; its deletes are
+then matched only against the rows the filter kept. With no filter, sparse deletes are dropped
+by zero-copy slices, and a row group's deleted positions (key deletes matched once) are kept
+for later scans. Row groups are read a few ahead on the shared reader pool, so memory stays
+bounded by ``readahead`` row groups.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.manifest import DataFile
 from castable.predicate import Predicate
+from castable.readahead import read_ahead
 from castable.snapshot import Snapshot
 from castable.tombstone import FileDeletes
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_SIZE = 128 * 1024
 DEFAULT_READAHEAD = 2
 _FILE_READAHEAD = 4
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -150,109 +150,86 @@ class Scan:
 
     def read_task(self, task: ScanTask) -> Iterator[pa.RecordBatch]:
         """The rows of one task, with its deletes and the scan's filter applied."""
-        fragment = self.snapshot.fragment(task.file)
+        footer = self.snapshot.footer(task.file)
         expression = self.predicate.to_expression() if self.predicate is not None else None
-        parts = self._parts(task.file, fragment, task.deletes, self.columns, expression, task.row_groups)
-        yield from self._read(parts, self.columns)
+        parts = self._parts(task.file, footer, task.deletes, self.columns, expression, task.row_groups)
+        yield from self._read(parts)
 
     def _batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """Files are opened (footers read) a few ahead; their parts are read by :meth:`_read`."""
+        """Footers are read a few files ahead; their parts are read by :meth:`_read`."""
         files = self.files()
         deletes = self.snapshot.deletes_for(files)
         expression = self.predicate.to_expression() if self.predicate is not None else None
-        fragments = read_ahead((partial(self.snapshot.fragment, f) for f in files), _FILE_READAHEAD)
+        footers = read_ahead((partial(self.snapshot.footer, f) for f in files), _FILE_READAHEAD)
         parts = (
             part
-            for f, fragment in zip(files, fragments, strict=True)
-            for part in self._parts(f, fragment, deletes.get(f.path), columns, expression, None)
+            for f, footer in zip(files, footers, strict=True)
+            for part in self._parts(f, footer, deletes.get(f.path), columns, expression, None)
         )
-        yield from self._read(parts, columns)
+        yield from self._read(parts)
 
     def _parts(
         self,
         f: DataFile,
-        fragment: ds.ParquetFileFragment,
+        footer: pq.FileMetaData,
         deletes: FileDeletes | None,
         columns: list[str],
         expression: pc.Expression | None,
         row_groups: Sequence[int] | None,
     ) -> Iterator[Callable[[], _Part]]:
-        """A part per row group, read (and masked by the file's deletes) on a worker thread."""
-        for task in self._row_group_tasks(f, fragment, deletes, columns, expression, row_groups):
-            yield partial(_read_part, self.snapshot.store.uri, f.path, task, self.batch_size)
-
-    def _read(self, parts: Iterator[Callable[[], _Part]], columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """The parts of every file, ``readahead`` at a time across files, as batches of the
-        table's types; bytes that do not decode are reported as a corrupt object, naming it."""
-        expected = pa.schema([self.snapshot.schema.field(c) for c in columns])
-        for part in read_ahead(parts, self.readahead):
-            try:
-                for b in part.batches:
-                    if b.num_rows:  # a registered file may use another layout (large_string, nullability)
-                        yield b if b.schema.equals(expected) else b.cast(expected)
-            except (OSError, pa.ArrowInvalid) as e:
-                raise _corrupt(self.snapshot.store.uri, part.path, e) from e
-
-    def _row_group_tasks(
-        self,
-        f: DataFile,
-        fragment: ds.ParquetFileFragment,
-        deletes: FileDeletes | None,
-        columns: list[str],
-        expression: pc.Expression | None,
-        row_groups: Sequence[int] | None,
-    ) -> Iterator[Callable[[], pa.Table]]:
-        """One task per row group (of ``row_groups``, or all) that may hold matching live rows."""
-        kept = self.snapshot.row_groups_matching(f, fragment, self.predicate)
+        """A part per row group (of ``row_groups``, or all) that may hold matching live rows,
+        read (filtered, and masked by the file's deletes) on a worker thread."""
+        kept = self.snapshot.row_groups_matching(f, footer, self.predicate)
         if row_groups is not None:
             wanted = set(kept)
             kept = [rg for rg in row_groups if rg in wanted]
-        read = partial(self.snapshot.read, f, fragment)
         needed = self.snapshot.columns_for(self.predicate, columns)
-        for rg in kept:
-            if deletes is None or not deletes.touches(rg, self._key_bounds(f, fragment, rg)):
-                yield partial(_read_clean, read, rg, needed, columns, expression)
-            elif rg not in deletes.full_groups:
-                key = self.snapshot.manifest.primary_key[0] if deletes.has_key_deletes else None
-                yield partial(_read_masked, read, rg, needed, deletes, columns, expression, key)
-
-    def _key_bounds(self, f: DataFile, fragment: ds.ParquetFileFragment, rg: int) -> tuple[object, object] | None:
         pk = self.snapshot.manifest.primary_key
+        expected = pa.schema([self.snapshot.schema.field(c) for c in columns])
+        for rg in kept:
+            if deletes is not None and rg in deletes.full_groups:
+                continue
+            touched = deletes is not None and deletes.touches(rg, self._key_bounds(f, footer, rg, pk))
+            touching = deletes if touched else None
+            read = _RowGroupRead(self.snapshot, f, footer, rg, needed, columns, expression, touching, pk[:1])
+            yield partial(_read_part, self.snapshot.store.uri, f.path, read, expected, self.batch_size)
+
+    def _read(self, parts: Iterator[Callable[[], _Part]]) -> Iterator[pa.RecordBatch]:
+        """The parts of every file, ``readahead`` at a time across files; bytes that do not
+        decode are reported as a corrupt object, naming it."""
+        for part in read_ahead(parts, self.readahead):
+            try:
+                yield from part.batches
+            except (OSError, pa.ArrowInvalid) as e:
+                raise _corrupt(self.snapshot.store.uri, part.path, e) from e
+
+    def _key_bounds(
+        self, f: DataFile, footer: pq.FileMetaData, rg: int, pk: tuple[str, ...]
+    ) -> tuple[object, object] | None:
         if not pk:
             return None
-        s = self.snapshot.row_group_stats(f, fragment, rg).get(pk[0])
+        s = self.snapshot.row_group_stats(f, footer, rg).get(pk[0])
         if s is None or not s.has_bounds:
             return None
         return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
 
 
-def read_ahead(tasks: Iterator[Callable[[], T]], depth: int) -> Iterator[T]:
-    """Run tasks on ``depth`` threads, yielding results in order; at most ``depth`` in flight."""
-    pool = ThreadPoolExecutor(depth, thread_name_prefix="castable-scan")
-    pending: deque[Future[T]] = deque()
-    try:
-        for task in tasks:
-            pending.append(pool.submit(task))
-            if len(pending) >= depth:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 @dataclass(frozen=True)
 class _Part:
-    """Batches of one data file: streamed lazily (a file without deletes), or read already."""
+    """Batches of one row group, read already."""
 
     path: str
     batches: Iterable[pa.RecordBatch]
 
 
-def _read_part(uri: str, path: str, read: Callable[[], pa.Table], batch_size: int) -> _Part:
-    """A row group, read (and masked) now, on a worker thread."""
+def _read_part(uri: str, path: str, read: Callable[[], pa.Table], expected: pa.Schema, batch_size: int) -> _Part:
+    """A row group, read (and masked) now, on a worker thread, as the table's types (a
+    registered file may use another layout: large_string, nullability)."""
     try:
-        return _Part(path, read().to_batches(max_chunksize=batch_size))
+        table = read()
+        if not table.schema.equals(expected):
+            table = table.cast(expected)
+        return _Part(path, [b for b in table.to_batches(max_chunksize=batch_size) if b.num_rows])
     except (OSError, pa.ArrowInvalid) as e:
         raise _corrupt(uri, path, e) from e
 
@@ -261,34 +238,64 @@ def _corrupt(uri: str, path: str, error: Exception) -> CorruptObjectError:
     return CorruptObjectError(f"data file {path} of {uri} does not decode: {error}")
 
 
-def _read_clean(
-    read: Callable[[list[str], Sequence[int]], pa.Table],
-    rg: int,
-    needed: list[str],
-    columns: list[str],
-    expression: pc.Expression | None,
-) -> pa.Table:
-    """A row group without deletes: read, filtered and projected."""
-    table = read(needed, [rg])
-    return (table if expression is None else table.filter(expression)).select(columns)
+@dataclass(frozen=True)
+class _RowGroupRead:
+    """The live, matching rows of one row group: read, filtered, then masked by its deletes."""
+
+    snapshot: Snapshot
+    file: DataFile
+    footer: pq.FileMetaData
+    row_group: int
+    needed: list[str]
+    columns: list[str]
+    expression: pc.Expression | None
+    deletes: FileDeletes | None
+    key: tuple[str, ...]
+
+    def __call__(self) -> pa.Table:
+        d, rg = self.deletes, self.row_group
+        known = None if d is None else d.known_rows(rg)
+        key = [] if d is None or known is not None or self.key[0] in self.needed else self.key
+        table = self.snapshot.read(self.file, self.footer, [*self.needed, *key], [rg])
+        if d is None:
+            return (table if self.expression is None else table.filter(self.expression)).select(self.columns)
+        if self.expression is None:
+            keys = None if known is not None else table.column(self.key[0])
+            return _without(table, d.deleted_rows(rg, table.num_rows, keys)).select(self.columns)
+        # Filter first: deletes are then matched only against the rows the filter keeps.
+        num_rows = table.num_rows
+        table = table.append_column(_ROW, pa.array(np.arange(num_rows, dtype=np.uint32))).filter(self.expression)
+        rows = table.column(_ROW).to_numpy()
+        if known is not None:
+            deleted = np.isin(rows, known, assume_unique=True)
+        else:
+            deleted = d.position_mask(rg, num_rows)[rows]
+            if d.has_key_deletes:
+                deleted |= d.key_mask(table.column(self.key[0]))
+        return table.filter(pa.array(~deleted)).select(self.columns)
 
 
-def _read_masked(
-    read: Callable[[list[str], Sequence[int]], pa.Table],
-    rg: int,
-    needed: list[str],
-    deletes: FileDeletes,
-    columns: list[str],
-    expression: pc.Expression | None,
-    key: str | None,
-) -> pa.Table:
-    """A row group with deletes: read once, mask deleted positions (and key ranges), then filter."""
-    table = read(needed if key is None or key in needed else [*needed, key], [rg])
-    deleted = deletes.position_mask(rg, table.num_rows)
-    if key is not None:
-        deleted |= deletes.key_mask(table.column(key))
-    table = table.filter(pa.array(~deleted))
-    return (table if expression is None else table.filter(expression)).select(columns)
+_ROW = "\x00castable_row"
+"""A scratch column holding each row's position in its row group (no table column has a NUL)."""
+_MIN_RUN = 1024
+"""Deleted rows are dropped by slicing (no copy) when the live runs between them average at
+least this many rows; a denser delete copies the live rows once, by a mask."""
+
+
+def _without(table: pa.Table, deleted: np.ndarray) -> pa.Table:
+    """``table`` without the rows at the sorted positions ``deleted``."""
+    if not len(deleted):
+        return table
+    n = table.num_rows
+    if not table.num_columns:  # a count: only how many rows are left matters
+        return table.slice(0, n - len(deleted))
+    if n >= _MIN_RUN * (len(deleted) + 1):
+        starts = np.concatenate(([0], deleted.astype(np.int64) + 1))
+        stops = np.concatenate((deleted, [n]))
+        return pa.concat_tables([table.slice(a, b - a) for a, b in zip(starts, stops, strict=True) if b > a])
+    keep = np.ones(n, dtype=bool)
+    keep[deleted] = False
+    return table.filter(pa.array(keep))
 
 
 def rows_mask(values: pa.ChunkedArray | pa.Array) -> np.ndarray:

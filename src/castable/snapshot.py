@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from castable import tombstone
@@ -30,7 +29,8 @@ _MERGED: LruCache[tuple[str, ...], tombstone.FileDeletes] = LruCache(512)
 """Each data file's deletes merged over its tombstones, by (store URI, file, tombstones)."""
 
 
-_FORMAT = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
+_FOOTERS: LruCache[tuple[str, str, str, int], pq.FileMetaData] = LruCache(64 << 20, weigh=lambda m: m.serialized_size)
+"""Data files' footers by (store URI, path, ETag, size), at most 64 MiB of them."""
 _IO_THREADS = 16
 
 
@@ -62,6 +62,7 @@ class Snapshot:
         self.store = store
         self.manifest = manifest
         self._columns: dict[str, dict[str, str | None]] = {}
+        self._group_stats: dict[tuple[str, int], dict[str, ColumnStats]] = {}
 
     @property
     def schema(self) -> pa.Schema:
@@ -181,22 +182,26 @@ class Snapshot:
             _TOMBSTONES.put(key, entries)
         return entries
 
-    def fragment(self, f: DataFile) -> ds.ParquetFileFragment:
-        """The Parquet fragment of a data file, footer read and checked against the manifest."""
+    def footer(self, f: DataFile) -> pq.FileMetaData:
+        """The Parquet footer of a data file, checked against the manifest. Data files are
+        immutable, so a footer is read once per process (by store, path and ETag)."""
+        key = (self.store.uri, f.path, f.etag or "", f.size)
+        metadata = _FOOTERS.get(key)
+        if metadata is not None:
+            return metadata
         try:
             source = self.store.open_input(f.path, size=f.size, etag=f.etag)
         except ObjectNotFoundError:
             raise CorruptObjectError(f"data file {f.path} of version {self.manifest.version} is missing") from None
         try:
-            fragment = _FORMAT.make_fragment(source)
-            fragment.ensure_complete_metadata()
+            with source:
+                metadata = pq.read_metadata(source)
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptObjectError(f"data file {f.path} is not valid Parquet: {e}") from None
-        if fragment.metadata.num_rows != f.rows:
-            raise CorruptObjectError(
-                f"data file {f.path} has {fragment.metadata.num_rows} rows, manifest says {f.rows}"
-            )
-        return fragment
+        if metadata.num_rows != f.rows:
+            raise CorruptObjectError(f"data file {f.path} has {metadata.num_rows} rows, manifest says {f.rows}")
+        _FOOTERS.put(key, metadata)
+        return metadata
 
     def columns_for(self, predicate: Predicate | None, columns: Iterable[str] = ()) -> list[str]:
         """``columns`` and those ``predicate`` reads (every column when that cannot be known),
@@ -205,53 +210,49 @@ class Snapshot:
         wanted = set(self.schema.names) if used is None else {*columns, *used}
         return [c for c in self.schema.names if c in wanted]
 
-    def columns_of(self, f: DataFile, fragment: ds.ParquetFileFragment) -> dict[str, str | None]:
+    def columns_of(self, f: DataFile, footer: pq.FileMetaData) -> dict[str, str | None]:
         """Which column of ``f`` holds each column of this version's schema (``None``: none does)."""
         found = self._columns.get(f.path)
         if found is None:
-            found = resolve(fragment.physical_schema, self.schema, f.added_version)
+            found = resolve(footer.schema.to_arrow_schema(), self.schema, f.added_version)
             self._columns[f.path] = found
         return found
 
-    def read(
-        self, f: DataFile, fragment: ds.ParquetFileFragment, columns: list[str], row_groups: Sequence[int]
-    ) -> pa.Table:
+    def read(self, f: DataFile, footer: pq.FileMetaData, columns: list[str], row_groups: Sequence[int]) -> pa.Table:
         """``columns`` (of this version's schema) of some row groups of a data file whose
-        fragment is open, read now, renamed and widened as the schema evolved since ``f``.
+        footer is read, read now, renamed and widened as the schema evolved since ``f``.
 
         A native file is decoded on Arrow's threads. Any other (S3's, over boto3) is read on
         this thread, its column chunks fetched up front in coalesced ranges: Arrow's threads
         keep a file and the bytes read from it until they wind down, after the read has
         returned, and one releasing them once the interpreter had begun to exit aborted the
         CLI (std::terminate)."""
-        where = self.columns_of(f, fragment)
+        where = self.columns_of(f, footer)
         stored = [name for c in columns if (name := where[c]) is not None]
         native = self.store.native_input
-        if native:
-            source = fragment.open()
-        else:
-            ranges = [r for rg in row_groups for r in _chunk_ranges(fragment.metadata, rg, stored)]
-            source = self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=ranges)
-        file = pq.ParquetFile(source, metadata=fragment.metadata, pre_buffer=False)
-        table = file.read_row_groups(list(row_groups), columns=stored, use_threads=native)
+        ranges = () if native else [r for rg in row_groups for r in _chunk_ranges(footer, rg, stored)]
+        with self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=ranges) as source:
+            file = pq.ParquetFile(source, metadata=footer, pre_buffer=False)
+            table = file.read_row_groups(list(row_groups), columns=stored, use_threads=native)
         return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns]))
 
-    def row_group_stats(self, f: DataFile, fragment: ds.ParquetFileFragment, row_group: int) -> dict[str, ColumnStats]:
-        return row_group_stats(fragment.metadata, row_group, self.schema, self.columns_of(f, fragment))
+    def row_group_stats(self, f: DataFile, footer: pq.FileMetaData, row_group: int) -> dict[str, ColumnStats]:
+        """A row group's footer statistics under this version's schema (worked out once)."""
+        found = self._group_stats.get((f.path, row_group))
+        if found is None:
+            found = row_group_stats(footer, row_group, self.schema, self.columns_of(f, footer))
+            self._group_stats[(f.path, row_group)] = found
+        return found
 
-    def row_groups_matching(
-        self, f: DataFile, fragment: ds.ParquetFileFragment, predicate: Predicate | None
-    ) -> list[int]:
+    def row_groups_matching(self, f: DataFile, footer: pq.FileMetaData, predicate: Predicate | None) -> list[int]:
         """The row groups of ``f`` whose footer statistics leave room for a row matching ``predicate``."""
-        groups = range(fragment.num_row_groups)
+        groups = range(footer.num_row_groups)
         if predicate is None:
             return list(groups)
-        metadata = fragment.metadata
         return [
             rg
             for rg in groups
-            if predicate.match(self.row_group_stats(f, fragment, rg).get, metadata.row_group(rg).num_rows)
-            is not Match.NONE
+            if predicate.match(self.row_group_stats(f, footer, rg).get, footer.row_group(rg).num_rows) is not Match.NONE
         ]
 
 

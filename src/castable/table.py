@@ -144,6 +144,7 @@ class Table:
         self._manifest = manifest
         self._pointer = pointer
         self._damage: Damage | None = None
+        self._snapshot: Snapshot | None = None
 
     @classmethod
     def load(cls, store: ObjectStore) -> Table:
@@ -354,7 +355,13 @@ class Table:
     # --------------------------------------------------------------------- reads
 
     def snapshot(self, version: int | None = None, as_of: datetime | str | None = None) -> Snapshot:
-        return Snapshot(self.store, self.manifest_at(version, as_of))
+        """Read access to a version. The handle keeps the last one it gave, so scans of the same
+        version share what it has worked out (column mappings, row-group statistics)."""
+        manifest = self.manifest_at(version, as_of)
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.manifest is not manifest or snapshot.store is not self.store:
+            snapshot = self._snapshot = Snapshot(self.store, manifest)
+        return snapshot
 
     def scan(
         self,

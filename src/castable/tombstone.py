@@ -137,8 +137,10 @@ class FileDeletes:
     _points: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
     _sorted: list[Any] | None = field(default=None, init=False, repr=False, compare=False)
     _sorted_np: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _resolved: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add(self, entry: Entry, key_type: pa.DataType | None) -> None:
+        self._resolved.clear()
         if isinstance(entry, KeyPointsDelete):
             if key_type is None:
                 raise CorruptObjectError("a key-list tombstone on a table without a primary key")
@@ -220,6 +222,27 @@ class FileDeletes:
             idx = np.asarray(bitmap.to_array(), dtype=np.int64)
             mask[idx[idx < num_rows]] = True
         return mask
+
+    def known_rows(self, row_group: int) -> np.ndarray | None:
+        """The row group's deleted positions if they are known without reading it (position
+        deletes only, or resolved by an earlier read), else ``None``."""
+        rows = self._resolved.get(row_group)
+        if rows is None and not self.has_key_deletes:
+            bitmap = self.positions.get(row_group)
+            rows = np.empty(0, np.uint32) if bitmap is None else np.asarray(bitmap.to_array(), dtype=np.uint32)
+            self._resolved[row_group] = rows
+        return rows
+
+    def deleted_rows(self, row_group: int, num_rows: int, keys: pa.Array | pa.ChunkedArray | None) -> np.ndarray:
+        """The sorted positions deleted in a row group (not a whole-group delete), key deletes
+        matched against its key column ``keys``. The answer is kept: the file is immutable and
+        these deletes are fixed, so a later scan needs neither the key column nor the match."""
+        rows = self.known_rows(row_group)
+        if rows is None:
+            assert keys is not None, "key deletes need the key column"
+            rows = np.flatnonzero(self.position_mask(row_group, num_rows) | self.key_mask(keys)).astype(np.uint32)
+            self._resolved[row_group] = rows
+        return rows
 
     def key_mask(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Rows whose primary key falls in a deleted key range (a NULL key never does)."""

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 import castable
 from castable.errors import InvalidInputError
@@ -71,13 +71,13 @@ def read_table(
     deletes = snapshot.deletes_for(files)
     needed = snapshot.columns_for(scan.predicate, [*scan.columns, *snapshot.manifest.primary_key])
     with ThreadPoolExecutor(min(_FOOTER_THREADS, len(files))) as pool:
-        fragments = list(pool.map(snapshot.fragment, files))
-    groups: dict[tuple[Any, ...], list[tuple[DataFile, ds.ParquetFileFragment]]] = defaultdict(list)
-    for f, fragment in zip(files, fragments, strict=True):
-        where = snapshot.columns_of(f, fragment)
-        physical = fragment.physical_schema
+        footers = list(pool.map(snapshot.footer, files))
+    groups: dict[tuple[Any, ...], list[tuple[DataFile, pq.FileMetaData]]] = defaultdict(list)
+    for f, footer in zip(files, footers, strict=True):
+        where = snapshot.columns_of(f, footer)
+        physical = footer.schema.to_arrow_schema()
         layout = tuple((c, where[c], None if where[c] is None else physical.field(where[c]).type) for c in needed)
-        groups[layout].append((f, fragment))
+        groups[layout].append((f, footer))
     root = table.store.uri.rstrip("/")
     key = snapshot.manifest.primary_key[0] if snapshot.manifest.primary_key else None
     dirty = sum(f.path in deletes for f in files)
@@ -92,9 +92,9 @@ def read_table(
             if clean:
                 parts.append(reader.parquet(*clean).select(*projected))
             stored_key = None if key is None else dict((c, stored) for c, stored, _ in layout)[key]
-            for f, fragment in members:
+            for f, footer in members:
                 if f.path in deletes:
-                    kept = _kept(fragment, deletes[f.path], stored_key)
+                    kept = _kept(footer, deletes[f.path], stored_key)
                     parts.append(reader.parquet(f"{root}/{f.path}").where(kept).select(*projected))
         else:
             prefix = _spark_prefix(spark, root, files[0])
@@ -105,28 +105,28 @@ def read_table(
     for part in parts[1:]:
         live = live.unionByName(part)
     if not per_file:
-        deleted = {f.path: (fr, deletes[f.path]) for f, fr in zip(files, fragments, strict=True) if f.path in deletes}
+        deleted = {f.path: (fr, deletes[f.path]) for f, fr in zip(files, footers, strict=True) if f.path in deletes}
         live = _without_deletes(spark, live, deleted, key, snapshot)
     if filter is not None:
         live = live.filter(_sql(filter))
     return live.select(*scan.columns)
 
 
-def _starts(fragment: ds.ParquetFileFragment) -> list[int]:
+def _starts(footer: pq.FileMetaData) -> list[int]:
     """The file-wide row index of each row group's first row, and the file's row count last."""
     starts = [0]
-    for rg in range(fragment.num_row_groups):
-        starts.append(starts[-1] + fragment.metadata.row_group(rg).num_rows)
+    for rg in range(footer.num_row_groups):
+        starts.append(starts[-1] + footer.row_group(rg).num_rows)
     return starts
 
 
-def _kept(fragment: ds.ParquetFileFragment, d: FileDeletes, key: str | None) -> Column:
+def _kept(footer: pq.FileMetaData, d: FileDeletes, key: str | None) -> Column:
     """The rows of one file its deletes leave, as a filter on ``_metadata.row_index`` and on the
     file's own primary-key column ``key`` (a NULL key is never deleted)."""
     from pyspark.sql import functions as F
 
     row = F.col("_metadata.row_index")
-    starts = _starts(fragment)
+    starts = _starts(footer)
     gone: list[Column] = [row.between(starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
     positions = [starts[rg] + p for rg, bitmap in d.positions.items() for p in bitmap]
     if positions:
@@ -172,7 +172,7 @@ def _spark_prefix(spark: SparkSession, root: str, f: DataFile) -> str:
 def _without_deletes(
     spark: SparkSession,
     df: DataFrame,
-    deleted: dict[str, tuple[ds.ParquetFileFragment, FileDeletes]],
+    deleted: dict[str, tuple[pq.FileMetaData, FileDeletes]],
     key: str | None,
     snapshot: Snapshot,
 ) -> DataFrame:
@@ -184,8 +184,8 @@ def _without_deletes(
     spans: list[tuple[str, int, int]] = []
     key_ranges: list[tuple[str, Any, Any]] = []
     key_points: list[tuple[str, Any]] = []
-    for path, (fragment, d) in deleted.items():
-        starts = _starts(fragment)
+    for path, (footer, d) in deleted.items():
+        starts = _starts(footer)
         spans += [(path, starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
         points += [(path, starts[rg] + p) for rg, bitmap in d.positions.items() for p in bitmap]
         key_ranges += [(path, lo.as_py(), hi.as_py()) for lo, hi in d.ranges]

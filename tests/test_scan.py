@@ -1,0 +1,165 @@
+"""Scans: every way a row group's deletes are applied gives the rows a plain model gives, warm
+or cold; the shared reader pool survives forks, nesting and abandoned scans."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import castable
+from castable.readahead import WORKERS, read_ahead
+
+ROWS = 20_000
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("value", pa.string())])
+
+
+def _rows(start: int, stop: int) -> pa.Table:
+    ids = pa.array(range(start, stop), pa.int64())
+    return pa.table([ids, pc.cast(ids, pa.string())], schema=SCHEMA)
+
+
+@pytest.fixture
+def keyed(table_uri: tuple[str, dict[str, str] | None]) -> castable.Table:
+    """One file of one row group of ``ROWS`` rows, keyed by id."""
+    uri, options = table_uri
+    table = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=options)
+    table.append(_rows(0, ROWS))
+    return table
+
+
+DELETES = {
+    # Few deletes, long live runs between them: dropped by slicing, the ends included.
+    "sparse keys": ["id IN (0, 1, 7, 9999, 19998, 19999)"],
+    # Deleted rows closer than the slicing threshold: copied once by a mask.
+    "dense keys": [f"id IN ({', '.join(str(i) for i in range(0, ROWS, 3))})"],
+    "key range": ["id BETWEEN 100 AND 5000"],
+    "by position": ["value LIKE '%7'"],
+    "mixed": ["id IN (3, 4, 5)", "id BETWEEN 15000 AND 15100", "value LIKE '%42'"],
+}
+
+
+def _model(deleted: list[str]) -> pa.Table:
+    """The live rows, worked out with pyarrow alone."""
+    rows = _rows(0, ROWS)
+    ids = rows.column("id").to_pylist()
+    gone = set()
+    for text in deleted:
+        if text.startswith("id IN"):
+            gone |= {int(v) for v in text[text.index("(") + 1 : -1].split(",")}
+        elif text.startswith("id BETWEEN"):
+            lo, hi = (int(v) for v in text.split()[2::2])
+            gone |= set(range(lo, hi + 1))
+        else:
+            suffix = text.split("'%")[1].rstrip("'")
+            gone |= {i for i in ids if str(i).endswith(suffix)}
+    return rows.filter(pa.array([i not in gone for i in ids]))
+
+
+@pytest.mark.parametrize("case", list(DELETES))
+def test_deletes_apply_alike_warm_and_cold_with_and_without_a_filter(keyed: castable.Table, case: str) -> None:
+    for text in DELETES[case]:
+        keyed.delete(text)
+    model = _model(DELETES[case])
+    in_range = model.filter((pc.field("id") >= 4000) & (pc.field("id") <= 16000))
+    for _ in range(2):  # cold: key deletes matched against the key column; then warm, from the kept positions
+        assert keyed.scan().to_arrow().equals(model)
+        assert keyed.scan(["value"]).to_arrow().equals(model.select(["value"]))
+        assert keyed.scan(["value"], "id BETWEEN 4000 AND 16000").to_arrow().equals(in_range.select(["value"]))
+        assert keyed.count() == model.num_rows
+        castable.clear_caches()
+    # A filtered scan first (deletes matched against the filter's rows only), then a full one.
+    assert keyed.scan(["value"], "id BETWEEN 4000 AND 16000").to_arrow().equals(in_range.select(["value"]))
+    assert keyed.scan(["value"]).to_arrow().equals(model.select(["value"]))
+
+
+def test_key_deletes_are_matched_once_then_the_key_column_is_not_read(
+    s3_bucket: str, s3_options: dict[str, str]
+) -> None:
+    table = castable.create_table(f"s3://{s3_bucket}/t", SCHEMA, primary_key="id", storage_options=s3_options)
+    table.append(_rows(0, ROWS))
+    table.delete("id IN (5, 500, 5000)")
+    castable.clear_caches()
+    table.store.stats.reset()
+    first = table.scan(["value"]).to_arrow()
+    cold = table.store.stats.bytes_in
+    table.store.stats.reset()
+    assert table.scan(["value"]).to_arrow().equals(first)
+    warm = table.store.stats.bytes_in
+    assert first.num_rows == ROWS - 3
+    assert warm < cold, "the second scan fetches neither the footer nor the id column"
+    only_values = _rows(0, ROWS).select(["value"])
+    assert warm < only_values.nbytes, "and no more than the value column"
+
+
+def test_clear_caches_makes_the_next_scan_read_the_footer_and_tombstones_again(
+    s3_bucket: str, s3_options: dict[str, str]
+) -> None:
+    table = castable.create_table(f"s3://{s3_bucket}/t", SCHEMA, primary_key="id", storage_options=s3_options)
+    table.append(_rows(0, ROWS))
+    table.delete("id IN (5, 500, 5000)")
+    table.scan().to_arrow()
+    table.store.stats.reset()
+    table.scan().to_arrow()
+    warm = table.store.stats.requests["GET"]
+    castable.clear_caches()
+    table.store.stats.reset()
+    table.scan().to_arrow()
+    assert table.store.stats.requests["GET"] == warm + 2, "the footer and the tombstone are fetched again"
+
+
+def _in_child(queue: multiprocessing.Queue[list[int]]) -> None:
+    queue.put(list(read_ahead((lambda i=i: i * i for i in range(20)), 4)))
+
+
+def test_the_pool_works_in_a_forked_child() -> None:
+    assert list(read_ahead((lambda i=i: i for i in range(10)), 4)) == list(range(10))  # the parent's pool is up
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[list[int]] = context.Queue()
+    child = context.Process(target=_in_child, args=(queue,))
+    child.start()
+    assert queue.get(timeout=30) == [i * i for i in range(20)]
+    child.join(30)
+    assert child.exitcode == 0
+
+
+def test_tasks_that_read_ahead_themselves_do_not_wait_behind_each_other() -> None:
+    """More outer tasks than the pool has threads, each reading ahead in turn: the inner tasks run
+    inline on the worker, so nothing waits for a thread that is waiting for it."""
+
+    def outer(i: int) -> int:
+        return sum(read_ahead((lambda j=j: i + j for j in range(5)), 3))
+
+    result: list[int] = []
+    runner = threading.Thread(
+        target=lambda: result.extend(read_ahead((lambda i=i: outer(i) for i in range(3 * WORKERS)), WORKERS))
+    )
+    runner.start()
+    runner.join(60)
+    assert not runner.is_alive(), "deadlocked"
+    assert result == [5 * i + 10 for i in range(3 * WORKERS)]
+
+
+def test_an_abandoned_read_ahead_cancels_what_has_not_started_and_waits_for_the_rest() -> None:
+    started: list[int] = []
+    finished: list[int] = []
+
+    def task(i: int) -> Callable[[], int]:
+        def run() -> int:
+            started.append(i)
+            time.sleep(0.05)
+            finished.append(i)
+            return i
+
+        return run
+
+    reader = read_ahead((task(i) for i in range(100)), 4)
+    assert next(reader) == 0
+    reader.close()
+    assert sorted(started) == sorted(finished), "no task is still running once the reader is closed"
+    assert len(started) < 10
