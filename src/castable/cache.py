@@ -6,7 +6,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -47,7 +47,7 @@ class LruCache(Generic[K, V]):
             self._weight = 0
 
 
-_ALL: weakref.WeakSet[LruCache[object, object]] = weakref.WeakSet()
+_ALL: weakref.WeakSet[LruCache[Any, Any]] = weakref.WeakSet()
 
 
 def clear_caches() -> None:
