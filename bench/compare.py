@@ -9,7 +9,8 @@ Sections (``--sections``, all by default):
   a replace-where of a contiguous 1% of the rows (an event_time range), on one table per system.
 - compaction: castable's full scan after 100 upserts of 10,000 rows, before and after compact().
 - commits: commit latency of a 10-row append after 10, 100 and 1,000 earlier commits.
-- s3: castable's S3 requests per operation on a moto server over HTTP.
+- s3: castable's S3 requests per operation on a moto server over HTTP, and its full and filtered
+  scans there side by side with pyarrow's S3 filesystem reading the same files.
 
 Every system writes with the same codec, file size and row-group size.
 
@@ -62,6 +63,8 @@ SCATTERED = "delete 1,000 scattered keys"
 RANGE = "delete 1 key range"
 FULL = "full scan"
 FILTERED = "filtered scan"
+S3_FULL = "full scan, moto S3"
+S3_FILTERED = "filtered scan, moto S3"
 UPSERT = "upsert 10,000 rows"
 REPLACE = "replace-where 1% (event_time range)"
 UPSERTED_SCAN = "full scan after upserts"
@@ -388,13 +391,7 @@ class Castable(System):
         paths = [str(root / f.path) for f in table.manifest.data_files]
         key_range = (pc.field("id") >= lo) & (pc.field("id") <= hi)
         return [
-            Reader(
-                "castable",
-                "castable",
-                SUBJECT,
-                lambda: table.scan().to_arrow(),
-                lambda: table.scan(["id", "category"], f"id BETWEEN {lo} AND {hi}").to_arrow(),
-            ),
+            *castable_readers(table, lo, hi),
             Reader(
                 "pyarrow, castable's files (deletes not applied)",
                 "pyarrow",
@@ -403,6 +400,29 @@ class Castable(System):
                 lambda: ds.dataset(paths, format="parquet").to_table(columns=["id", "category"], filter=key_range),
             ),
         ]
+
+
+def castable_readers(table: castable.Table, lo: int, hi: int) -> list[Reader]:
+    """castable's scans on one handle, and the same with every cache cleared first (a cold start:
+    footers, tombstones and resolved key deletes fetched and worked out again)."""
+
+    def full() -> pa.Table:
+        return table.scan().to_arrow()
+
+    def filtered() -> pa.Table:
+        return table.scan(["id", "category"], f"id BETWEEN {lo} AND {hi}").to_arrow()
+
+    def cold(scan: Callable[[], pa.Table]) -> Callable[[], pa.Table]:
+        def run() -> pa.Table:
+            castable.clear_caches()
+            return scan()
+
+        return run
+
+    return [
+        Reader("castable", "castable", SUBJECT, full, filtered),
+        Reader("castable, caches cleared before each scan", "castable", REFERENCE, cold(full), cold(filtered)),
+    ]
 
 
 class Delta(System):
@@ -728,7 +748,7 @@ def take_turns(op: str, rows: int, readers: list[Reader], repeats: int, results:
     ``repeats`` rounds, readers interleaved. ``op`` is the filtered scan or a full one."""
 
     def scan(reader: Reader) -> Callable[[], pa.Table]:
-        return reader.filtered if op == FILTERED else reader.full
+        return reader.filtered if op in (FILTERED, S3_FILTERED) else reader.full
 
     counts = {}
     for reader in readers:
@@ -764,9 +784,11 @@ def run_commits(systems: list[System], commits: list[int], repeats: int, results
         system.drop(system.work / "commits")
 
 
-def run_s3(rows: int) -> list[tuple[str, float, dict[str, int]]]:
-    """castable on a moto S3 server over HTTP: wall time, requests and bytes of each operation."""
+def run_s3(rows: int, repeats: int, results: Results) -> list[tuple[str, float, dict[str, int]]]:
+    """castable on a moto S3 server over HTTP: wall time, requests and bytes of each operation;
+    then its scans and pyarrow's S3 filesystem reading the same files, taking turns."""
     import boto3
+    from pyarrow import fs
 
     server, endpoint = moto_server()
     try:
@@ -784,6 +806,7 @@ def run_s3(rows: int) -> list[tuple[str, float, dict[str, int]]]:
             (SCATTERED, lambda: table.delete(scattered.sql())),
             (f"{RANGE} ({key_range.hi - key_range.lo + 1:,} keys)", lambda: table.delete(key_range.sql())),
             (FULL, lambda: table.scan().to_arrow()),
+            (f"{FULL} again (footers and deletes cached)", lambda: table.scan().to_arrow()),
             (
                 f"{FILTERED} (2 columns, 1% key range)",
                 lambda: table.scan(["id", "category"], f"id BETWEEN {lo} AND {hi}").to_arrow(),
@@ -798,6 +821,28 @@ def run_s3(rows: int) -> list[tuple[str, float, dict[str, int]]]:
             store = opened.store if isinstance(opened, castable.Table) else table.store
             out.append((name, seconds, store.stats.snapshot()))
             log(f"S3: {name} in {fmt_s(seconds)}")
+        s3 = fs.S3FileSystem(
+            access_key=os.environ["AWS_ACCESS_KEY_ID"],
+            secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+            endpoint_override=endpoint,
+            region="us-east-1",
+        )
+        paths = [f"bench/events/{f.path}" for f in table.manifest.data_files]
+        key_range = (pc.field("id") >= lo) & (pc.field("id") <= hi)
+        readers = [
+            *castable_readers(table, lo, hi),
+            Reader(
+                "pyarrow S3FileSystem, castable's files (deletes not applied)",
+                "pyarrow",
+                FLOOR,
+                lambda: ds.dataset(paths, format="parquet", filesystem=s3).to_table(),
+                lambda: ds.dataset(paths, format="parquet", filesystem=s3).to_table(
+                    columns=["id", "category"], filter=key_range
+                ),
+            ),
+        ]
+        for op in (S3_FULL, S3_FILTERED):
+            take_turns(op, rows, readers, repeats, results)
         return out
     finally:
         server.close()  # type: ignore[attr-defined]
@@ -828,7 +873,7 @@ def headline(results: Results) -> list[str]:
         "| data files rewritten |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    ops = [APPEND, SCATTERED, RANGE, FULL, FILTERED, UPSERT, REPLACE, UPSERTS, COMPACT, UPSERTED_SCAN, COMMIT]
+    ops = [APPEND, SCATTERED, RANGE, FULL, FILTERED, S3_FULL, S3_FILTERED, UPSERT, REPLACE, UPSERTS, COMPACT, UPSERTED_SCAN, COMMIT]
     systems = list(dict.fromkeys(r.system for r in results.items.values()))
     for r in sorted(
         results.items.values(), key=lambda r: (ops.index(r.op), r.scale, r.role != SUBJECT, systems.index(r.system))
@@ -929,6 +974,15 @@ def verdicts(results: Results, sizes: list[int], commits: list[int], upserts: in
                         f"{fmt_s(ours.median)} vs {fmt_s(best.median)}",
                     )
     write_verdicts(v, results, sizes)
+    for op in (S3_FULL, S3_FILTERED):
+        for r in (r for r in results.items.values() if r.op == op and r.role == SUBJECT):
+            floor = results.floor(op, r.scale)
+            if floor is not None and r.times and floor.times:
+                v.note(
+                    f"{op} at {r.scale:,} rows vs pyarrow's S3 read of the same files",
+                    floor.median / r.median,
+                    f"{fmt_s(r.median)} vs {fmt_s(floor.median)} (requests and bytes per scan: the S3 table)",
+                )
     for scale in sorted({r.scale for r in results.items.values() if r.op == UPSERTED_SCAN}):
         before, after = results.fastest(UPSERTED_SCAN, scale, SUBJECT), results.fastest(UPSERTED_SCAN, scale, REFERENCE)
         v.check(
@@ -1180,7 +1234,7 @@ def main() -> None:
         if "commits" in args.sections:
             run_commits(systems, args.commits, args.repeats, results)
         if "s3" in args.sections:
-            s3 = run_s3(s3_rows)
+            s3 = run_s3(s3_rows, args.repeats, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - STARTED
@@ -1245,6 +1299,14 @@ def main() -> None:
         "runs once to warm up (and row counts are checked equal), then the readers take turns for each repeat. "
         "DuckDB reads delta's current files with read_parquet (copy-on-write deletes leave no deletion vectors; "
         "the delta extension cannot be installed offline).",
+        "- *castable, caches cleared before each scan*: `castable.clear_caches()` before each scan, so footers, "
+        "tombstones and the positions of key deletes are fetched and worked out again, as in a new process "
+        "(the table handle and its manifest are kept). The plain *castable* row keeps them, as a long-lived "
+        "process or a warm Lambda does.",
+        f"- Scans on S3: after the operations of the S3 table below (so the {s3_rows:,}-row table has its deletes, "
+        "an upsert and a replace-where), castable's scans and pyarrow's dataset over `pyarrow.fs.S3FileSystem` "
+        "reading the same data files (deletes not applied) take turns against the same moto server, warm-up "
+        "first, as above. The S3 table gives castable's requests and bytes of a first (cold) and a second scan.",
         f"- Upserts and replace-wheres: one table per system and size, appended untimed; then {args.repeats} "
         "repeats, systems taking turns, each an upsert followed by a replace-where on the same table, so repeat "
         "n writes to a table that has had n - 1 of each (the same for every system). Each upsert has "
