@@ -873,7 +873,10 @@ def headline(results: Results) -> list[str]:
         "| data files rewritten |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    ops = [APPEND, SCATTERED, RANGE, FULL, FILTERED, S3_FULL, S3_FILTERED, UPSERT, REPLACE, UPSERTS, COMPACT, UPSERTED_SCAN, COMMIT]
+    ops = [
+        *(APPEND, SCATTERED, RANGE, FULL, FILTERED, S3_FULL, S3_FILTERED),
+        *(UPSERT, REPLACE, UPSERTS, COMPACT, UPSERTED_SCAN, COMMIT),
+    ]
     systems = list(dict.fromkeys(r.system for r in results.items.values()))
     for r in sorted(
         results.items.values(), key=lambda r: (ops.index(r.op), r.scale, r.role != SUBJECT, systems.index(r.system))
