@@ -277,9 +277,9 @@ class _RowGroupRead:
 
 _ROW = "\x00castable_row"
 """A scratch column holding each row's position in its row group (no table column has a NUL)."""
-_MIN_RUN = 1024
-"""Deleted rows are dropped by slicing (no copy) when the live runs between them average at
-least this many rows; a denser delete copies the live rows once, by a mask."""
+_SLICE_COST = 20_000
+"""About how many bytes a mask copies in the time one zero-copy slice takes (a Python call):
+deleted rows are dropped by slicing while that is cheaper than copying the live rows."""
 
 
 def _without(table: pa.Table, deleted: np.ndarray) -> pa.Table:
@@ -289,9 +289,9 @@ def _without(table: pa.Table, deleted: np.ndarray) -> pa.Table:
     n = table.num_rows
     if not table.num_columns:  # a count: only how many rows are left matters
         return table.slice(0, n - len(deleted))
-    if n >= _MIN_RUN * (len(deleted) + 1):
-        starts = np.concatenate(([0], deleted.astype(np.int64) + 1))
-        stops = np.concatenate((deleted, [n]))
+    if len(deleted) * _SLICE_COST < table.nbytes:  # Python ints: slicing at numpy scalars costs 5x more
+        starts = [0, *(deleted.astype(np.int64) + 1).tolist()]
+        stops = [*deleted.tolist(), n]
         return pa.concat_tables([table.slice(a, b - a) for a, b in zip(starts, stops, strict=True) if b > a])
     keep = np.ones(n, dtype=bool)
     keep[deleted] = False
