@@ -672,6 +672,31 @@ def test_native_read_matches_the_library_at_every_version(
     assert empty.count() == 0 and empty.columns == Table.load(local_table.store).schema.names
 
 
+@pytest.mark.parametrize("per_file", [True, False], ids=["per-file-filters", "anti-joins"])
+def test_native_read_deletes_string_keys_that_need_quoting(
+    spark: Any, tmp_path: Path, per_file: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleted keys reach Spark as SQL literals: quotes, backslashes, newlines and backticks
+    must come through as the very same strings, in a column whose name needs quoting too."""
+    import pyarrow.compute as pc
+
+    from castable.spark import read
+    from castable.spark.read import read_table
+
+    if not per_file:
+        monkeypatch.setattr(read, "PER_FILE_DELETES", 0)
+    awkward = ["o'brien", "back\\slash", "\\'", "new\nline", "`tick`", "caf\u00e9", "plain", "\\n"]
+    schema = pa.schema([pa.field("user `key`", pa.string(), nullable=False), ("n", pa.int64())])
+    table = castable.create_table(str(tmp_path / "names"), schema, primary_key="user `key`")
+    table.append(pa.table([awkward + [f"k{i}" for i in range(50)], list(range(58))], schema=schema))
+    table.delete(pc.field("user `key`").isin(awkward[:6]))  # a key list
+    table.delete("n = 57")  # by position
+    df = read_table(spark, table.uri)
+    assert df.columns == ["user `key`", "n"]
+    assert spark_rows(df) == library_rows(table)
+    assert sorted(r[0] for r in df.collect()) == sorted(["plain", "\\n"] + [f"k{i}" for i in range(49)])
+
+
 def test_native_read_on_spark_35(local_table: Table) -> None:
     """The same read under pyspark 3.5, as EMR 7 runs it: the rows the library reads."""
     versions = native_history(local_table)
