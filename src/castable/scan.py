@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -176,7 +176,7 @@ class Scan:
         columns: list[str],
         expression: pc.Expression | None,
         row_groups: Sequence[int] | None,
-    ) -> Iterator[Callable[[], _Part]]:
+    ) -> Iterator[Callable[[], list[pa.RecordBatch]]]:
         """A part per row group (of ``row_groups``, or all) that may hold matching live rows,
         read (filtered, and masked by the file's deletes) on a worker thread."""
         kept = self.snapshot.row_groups_matching(f, footer, self.predicate)
@@ -194,14 +194,10 @@ class Scan:
             read = _RowGroupRead(self.snapshot, f, footer, rg, needed, columns, expression, touching, pk[:1])
             yield partial(_read_part, self.snapshot.store.uri, f.path, read, expected, self.batch_size)
 
-    def _read(self, parts: Iterator[Callable[[], _Part]]) -> Iterator[pa.RecordBatch]:
-        """The parts of every file, ``readahead`` at a time across files; bytes that do not
-        decode are reported as a corrupt object, naming it."""
-        for part in read_ahead(parts, self.readahead):
-            try:
-                yield from part.batches
-            except (OSError, pa.ArrowInvalid) as e:
-                raise _corrupt(self.snapshot.store.uri, part.path, e) from e
+    def _read(self, parts: Iterator[Callable[[], list[pa.RecordBatch]]]) -> Iterator[pa.RecordBatch]:
+        """The parts of every file, ``readahead`` at a time across files."""
+        for batches in read_ahead(parts, self.readahead):
+            yield from batches
 
     def _key_bounds(
         self, f: DataFile, footer: pq.FileMetaData, rg: int, pk: tuple[str, ...]
@@ -214,28 +210,19 @@ class Scan:
         return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
 
 
-@dataclass(frozen=True)
-class _Part:
-    """Batches of one row group, read already."""
-
-    path: str
-    batches: Iterable[pa.RecordBatch]
-
-
-def _read_part(uri: str, path: str, read: Callable[[], pa.Table], expected: pa.Schema, batch_size: int) -> _Part:
+def _read_part(
+    uri: str, path: str, read: Callable[[], pa.Table], expected: pa.Schema, batch_size: int
+) -> list[pa.RecordBatch]:
     """A row group, read (and masked) now, on a worker thread, as the table's types (a
-    registered file may use another layout: large_string, nullability)."""
+    registered file may use another layout: large_string, nullability); bytes that do not
+    decode are reported as a corrupt object, naming it."""
     try:
         table = read()
         if not table.schema.equals(expected):
             table = table.cast(expected)
-        return _Part(path, [b for b in table.to_batches(max_chunksize=batch_size) if b.num_rows])
+        return [b for b in table.to_batches(max_chunksize=batch_size) if b.num_rows]
     except (OSError, pa.ArrowInvalid) as e:
-        raise _corrupt(uri, path, e) from e
-
-
-def _corrupt(uri: str, path: str, error: Exception) -> CorruptObjectError:
-    return CorruptObjectError(f"data file {path} of {uri} does not decode: {error}")
+        raise CorruptObjectError(f"data file {path} of {uri} does not decode: {e}") from e
 
 
 @dataclass(frozen=True)
