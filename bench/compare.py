@@ -722,7 +722,8 @@ def run_compaction(system: Castable, rows: int, upserts: int, repeats: int, resu
     spread = f"first {fmt_s(times[0])}, median {fmt_s(statistics.median(times))}, last {fmt_s(times[-1])}"
     log(f"compaction: {upserts} upserts, {spread}")
     lo, hi = scan_range(rows)
-    subject, floor = system.readers(root, lo, hi)
+    before = system.readers(root, lo, hi)
+    subject, floor = before[0], before[-1]  # castable's own scan and the floor (the cold-cache reader aside)
     seconds = measure_write(system, root, COMPACT, rows, system.compactor(root), results)
     log(f"compaction: compact() in {fmt_s(seconds)}")
     compacted = system.readers(root, lo, hi)[0]

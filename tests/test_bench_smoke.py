@@ -14,7 +14,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("script", "report", "row_prefixes", "systems", "plots"),
+    ("script", "report", "row_prefixes", "systems", "plots", "also"),
     [
         (
             "compare.py",
@@ -28,6 +28,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
                 "compare_writes.png",
                 "compare_commit.png",
             ),
+            (
+                "| full scan, moto S3 | 4,000 rows | **castable** |",
+                "| filtered scan, moto S3 | 4,000 rows | pyarrow S3FileSystem",
+                "| full scan | 4,000 rows | castable, caches cleared before each scan |",
+            ),
         ),
         (
             "bench_contention.py",
@@ -35,12 +40,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("| ",),
             ("castable-local", "castable-moto", "deltalake"),
             ("contention.png",),
+            (),
         ),
         (
             "bench_schema.py",
             "schema.md",
             ("| local |", "| moto |"),
             ("10", "100"),
+            (),
             (),
         ),
         (
@@ -49,6 +56,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("| local store |", "| moto S3 over HTTP |"),
             ("10", "100"),
             ("scale.png",),
+            (),
         ),
     ],
 )
@@ -59,6 +67,7 @@ def test_quick_run_writes_report_and_plots(
     row_prefixes: tuple[str, ...],
     systems: tuple[str, ...],
     plots: tuple[str, ...],
+    also: tuple[str, ...],
 ) -> None:
     run = subprocess.run(
         [sys.executable, script, "--quick", "--out", str(tmp_path)],
@@ -74,5 +83,7 @@ def test_quick_run_writes_report_and_plots(
         for system in systems:
             assert any(f"| {system} |" in row or f"| **{system}** |" in row for row in rows), (prefix, system)
     assert "## Targets" in text and ("**met**" in text or "**missed**" in text)
+    for line in also:
+        assert line in text, line
     for name in plots:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
