@@ -78,12 +78,17 @@ def test_deletes_apply_alike_warm_and_cold_with_and_without_a_filter(keyed: cast
     assert keyed.scan(["value"]).to_arrow().equals(model.select(["value"]))
 
 
-def test_key_deletes_are_matched_once_then_the_key_column_is_not_read(
-    s3_bucket: str, s3_options: dict[str, str]
-) -> None:
+@pytest.fixture
+def on_s3(s3_bucket: str, s3_options: dict[str, str]) -> castable.Table:
+    """A keyed table on S3 (requests and bytes counted) with three keys deleted."""
     table = castable.create_table(f"s3://{s3_bucket}/t", SCHEMA, primary_key="id", storage_options=s3_options)
     table.append(_rows(0, ROWS))
     table.delete("id IN (5, 500, 5000)")
+    return table
+
+
+def test_key_deletes_are_matched_once_then_the_key_column_is_not_read(on_s3: castable.Table) -> None:
+    table = on_s3
     castable.clear_caches()
     table.store.stats.reset()
     first = table.scan(["value"]).to_arrow()
@@ -97,12 +102,8 @@ def test_key_deletes_are_matched_once_then_the_key_column_is_not_read(
     assert warm < only_values.nbytes, "and no more than the value column"
 
 
-def test_clear_caches_makes_the_next_scan_read_the_footer_and_tombstones_again(
-    s3_bucket: str, s3_options: dict[str, str]
-) -> None:
-    table = castable.create_table(f"s3://{s3_bucket}/t", SCHEMA, primary_key="id", storage_options=s3_options)
-    table.append(_rows(0, ROWS))
-    table.delete("id IN (5, 500, 5000)")
+def test_clear_caches_makes_the_next_scan_read_the_footer_and_tombstones_again(on_s3: castable.Table) -> None:
+    table = on_s3
     table.scan().to_arrow()
     table.store.stats.reset()
     table.scan().to_arrow()
