@@ -161,7 +161,7 @@ def _plan_file(
         projection: dict[str, pc.Expression] = {}
         if verdict is not Match.ALL:
             projection[_KEEP] = expression
-        if deletes is not None and deletes.has_key_deletes:
+        if deletes is not None and deletes.needs_keys(rg):
             projection[_KEY] = pc.field(pk[0])
         reads.append((rg, num_rows, projection))
     read = partial(_read_columns, snapshot, f, footer, snapshot.columns_for(predicate, pk[:1]))
@@ -169,9 +169,10 @@ def _plan_file(
     entries: list[tombstone.Entry] = []
     rows = 0
     for (rg, num_rows, projection), table in zip(reads, tables, strict=True):
-        existing = deletes.position_mask(rg, num_rows) if deletes else np.zeros(num_rows, dtype=bool)
-        if table is not None and _KEY in projection:
-            existing |= deletes.key_mask(table.column(_KEY))  # type: ignore[union-attr]
+        existing = np.zeros(num_rows, dtype=bool)
+        if deletes is not None:
+            keys = table.column(_KEY) if table is not None and _KEY in projection else None
+            existing[deletes.deleted_rows(rg, num_rows, keys)] = True
         matched = (
             np.ones(num_rows, dtype=bool)
             if table is None or _KEEP not in projection

@@ -241,24 +241,22 @@ class _RowGroupRead:
 
     def __call__(self) -> pa.Table:
         d, rg = self.deletes, self.row_group
-        known = None if d is None else d.known_rows(rg)
-        key = [] if d is None or known is not None or self.key[0] in self.needed else self.key
+        needs_keys = d is not None and d.needs_keys(rg)
+        key = self.key if needs_keys and self.key[0] not in self.needed else ()
         table = self.snapshot.read(self.file, self.footer, [*self.needed, *key], [rg])
         if d is None:
             return (table if self.expression is None else table.filter(self.expression)).select(self.columns)
-        if self.expression is None:
-            keys = None if known is not None else table.column(self.key[0])
-            return _without(table, d.deleted_rows(rg, table.num_rows, keys)).select(self.columns)
-        # Filter first: deletes are then matched only against the rows the filter keeps.
         num_rows = table.num_rows
+        if self.expression is None:
+            keys = table.column(self.key[0]) if needs_keys else None
+            return _without(table, d.deleted_rows(rg, num_rows, keys)).select(self.columns)
+        # Filter first: unmatched key deletes are then matched only against the rows it keeps.
         table = table.append_column(_ROW, pa.array(np.arange(num_rows, dtype=np.uint32))).filter(self.expression)
         rows = table.column(_ROW).to_numpy()
-        if known is not None:
-            deleted = np.isin(rows, known, assume_unique=True)
+        if needs_keys:
+            deleted = d.position_mask(rg, num_rows)[rows] | d.key_mask(table.column(self.key[0]))
         else:
-            deleted = d.position_mask(rg, num_rows)[rows]
-            if d.has_key_deletes:
-                deleted |= d.key_mask(table.column(self.key[0]))
+            deleted = np.isin(rows, d.deleted_rows(rg, num_rows, None), assume_unique=True)
         return table.filter(pa.array(~deleted)).select(self.columns)
 
 

@@ -223,25 +223,22 @@ class FileDeletes:
             mask[idx[idx < num_rows]] = True
         return mask
 
-    def known_rows(self, row_group: int) -> np.ndarray | None:
-        """The row group's deleted positions if they are known without reading it (position
-        deletes only, or resolved by an earlier read), else ``None``."""
-        rows = self._resolved.get(row_group)
-        if rows is None and not self.has_key_deletes:
-            bitmap = self.positions.get(row_group)
-            rows = np.empty(0, np.uint32) if bitmap is None else np.asarray(bitmap.to_array(), dtype=np.uint32)
-            self._resolved[row_group] = rows
-        return rows
+    def needs_keys(self, row_group: int) -> bool:
+        """Whether the row group's deletes include key deletes not yet matched against its keys."""
+        return self.has_key_deletes and row_group not in self._resolved
 
     def deleted_rows(self, row_group: int, num_rows: int, keys: pa.Array | pa.ChunkedArray | None) -> np.ndarray:
         """The sorted positions deleted in a row group (not a whole-group delete), key deletes
-        matched against its key column ``keys``. The answer is kept: the file is immutable and
-        these deletes are fixed, so a later scan needs neither the key column nor the match."""
-        rows = self.known_rows(row_group)
+        matched against its key column ``keys`` (needed while :meth:`needs_keys`). The answer is
+        kept: the file is immutable and these deletes are fixed, so a later read needs neither
+        the key column nor the match."""
+        rows = self._resolved.get(row_group)
         if rows is None:
-            assert keys is not None, "key deletes need the key column"
-            rows = np.flatnonzero(self.position_mask(row_group, num_rows) | self.key_mask(keys)).astype(np.uint32)
-            self._resolved[row_group] = rows
+            mask = self.position_mask(row_group, num_rows)
+            if self.has_key_deletes:
+                assert keys is not None, "key deletes need the key column"
+                mask |= self.key_mask(keys)
+            rows = self._resolved[row_group] = np.flatnonzero(mask).astype(np.uint32)
         return rows
 
     def key_mask(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
