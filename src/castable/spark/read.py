@@ -33,6 +33,7 @@ from castable.tombstone import FileDeletes
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 _PATH = "__castable_path"
 _ROW = "__castable_row"
@@ -91,7 +92,10 @@ def read_table(
         projected: list[Column] | list[str] = (
             [_quoted(n) for n in wanted.names]  # the files hold the columns as they are: nothing to cast
             if as_stored
-            else [_column(snapshot.schema.field(c), stored) for c, stored, _ in layout]
+            else [
+                _column(snapshot.schema.field(c), stored, target.dataType)
+                for (c, stored, _), target in zip(layout, wanted, strict=True)
+            ]
         )
         if per_file:
             clean = [f"{root}/{f.path}" for f, _ in members if f.path not in deletes]
@@ -120,12 +124,14 @@ def read_table(
     return live if live.columns == scan.columns else live.select(*(_quoted(c) for c in scan.columns))
 
 
-def _starts(footer: pq.FileMetaData) -> list[int]:
-    """The file-wide row index of each row group's first row, and the file's row count last."""
+def _deleted_rows(footer: pq.FileMetaData, d: FileDeletes) -> tuple[list[tuple[int, int]], list[int]]:
+    """A file's deletes by position as Spark numbers its rows (``_metadata.row_index``, from 0
+    over the whole file): the inclusive spans of whole row groups, and single rows."""
     starts = [0]
     for rg in range(footer.num_row_groups):
         starts.append(starts[-1] + footer.row_group(rg).num_rows)
-    return starts
+    spans = [(starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
+    return spans, [starts[rg] + p for rg, bitmap in d.positions.items() for p in bitmap]
 
 
 def _kept(footer: pq.FileMetaData, d: FileDeletes, key: str | None) -> Column:
@@ -134,9 +140,8 @@ def _kept(footer: pq.FileMetaData, d: FileDeletes, key: str | None) -> Column:
     from pyspark.sql import functions as F
 
     row = F.col("_metadata.row_index")
-    starts = _starts(footer)
-    gone: list[Column] = [row.between(starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
-    positions = [starts[rg] + p for rg, bitmap in d.positions.items() for p in bitmap]
+    spans, positions = _deleted_rows(footer, d)
+    gone: list[Column] = [row.between(lo, hi) for lo, hi in spans]
     if positions:
         gone.append(_isin("_metadata.row_index", positions))
     if key is not None:
@@ -178,11 +183,11 @@ def _string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _column(field: pa.Field, stored: str | None) -> Column:
-    """A column of the version's schema from a file's column (renamed, widened) or its default."""
+def _column(field: pa.Field, stored: str | None, spark_type: DataType) -> Column:
+    """A column of the version's schema (``spark_type`` in Spark) from a file's column (renamed,
+    widened) or its default."""
     from pyspark.sql import functions as F
 
-    spark_type = spark_schema(pa.schema([field]))[0].dataType
     if stored is None:
         default = default_of(field)
         return F.lit(None if default is None else default.as_py()).cast(spark_type).alias(field.name)
@@ -215,9 +220,9 @@ def _without_deletes(
     key_ranges: list[tuple[str, Any, Any]] = []
     key_points: list[tuple[str, Any]] = []
     for path, (footer, d) in deleted.items():
-        starts = _starts(footer)
-        spans += [(path, starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
-        points += [(path, starts[rg] + p) for rg, bitmap in d.positions.items() for p in bitmap]
+        file_spans, file_points = _deleted_rows(footer, d)
+        spans += [(path, lo, hi) for lo, hi in file_spans]
+        points += [(path, p) for p in file_points]
         key_ranges += [(path, lo.as_py(), hi.as_py()) for lo, hi in d.ranges]
         key_points += [(path, k) for k in d.points.to_pylist()]
     positions = StructType([StructField(_PATH, StringType(), False), StructField(_ROW, LongType(), False)])
