@@ -389,16 +389,9 @@ class Castable(System):
     def readers(self, root: Path, lo: int, hi: int) -> list[Reader]:
         table = castable.open_table(str(root))
         paths = [str(root / f.path) for f in table.manifest.data_files]
-        key_range = (pc.field("id") >= lo) & (pc.field("id") <= hi)
         return [
             *castable_readers(table, lo, hi),
-            Reader(
-                "pyarrow, castable's files (deletes not applied)",
-                "pyarrow",
-                FLOOR,
-                lambda: ds.dataset(paths, format="parquet").to_table(),
-                lambda: ds.dataset(paths, format="parquet").to_table(columns=["id", "category"], filter=key_range),
-            ),
+            pyarrow_reader("pyarrow, castable's files (deletes not applied)", FLOOR, paths, lo, hi),
         ]
 
 
@@ -592,17 +585,26 @@ class PlainParquet(System):
 
     def readers(self, root: Path, lo: int, hi: int) -> list[Reader]:
         paths = [str(p) for p in root.glob("*.parquet")]
-        key_range = (pc.field("id") >= lo) & (pc.field("id") <= hi)
         return [
-            Reader(
-                "pyarrow, plain copy of the live rows",
-                "pyarrow",
-                REFERENCE,
-                lambda: ds.dataset(paths, format="parquet").to_table(),
-                lambda: ds.dataset(paths, format="parquet").to_table(columns=["id", "category"], filter=key_range),
-            ),
+            pyarrow_reader("pyarrow, plain copy of the live rows", REFERENCE, paths, lo, hi),
             *duckdb_readers("duckdb, plain copy", "pyarrow", REFERENCE, paths, lo, hi),
         ]
+
+
+def pyarrow_reader(name: str, role: str, paths: list[str], lo: int, hi: int, filesystem: Any = None) -> Reader:
+    """pyarrow's dataset over a fixed file list (on ``filesystem``, local by default)."""
+    key_range = (pc.field("id") >= lo) & (pc.field("id") <= hi)
+
+    def dataset() -> ds.Dataset:
+        return ds.dataset(paths, format="parquet", filesystem=filesystem)
+
+    return Reader(
+        name,
+        "pyarrow",
+        role,
+        lambda: dataset().to_table(),
+        lambda: dataset().to_table(columns=["id", "category"], filter=key_range),
+    )
 
 
 def duckdb_readers(name: str, family: str, role: str, files: list[str], lo: int, hi: int) -> list[Reader]:
@@ -829,18 +831,9 @@ def run_s3(rows: int, repeats: int, results: Results) -> list[tuple[str, float, 
             region="us-east-1",
         )
         paths = [f"bench/events/{f.path}" for f in table.manifest.data_files]
-        key_range = (pc.field("id") >= lo) & (pc.field("id") <= hi)
         readers = [
             *castable_readers(table, lo, hi),
-            Reader(
-                "pyarrow S3FileSystem, castable's files (deletes not applied)",
-                "pyarrow",
-                FLOOR,
-                lambda: ds.dataset(paths, format="parquet", filesystem=s3).to_table(),
-                lambda: ds.dataset(paths, format="parquet", filesystem=s3).to_table(
-                    columns=["id", "category"], filter=key_range
-                ),
-            ),
+            pyarrow_reader("pyarrow S3FileSystem, castable's files (deletes not applied)", FLOOR, paths, lo, hi, s3),
         ]
         for op in (S3_FULL, S3_FILTERED):
             take_turns(op, rows, readers, repeats, results)
