@@ -359,7 +359,7 @@ class Table:
         version share what it has worked out (column mappings, row-group statistics)."""
         manifest = self.manifest_at(version, as_of)
         snapshot = self._snapshot
-        if snapshot is None or snapshot.manifest is not manifest or snapshot.store is not self.store:
+        if snapshot is None or snapshot.manifest is not manifest:
             snapshot = self._snapshot = Snapshot(self.store, manifest)
         return snapshot
 
