@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -76,6 +76,60 @@ SCHEMA_REBASING = frozenset({"append", "alter", "restore"})
 """Operations that rebase across a schema change: an append's files stay readable under every
 schema the allowed changes produce (see ``castable.evolution``), and an alter or a restore
 states the schema it commits. Any other operation planned on an older schema conflicts."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One operation of a commit: its name and the function that applies it to a base."""
+
+    operation: str
+    build: Callable[[Manifest], NextState]
+
+
+TRANSACTION = "transaction"
+"""The operation a table version records when one transaction applied several changes to it."""
+
+
+def stage(
+    current: Manifest,
+    changes: Sequence[Change],
+    *,
+    planned: Manifest,
+    commit_id: str,
+    commit_retention: int,
+) -> Manifest:
+    """The version after ``current`` with ``changes`` applied in order, each on the result of
+    the one before, as one version (not yet written). This is where every commit rebases:
+    each change re-validates itself against ``current`` (DESIGN section 4), and a change
+    planned on ``planned``'s schema is refused once a concurrent commit changed it."""
+    rebasing = all(c.operation in SCHEMA_REBASING for c in changes)
+    if not rebasing and not same_schema(current.schema, planned.schema):
+        names = "/".join(c.operation for c in changes)
+        raise CommitConflictError(
+            f"{names} was planned on the schema of version {planned.version}, which a concurrent commit "
+            f"changed (newest: version {current.version}); nothing was committed: run it again"
+        )
+    staged, sources, summaries = current, (), []
+    for change in changes:
+        state = change.build(staged)
+        check_sources(staged, state.source_ids)
+        sources += state.source_ids
+        summaries.append({"operation": change.operation, **state.summary})
+        operation, summary = (
+            (change.operation, state.summary) if len(changes) == 1 else (TRANSACTION, {"operations": summaries})
+        )
+        staged = current.next(
+            commit=CommitInfo(operation, commit_id, summary),
+            created_at=now(),
+            data_files=state.data_files,
+            tombstones=state.tombstones,
+            commit_retention=commit_retention,
+            source_ids=sources,
+            format_version=state.format_version or staged.format_version,
+            schema=staged.schema if state.schema is None else state.schema,
+            primary_key=staged.primary_key if state.primary_key is None else state.primary_key,
+        )
+    return staged
 
 
 def check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
@@ -335,24 +389,13 @@ def commit(
             except VersionNotFoundError:  # committed long ago and expired since: the answer stands
                 return CommitResult(version, current, state["pointer"])
             return CommitResult(version, found, advance_pointer(store, found.version, state["pointer"]))
-        if operation not in SCHEMA_REBASING and not same_schema(current.schema, base.schema):
-            raise CommitConflictError(
-                f"{operation} was planned on the schema of version {base.version}, which a concurrent commit "
-                f"changed (newest: version {current.version}); nothing was committed: run it again"
-            )
-        staged = build(current)
-        check_sources(current, staged.source_ids)
         created: list[str] = []
-        candidate = current.next(
-            commit=CommitInfo(operation, commit_id, staged.summary),
-            created_at=now(),
-            data_files=staged.data_files,
-            tombstones=staged.tombstones,
+        candidate = stage(
+            current,
+            [Change(operation, build)],
+            planned=base,
+            commit_id=commit_id,
             commit_retention=commit_retention,
-            source_ids=staged.source_ids,
-            format_version=staged.format_version,
-            schema=staged.schema,
-            primary_key=staged.primary_key,
         ).written(store, created)
         key = manifest_key(candidate.version)
         try:
