@@ -91,6 +91,11 @@ class FaultyStore(ObjectStore):
     def check_conditional_writes(self) -> None:
         self.inner.check_conditional_writes()
 
+    def child(self, name: str) -> ObjectStore:
+        """The child store, whose requests the rule sees with keys prefixed by ``name/``."""
+        rule = self.rule
+        return FaultyStore(self.inner.child(name), lambda op, key: rule(op, f"{name}/{key}"))
+
     def parents(self) -> list[ObjectStore]:
         return self.inner.parents()
 

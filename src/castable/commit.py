@@ -20,9 +20,9 @@ import json
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
@@ -109,10 +109,10 @@ def stage(
             f"{names} was planned on the schema of version {planned.version}, which a concurrent commit "
             f"changed (newest: version {current.version}); nothing was committed: run it again"
         )
-    staged, sources, summaries = current, (), []
+    view, staged, sources, summaries = current, current, (), []
     for change in changes:
-        state = change.build(staged)
-        check_sources(staged, state.source_ids)
+        state = change.build(view)
+        check_sources(view, state.source_ids)
         sources += state.source_ids
         summaries.append({"operation": change.operation, **state.summary})
         operation, summary = (
@@ -129,6 +129,7 @@ def stage(
             schema=staged.schema if state.schema is None else state.schema,
             primary_key=staged.primary_key if state.primary_key is None else state.primary_key,
         )
+        view = replace(staged, version=current.version)  # the next change adds to the same version
     return staged
 
 
@@ -219,12 +220,21 @@ def read_manifest(store: ObjectStore, version: int, table_uuid: str | None = Non
     return manifest
 
 
-def load_latest(
-    store: ObjectStore, *, known: Manifest | None = None, table_uuid: str | None = None
-) -> tuple[Manifest, Pointer]:
-    """The newest committed version: from the pointer (or from ``known``, a manifest already in
-    hand, if that is newer), then forward while ``v<N+1>`` exists. Three requests when the
-    pointer is current, however far behind ``known`` is."""
+class Versioned(Protocol):
+    """A log entry that knows its version number: a table manifest or a database version."""
+
+    @property
+    def version(self) -> int: ...
+
+
+V = TypeVar("V", bound=Versioned)
+
+
+def load_newest(store: ObjectStore, read: Callable[[int], V], known: V | None = None) -> tuple[V, Pointer]:
+    """The newest committed entry of the log in ``store``: from the pointer (or from ``known``,
+    an entry already in hand, if that is newer), then forward while ``v<N+1>`` exists, each
+    entry read with ``read``. Three requests when the pointer is current, however far behind
+    ``known`` is."""
     for _ in range(3):
         try:
             pointer = read_pointer(store)
@@ -233,10 +243,10 @@ def load_latest(
                 raise
             pointer = ABSENT  # a create that crashed before its pointer: version 0 is there
         if known is not None and known.version >= pointer.version:
-            manifest = known
+            entry = known
             break
         try:
-            manifest = read_manifest(store, pointer.version, table_uuid)
+            entry = read(pointer.version)
             break
         except VersionNotFoundError:
             continue  # expired between the two reads: the pointer has moved on since
@@ -245,12 +255,26 @@ def load_latest(
             f"{store.uri}/{POINTER_KEY} names version {pointer.version}, whose manifest "
             f"{manifest_key(pointer.version)} does not exist"
         )
-    table_uuid = table_uuid or manifest.table_uuid
     while True:
         try:
-            manifest = read_manifest(store, manifest.version + 1, table_uuid)
+            entry = read(entry.version + 1)
         except VersionNotFoundError:
-            return manifest, pointer
+            return entry, pointer
+
+
+def load_latest(
+    store: ObjectStore, *, known: Manifest | None = None, table_uuid: str | None = None
+) -> tuple[Manifest, Pointer]:
+    """The newest committed version of the table in ``store`` (see :func:`load_newest`)."""
+    owner = table_uuid or (known.table_uuid if known is not None else None)
+
+    def read(version: int) -> Manifest:
+        nonlocal owner
+        manifest = read_manifest(store, version, owner)
+        owner = manifest.table_uuid
+        return manifest
+
+    return load_newest(store, read, known)
 
 
 def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> Pointer | None:

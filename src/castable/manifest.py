@@ -27,7 +27,7 @@ from castable.schema import schema_from_json, schema_to_json
 from castable.segment import SegmentRef
 from castable.store import ObjectStore
 
-__all__ = ["CommitInfo", "DataFile", "FileList", "Manifest", "RecentCommits", "TombstoneFile"]
+__all__ = ["CommitInfo", "DataFile", "FileList", "Manifest", "Membership", "RecentCommits", "TombstoneFile"]
 
 FORMAT_NAME = "castable"
 FORMAT_VERSIONS = (1, 2)
@@ -106,6 +106,26 @@ class RecentCommits(Mapping[str, int]):
 
 
 @dataclass(frozen=True)
+class Membership:
+    """The database a table belongs to (docs/format.md section 13): every write of the table
+    commits through that database's log, which names this table version in ``version``."""
+
+    database_uuid: str
+    name: str
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uuid": self.database_uuid, "name": self.name, "version": self.version}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Membership:
+        version = doc["version"]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise ValueError(f"database version {version!r} is not a version number")
+        return cls(str(doc["uuid"]), str(doc["name"]), version)
+
+
+@dataclass(frozen=True)
 class Manifest:
     """One table version. Immutable: operations derive new manifests with :func:`replace`.
     ``data_files`` and ``tombstones`` may be given as tuples; they are held as :class:`FileList`."""
@@ -122,6 +142,8 @@ class Manifest:
     tombstones: FileList[TombstoneFile] = field(hash=False)
     recent_commits: RecentCommits = field(default_factory=RecentCommits, hash=False, compare=False)
     format_version: int = LATEST_FORMAT_VERSION
+    database: Membership | None = None
+    """Set on the tables of a database; ``None`` for a table of its own."""
 
     def __post_init__(self) -> None:
         for name, codec in (("data_files", DATA), ("tombstones", TOMBSTONES)):
@@ -219,6 +241,8 @@ class Manifest:
                 "summary": self.commit.summary,
             },
         }
+        if self.database is not None:
+            doc["database"] = self.database.to_json()
         if self.format_version >= 2:
             recent = self.recent_commits
             doc["segments"] = [r.to_json() for r in self.data_files.refs + self.tombstones.refs]
@@ -280,6 +304,7 @@ class Manifest:
                     summary=dict(commit.get("summary") or {}),
                 ),
                 format_version=found,
+                database=None if doc.get("database") is None else Membership.from_json(doc["database"]),
                 **files,
             )
         except CorruptObjectError as e:

@@ -119,6 +119,10 @@ class ObjectStore(ABC):
         """Stores rooted at each prefix that encloses this root, nearest first."""
 
     @abstractmethod
+    def child(self, name: str) -> ObjectStore:
+        """The store rooted at ``name`` (one path segment) under this root."""
+
+    @abstractmethod
     def check_conditional_writes(self) -> None:
         """Raise ``UnsafeStoreError`` unless the store honours If-None-Match and If-Match.
 

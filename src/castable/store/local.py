@@ -54,6 +54,9 @@ class LocalStore(ObjectStore):
     def parents(self) -> list[ObjectStore]:
         return [LocalStore(p) for p in self.root.parents]
 
+    def child(self, name: str) -> ObjectStore:
+        return LocalStore(self._path(name))
+
     def _path(self, key: str) -> Path:
         if not key or key.startswith("/") or ".." in key.split("/"):
             raise ValueError(f"invalid object key {key!r}")

@@ -155,6 +155,9 @@ class S3Store(ObjectStore):
             for n in reversed(range(len(parts)))
         ]
 
+    def child(self, name: str) -> ObjectStore:
+        return S3Store(self.bucket, self._key(name), self.client, single_writer=self.single_writer)
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
