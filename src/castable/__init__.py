@@ -12,17 +12,21 @@
 
 from castable.batching import BatchWriter
 from castable.cache import clear_caches
+from castable.database import Database, DatabaseSnapshot, Transaction, create_database, open_database
 from castable.errors import (
     CastableError,
     CommitConflictError,
     CommitStateUnknownError,
     CorruptObjectError,
+    DatabaseAlreadyExistsError,
+    DatabaseNotFoundError,
     EmptyWriteError,
     InvalidInputError,
     InvalidPredicateError,
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    TransactionClosedError,
     UnsafeStoreError,
     VersionNotFoundError,
 )
@@ -39,6 +43,10 @@ __all__ = [
     "CommitConflictError",
     "CommitStateUnknownError",
     "CorruptObjectError",
+    "Database",
+    "DatabaseAlreadyExistsError",
+    "DatabaseNotFoundError",
+    "DatabaseSnapshot",
     "EmptyWriteError",
     "HistoryEntry",
     "InvalidInputError",
@@ -53,9 +61,13 @@ __all__ = [
     "Table",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "Transaction",
+    "TransactionClosedError",
     "UnsafeStoreError",
     "VersionNotFoundError",
     "clear_caches",
+    "create_database",
     "create_table",
+    "open_database",
     "open_table",
 ]

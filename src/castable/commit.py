@@ -109,7 +109,9 @@ def stage(
             f"{names} was planned on the schema of version {planned.version}, which a concurrent commit "
             f"changed (newest: version {current.version}); nothing was committed: run it again"
         )
-    view, staged, sources, summaries = current, current, (), []
+    view, staged = current, current
+    sources: tuple[str, ...] = ()
+    summaries: list[dict[str, Any]] = []
     for change in changes:
         state = change.build(view)
         check_sources(view, state.source_ids)

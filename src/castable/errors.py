@@ -60,3 +60,15 @@ class UnsafeStoreError(CastableError):
     Concurrent writers on such a store would silently lose commits, so castable refuses to
     write unless the table is opened in single-writer mode (storage option ``single_writer``).
     """
+
+
+class DatabaseNotFoundError(CastableError):
+    """No database exists at the given location."""
+
+
+class DatabaseAlreadyExistsError(CastableError):
+    """``create_database`` found a database (or a table) already at the location."""
+
+
+class TransactionClosedError(CastableError):
+    """A transaction was used before it began or after it committed or was aborted."""

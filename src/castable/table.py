@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,7 @@ from castable.commit import (
     retention_floor,
 )
 from castable.compact import CompactChange, CompactOptions, CompactReport, plan_groups
+from castable.dblog import LOG_PREFIX
 from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
@@ -52,7 +53,7 @@ from castable.gc import expire as expire_versions
 from castable.gc import gc as collect_garbage
 from castable.inputs import arrow_pieces, is_dataframe
 from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import FORMAT_VERSIONS, LATEST_FORMAT_VERSION, CommitInfo, DataFile, Manifest
+from castable.manifest import FORMAT_VERSIONS, LATEST_FORMAT_VERSION, CommitInfo, DataFile, Manifest, Membership
 from castable.merge import MergeBuilder
 from castable.predicate import Constant, InList, Predicate, parse_predicate
 from castable.properties import TableProperties, normalize
@@ -93,6 +94,49 @@ def _new_commit_id(commit_id: str | None) -> str:
     if not isinstance(commit_id, str) or not commit_id or len(commit_id) > 256:
         raise InvalidInputError("commit_id must be a non-empty string of at most 256 characters")
     return commit_id
+
+
+def initial_manifest(
+    schema: pa.Schema,
+    *,
+    primary_key: str | list[str] | None,
+    properties: Mapping[str, object] | None,
+    format_version: int,
+    database: Membership | None = None,
+) -> Manifest:
+    """Version 0 of a new table, its definition checked (every create starts here)."""
+    if format_version not in FORMAT_VERSIONS:
+        raise InvalidInputError(f"format_version must be one of {FORMAT_VERSIONS}, not {format_version!r}")
+    if not isinstance(schema, pa.Schema) or len(schema) == 0:
+        raise InvalidInputError("schema must be a non-empty pyarrow.Schema")
+    repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
+    if repeated:
+        raise InvalidInputError(f"column names must be unique; repeated: {repeated}")
+    keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or [])
+    if len(keys) > 1:
+        raise InvalidInputError("castable supports a single-column primary key")
+    for k in keys:
+        if k not in schema.names:
+            raise InvalidInputError(f"primary key column {k!r} is not in the schema")
+        if not supports_stats(schema.field(k).type) or pa.types.is_floating(schema.field(k).type):
+            raise InvalidInputError(f"primary key column {k!r} must be an integer, string, date, timestamp or decimal")
+    schema = schema.remove_metadata()
+    if format_version >= 2:
+        schema = with_ids(schema)
+    return Manifest(
+        table_uuid=str(uuid.uuid4()),
+        version=0,
+        previous=None,
+        created_at=now(),
+        schema=schema,
+        primary_key=tuple(keys),
+        properties=normalize(properties),
+        commit=CommitInfo("create", str(uuid.uuid4()), {}),
+        data_files=FileList(DATA, schema),
+        tombstones=FileList(TOMBSTONES, schema),
+        format_version=format_version,
+        database=database,
+    )
 
 
 def create_table(
@@ -136,20 +180,45 @@ def _from_pandas(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
         raise SchemaMismatchError(f"the DataFrame does not convert to the table schema: {e!r}") from None
 
 
-class Table:
-    """A handle on one table. It caches the newest version it has seen; ``refresh()`` reloads."""
+class Owner(Protocol):
+    """What commits a table that does not commit on its own: its database, or a transaction."""
 
-    def __init__(self, store: ObjectStore, manifest: Manifest, pointer: Pointer | None) -> None:
+    transactional: bool
+    """Whether commits are only staged (a transaction), so maintenance cannot run."""
+
+    def commit_table(
+        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
+    ) -> CommitResult:
+        """Commit (or stage) one change of ``table``."""
+
+    def newest(self, table: Table) -> Manifest:
+        """The newest version of ``table`` this owner can see."""
+
+    def before_maintenance(self, table: Table) -> None:
+        """Make the table's own manifests complete (or refuse) before expire, gc or repair."""
+
+
+class Table:
+    """A handle on one table. It caches the newest version it has seen; ``refresh()`` reloads.
+
+    A table of a database has an ``owner`` (the database, or a transaction), through which its
+    writes commit and its refreshes look."""
+
+    def __init__(
+        self, store: ObjectStore, manifest: Manifest, pointer: Pointer | None, *, owner: Owner | None = None
+    ) -> None:
         self.store = store
         self._manifest = manifest
         self._pointer = pointer
+        self._owner = owner
         self._damage: Damage | None = None
         self._snapshot: Snapshot | None = None
 
     @classmethod
     def load(cls, store: ObjectStore) -> Table:
         """The newest version; if it (or the pointer) cannot be read, a handle on the newest
-        readable version that reads older versions and refuses writes until :meth:`repair`."""
+        readable version that reads older versions and refuses writes until :meth:`repair`.
+        A table of a database is opened through its database, so its writes commit there."""
         try:
             manifest, pointer = load_latest(store)
         except CorruptObjectError as e:
@@ -157,6 +226,10 @@ class Table:
             table = cls(store, damage.readable, None)
             table._damage = damage
             return table
+        if manifest.database is not None:
+            from castable.database import Database  # a database's module builds on this one
+
+            return Database.of_member(store, manifest).table(manifest.database.name)
         return cls(store, manifest, pointer)
 
     @classmethod
@@ -169,43 +242,13 @@ class Table:
         properties: Mapping[str, object] | None = None,
         format_version: int = LATEST_FORMAT_VERSION,
     ) -> Table:
-        if format_version not in FORMAT_VERSIONS:
-            raise InvalidInputError(f"format_version must be one of {FORMAT_VERSIONS}, not {format_version!r}")
-        if not isinstance(schema, pa.Schema) or len(schema) == 0:
-            raise InvalidInputError("schema must be a non-empty pyarrow.Schema")
-        repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
-        if repeated:
-            raise InvalidInputError(f"column names must be unique; repeated: {repeated}")
-        keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or [])
-        if len(keys) > 1:
-            raise InvalidInputError("castable supports a single-column primary key")
-        for k in keys:
-            if k not in schema.names:
-                raise InvalidInputError(f"primary key column {k!r} is not in the schema")
-            if not supports_stats(schema.field(k).type) or pa.types.is_floating(schema.field(k).type):
-                raise InvalidInputError(
-                    f"primary key column {k!r} must be an integer, string, date, timestamp or decimal"
-                )
+        manifest = initial_manifest(
+            schema, primary_key=primary_key, properties=properties, format_version=format_version
+        )
         if store.exists(POINTER_KEY):
             raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
         _check_not_nested(store)
         store.check_conditional_writes()
-        schema = schema.remove_metadata()
-        if format_version >= 2:
-            schema = with_ids(schema)
-        manifest = Manifest(
-            table_uuid=str(uuid.uuid4()),
-            version=0,
-            previous=None,
-            created_at=now(),
-            schema=schema,
-            primary_key=tuple(keys),
-            properties=normalize(properties),
-            commit=CommitInfo("create", str(uuid.uuid4()), {}),
-            data_files=FileList(DATA, schema),
-            tombstones=FileList(TOMBSTONES, schema),
-            format_version=format_version,
-        )
         try:
             store.put(manifest_key(0), manifest.to_json(), if_none_match=True)
         except PreconditionFailedError:
@@ -266,6 +309,9 @@ class Table:
 
     def refresh(self) -> Table:
         """Load the newest committed version."""
+        if self._owner is not None:
+            self._adopt(self._owner.newest(self), None)
+            return self
         try:
             self._adopt(*load_latest(self.store, known=self._manifest, table_uuid=self._manifest.table_uuid))
         except CorruptObjectError as e:
@@ -394,13 +440,26 @@ class Table:
     def _begin_write(self, commit_id: str | None) -> str:
         """Every write starts here: a valid ``commit_id`` (a new one if none is given), and a store
         known to honour conditional writes (probed once per process and store)."""
+        if commit_id is not None and self._owner is not None and self._owner.transactional:
+            raise InvalidInputError(
+                "a write inside a transaction takes the transaction's commit_id: "
+                "pass it to db.transaction(commit_id=...)"
+            )
         checked = _new_commit_id(commit_id)
         if self._damage is not None:
             raise CorruptObjectError(self._damage.message)
         self.store.check_conditional_writes()
         return checked
 
+    def _before_maintenance(self) -> None:
+        if self._owner is not None:
+            self._owner.before_maintenance(self)
+
     def _commit(self, operation: str, commit_id: str, build: Callable[[Manifest], NextState]) -> CommitResult:
+        if self._owner is not None:
+            result = self._owner.commit_table(self, operation, commit_id, build)
+            self._adopt(result.manifest, result.pointer)
+            return result
         props = self._props
         result = commit(
             self.store,
@@ -777,6 +836,7 @@ class Table:
         """Complete an erasure: expire the versions that still reference the old objects,
         delete those objects (and their noncurrent versions), and verify that no retained
         object still holds a matching row."""
+        self._before_maintenance()
         self.store.check_conditional_writes()
         return purge_erased_objects(self.store, report)
 
@@ -912,6 +972,11 @@ class Table:
         copied; the unreadable manifests stay, listed by ``history``). A malformed pointer is
         rewritten to name the newest version. An undamaged table is left as it is.
         """
+        if self._owner is not None:
+            raise InvalidInputError(
+                "a table of a database needs no repair: a version whose own manifest is damaged or missing "
+                "is read from the database log, which holds it"
+            )
         self.refresh()
         damage = self._damage
         if damage is None:
@@ -944,6 +1009,7 @@ class Table:
     def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
         """Delete the manifests of old versions: kept are the newest ``retain_versions`` and those
         younger than ``retain_for`` (defaults: the ``history.*`` properties); the latest always."""
+        self._before_maintenance()
         if retain_versions is None and retain_for is None:
             props = self._props
             retain_versions, retain_for = props.retain_versions, timedelta(seconds=props.retain_seconds)
@@ -957,6 +1023,7 @@ class Table:
     def gc(self, *, orphan_grace: timedelta | None = None, dry_run: bool = False) -> GcReport:
         """Delete data and tombstone files no retained version references, once older than
         ``orphan_grace`` (default: ``gc.orphan-grace-seconds``), and abort stale multipart uploads."""
+        self._before_maintenance()
         grace = timedelta(seconds=self._props.orphan_grace_seconds) if orphan_grace is None else orphan_grace
         if grace < timedelta(0):
             raise InvalidInputError("orphan_grace cannot be negative")
@@ -1016,6 +1083,11 @@ def _check_not_nested(store: ObjectStore) -> None:
             raise InvalidInputError(
                 f"cannot create a table at {store.uri}: it lies inside the table at {parent.uri}, whose "
                 "maintenance would delete its files; choose a location outside that prefix"
+            )
+        if parent.exists(f"{LOG_PREFIX}/{POINTER_KEY}"):
+            raise InvalidInputError(
+                f"cannot create a table at {store.uri}: it lies inside the database at {parent.uri}; create "
+                "it with open_database(...).create_table(name, ...), or choose a location outside that prefix"
             )
     markers = ["/" + POINTER_KEY, "/" + manifest_key(0)]
     for info in store.list():

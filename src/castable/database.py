@@ -1,0 +1,536 @@
+"""Databases: several tables, one commit point, one snapshot (docs/format.md section 13).
+
+>>> import castable, pyarrow as pa
+>>> db = castable.create_database("/tmp/shop")
+>>> orders = db.create_table("orders", pa.schema([("id", pa.int64())]), primary_key="id")
+>>> lines = db.create_table("lines", pa.schema([("order_id", pa.int64())]))
+>>> with db.transaction() as tx:
+...     _ = tx.table("orders").append(pa.table({"id": [1]}))
+...     _ = tx.table("lines").append(pa.table({"order_id": [1, 1]}))
+>>> snap = db.snapshot()
+>>> snap.table("orders").count(), snap.table("lines").count()
+(1, 2)
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from castable import dblog
+from castable.commit import Change, CommitResult, NextState, encode_pointer, now, stage
+from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
+from castable.entries import CommitInfo
+from castable.erase import MODES as ERASE_MODES
+from castable.erase import EraseChange, EraseMode, EraseReport, still_referenced
+from castable.errors import (
+    CorruptObjectError,
+    DatabaseAlreadyExistsError,
+    DatabaseNotFoundError,
+    EmptyWriteError,
+    InvalidInputError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionClosedError,
+    VersionNotFoundError,
+)
+from castable.layout import POINTER_KEY, manifest_key
+from castable.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
+from castable.predicate import Predicate, parse_predicate
+from castable.properties import TableProperties
+from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
+from castable.table import Table, _as_datetime, _check_not_nested, _new_commit_id, initial_manifest
+
+TRANSACTION_OPERATIONS = frozenset({"append", "delete", "upsert", "overwrite", "update", "merge"})
+"""What a transaction can do to a table. Maintenance and schema changes commit on their own."""
+
+
+def create_database(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Database:
+    """Create an empty database at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path)."""
+    return Database.create(store_from_uri(uri, storage_options))
+
+
+def open_database(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Database:
+    """Open the latest version of the database at ``uri``."""
+    return Database.load(store_from_uri(uri, storage_options))
+
+
+def check_name(name: object) -> str:
+    """A member table's name, refused unless it is one path segment inside the database."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise InvalidInputError(
+            f"{name!r} is not a table name inside the database: use one path segment of letters, digits, "
+            "'_' and '-' (at most 128, starting with a letter or digit)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class DatabaseHistoryEntry:
+    """One commit in the database's history: which tables it wrote, and how."""
+
+    version: int
+    timestamp: datetime
+    operation: str
+    commit_id: str
+    tables: dict[str, dict[str, Any]]
+
+
+class Database:
+    """A handle on one database. It caches the newest version it has seen; ``refresh()`` reloads."""
+
+    transactional = False
+
+    def __init__(self, root: ObjectStore, head: DatabaseVersion, pending: list[DatabaseVersion]) -> None:
+        self.store = root
+        self._log = root.child(LOG_PREFIX)
+        self._head = head
+        self._pending = pending
+
+    @classmethod
+    def load(cls, root: ObjectStore) -> Database:
+        head, _, pending = dblog.load_head(root.child(LOG_PREFIX))
+        return cls(root, head, pending)
+
+    @classmethod
+    def of_member(cls, store: ObjectStore, manifest: Manifest) -> Database:
+        """The database of the member table at ``store`` (its parent prefix)."""
+        assert manifest.database is not None
+        parents = store.parents()
+        try:
+            db = cls.load(parents[0]) if parents else None
+        except DatabaseNotFoundError:
+            db = None
+        if db is None or db._head.database_uuid != manifest.database.database_uuid:
+            raise CorruptObjectError(
+                f"{store.uri} belongs to database {manifest.database.database_uuid}, which is not at its parent prefix"
+            )
+        return db
+
+    @classmethod
+    def create(cls, root: ObjectStore) -> Database:
+        log = root.child(LOG_PREFIX)
+        if log.exists(POINTER_KEY) or log.exists(manifest_key(0)):
+            raise DatabaseAlreadyExistsError(f"a database already exists at {root.uri}")
+        if root.exists(POINTER_KEY) or root.exists(manifest_key(0)):
+            raise DatabaseAlreadyExistsError(f"a table already exists at {root.uri}")
+        _check_not_nested(root)
+        root.check_conditional_writes()
+        first = DatabaseVersion(
+            database_uuid=str(uuid.uuid4()),
+            version=0,
+            previous=None,
+            created_at=now(),
+            commit=CommitInfo("create", str(uuid.uuid4()), {}),
+            tables={},
+            manifests={},
+            recent_commits=RecentCommits(),
+        )
+        try:
+            log.put(manifest_key(0), first.to_json(), if_none_match=True)
+        except PreconditionFailedError:
+            raise DatabaseAlreadyExistsError(f"a database was created at {root.uri} meanwhile") from None
+        log.put(POINTER_KEY, encode_pointer(0), if_none_match=True)
+        return cls.load(root)
+
+    # ------------------------------------------------------------------ metadata
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    @property
+    def version(self) -> int:
+        """The newest database version this handle knows (``refresh()`` to look for newer ones)."""
+        return self._head.version
+
+    def tables(self) -> list[str]:
+        """The names of the member tables, as of the newest known version."""
+        return sorted(self._head.tables)
+
+    def refresh(self) -> Database:
+        """Load the newest committed version."""
+        head, _, pending = dblog.load_head(self._log, self._head)
+        self._adopt(head, pending)
+        return self
+
+    def _adopt(self, head: DatabaseVersion, pending: list[DatabaseVersion]) -> None:
+        if head.version >= self._head.version:
+            self._head, self._pending = head, pending
+
+    def committed_version(self, commit_id: str) -> int | None:
+        """The database version a commit with this id landed as, while the recent history holds
+        it; a transaction repeating that id commits nothing."""
+        return self._head.recent_commits.get(commit_id)
+
+    def version_at(self, version: int | None = None, as_of: datetime | str | None = None) -> DatabaseVersion:
+        """A database version by number, the one current at ``as_of``, or the newest known."""
+        if version is not None and as_of is not None:
+            raise InvalidInputError("give version or as_of, not both")
+        if as_of is not None:
+            return self._version_as_of(_as_datetime(as_of))
+        if version is None:
+            return self._head
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise InvalidInputError(f"version must be a non-negative integer, not {version!r}")
+        if version == self._head.version:
+            return self._head
+        return dblog.read_version(self._log, version, self._head.database_uuid)
+
+    def _version_as_of(self, as_of: datetime) -> DatabaseVersion:
+        if as_of.tzinfo is None:
+            as_of = as_of.astimezone()
+        head = self.refresh()._head
+        if head.created_at <= as_of:
+            return head
+        lo, hi, found = 0, head.version, None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = dblog.read_version(self._log, mid, head.database_uuid)
+            if at.created_at <= as_of:
+                found, lo = at, mid + 1
+            else:
+                hi = mid
+        if found is None:
+            raise VersionNotFoundError(f"the database at {self.uri} did not exist at {as_of.isoformat()}")
+        return found
+
+    def history(self, limit: int | None = None) -> list[DatabaseHistoryEntry]:
+        """Commits newest first, down to the first or ``limit``."""
+        head = self.refresh()._head
+        entries: list[DatabaseHistoryEntry] = []
+        for number in range(head.version, -1, -1):
+            if limit is not None and len(entries) >= limit:
+                break
+            at = self.version_at(number)
+            c = at.commit
+            entries.append(
+                DatabaseHistoryEntry(at.version, at.created_at, c.operation, c.commit_id, c.summary.get("tables", {}))
+            )
+        return entries
+
+    # --------------------------------------------------------------------- reads
+
+    def snapshot(self, version: int | None = None, as_of: datetime | str | None = None) -> DatabaseSnapshot:
+        """Every table at one database version: the newest known, ``version``, or the one at ``as_of``."""
+        return DatabaseSnapshot(self, self.version_at(version, as_of))
+
+    def table(self, name: str) -> Table:
+        """A handle on member table ``name`` at its newest known version; its writes commit
+        through the database log (one-table transactions)."""
+        return Table(self.store.child(check_name(name)), self._member(self._head, name), None, owner=self)
+
+    def _member(self, at: DatabaseVersion, name: str) -> Manifest:
+        if check_name(name) not in at.tables:
+            raise TableNotFoundError(
+                f"database {self.uri} has no table {name!r} at version {at.version}; it has {sorted(at.tables)}"
+            )
+        return dblog.member_manifest(self.store, self._log, at, name)
+
+    # -------------------------------------------------------------------- writes
+
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema,
+        *,
+        primary_key: str | list[str] | None = None,
+        properties: Mapping[str, object] | None = None,
+        commit_id: str | None = None,
+    ) -> Table:
+        """Add an empty table ``name`` to the database, in one database commit."""
+        check_name(name)
+        commit_id = _new_commit_id(commit_id)
+        manifest = initial_manifest(
+            schema,
+            primary_key=primary_key,
+            properties=properties,
+            format_version=LATEST_FORMAT_VERSION,
+            database=Membership(self._head.database_uuid, name, 0),
+        )
+        self.refresh()
+        if name in self._head.tables:
+            raise TableAlreadyExistsError(f"database {self.uri} already has a table {name!r}")
+        store = self.store.child(name)
+        if store.exists(POINTER_KEY) or store.exists(manifest_key(0)):
+            raise TableAlreadyExistsError(f"a table that is not in the database is at {store.uri}")
+        self.store.check_conditional_writes()
+        self._commit("create_table", commit_id, creates={name: manifest})
+        return self.table(name)
+
+    def transaction(self, commit_id: str | None = None) -> Transaction:
+        """A transaction over any of the tables: ``with db.transaction() as tx: tx.table(...)...``
+        commits every write made through ``tx`` as one database version when the block ends,
+        or none of them if it raises."""
+        return Transaction(self, _new_commit_id(commit_id))
+
+    def erase(
+        self,
+        predicates: Mapping[str, str | pc.Expression | Predicate],
+        *,
+        commit_id: str | None = None,
+        mode: EraseMode = "auto",
+        purge: bool = False,
+    ) -> dict[str, EraseReport]:
+        """Physically remove the rows matching each table's predicate, in every table at once:
+        the rewritten files of all the tables are committed as one database version. With
+        ``purge``, each table's older versions and old objects are then removed (as
+        :meth:`Table.purge_erased` does), so the erasure is complete."""
+        if mode not in ERASE_MODES:
+            raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
+        if not predicates:
+            raise EmptyWriteError("erase was given no table; nothing was committed")
+        commit_id = _new_commit_id(commit_id)
+        self.refresh()
+        tables = {name: self.table(name) for name in predicates}
+        self.store.check_conditional_writes()
+        parsed = {name: parse_predicate(p, tables[name].schema) for name, p in predicates.items()}
+        changes = {
+            name: EraseChange(t.store, parsed[name], t.manifest, mode, t._props, None) for name, t in tables.items()
+        }
+        writes = [
+            TableWrite(name, tables[name].manifest, [Change("erase", c.build)], _retention(tables[name].manifest))
+            for name, c in changes.items()
+            if not c.is_empty
+        ]
+        if commit_id in self._head.recent_commits or not writes:
+            landed = {name: t.manifest for name, t in tables.items()}
+        else:
+            landed = self._commit("erase", commit_id, writes=writes).tables
+        reports = {}
+        for name, change in changes.items():
+            table, version = tables[name], landed.get(name, tables[name].manifest).version
+            files = [] if change.is_empty else change.files
+            report = EraseReport(
+                version,
+                sum(e.rows_removed for e in files),
+                files,
+                parsed[name],
+                still_referenced(table.store, files, version),
+            )
+            if purge:
+                report.purge = table.refresh().purge_erased(report)
+            reports[name] = report
+        return reports
+
+    def _commit(
+        self,
+        operation: str,
+        commit_id: str,
+        *,
+        writes: list[TableWrite] | None = None,
+        creates: Mapping[str, Manifest] | None = None,
+    ) -> dblog.DatabaseCommit:
+        timeouts = [TableProperties.parse(w.base.properties).commit_timeout_seconds for w in writes or []]
+        return dblog.commit(
+            self.store,
+            self._head,
+            writes=writes or [],
+            creates=creates,
+            operation=operation,
+            commit_id=commit_id,
+            pending=self._pending,
+            timeout=max(timeouts, default=TableProperties.parse({}).commit_timeout_seconds),
+            on_newer_head=self._adopt,
+        )
+
+    # ------------------------------------------------- Owner, for member tables
+
+    def commit_table(
+        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
+    ) -> CommitResult:
+        """A write to one member table: a one-table transaction."""
+        name = _name_of(table)
+        if self._head.tables.get(name, None) is None or self._head.tables[name].version < table.manifest.version:
+            self.refresh()
+        write = TableWrite(name, table.manifest, [Change(operation, build)], _retention(table.manifest))
+        result = self._commit(operation, commit_id, writes=[write])
+        manifest = result.tables[name]
+        return CommitResult(manifest.version, manifest, None)
+
+    def newest(self, table: Table) -> Manifest:
+        return self.refresh()._member(self._head, _name_of(table))
+
+    def before_maintenance(self, table: Table) -> None:
+        """Write the table's own copies of every committed version first: gc keeps only the
+        files that a table's own manifests reference."""
+        head, pointer, pending = dblog.load_head(self._log, self._head)
+        dblog.catch_up(self.store, pending, pointer)
+        self._adopt(head, [])
+
+    def __repr__(self) -> str:
+        return f"Database({self.uri!r}, version={self.version}, tables={self.tables()})"
+
+
+class DatabaseSnapshot:
+    """Every table of a database at one database version: a reader never sees half a transaction."""
+
+    def __init__(self, database: Database, at: DatabaseVersion) -> None:
+        self.database = database
+        self._at = at
+
+    @property
+    def version(self) -> int:
+        return self._at.version
+
+    @property
+    def created_at(self) -> datetime:
+        return self._at.created_at
+
+    @property
+    def tables(self) -> dict[str, int]:
+        """Each table's name and its version in this snapshot."""
+        return {name: m.version for name, m in sorted(self._at.tables.items())}
+
+    def table(self, name: str) -> Table:
+        """Table ``name`` as this database version has it (read it with ``scan``, ``to_arrow``...)."""
+        db = self.database
+        return Table(db.store.child(check_name(name)), db._member(self._at, name), None, owner=_Pinned(db))
+
+    def __repr__(self) -> str:
+        return f"DatabaseSnapshot({self.database.uri!r}, version={self.version}, tables={self.tables})"
+
+
+class _Pinned:
+    """The owner of a table read at a database version: its writes still commit through the
+    database (rebasing on the newest version), but a refresh stays at the snapshot's version."""
+
+    transactional = False
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def commit_table(
+        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
+    ) -> CommitResult:
+        return self.database.commit_table(table, operation, commit_id, build)
+
+    def newest(self, table: Table) -> Manifest:
+        return table.manifest
+
+    def before_maintenance(self, table: Table) -> None:
+        self.database.before_maintenance(table)
+
+
+class Transaction:
+    """Writes to several tables of a database, committed as one database version.
+
+    Reads through ``tx.table(name)`` see the database as it was when the transaction began,
+    plus the transaction's own writes. On commit every table is rebased on the newest version
+    by its own rules (DESIGN section 4); a conflict on any table aborts the whole transaction.
+    Nothing is locked: a transaction left open blocks no one, and commits nothing.
+    """
+
+    transactional = True
+
+    def __init__(self, database: Database, commit_id: str) -> None:
+        self.database = database
+        self.commit_id = commit_id
+        self.version: int | None = None
+        """The database version the transaction committed as, once it has."""
+        self._state = "new"
+        self._base: DatabaseVersion | None = None
+        self._tables: dict[str, Table] = {}
+        self._writes: dict[str, TableWrite] = {}
+
+    def __enter__(self) -> Transaction:
+        return self.begin()
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def begin(self) -> Transaction:
+        """Start reading and writing (``with`` does it); the snapshot is the newest version now."""
+        if self._state != "new":
+            raise TransactionClosedError(f"transaction {self.commit_id} has already begun")
+        self._base = self.database.refresh()._head
+        self._state = "open"
+        return self
+
+    def _open(self) -> DatabaseVersion:
+        if self._state != "open" or self._base is None:
+            raise TransactionClosedError(f"transaction {self.commit_id} is {self._state}: begin a new one")
+        return self._base
+
+    def table(self, name: str) -> Table:
+        """Table ``name`` inside the transaction."""
+        base = self._open()
+        if name not in self._tables:
+            store = self.database.store.child(check_name(name))
+            self._tables[name] = Table(store, self.database._member(base, name), None, owner=self)
+        return self._tables[name]
+
+    def commit(self) -> int:
+        """Commit every write as one database version; return it."""
+        self._open()
+        self._state = "committed"
+        if not self._writes:
+            raise EmptyWriteError(f"transaction {self.commit_id} wrote to no table; nothing was committed")
+        result = self.database._commit("transaction", self.commit_id, writes=list(self._writes.values()))
+        self.version = result.version
+        return result.version
+
+    def abort(self) -> None:
+        """Drop every write: nothing is committed (files already written are garbage for ``gc``)."""
+        self._state = "aborted"
+
+    def commit_table(
+        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
+    ) -> CommitResult:
+        """Stage one change: the table handle then reads the transaction's own writes."""
+        self._open()
+        if operation not in TRANSACTION_OPERATIONS:
+            raise InvalidInputError(
+                f"{operation} cannot run inside a transaction (it can: {sorted(TRANSACTION_OPERATIONS)}); "
+                "run it on db.table(...) outside one"
+            )
+        name = _name_of(table)
+        write = self._writes.get(name) or TableWrite(name, table.manifest, [], _retention(table.manifest))
+        staged = stage(
+            write.base,
+            [*write.changes, Change(operation, build)],
+            planned=write.base,
+            commit_id=self.commit_id,
+            commit_retention=write.commit_retention,
+        )
+        write.changes.append(Change(operation, build))
+        self._writes[name] = write
+        return CommitResult(staged.version, replace(staged, version=write.base.version), None)
+
+    def newest(self, table: Table) -> Manifest:
+        return table.manifest
+
+    def before_maintenance(self, table: Table) -> None:
+        raise InvalidInputError("maintenance (expire, gc, purge) cannot run inside a transaction")
+
+    def __del__(self) -> None:
+        if self._state == "open" and self._writes:
+            warnings.warn(
+                f"transaction {self.commit_id} was left open with writes to {sorted(self._writes)}; "
+                "nothing was committed",
+                ResourceWarning,
+                stacklevel=1,
+            )
+
+    def __repr__(self) -> str:
+        return f"Transaction({self.commit_id!r}, {self._state}, tables={sorted(self._writes)})"
+
+
+def _name_of(table: Table) -> str:
+    if table.manifest.database is None:
+        raise InvalidInputError(f"{table.uri} is not a table of a database")
+    return table.manifest.database.name
+
+
+def _retention(manifest: Manifest) -> int:
+    return TableProperties.parse(manifest.properties).commit_id_retention

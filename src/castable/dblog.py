@@ -1,0 +1,463 @@
+"""The database log (docs/format.md section 13): one commit point for several tables.
+
+A database is a prefix holding member tables and a log under ``_database/``, laid out like a
+table's metadata: ``_database/manifest/v<M>.json`` is database version M, written once with
+``If-None-Match: *``, and ``_database/_latest_manifest`` is its pointer, moved forward only.
+The PUT of version M is the commit point of every write to every member, so a transaction
+over several tables lands whole or not at all, and one database version is one consistent
+snapshot of them all.
+
+A database version lists each member's table version, and carries in full the manifests of
+the table versions it commits. A member's own ``manifest/v<N>.json`` is a copy of it, written
+after the commit (rolled forward). The database pointer moves past a version only once its
+copies exist, and a writer rolls forward every version above the pointer before it commits,
+so a member's copy can be missing only for the versions above the pointer, whose log entries
+hold them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay
+
+from castable.commit import (
+    Change,
+    Pointer,
+    _discard,
+    advance_pointer,
+    backoff,
+    load_newest,
+    now,
+    read_manifest,
+    retention_floor,
+    stage,
+)
+from castable.entries import CommitInfo, dumps
+from castable.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    CorruptObjectError,
+    DatabaseNotFoundError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from castable.filelist import SEGMENTS
+from castable.layout import MANIFEST_PREFIX, manifest_key, version_of_manifest_key
+from castable.manifest import INLINE_COMMITS, Manifest, Membership, RecentCommits, _format_time, _parse_time
+from castable.readahead import read_ahead
+from castable.segment import SegmentRef
+from castable.store import (
+    ConcurrentModificationError,
+    ObjectNotFoundError,
+    ObjectStore,
+    PreconditionFailedError,
+    StoreError,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_PREFIX = "_database"
+"""The log's folder under the database root; member names cannot start with ``_``."""
+FORMAT_NAME = "castable-database"
+FORMAT_VERSION = 1
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+"""A member table's name: one path segment, so a name never reaches outside the database."""
+COMMIT_RETENTION = 1000
+"""Commit ids a database remembers, as ``commit.id-retention`` does for a table."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member table as a database version lists it."""
+
+    table_uuid: str
+    version: int
+    committed_in: int
+    """The database version whose log entry carries this table version's manifest."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table_uuid": self.table_uuid, "version": self.version, "committed_in": self.committed_in}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Member:
+        numbers = [doc["version"], doc["committed_in"]]
+        if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in numbers):
+            raise ValueError(f"bad member versions {numbers!r}")
+        return cls(str(doc["table_uuid"]), numbers[0], numbers[1])
+
+
+@dataclass(frozen=True)
+class DatabaseVersion:
+    """One version of a database: every member's table version, and the manifests it commits."""
+
+    database_uuid: str
+    version: int
+    previous: int | None
+    created_at: datetime
+    commit: CommitInfo
+    tables: Mapping[str, Member]
+    manifests: Mapping[str, bytes] = field(hash=False, compare=False)
+    """Table name to the JSON of the table version this database version commits."""
+    recent_commits: RecentCommits = field(default_factory=RecentCommits, hash=False, compare=False)
+
+    def next(
+        self, *, commit: CommitInfo, tables: Mapping[str, Member], manifests: Mapping[str, bytes]
+    ) -> DatabaseVersion:
+        version = self.version + 1
+        return DatabaseVersion(
+            database_uuid=self.database_uuid,
+            version=version,
+            previous=self.version,
+            created_at=max(now(), self.created_at + timedelta(microseconds=1)),
+            commit=commit,
+            tables=tables,
+            manifests=manifests,
+            recent_commits=self.recent_commits.plus(
+                {commit.commit_id: version}, retention=COMMIT_RETENTION, inline_limit=INLINE_COMMITS
+            ),
+        )
+
+    def written(self, log_store: ObjectStore, created: list[str]) -> DatabaseVersion:
+        """This version with its commits segment written, if it has a new one."""
+        return replace(self, recent_commits=self.recent_commits.written(log_store, created))
+
+    def to_json(self) -> bytes:
+        recent = self.recent_commits
+        doc = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "database_uuid": self.database_uuid,
+            "version": self.version,
+            "previous": self.previous,
+            "created_at": _format_time(self.created_at),
+            "commit": {
+                "operation": self.commit.operation,
+                "commit_id": self.commit.commit_id,
+                "summary": self.commit.summary,
+            },
+            "tables": {name: m.to_json() for name, m in sorted(self.tables.items())},
+            "recent_commits": recent.inline,
+            "commits_segment": None if recent.ref is None else recent.ref.to_json(),
+        }
+        manifests = ",".join(f"{json.dumps(name)}:{data.decode()}" for name, data in sorted(self.manifests.items()))
+        return f'{dumps(doc)[:-1]},"manifests":{{{manifests}}}}}'.encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, *, key: str, log_store: ObjectStore) -> DatabaseVersion:
+        """Parse and validate a database version; anything malformed raises ``CorruptObjectError``."""
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != FORMAT_NAME:
+                raise ValueError("not a castable database version")
+            if doc.get("format_version") != FORMAT_VERSION:
+                raise CorruptObjectError(f"database format version {doc.get('format_version')!r} is unknown")
+            tables = {str(name): Member.from_json(m) for name, m in doc["tables"].items()}
+            manifests = {str(name): dumps(m).encode() for name, m in doc["manifests"].items()}
+            if set(manifests) - set(tables):
+                raise ValueError(f"manifests of tables it does not list: {sorted(set(manifests) - set(tables))}")
+            commits = doc.get("commits_segment")
+            ref = None if commits is None else SegmentRef.from_json(commits)
+            commit = doc["commit"]
+            previous = doc["previous"]
+            return cls(
+                database_uuid=str(doc["database_uuid"]),
+                version=int(doc["version"]),
+                previous=None if previous is None else int(previous),
+                created_at=_parse_time(doc["created_at"]),
+                commit=CommitInfo(str(commit["operation"]), str(commit["commit_id"]), dict(commit["summary"])),
+                tables=tables,
+                manifests=manifests,
+                recent_commits=RecentCommits(
+                    {str(k): int(v) for k, v in doc["recent_commits"].items()},
+                    ref=ref,
+                    older=None if ref is None else SEGMENTS.loader(log_store, "commits"),
+                ),
+            )
+        except CorruptObjectError as e:
+            raise CorruptObjectError(f"{key}: {e}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CorruptObjectError(f"{key} is not a valid database version: {e!r}") from None
+
+
+def read_version(log_store: ObjectStore, version: int, database_uuid: str | None = None) -> DatabaseVersion:
+    """Database version ``version``; ``VersionNotFoundError`` if it does not exist."""
+    key = manifest_key(version)
+    try:
+        blob = log_store.get(key)
+    except ObjectNotFoundError:
+        raise VersionNotFoundError(f"database version {version} does not exist in {log_store.uri}") from None
+    found = DatabaseVersion.from_json(blob.data, key=key, log_store=log_store)
+    if found.version != version:
+        raise CorruptObjectError(f"{log_store.uri}/{key} claims to be version {found.version}")
+    if database_uuid is not None and found.database_uuid != database_uuid:
+        raise CorruptObjectError(
+            f"{log_store.uri}/{key} belongs to database {found.database_uuid}, not {database_uuid}"
+        )
+    return found
+
+
+def load_head(
+    log_store: ObjectStore, known: DatabaseVersion | None = None
+) -> tuple[DatabaseVersion, Pointer, list[DatabaseVersion]]:
+    """The newest database version, its pointer, and the versions above the pointer (whose
+    members' copies may not be written yet), oldest first."""
+    owner = None if known is None else known.database_uuid
+    seen: list[DatabaseVersion] = []
+
+    def read(version: int) -> DatabaseVersion:
+        nonlocal owner
+        found = read_version(log_store, version, owner)
+        owner = found.database_uuid
+        seen.append(found)
+        return found
+
+    try:
+        head, pointer = load_newest(log_store, read, known)
+    except TableNotFoundError:
+        raise DatabaseNotFoundError(f"no castable database at {log_store.uri.removesuffix('/' + LOG_PREFIX)}") from None
+    return head, pointer, [v for v in seen if v.version > pointer.version]
+
+
+def member_manifest(root: ObjectStore, log_store: ObjectStore, at: DatabaseVersion, name: str) -> Manifest:
+    """The manifest of table ``name`` as database version ``at`` lists it: the member's own copy,
+    or, while that is not written yet (or no longer exists), the log entry that committed it."""
+    member = at.tables.get(name)
+    if member is None:
+        raise TableNotFoundError(f"database version {at.version} has no table {name!r}")
+    store = root.child(name)
+    if member.committed_in == at.version:
+        return Manifest.from_json(at.manifests[name], key=f"{name}/{manifest_key(member.version)}", store=store)
+    try:
+        return read_manifest(store, member.version, member.table_uuid)
+    except (VersionNotFoundError, CorruptObjectError):  # not rolled forward yet, or damaged: the log holds it
+        if member.version < retention_floor(store):
+            raise VersionNotFoundError(
+                f"version {member.version} of table {name!r} has expired (database version {at.version} lists it)"
+            ) from None
+        try:
+            committing = read_version(log_store, member.committed_in, at.database_uuid)
+        except VersionNotFoundError:
+            raise VersionNotFoundError(
+                f"version {member.version} of table {name!r} has expired (database version {at.version} lists it)"
+            ) from None
+        return member_manifest(root, log_store, committing, name)
+
+
+def roll_forward(root: ObjectStore, version: DatabaseVersion) -> None:
+    """Write the members' copies of the table versions ``version`` commits and move their
+    pointers. Anyone may do it, any number of times: each copy is put with If-None-Match, and
+    a copy already there must be this commit's."""
+
+    def copy(name: str) -> Callable[[], None]:
+        def run() -> None:
+            member = version.tables[name]
+            store = root.child(name)
+            key = manifest_key(member.version)
+            try:
+                store.put(key, version.manifests[name], if_none_match=True)
+            except PreconditionFailedError:
+                found = read_manifest(store, member.version, member.table_uuid)
+                if found.database is None or found.database.version != version.version:
+                    raise CorruptObjectError(
+                        f"{store.uri}/{key} was not written by database version {version.version}: the table "
+                        "was written outside its database"
+                    ) from None
+            advance_pointer(store, member.version, None)
+
+        return run
+
+    for _ in read_ahead(iter([copy(name) for name in sorted(version.manifests)]), depth=len(version.manifests)):
+        pass
+
+
+def catch_up(root: ObjectStore, pending: Sequence[DatabaseVersion], pointer: Pointer | None) -> None:
+    """Roll ``pending`` forward, oldest first, then move the database pointer to the newest of
+    them: what a writer does before it commits on top of them."""
+    for version in pending:
+        roll_forward(root, version)
+    if pending:
+        advance_pointer(root.child(LOG_PREFIX), pending[-1].version, pointer)
+
+
+@dataclass
+class TableWrite:
+    """What one commit does to one member table: ``changes`` planned on ``base``."""
+
+    name: str
+    base: Manifest
+    changes: list[Change]
+    commit_retention: int
+
+
+@dataclass
+class DatabaseCommit:
+    """The database version a commit is, the newest database version the writer saw, and the
+    version each written table now has."""
+
+    version: int
+    head: DatabaseVersion
+    tables: dict[str, Manifest]
+
+
+class _Lost(Exception):
+    """Internal: this attempt lost; try again on the newer database version now in hand."""
+
+
+def commit(
+    root: ObjectStore,
+    base: DatabaseVersion,
+    *,
+    writes: Sequence[TableWrite] = (),
+    creates: Mapping[str, Manifest] | None = None,
+    operation: str,
+    commit_id: str,
+    pending: Sequence[DatabaseVersion] = (),
+    timeout: float = 120.0,
+    on_newer_head: Callable[[DatabaseVersion, list[DatabaseVersion]], None] | None = None,
+) -> DatabaseCommit:
+    """Commit ``writes`` (and the tables ``creates`` adds) as one database version, rebasing
+    every written table on the newest version until the commit lands.
+
+    A table that no concurrent commit touched keeps the version built for it; a table another
+    commit changed is built again from its newest version, where each change re-validates
+    itself (DESIGN section 4) and may raise ``CommitConflictError``, which aborts the whole
+    transaction. ``pending`` are the versions above the pointer that ``base`` was loaded with:
+    they are rolled forward first, since a commit moves the pointer past them. The members'
+    copies of this commit are written (rolled forward) before it returns.
+    """
+    log_store = root.child(LOG_PREFIX)
+    creates = dict(creates or {})
+    state: dict[str, Any] = {"head": base}
+    built: dict[tuple[str, int], Manifest] = {}
+    catch_up(root, pending, None)
+
+    def rebase() -> None:
+        head, pointer, newer = load_head(log_store, state["head"])
+        catch_up(root, newer, pointer)
+        state["head"] = head
+        if on_newer_head is not None:
+            on_newer_head(head, [])
+
+    def table_version(head: DatabaseVersion, write: TableWrite, created: list[str]) -> Manifest:
+        member = head.tables.get(write.name)
+        if member is None or member.table_uuid != write.base.table_uuid:
+            raise CommitConflictError(
+                f"table {write.name!r} was dropped or re-created by database version {head.version}; "
+                "nothing was committed"
+            )
+        key = (write.name, member.version)
+        if key not in built:
+            current = (
+                write.base
+                if member.version == write.base.version
+                else member_manifest(root, log_store, head, write.name)
+            )
+            staged = stage(
+                current,
+                write.changes,
+                planned=write.base,
+                commit_id=commit_id,
+                commit_retention=write.commit_retention,
+            )
+            built[key] = staged.written(root.child(write.name), created)
+        return replace(built[key], database=Membership(head.database_uuid, write.name, head.version + 1))
+
+    def attempt() -> DatabaseCommit:
+        head: DatabaseVersion = state["head"]
+        if commit_id in head.recent_commits:  # landed before (a retry, or a response that was lost)
+            return _result(root, log_store, head, head.recent_commits[commit_id], [w.name for w in writes])
+        taken = sorted(set(creates) & set(head.tables))
+        if taken:
+            raise TableAlreadyExistsError(f"the database already has table(s) {taken}; nothing was committed")
+        created: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
+        staged = {w.name: table_version(head, w, created) for w in writes}
+        staged |= {
+            name: replace(m, database=Membership(head.database_uuid, name, head.version + 1))
+            for name, m in creates.items()
+        }
+        tables = dict(head.tables) | {
+            name: Member(m.table_uuid, m.version, head.version + 1) for name, m in staged.items()
+        }
+        summary = {name: {"operation": m.commit.operation, **m.commit.summary} for name, m in staged.items()}
+        logged: list[str] = []
+        candidate = head.next(
+            commit=CommitInfo(operation, commit_id, {"tables": summary}),
+            tables=tables,
+            manifests={name: m.to_json() for name, m in staged.items()},
+        ).written(log_store, logged)
+        key = manifest_key(candidate.version)
+        try:
+            log_store.put(key, candidate.to_json(), if_none_match=True)
+            return landed(candidate, staged)
+        except PreconditionFailedError:
+            rebase()
+            if commit_id not in state["head"].recent_commits:
+                _discard(log_store, logged)
+        except ConcurrentModificationError:
+            rebase()
+        except StoreError as e:
+            log.warning("database commit of %s to %s ended ambiguously: %s", commit_id, key, e)
+            if _holds_commit(log_store, key, commit_id, e):
+                return landed(candidate, staged)
+            rebase()
+        raise _Lost()
+
+    def landed(version: DatabaseVersion, staged: dict[str, Manifest]) -> DatabaseCommit:
+        left: list[DatabaseVersion] = []
+        try:
+            catch_up(root, [version], None)
+        except StoreError as e:  # committed all the same: whoever commits next rolls it forward
+            log.warning("could not roll database version %d forward: %s", version.version, e)
+            left.append(version)
+        state["head"] = version
+        if on_newer_head is not None:
+            on_newer_head(version, left)
+        return DatabaseCommit(version.version, version, staged)
+
+    retrying = Retrying(
+        stop=stop_after_delay(timeout), wait=backoff, retry=retry_if_exception_type(_Lost), reraise=False
+    )
+    try:
+        return retrying(attempt)
+    except RetryError as e:
+        raise CommitConflictError(
+            f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
+            f"({e.last_attempt.attempt_number} attempts); nothing was committed"
+        ) from None
+
+
+def _result(
+    root: ObjectStore, log_store: ObjectStore, head: DatabaseVersion, version: int, names: Sequence[str]
+) -> DatabaseCommit:
+    """The answer to a commit that landed before, as ``version``: each written table as the
+    newest database version lists it."""
+    return DatabaseCommit(version, head, {name: member_manifest(root, log_store, head, name) for name in names})
+
+
+def _holds_commit(log_store: ObjectStore, key: str, commit_id: str, cause: StoreError) -> bool:
+    """After an ambiguous PUT of database version ``key``: whether it holds this commit."""
+    try:
+        blob = log_store.get(key)
+    except ObjectNotFoundError:
+        return False
+    except StoreError as e:
+        raise CommitStateUnknownError(
+            f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
+        ) from cause
+    return DatabaseVersion.from_json(blob.data, key=key, log_store=log_store).commit.commit_id == commit_id
+
+
+def versions(log_store: ObjectStore) -> Iterator[int]:
+    """The database versions that exist, oldest first."""
+    for info in log_store.list(MANIFEST_PREFIX):
+        number = version_of_manifest_key(info.key)
+        if number is not None:
+            yield number
