@@ -1,0 +1,363 @@
+"""Databases: several tables committed through one log, read at one version (docs/format.md section 13)."""
+
+from __future__ import annotations
+
+import gc
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import EVENTS, events, snapshot_of
+from faults import FaultyStore, SimulatedCrash, once
+
+import castable
+from castable.commit import read_pointer
+from castable.database import Database
+from castable.dblog import LOG_PREFIX
+from castable.errors import (
+    CommitConflictError,
+    CorruptObjectError,
+    DatabaseAlreadyExistsError,
+    DatabaseNotFoundError,
+    EmptyWriteError,
+    InvalidInputError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionClosedError,
+    VersionNotFoundError,
+)
+from castable.layout import POINTER_KEY, manifest_key
+
+LINES = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("qty", pa.int64())])
+
+
+def lines(order_ids: list[int]) -> pa.Table:
+    return pa.table({"order_id": order_ids, "qty": [1] * len(order_ids)}, schema=LINES)
+
+
+@pytest.fixture(params=["local", "s3"])
+def db_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str] | None]:
+    if request.param == "local":
+        return str(tmp_path / "db"), None
+    bucket = request.getfixturevalue("s3_bucket")
+    return f"s3://{bucket}/dbs/shop", request.getfixturevalue("s3_options")
+
+
+@pytest.fixture
+def shop(db_uri: tuple[str, dict | None]) -> Database:
+    """A database with ``orders`` (keyed by id, ids 0-9) and ``lines`` (two per order)."""
+    uri, options = db_uri
+    db = castable.create_database(uri, storage_options=options)
+    db.create_table("orders", EVENTS, primary_key="id").append(events(0, 10))
+    db.create_table("lines", LINES).append(lines([i for i in range(10) for _ in range(2)]))
+    return db
+
+
+def ids(t: castable.Table) -> list[int]:
+    return sorted(t.scan(["id"]).to_arrow().column("id").to_pylist())
+
+
+def order_ids(t: castable.Table) -> list[int]:
+    return sorted(t.scan(["order_id"]).to_arrow().column("order_id").to_pylist())
+
+
+def test_a_transaction_commits_every_table_as_one_version(shop: Database) -> None:
+    before = shop.version
+    with shop.transaction(commit_id="order-10") as tx:
+        tx.table("orders").append(events(10, 11))
+        tx.table("lines").append(lines([10, 10, 10]))
+        assert ids(tx.table("orders"))[-1] == 10, "a transaction reads its own writes"
+        assert ids(shop.table("orders"))[-1] == 9, "no one else sees them before the commit"
+    assert tx.version == before + 1 == shop.version
+    snap = shop.snapshot()
+    assert snap.tables == {"lines": 2, "orders": 2}
+    assert ids(snap.table("orders")) == list(range(11))
+    assert order_ids(snap.table("lines")).count(10) == 3
+    old = shop.snapshot(version=before)
+    assert ids(old.table("orders")) == list(range(10)) and 10 not in order_ids(old.table("lines"))
+    entry = shop.history(limit=1)[0]
+    assert (entry.version, entry.operation, entry.commit_id) == (tx.version, "transaction", "order-10")
+    assert entry.tables["orders"]["rows_added"] == 1 and entry.tables["lines"]["rows_added"] == 3
+
+
+def test_several_writes_to_one_table_in_a_transaction_are_one_table_version(shop: Database) -> None:
+    with shop.transaction() as tx:
+        orders = tx.table("orders")
+        orders.append(events(10, 20))
+        orders.delete("id >= 15")
+        orders.upsert(events(3, 4).set_column(2, "value", pa.array([99.0])))
+    table = shop.table("orders")
+    assert table.version == 2 and ids(table) == list(range(15))
+    assert table.to_arrow(filter="id = 3").column("value").to_pylist() == [99.0]
+    assert [h.operation for h in table.history()[:1]] == ["transaction"]
+    assert table.history()[0].summary["operations"][1]["operation"] == "delete"
+
+
+def test_the_same_commit_id_commits_a_transaction_once(shop: Database) -> None:
+    for _ in range(2):
+        with shop.transaction(commit_id="once") as tx:
+            tx.table("orders").append(events(10, 11))
+            tx.table("lines").append(lines([10]))
+    assert tx.version == shop.committed_version("once") == shop.version
+    assert ids(shop.table("orders")).count(10) == 1
+    assert order_ids(shop.table("lines")).count(10) == 1
+
+
+def test_a_member_table_opened_on_its_own_still_commits_through_the_database(
+    shop: Database, db_uri: tuple[str, dict | None]
+) -> None:
+    uri, options = db_uri
+    orders = castable.open_table(f"{uri}/orders", storage_options=options)
+    version = orders.append(events(10, 12), commit_id="alone")
+    assert version == 2 and ids(orders) == list(range(12))
+    assert shop.refresh().history(limit=1)[0].commit_id == "alone"
+    assert shop.snapshot().tables["orders"] == version
+    assert orders.append(events(10, 12), commit_id="alone") == version, "idempotent on its own too"
+
+
+def test_time_travel_by_database_version_and_time(shop: Database) -> None:
+    first = shop.snapshot()
+    with shop.transaction() as tx:
+        tx.table("orders").delete("id < 5")
+        tx.table("lines").delete("order_id < 5")
+    at = shop.snapshot(as_of=first.created_at)
+    assert at.version == first.version
+    assert ids(at.table("orders")) == list(range(10))
+    assert ids(shop.snapshot().table("orders")) == list(range(5, 10))
+    with pytest.raises(VersionNotFoundError, match="did not exist"):
+        shop.snapshot(as_of=first.created_at - timedelta(days=1))
+
+
+def test_transactions_on_the_same_table_rebase_by_its_rules(shop: Database) -> None:
+    first, second = shop.transaction(), shop.transaction()
+    first.begin(), second.begin()
+    first.table("orders").append(events(10, 11))
+    first.table("lines").append(lines([10]))
+    second.table("orders").delete("id = 3")
+    second.table("lines").delete("order_id = 3")
+    assert first.commit() + 1 == second.commit(), "a delete rebases over a concurrent append"
+    assert ids(shop.table("orders")) == [i for i in range(11) if i != 3]
+    assert 3 not in order_ids(shop.table("lines")) and 10 in order_ids(shop.table("lines"))
+
+
+def test_a_conflict_on_one_table_aborts_the_whole_transaction(shop: Database) -> None:
+    loser = shop.transaction()
+    loser.begin()
+    loser.table("lines").append(lines([77]))
+    loser.table("orders").overwrite(events(100, 101), where="id >= 100")
+    shop.table("orders").append(events(100, 102))  # adds rows the overwrite would replace
+    before = snapshot_of(shop.store)
+    with pytest.raises(CommitConflictError, match="overwrite"):
+        loser.commit()
+    changed = {k for k, v in snapshot_of(shop.store).items() if before.get(k) != v}
+    assert not [k for k in changed if "manifest" in k or POINTER_KEY in k], "nothing was committed"
+    assert 77 not in order_ids(shop.table("lines")), "the other table's write is not committed either"
+
+
+def test_transactions_on_disjoint_tables_both_commit_without_rebuilding(shop: Database) -> None:
+    a, b = shop.transaction(), shop.transaction()
+    a.begin(), b.begin()
+    a.table("orders").append(events(10, 11))
+    b.table("lines").append(lines([10]))
+    builds = []
+    original = b._writes["lines"].changes[0].build
+    b._writes["lines"].changes[0] = type(b._writes["lines"].changes[0])(
+        "append", lambda m: builds.append(m.version) or original(m)
+    )
+    assert (a.commit(), b.commit()) == (5, 6)
+    assert builds == [1], "the lines table was built once: the orders commit did not touch it"
+    assert shop.snapshot().tables == {"orders": 2, "lines": 2}
+
+
+def test_bad_table_names_are_refused_before_anything_is_written(shop: Database) -> None:
+    before = snapshot_of(shop.store)
+    for name in ["../orders", "a/b", "_database", "", ".hidden", "x" * 200, "-x", 3]:
+        with pytest.raises(InvalidInputError, match="not a table name inside the database"):
+            shop.create_table(name, EVENTS)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="not a table name inside the database"):
+            shop.table(name)  # type: ignore[arg-type]
+    with pytest.raises(TableNotFoundError, match="has no table 'nope'"):
+        shop.table("nope")
+    with pytest.raises(TableNotFoundError, match="has no table 'nope'"), shop.transaction() as tx:
+        tx.table("nope")
+    with pytest.raises(TableAlreadyExistsError):
+        shop.create_table("orders", EVENTS)
+    assert snapshot_of(shop.store) == before
+
+
+def test_an_empty_transaction_commits_nothing(shop: Database) -> None:
+    before = snapshot_of(shop.store)
+    with pytest.raises(EmptyWriteError, match="wrote to no table"), shop.transaction() as tx:
+        assert ids(tx.table("orders")) == list(range(10))
+    assert snapshot_of(shop.store) == before
+
+
+def test_a_transaction_left_open_commits_nothing_and_blocks_no_one(shop: Database) -> None:
+    tx = shop.transaction().begin()
+    tx.table("orders").append(events(10, 11))
+    shop.table("orders").append(events(20, 21))
+    with shop.transaction() as other:
+        other.table("lines").append(lines([20]))
+    assert ids(shop.table("orders")) == [*range(10), 20]
+    with pytest.warns(ResourceWarning, match="left open"):
+        del tx
+        gc.collect()
+    assert ids(shop.table("orders")) == [*range(10), 20]
+
+
+def test_a_transaction_cannot_be_used_outside_its_life(shop: Database) -> None:
+    tx = shop.transaction()
+    with pytest.raises(TransactionClosedError, match="is new"):
+        tx.table("orders")
+    with tx:
+        orders = tx.table("orders")
+        orders.append(events(10, 11))
+    with pytest.raises(TransactionClosedError, match="committed"):
+        orders.append(events(11, 12))
+    with pytest.raises(TransactionClosedError, match="already begun"), tx:
+        pass
+    with pytest.raises(ValueError, match="boom"), shop.transaction() as aborted:
+        aborted.table("orders").append(events(30, 31))
+        raise ValueError("boom")
+    with pytest.raises(TransactionClosedError, match="aborted"):
+        aborted.table("orders")
+    assert 30 not in ids(shop.table("orders"))
+
+
+def test_what_a_transaction_cannot_do_is_refused(shop: Database) -> None:
+    with shop.transaction() as tx:
+        orders = tx.table("orders")
+        with pytest.raises(InvalidInputError, match="commit_id"):
+            orders.append(events(10, 11), commit_id="mine")
+        with pytest.raises(InvalidInputError, match="maintenance"):
+            orders.gc()
+        with pytest.raises(InvalidInputError, match="cannot run inside a transaction"):
+            orders.alter().add_column("extra", pa.string()).commit()
+        with pytest.raises(InvalidInputError, match="cannot run inside a transaction"):
+            orders.restore(version=0)
+        orders.append(events(10, 11))
+    assert ids(shop.table("orders")) == list(range(11))
+
+
+def test_create_refuses_what_is_already_there(tmp_path: Path) -> None:
+    db = castable.create_database(str(tmp_path / "db"))
+    with pytest.raises(DatabaseAlreadyExistsError):
+        castable.create_database(str(tmp_path / "db"))
+    castable.create_table(str(tmp_path / "t"), EVENTS)
+    with pytest.raises(DatabaseAlreadyExistsError, match="a table"):
+        castable.create_database(str(tmp_path / "t"))
+    with pytest.raises(InvalidInputError, match="inside the database"):
+        castable.create_table(str(tmp_path / "db" / "loose"), EVENTS)
+    with pytest.raises(InvalidInputError, match="inside"):
+        castable.create_database(str(tmp_path / "t" / "inner"))
+    with pytest.raises(DatabaseNotFoundError):
+        castable.open_database(str(tmp_path / "nothing"))
+    assert db.tables() == []
+
+
+def test_a_malformed_database_version_is_a_clear_error_and_changes_nothing(shop: Database) -> None:
+    log = shop.store.child(LOG_PREFIX)
+    log.put(manifest_key(shop.version + 1), b'{"format": "castable-database", "format_version": 1}', if_none_match=True)
+    before = snapshot_of(shop.store)
+    with pytest.raises(CorruptObjectError, match="not a valid database version"):
+        castable.open_database(shop.uri, storage_options=_options(shop))
+    with pytest.raises(CorruptObjectError, match="not a valid database version"):
+        shop.table("orders").append(events(10, 11))
+    assert {k: v for k, v in snapshot_of(shop.store).items() if "manifest" in k} == {
+        k: v for k, v in before.items() if "manifest" in k
+    }
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "lines/segment/",  # a member's segment is written, the database version is not
+        f"{LOG_PREFIX}/manifest/",  # the commit point itself
+        "orders/manifest/",  # committed; the first member copy is not written
+        "lines/manifest/",  # committed; one member copy is written, the other is not
+        "orders/_latest_manifest",  # committed and copied; the member pointer lags
+        f"{LOG_PREFIX}/_latest_manifest",  # committed and copied; the database pointer lags
+    ],
+)
+@pytest.mark.parametrize("when", ["crash-before", "crash-after"])
+def test_a_writer_killed_at_any_step_leaves_no_half_transaction(shop: Database, step: str, when: str) -> None:
+    before = shop.snapshot()
+    crashing = Database.load(FaultyStore(shop.store, once("put", step, when)))
+    with pytest.raises(SimulatedCrash), crashing.transaction() as tx:
+        tx.table("lines").append(lines([10, 10]))
+        tx.table("orders").append(events(10, 11))
+    committed = step != "lines/segment/" and not (step == f"{LOG_PREFIX}/manifest/" and when == "crash-before")
+    reader = castable.open_database(shop.uri, storage_options=_options(shop))
+    snap = reader.snapshot()
+    assert snap.version == before.version + committed
+    assert (10 in ids(snap.table("orders"))) == committed
+    assert (10 in order_ids(snap.table("lines"))) == committed, "both tables or neither"
+    direct = castable.open_table(f"{shop.uri}/lines", storage_options=_options(shop))
+    assert (10 in order_ids(direct)) == committed, "a member read on its own agrees"
+    next_version = shop.table("orders").append(events(20, 21))
+    assert next_version == 2 + committed
+    for name in ("orders", "lines"):
+        member = shop.store.child(name)
+        numbers = sorted(int(i.key[-25:-5]) for i in member.list("manifest/"))
+        assert numbers == list(range(len(numbers))), "every committed version has its member copy"
+        assert read_pointer(member).version == numbers[-1]
+    assert read_pointer(shop.store.child(LOG_PREFIX)).version == shop.refresh().version
+    gc_report = shop.table("lines").gc(orphan_grace=timedelta(0))
+    assert (10 in order_ids(shop.table("lines"))) == committed, f"gc kept the committed files: {gc_report}"
+
+
+def test_a_lost_response_on_the_commit_point_is_recognised(shop: Database) -> None:
+    flaky = Database.load(FaultyStore(shop.store, once("put", f"{LOG_PREFIX}/manifest/", "lose-response")))
+    with flaky.transaction(commit_id="lost") as tx:
+        tx.table("orders").append(events(10, 11))
+        tx.table("lines").append(lines([10]))
+    assert tx.version == shop.refresh().version
+    assert shop.committed_version("lost") == tx.version
+    assert ids(shop.table("orders")).count(10) == 1
+
+
+def test_a_member_copy_written_outside_the_database_is_reported(shop: Database) -> None:
+    orders = shop.store.child("orders")
+    forged = json.loads(orders.get(manifest_key(1)).data)
+    forged["version"], forged["previous"] = 2, 1
+    forged["database"]["version"] = 99
+    orders.put(manifest_key(2), json.dumps(forged).encode(), if_none_match=True)
+    with pytest.raises(CorruptObjectError, match="written outside its database"):
+        shop.table("orders").append(events(10, 11))
+
+
+def test_erasure_across_tables_is_one_commit_and_complete(shop: Database) -> None:
+    before = shop.version
+    reports = shop.erase({"orders": "id = 4", "lines": "order_id = 4"}, purge=True, commit_id="gdpr-4")
+    assert shop.version == before + 1
+    assert shop.history(limit=1)[0].operation == "erase"
+    assert reports["orders"].rows_erased == 1 and reports["lines"].rows_erased == 2
+    for report in reports.values():
+        assert report.purge is not None and report.purge.verified and report.purge.objects_deleted
+    assert 4 not in ids(shop.table("orders")) and 4 not in order_ids(shop.table("lines"))
+    again = shop.erase({"orders": "id = 4", "lines": "order_id = 4"}, commit_id="gdpr-4")
+    assert shop.version == before + 1 and again["orders"].version == reports["orders"].version
+
+
+def test_member_maintenance_keeps_the_database_readable(shop: Database) -> None:
+    for i in range(10, 14):
+        shop.table("orders").append(events(i, i + 1))
+    orders = shop.table("orders")
+    orders.compact(min_file_size=1 << 30)
+    orders.expire(retain_versions=1)
+    orders.gc(orphan_grace=timedelta(0))
+    assert ids(shop.snapshot().table("orders")) == list(range(14))
+    assert order_ids(shop.snapshot().table("lines")) == sorted(i for i in range(10) for _ in range(2))
+
+
+def _options(db: Database) -> dict | None:
+    from castable.store import S3Store
+
+    store = db.store
+    if isinstance(store, FaultyStore):
+        store = store.inner
+    if isinstance(store, S3Store):
+        return {"endpoint_url": str(store.client.meta.endpoint_url), "region": "us-east-1"}
+    return None
