@@ -338,3 +338,45 @@ def add_columns(uri: str, options: dict | None, count: int) -> list[int]:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     table = castable.open_table(uri, storage_options=options)
     return [table.alter().add_column(f"c{i}", pa.int64(), default=i).commit() for i in range(count)]
+
+
+MOVER_IDS = 10
+"""Each mover owns this many ids, which it moves between tables ``a`` and ``b``."""
+
+
+def move_rows(uri: str, options: dict | None, worker: int, moves: int) -> int:
+    """Move this worker's rows between tables ``a`` and ``b``, one transaction per move: delete
+    from the table that holds the row, upsert into the other. Return the moves committed."""
+    import random
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    db = castable.open_database(uri, storage_options=options)
+    rng = random.Random(worker)
+    for _ in range(moves):
+        key = worker * 1000 + rng.randrange(MOVER_IDS)
+        with db.transaction() as tx:
+            a, b = tx.table("a"), tx.table("b")
+            source, target = (a, b) if a.count(filter=f"id = {key}") else (b, a)
+            row = source.to_arrow(filter=f"id = {key}")
+            source.delete(f"id = {key}")
+            target.upsert(row)
+    return moves
+
+
+def check_snapshots(uri: str, options: dict | None, expected: list[int], seconds: float) -> int:
+    """Read both tables at one database version, again and again for ``seconds``: every row
+    must be in exactly one of them. Return how many snapshots were checked."""
+    import time
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    db = castable.open_database(uri, storage_options=options)
+    checked, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline or checked < 3:
+        snap = db.refresh().snapshot()
+        a = snap.table("a").scan(["id"]).to_arrow().column("id").to_pylist()
+        b = snap.table("b").scan(["id"]).to_arrow().column("id").to_pylist()
+        assert sorted(a + b) == expected, f"database version {snap.version}: a={sorted(a)} b={sorted(b)}"
+        checked += 1
+    return checked
