@@ -466,3 +466,24 @@ def test_cli_alter_changes_the_schema_in_one_commit(tmp_path: Path, inputs: tupl
     doc = run_json("append", uri, str(wider), "--schema-mode", "merge")
     assert doc["summary"]["columns_added"] == ["source"]  # type: ignore[index]
     assert run("scan", uri, "--filter", "source = 'cli'", "--count").strip() == "1"
+
+
+def test_db_commands(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    db = str(tmp_path / "shop")
+    assert run_json("db", "create", db)["version"] == 0  # type: ignore[index]
+    made = run_json(
+        "db", "create-table", db, "orders", "--schema", "id:int64, category:string, value:float64", "-k", "id"
+    )
+    assert made == {"uri": Path(db, "orders").as_uri(), "database_version": 1, "version": 0}
+    run("db", "create-table", db, "lines", "--schema", "order_id:int64")
+    run("append", f"{db}/orders", str(inputs[0]))
+    assert run_json("db", "tables", db) == {"version": 3, "tables": {"lines": 0, "orders": 1}}
+    history = run_json("db", "history", db, "--limit", "1")
+    assert [(h["version"], h["operation"], list(h["tables"])) for h in history] == [(3, "append", ["orders"])]  # type: ignore[union-attr, index]
+    now = run_json("db", "snapshot", db, "--count")
+    assert now["rows"] == {"lines": 0, "orders": 500}  # type: ignore[index]
+    assert run_json("db", "snapshot", db, "--version", "2", "--count")["rows"] == {"lines": 0, "orders": 0}  # type: ignore[index]
+    assert "orders" in run("db", "tables", db) and "create_table" in run("db", "history", db)
+    assert "not a table name inside the database" in fails("db", "create-table", db, "../x", "--schema", "a:int64")
+    assert "no castable database" in fails("db", "tables", str(tmp_path / "nothing"))
+    assert "already has a table 'orders'" in fails("db", "create-table", db, "orders", "--schema", "a:int64")

@@ -754,6 +754,16 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise _Interrupted()
 
 
+def _add_db_commands() -> None:
+    """``castable db ...`` lives in its own module, which builds on this one's options."""
+    from castable.cli_db import db_app
+
+    app.add_typer(db_app, name="db")
+
+
+_add_db_commands()
+
+
 def main() -> None:
     """Entry point that turns castable errors into one line and exit status 1, and Ctrl-C into
     one line saying what became of a commit in flight and exit status 130."""

@@ -1,0 +1,116 @@
+"""``castable db``: databases on the command line (a thin layer over ``castable.database``).
+
+Member tables are also plain tables to every other command: ``castable scan <db>/<name>``
+reads one, and its writes commit through the database log.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table as RichTable
+
+import castable
+from castable.cli import AsJson, CommitId, StorageOption, _dumps, _emit, _options, console
+from castable.types import parse_schema
+
+db_app = typer.Typer(help="Databases: several tables, one commit point, one snapshot.", no_args_is_help=True)
+
+
+def _open_db(uri: str, options: list[str] | None) -> castable.Database:
+    return castable.open_database(uri, storage_options=_options(options))
+
+
+@db_app.command("create")
+def create(uri: str, storage_option: StorageOption = None, as_json: AsJson = False) -> None:
+    """Create an empty database (a prefix that holds tables and their one log)."""
+    db = castable.create_database(uri, storage_options=_options(storage_option))
+    _emit(as_json, f"created database {db.uri} (version {db.version})", {"uri": db.uri, "version": db.version})
+
+
+@db_app.command("create-table")
+def create_table(
+    uri: str,
+    name: str,
+    schema: Annotated[str, typer.Option(help="NAME:TYPE,... e.g. 'id:int64, amount:decimal128(10, 2)'.")],
+    primary_key: Annotated[str | None, typer.Option("--primary-key", "-k")] = None,
+    prop: Annotated[list[str] | None, typer.Option("--property", "-p", help="KEY=VALUE table property.")] = None,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Add an empty table to the database (read and write it as <uri>/<name>)."""
+    db = _open_db(uri, storage_option)
+    table = db.create_table(
+        name, parse_schema(schema), primary_key=primary_key, properties=_options(prop), commit_id=commit_id
+    )
+    doc = {"uri": table.uri, "database_version": db.version, "version": table.version}
+    _emit(as_json, f"created table {table.uri} in database version {db.version}", doc)
+
+
+@db_app.command("tables")
+def tables(uri: str, storage_option: StorageOption = None, as_json: AsJson = False) -> None:
+    """List the tables with their versions at the newest database version."""
+    snap = _open_db(uri, storage_option).snapshot()
+    if as_json:
+        console.print(_dumps({"version": snap.version, "tables": snap.tables}))
+        return
+    shown = RichTable("table", "version", title=f"{snap.database.uri} at database version {snap.version}")
+    for name, version in snap.tables.items():
+        shown.add_row(name, str(version))
+    console.print(shown)
+
+
+@db_app.command("history")
+def history(
+    uri: str,
+    limit: Annotated[int | None, typer.Option(help="Most recent commits to show.")] = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """List the database's commits, newest first, with what each did to each table."""
+    db = _open_db(uri, storage_option)
+    entries = db.history(limit=limit)
+    if as_json:
+        docs = [
+            {
+                "version": h.version,
+                "timestamp": h.timestamp,
+                "operation": h.operation,
+                "commit_id": h.commit_id,
+                "tables": h.tables,
+            }
+            for h in entries
+        ]
+        console.print(_dumps(docs))
+        return
+    shown = RichTable("version", "time", "operation", "commit_id", "tables", title=db.uri)
+    for h in entries:
+        shown.add_row(str(h.version), h.timestamp.isoformat(), h.operation, h.commit_id, _dumps(h.tables))
+    console.print(shown)
+
+
+@db_app.command("snapshot")
+def snapshot(
+    uri: str,
+    version: Annotated[int | None, typer.Option(help="Database version to describe.")] = None,
+    as_of: Annotated[str | None, typer.Option(help="Describe the version current at this ISO 8601 time.")] = None,
+    count: Annotated[bool, typer.Option("--count", help="Also count each table's live rows.")] = False,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Every table's version at one database version (the newest, --version or --as-of)."""
+    snap = _open_db(uri, storage_option).snapshot(version, as_of)
+    rows = {name: snap.table(name).count() for name in snap.tables} if count else {}
+    if as_json:
+        doc = {"version": snap.version, "created_at": snap.created_at, "tables": snap.tables}
+        if count:
+            doc["rows"] = rows
+        console.print(_dumps(doc))
+        return
+    title = f"{snap.database.uri} at database version {snap.version} ({snap.created_at.isoformat()})"
+    shown = RichTable("table", "version", *(["rows"] if count else []), title=title)
+    for name, table_version in snap.tables.items():
+        shown.add_row(name, str(table_version), *([f"{rows[name]:,}"] if count else []))
+    console.print(shown)
