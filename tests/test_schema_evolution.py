@@ -79,6 +79,20 @@ def test_a_dropped_column_never_comes_back_even_under_its_old_name(table: castab
     assert field_id(table.schema.field("category")) == 4
 
 
+def test_a_dropped_columns_id_is_not_given_again_by_a_handle_opened_later(table: castable.Table) -> None:
+    table.alter().drop_column("value").commit()
+    reopened = castable.open_table(table.uri, storage_options=_options(table))
+    reopened.alter().add_column("later", pa.int64()).commit()
+    assert field_id(reopened.schema.field("later")) == 4, "id 3 belonged to the dropped column"
+
+
+def test_a_handle_that_changed_the_schema_deletes_after_another_handles_append(table: castable.Table) -> None:
+    table.alter().add_column("extra", pa.string()).commit()
+    other(table).append(events(100, 101).append_column("extra", pa.array(["x"])))
+    table.delete("id = 5")
+    assert 5 not in [r["id"] for r in rows(table.refresh())] and len(rows(table)) == 100
+
+
 def test_widening_keeps_values_and_statistics_ordering(table_uri: tuple[str, dict | None]) -> None:
     uri, options = table_uri
     schema = pa.schema(
@@ -373,3 +387,8 @@ def test_splice_erase_of_a_file_without_ids_after_a_rename(tmp_path: object) -> 
     assert t.count() == n - 1
     assert t.scan(filter="id = 12346").to_arrow().column("v2").null_count == 0
     assert t.scan(filter="v2 >= 0").count() == n - 1
+
+
+def _options(t: castable.Table) -> dict | None:
+    client = getattr(t.store, "client", None)
+    return None if client is None else {"endpoint_url": str(client.meta.endpoint_url), "region": "us-east-1"}

@@ -8,15 +8,23 @@ from typing import Any
 import pyarrow as pa
 
 from castable.errors import CorruptObjectError, SchemaMismatchError
-from castable.evolution import check_ids, field_id
+from castable.evolution import LAST_ID, check_ids, field_id
 
 
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
     """The manifest form: the Arrow IPC schema (authoritative) plus a readable column list."""
     return {
-        "arrow": base64.b64encode(schema.remove_metadata().serialize().to_pybytes()).decode(),
+        "arrow": base64.b64encode(_kept_metadata(schema).serialize().to_pybytes()).decode(),
         "columns": [_column(f) for f in schema],
     }
+
+
+def _kept_metadata(schema: pa.Schema) -> pa.Schema:
+    """The schema without metadata other engines put there (pandas'), but with the highest column
+    id ever given, so a dropped column's id is never given again after the manifest is read."""
+    last = (schema.metadata or {}).get(LAST_ID)
+    bare = schema.remove_metadata()
+    return bare if last is None else bare.with_metadata({LAST_ID: last})
 
 
 def _column(f: pa.Field) -> dict[str, Any]:
