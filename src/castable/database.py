@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from castable import dblog
-from castable.commit import Change, CommitResult, NextState, encode_pointer, now, stage
+from castable.commit import Change, CommitResult, NextState, Pointer, encode_pointer, now, stage
 from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
 from castable.entries import CommitInfo
 from castable.erase import MODES as ERASE_MODES
@@ -88,16 +88,20 @@ class Database:
 
     transactional = False
 
-    def __init__(self, root: ObjectStore, head: DatabaseVersion, pending: list[DatabaseVersion]) -> None:
+    def __init__(
+        self, root: ObjectStore, head: DatabaseVersion, pointer: Pointer, pending: list[DatabaseVersion]
+    ) -> None:
         self.store = root
         self._log = root.child(LOG_PREFIX)
         self._head = head
         self._pending = pending
+        self._pointers: dict[str, Pointer] = {LOG_PREFIX: pointer}
+        self._manifests: dict[str, Manifest] = {}
 
     @classmethod
     def load(cls, root: ObjectStore) -> Database:
-        head, _, pending = dblog.load_head(root.child(LOG_PREFIX))
-        return cls(root, head, pending)
+        head, pointer, pending = dblog.load_head(root.child(LOG_PREFIX))
+        return cls(root, head, pointer, pending)
 
     @classmethod
     def of_member(cls, store: ObjectStore, manifest: Manifest) -> Database:
@@ -157,7 +161,7 @@ class Database:
 
     def refresh(self) -> Database:
         """Load the newest committed version."""
-        head, _, pending = dblog.load_head(self._log, self._head)
+        head, self._pointers[LOG_PREFIX], pending = dblog.load_head(self._log, self._head)
         self._adopt(head, pending)
         return self
 
@@ -228,11 +232,19 @@ class Database:
         return Table(self.store.child(check_name(name)), self._member(self._head, name), None, owner=self)
 
     def _member(self, at: DatabaseVersion, name: str) -> Manifest:
-        if check_name(name) not in at.tables:
+        """Table ``name`` at database version ``at``; the newest one read of each table is kept."""
+        member = at.tables.get(check_name(name))
+        if member is None:
             raise TableNotFoundError(
                 f"database {self.uri} has no table {name!r} at version {at.version}; it has {sorted(at.tables)}"
             )
-        return dblog.member_manifest(self.store, self._log, at, name)
+        kept = self._manifests.get(name)
+        if kept is not None and (kept.table_uuid, kept.version) == (member.table_uuid, member.version):
+            return kept
+        manifest = dblog.member_manifest(self.store, self._log, at, name)
+        if kept is None or kept.version < manifest.version:
+            self._manifests[name] = manifest
+        return manifest
 
     # -------------------------------------------------------------------- writes
 
@@ -329,7 +341,7 @@ class Database:
         creates: Mapping[str, Manifest] | None = None,
     ) -> dblog.DatabaseCommit:
         timeouts = [TableProperties.parse(w.base.properties).commit_timeout_seconds for w in writes or []]
-        return dblog.commit(
+        result = dblog.commit(
             self.store,
             self._head,
             writes=writes or [],
@@ -337,9 +349,15 @@ class Database:
             operation=operation,
             commit_id=commit_id,
             pending=self._pending,
+            pointers=self._pointers,
             timeout=max(timeouts, default=TableProperties.parse({}).commit_timeout_seconds),
             on_newer_head=self._adopt,
         )
+        for name, manifest in result.tables.items():
+            kept = self._manifests.get(name)
+            if kept is None or kept.version <= manifest.version:
+                self._manifests[name] = manifest
+        return result
 
     # ------------------------------------------------- Owner, for member tables
 
@@ -361,8 +379,8 @@ class Database:
     def before_maintenance(self, table: Table) -> None:
         """Write the table's own copies of every committed version first: gc keeps only the
         files that a table's own manifests reference."""
-        head, pointer, pending = dblog.load_head(self._log, self._head)
-        dblog.catch_up(self.store, pending, pointer)
+        head, self._pointers[LOG_PREFIX], pending = dblog.load_head(self._log, self._head)
+        dblog.roll_forward(self.store, pending, self._pointers)
         self._adopt(head, [])
 
     def __repr__(self) -> str:

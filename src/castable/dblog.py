@@ -23,7 +23,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
@@ -63,6 +64,7 @@ from castable.store import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LOG_PREFIX = "_database"
 """The log's folder under the database root; member names cannot start with ``_``."""
@@ -251,40 +253,47 @@ def member_manifest(root: ObjectStore, log_store: ObjectStore, at: DatabaseVersi
         return member_manifest(root, log_store, committing, name)
 
 
-def roll_forward(root: ObjectStore, version: DatabaseVersion) -> None:
-    """Write the members' copies of the table versions ``version`` commits and move their
-    pointers. Anyone may do it, any number of times: each copy is put with If-None-Match, and
-    a copy already there must be this commit's."""
-
-    def copy(name: str) -> Callable[[], None]:
-        def run() -> None:
-            member = version.tables[name]
-            store = root.child(name)
-            key = manifest_key(member.version)
-            try:
-                store.put(key, version.manifests[name], if_none_match=True)
-            except PreconditionFailedError:
-                found = read_manifest(store, member.version, member.table_uuid)
-                if found.database is None or found.database.version != version.version:
-                    raise CorruptObjectError(
-                        f"{store.uri}/{key} was not written by database version {version.version}: the table "
-                        "was written outside its database"
-                    ) from None
-            advance_pointer(store, member.version, None)
-
-        return run
-
-    for _ in read_ahead(iter([copy(name) for name in sorted(version.manifests)]), depth=len(version.manifests)):
-        pass
-
-
-def catch_up(root: ObjectStore, pending: Sequence[DatabaseVersion], pointer: Pointer | None) -> None:
-    """Roll ``pending`` forward, oldest first, then move the database pointer to the newest of
-    them: what a writer does before it commits on top of them."""
+def roll_forward(root: ObjectStore, pending: Sequence[DatabaseVersion], pointers: dict[str, Pointer]) -> None:
+    """Write the members' copies of the table versions ``pending`` commit (oldest first), then
+    move the database pointer and the members' pointers to the newest. Anyone may do it, any
+    number of times: each copy is put with If-None-Match, and a copy already there must be this
+    commit's. ``pointers`` holds the last pointers seen (the log's under ``LOG_PREFIX``), so a
+    pointer this process moved last moves again with one request; it is updated."""
     for version in pending:
-        roll_forward(root, version)
-    if pending:
-        advance_pointer(root.child(LOG_PREFIX), pending[-1].version, pointer)
+        _parallel([partial(_copy, root, version, name) for name in sorted(version.manifests)])
+    if not pending:
+        return
+    targets = {LOG_PREFIX: pending[-1].version}
+    for version in pending:
+        targets |= {name: version.tables[name].version for name in version.manifests}
+
+    def move(name: str, target: int) -> None:
+        moved = advance_pointer(root.child(name), target, pointers.get(name))
+        if moved is not None:
+            pointers[name] = moved
+
+    _parallel([partial(move, name, target) for name, target in targets.items()])
+
+
+def _copy(root: ObjectStore, version: DatabaseVersion, name: str) -> None:
+    """Write member ``name``'s copy of the table version that ``version`` commits."""
+    member = version.tables[name]
+    store = root.child(name)
+    key = manifest_key(member.version)
+    try:
+        store.put(key, version.manifests[name], if_none_match=True)
+    except PreconditionFailedError:
+        found = read_manifest(store, member.version, member.table_uuid)
+        if found.database is None or found.database.version != version.version:
+            raise CorruptObjectError(
+                f"{store.uri}/{key} was not written by database version {version.version}: the table "
+                "was written outside its database"
+            ) from None
+
+
+def _parallel(tasks: list[Callable[[], T]]) -> list[T]:
+    """Run independent requests (one per table) at once on the shared pool."""
+    return list(read_ahead(iter(tasks), depth=len(tasks)))
 
 
 @dataclass
@@ -320,6 +329,7 @@ def commit(
     operation: str,
     commit_id: str,
     pending: Sequence[DatabaseVersion] = (),
+    pointers: dict[str, Pointer] | None = None,
     timeout: float = 120.0,
     on_newer_head: Callable[[DatabaseVersion, list[DatabaseVersion]], None] | None = None,
 ) -> DatabaseCommit:
@@ -331,17 +341,20 @@ def commit(
     itself (DESIGN section 4) and may raise ``CommitConflictError``, which aborts the whole
     transaction. ``pending`` are the versions above the pointer that ``base`` was loaded with:
     they are rolled forward first, since a commit moves the pointer past them. The members'
-    copies of this commit are written (rolled forward) before it returns.
+    copies of this commit are written (rolled forward) before it returns. ``pointers`` are the
+    pointers last seen (see :func:`roll_forward`).
     """
     log_store = root.child(LOG_PREFIX)
+    log_store.check_conditional_writes()
     creates = dict(creates or {})
+    pointers = {} if pointers is None else pointers
     state: dict[str, Any] = {"head": base}
     built: dict[tuple[str, int], Manifest] = {}
-    catch_up(root, pending, None)
+    roll_forward(root, pending, pointers)
 
     def rebase() -> None:
-        head, pointer, newer = load_head(log_store, state["head"])
-        catch_up(root, newer, pointer)
+        head, pointers[LOG_PREFIX], newer = load_head(log_store, state["head"])
+        roll_forward(root, newer, pointers)
         state["head"] = head
         if on_newer_head is not None:
             on_newer_head(head, [])
@@ -378,7 +391,8 @@ def commit(
         if taken:
             raise TableAlreadyExistsError(f"the database already has table(s) {taken}; nothing was committed")
         created: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
-        staged = {w.name: table_version(head, w, created) for w in writes}
+        built_now = _parallel([partial(table_version, head, w, created) for w in writes])
+        staged = {w.name: m for w, m in zip(writes, built_now, strict=True)}
         staged |= {
             name: replace(m, database=Membership(head.database_uuid, name, head.version + 1))
             for name, m in creates.items()
@@ -413,7 +427,7 @@ def commit(
     def landed(version: DatabaseVersion, staged: dict[str, Manifest]) -> DatabaseCommit:
         left: list[DatabaseVersion] = []
         try:
-            catch_up(root, [version], None)
+            roll_forward(root, [version], pointers)
         except StoreError as e:  # committed all the same: whoever commits next rolls it forward
             log.warning("could not roll database version %d forward: %s", version.version, e)
             left.append(version)

@@ -120,7 +120,8 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def child(self, name: str) -> ObjectStore:
-        """The store rooted at ``name`` (one path segment) under this root."""
+        """The store rooted at ``name`` (one path segment) under this root; it counts its
+        requests in this store's ``stats``."""
 
     @abstractmethod
     def check_conditional_writes(self) -> None:

@@ -55,7 +55,9 @@ class LocalStore(ObjectStore):
         return [LocalStore(p) for p in self.root.parents]
 
     def child(self, name: str) -> ObjectStore:
-        return LocalStore(self._path(name))
+        store = LocalStore(self._path(name))
+        store.stats = self.stats
+        return store
 
     def _path(self, key: str) -> Path:
         if not key or key.startswith("/") or ".." in key.split("/"):

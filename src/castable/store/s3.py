@@ -156,7 +156,10 @@ class S3Store(ObjectStore):
         ]
 
     def child(self, name: str) -> ObjectStore:
-        return S3Store(self.bucket, self._key(name), self.client, single_writer=self.single_writer)
+        store = S3Store(self.bucket, self._key(name), self.client, single_writer=self.single_writer)
+        store.stats = self.stats
+        store._bare_if_match = self._bare_if_match
+        return store
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
