@@ -226,3 +226,43 @@ def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeyp
     assert second["started"] + second["debounced"] == ["events"]  # AWS answers a same-name start idempotently
     executions = sfn.list_executions(stateMachineArn=aws["maintenance"])["executions"]
     assert len([e for e in executions if e["name"].startswith("events-tombstones-")]) == 1
+
+
+@pytest.fixture
+def shop(s3_bucket: str, s3_endpoint: str) -> castable.Database:
+    """A database on S3 with ``orders`` and ``lines`` (two lines per order)."""
+    import pyarrow as pa
+
+    db = castable.create_database(
+        f"s3://{s3_bucket}/shop", storage_options={"endpoint_url": s3_endpoint, "region": "us-east-1"}
+    )
+    db.create_table("orders", EVENTS, primary_key="id").append(events(0, 200))
+    lines = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("qty", pa.int64())])
+    db.create_table("lines", lines).append(pa.table({"order_id": [i // 2 for i in range(400)], "qty": [1] * 400}))
+    return db
+
+
+def test_erasure_workflow_erases_across_the_tables_of_a_database(aws: dict[str, str], shop: castable.Database) -> None:
+    request = {"database": shop.uri, "tables": {"orders": "id = 42", "lines": "order_id = 42"}, "commit_id": "gdpr-db"}
+    d = run(aws["erasure"], request)
+    assert d["status"] == "SUCCEEDED", failures(d)
+    receipt = json.loads(d["output"])
+    assert receipt["database"] == shop.uri and receipt["commit_id"] == "gdpr-db"
+    by_table = {r["table"].rsplit("/", 1)[1]: r for r in receipt["tables"]}
+    assert set(by_table) == {"orders", "lines"} and all(r["verified"] for r in by_table.values())
+    assert sum(s["rows_erased"] for s in by_table["lines"]["files_spliced"]) == 2
+    tombstoned = [h for h in shop.refresh().history() if h.commit_id == "gdpr-db/tombstone"]
+    assert len(tombstoned) == 1 and set(tombstoned[0].tables) == {"orders", "lines"}, "one commit hid both"
+    snap = shop.snapshot()
+    assert 42 not in snap.table("orders").to_arrow().column("id").to_pylist()
+    assert 42 not in snap.table("lines").to_arrow().column("order_id").to_pylist()
+
+
+def test_erasure_workflow_refuses_a_table_name_outside_the_database(
+    aws: dict[str, str], shop: castable.Database
+) -> None:
+    version = shop.version
+    d = run(aws["erasure"], {"database": shop.uri, "tables": {"../orders": "id = 1"}, "commit_id": "bad"})
+    assert d["status"] == "FAILED"
+    assert "not a table name inside the database" in json.dumps(failures(d))
+    assert shop.refresh().version == version

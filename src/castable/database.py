@@ -488,6 +488,11 @@ class Transaction:
             self._tables[name] = Table(store, self.database._member(base, name), None, owner=self)
         return self._tables[name]
 
+    @property
+    def tables_written(self) -> list[str]:
+        """The tables the transaction has written so far."""
+        return sorted(self._writes)
+
     def commit(self) -> int:
         """Commit every write as one database version; return it."""
         self._open()
