@@ -29,6 +29,14 @@ Each table also sets what a landed Parquet file with columns the table lacks doe
 columns to the table (one ``alter`` commit, as nullable columns) before the batch is appended,
 and a file lacking some nullable columns reads them as NULL.
 
+With ``CASTABLE_DATABASE`` (s3://bucket/prefix of a database) instead of ``CASTABLE_TABLE``, a
+batch goes to several tables in one transaction: a landed ``<name>.manifest.json`` names the
+files beside it and the table each goes to (``{"tables": {"orders": ["orders.parquet"],
+"lines": ["lines.csv"]}}``); when it lands, every file it names is checked against its table
+and all of them are appended in one commit of the database, or none (a bad file or a bad
+manifest sends the manifest and its files to the dead-letter prefix). Data files are left
+where they land until the manifest naming them arrives.
+
 Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_LANDING``
 (s3://bucket/prefix/ the function ingests from), ``CASTABLE_DEAD_LETTER_PREFIX`` (default
 ``landing-failed/``), ``CASTABLE_INGEST_MODE`` (``append`` or ``upsert``), ``CASTABLE_OP_COLUMN``
@@ -54,6 +62,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import castable
 from castable import sources
@@ -191,8 +200,8 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
     return Landed(bucket, key, info.etag, rows, lambda: opened().batches)
 
 
-def _dead_letter(batch: _Batch, bucket: str, key: str, reason: str) -> None:
-    target = batch.dead_letter_prefix + key
+def _dead_letter(dead_letter_prefix: str, bucket: str, key: str, reason: str) -> None:
+    target = dead_letter_prefix + key
     _s3().copy_object(Bucket=bucket, Key=target, CopySource={"Bucket": bucket, "Key": key})
     _s3().put_object(Bucket=bucket, Key=target + ".reason.json", Body=json.dumps({"source": key, "reason": reason}))
     _s3().delete_object(Bucket=bucket, Key=key)
@@ -216,7 +225,7 @@ def _make_record_handler(batch: _Batch) -> Any:
             try:
                 landed = _open(batch, bucket, key)
             except BadFileError as e:
-                _dead_letter(batch, bucket, key, str(e))
+                _dead_letter(batch.dead_letter_prefix, bucket, key, str(e))
                 continue
             if landed is not None and all(f.source_id != landed.source_id for f in batch.landed):
                 batch.landed.append(landed)
@@ -240,12 +249,145 @@ def _add_columns(table: castable.Table, landed: list[Landed], commit_id: str) ->
     logger.info("columns added", extra={"version": version, "columns": [c.name for c in fresh]})
 
 
+# ------------------------------------------------------------------ several tables, one transaction
+
+MANIFEST_SUFFIX = ".manifest.json"
+"""A landed object whose name ends so names the files of one batch and the table each goes to."""
+
+
+class TargetsDocument(BaseModel):
+    """A batch manifest: ``{"tables": {"orders": ["orders.parquet"], "lines": ["lines.csv"]}}``,
+    the files named relative to the manifest's folder."""
+
+    model_config = ConfigDict(extra="forbid")
+    tables: dict[str, list[str]] = Field(min_length=1)
+
+
+@dataclass
+class _Manifests:
+    database: castable.Database
+    landing_bucket: str
+    landing_prefix: str
+    dead_letter_prefix: str
+
+    def targets(self, key: str, data: bytes) -> dict[str, list[str]]:
+        """The manifest's tables and the landing keys of their files, checked; ``BadFileError`` if not."""
+        try:
+            doc = TargetsDocument.model_validate_json(data)
+        except ValidationError as e:
+            raise BadFileError(f'not a batch manifest ({{"tables": {{table: [files]}}}}): {e}') from None
+        folder = key.rpartition("/")[0]
+        targets = {}
+        for name, files in doc.tables.items():
+            keys = [f"{folder}/{f}" if folder else f for f in files]
+            outside = [f for f, k in zip(files, keys, strict=True) if not _inside(self, k) or k == key]
+            if outside or not files:
+                raise BadFileError(f"table {name!r}: files outside the landing prefix, or none: {outside}")
+            targets[name] = keys
+        return targets
+
+    def append(self, key: str) -> None:
+        """Append every file a landed manifest names to its table, all in one transaction."""
+        landing = S3Store(self.landing_bucket, "", _s3())
+        try:
+            info = landing.head(key)
+        except ObjectNotFoundError:
+            logger.info("already ingested or removed", extra={"key": key})
+            return
+        commit_id = "ingest-" + hashlib.sha256(f"{self.landing_bucket}/{key}@{info.etag}".encode()).hexdigest()[:32]
+        db = self.database.refresh()
+        if db.committed_version(commit_id) is not None:
+            logger.info("already ingested by another invocation", extra={"key": key})
+            self._remove(key, self.targets(key, landing.get(key).data))
+            return
+        try:
+            targets = self.targets(key, landing.get(key).data)
+            opened = {name: [self._open(name, k) for k in keys] for name, keys in targets.items()}
+        except BadFileError as e:
+            for k in [key, *_named(landing, key)]:
+                _dead_letter(self.dead_letter_prefix, self.landing_bucket, k, str(e))
+            return
+        tx = db.transaction(commit_id=commit_id).begin()
+        for name, landed in opened.items():
+            table = tx.table(name)
+            pending = [f for f in landed if f.source_id not in table.manifest.recent_commits]
+            if any(f.rows for f in pending):
+                stream = (b for f in pending for b in f.batches())
+                table.append(stream, source_ids=sorted(f.source_id for f in pending))
+        if tx.tables_written:
+            version = tx.commit()
+            rows = sum(f.rows for landed in opened.values() for f in landed)
+            metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
+            logger.info("ingested", extra={"database_version": version, "tables": tx.tables_written, "rows": rows})
+        else:
+            tx.abort()
+        self._remove(key, targets)
+
+    def _open(self, name: str, key: str) -> Landed:
+        try:
+            table = self.database.table(name)
+        except (castable.TableNotFoundError, castable.InvalidInputError) as e:
+            raise BadFileError(str(e)) from None
+        batch = _Batch(table, self.landing_bucket, self.landing_prefix, self.dead_letter_prefix, [])
+        landed = _open(batch, self.landing_bucket, key)
+        if landed is None:
+            raise BadFileError(f"{key}, named by the manifest for table {name!r}, does not exist")
+        return landed
+
+    def _remove(self, key: str, targets: dict[str, list[str]]) -> None:
+        for k in [*(k for keys in targets.values() for k in keys), key]:
+            _s3().delete_object(Bucket=self.landing_bucket, Key=k)
+
+
+def _inside(manifests: _Manifests, key: str) -> bool:
+    return key.startswith(manifests.landing_prefix) and ".." not in key.split("/") and "//" not in key
+
+
+def _named(landing: S3Store, key: str) -> list[str]:
+    """The landing keys a (possibly malformed) manifest names that exist: they go to the
+    dead-letter prefix with it."""
+    try:
+        doc = json.loads(landing.get(key).data)
+        folder = key.rpartition("/")[0]
+        keys = [f"{folder}/{f}" for files in doc["tables"].values() for f in files if isinstance(f, str)]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [k for k in dict.fromkeys(keys) if ".." not in k.split("/") and k != key and landing.exists(k)]
+
+
+def _make_manifest_handler(manifests: _Manifests) -> Any:
+    def record_handler(record: SQSRecord) -> None:
+        notification = S3Event(json.loads(record.body))
+        if "Records" not in notification.raw_event:
+            return
+        for s3_record in notification.records:
+            if not s3_record.event_name.startswith("ObjectCreated"):
+                continue
+            bucket, key = s3_record.s3.bucket.name, unquote_plus(s3_record.s3.get_object.key)
+            if bucket != manifests.landing_bucket or not _inside(manifests, key):
+                metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
+                logger.warning("skipped: outside the landing prefix", extra={"bucket": bucket, "key": key})
+            elif key.endswith(MANIFEST_SUFFIX):
+                manifests.append(key)
+            else:
+                logger.info("a data file: appended when the manifest naming it lands", extra={"key": key})
+
+    return record_handler
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     landing_bucket, landing_prefix = _landing(os.environ["CASTABLE_LANDING"])
+    dead_letter_prefix = os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
+    if os.environ.get("CASTABLE_DATABASE"):
+        manifests = _Manifests(
+            castable.open_database(os.environ["CASTABLE_DATABASE"]), landing_bucket, landing_prefix, dead_letter_prefix
+        )
+        processor = BatchProcessor(event_type=EventType.SQS)
+        return dict(process_partial_response(event, _make_manifest_handler(manifests), processor, context))
     mode, op_column, schema_mode = _mode(
         os.environ.get("CASTABLE_INGEST_MODE", "append"),
         os.environ.get("CASTABLE_OP_COLUMN"),
@@ -255,7 +397,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         table=open_table(os.environ["CASTABLE_TABLE"]),
         landing_bucket=landing_bucket,
         landing_prefix=landing_prefix,
-        dead_letter_prefix=os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/"),
+        dead_letter_prefix=dead_letter_prefix,
         landed=[],
         mode=mode,
         op_column=op_column,

@@ -388,3 +388,78 @@ def test_ingest_refuses_merge_outside_append_mode(ingest_env: Table, monkeypatch
     monkeypatch.setenv("CASTABLE_INGEST_MODE", "upsert")
     with pytest.raises(ValueError, match="CASTABLE_SCHEMA_MODE"):
         ingest.handler(sqs_event(ingest_env.store.bucket, []), Context())  # type: ignore[attr-defined]
+
+
+LINES = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("qty", pa.int64())])
+
+
+@pytest.fixture
+def db_ingest_env(s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> castable.Database:
+    """A database with ``orders`` and ``lines`` whose ingest takes batch manifests from ``landing/``."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    db = castable.create_database(f"s3://{s3_bucket}/shop")
+    db.create_table("orders", EVENTS, primary_key="id")
+    db.create_table("lines", LINES)
+    monkeypatch.delenv("CASTABLE_TABLE", raising=False)
+    monkeypatch.setenv("CASTABLE_DATABASE", db.uri)
+    monkeypatch.setenv("CASTABLE_LANDING", f"s3://{s3_bucket}/landing/")
+    return db
+
+
+def _land_batch(db: castable.Database, folder: str, manifest: object, files: dict[str, pa.Table]) -> str:
+    s3, bucket = db.store.client, db.store.bucket  # type: ignore[attr-defined]
+    for name, data in files.items():
+        buf = io.BytesIO()
+        pq.write_table(data, buf)
+        s3.put_object(Bucket=bucket, Key=f"{folder}/{name}", Body=buf.getvalue())
+    key = f"{folder}/batch.manifest.json"
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(manifest).encode())
+    return key
+
+
+def test_ingest_appends_a_manifests_files_to_several_tables_in_one_commit(db_ingest_env: castable.Database) -> None:
+    from lambdas import ingest
+
+    db = db_ingest_env
+    bucket, s3 = db.store.bucket, db.store.client  # type: ignore[attr-defined]
+    orders, lines = events(1, 3), pa.table({"order_id": [1, 1, 2], "qty": [5, 6, 7]}, schema=LINES)
+    files = {"orders.parquet": orders, "lines.parquet": lines}
+    key = _land_batch(db, "landing/b1", {"tables": {"orders": ["orders.parquet"], "lines": ["lines.parquet"]}}, files)
+    before = db.version
+    early = sqs_event(bucket, ["landing/b1/orders.parquet"])
+    assert ingest.handler(early, Context()) == {"batchItemFailures": []}
+    assert db.refresh().version == before, "a data file waits for its manifest"
+    event = sqs_event(bucket, [key, "landing/b1/lines.parquet"])
+    assert ingest.handler(event, Context()) == {"batchItemFailures": []}
+    assert db.refresh().version == before + 1, "one commit for both tables"
+    snap = db.snapshot()
+    assert snap.table("orders").count() == 2 and snap.table("lines").count() == 3
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="landing/")
+    assert ingest.handler(event, Context()) == {"batchItemFailures": []}, "a duplicate delivery changes nothing"
+    assert db.refresh().version == before + 1
+
+
+@pytest.mark.parametrize(
+    ("manifest", "reason"),
+    [
+        ({"tables": {"orders": ["orders.parquet"], "nope": ["lines.parquet"]}}, "has no table 'nope'"),
+        ({"tables": {"orders": ["orders.parquet"], "../x": ["lines.parquet"]}}, "not a table name"),
+        ({"tables": {"orders": ["../../elsewhere.parquet"]}}, "outside the landing prefix"),
+        ({"tables": {"orders": ["orders.parquet"], "lines": ["missing.parquet"]}}, "does not exist"),
+        ({"tables": {"orders": ["orders.parquet"], "lines": ["orders.parquet"]}}, "does not match the table"),
+        ({"files": ["orders.parquet"]}, "not a batch manifest"),
+    ],
+)
+def test_ingest_dead_letters_a_bad_manifest_and_commits_none_of_it(
+    db_ingest_env: castable.Database, manifest: object, reason: str
+) -> None:
+    from lambdas import ingest
+
+    db = db_ingest_env
+    bucket, s3 = db.store.bucket, db.store.client  # type: ignore[attr-defined]
+    key = _land_batch(db, "landing/b2", manifest, {"orders.parquet": events(1, 3)})
+    before = snapshot_of(db.store)
+    assert ingest.handler(sqs_event(bucket, [key]), Context()) == {"batchItemFailures": []}
+    assert snapshot_of(db.store) == before, "nothing committed to any table"
+    why = s3.get_object(Bucket=bucket, Key=f"landing-failed/{key}.reason.json")["Body"].read().decode()
+    assert reason in why, why
