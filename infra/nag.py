@@ -21,9 +21,12 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
     """Each accepted finding (cdk-nag's exact id) and why it is acceptable."""
     bucket = _logical_id(stack.bucket)
     prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*"]
-    for t in stack.config.tables:
-        prefixes += [f"tables/{t.name}/*", f"tables/{t.name}/data/*", f"landing/{t.name}/*"]
-        prefixes += [f"landing-failed/landing/{t.name}/*", f"tables/{t.name}/{PROBE_PREFIX}*"]
+    roots = [(f"tables/{t.name}/", t.name) for t in stack.config.tables]
+    roots += [(f"databases/{d.name}/", d.name) for d in stack.config.databases]
+    for root, name in roots:
+        prefixes += [f"{root}*", f"{root}data/*", f"landing/{name}/*"]
+        prefixes += [f"landing-failed/landing/{name}/*", f"{root}{PROBE_PREFIX}*"]
+    prefixes += [f"databases/{d.name}/*/data/*" for d in stack.config.databases]
     findings = {
         f"AwsSolutions-IAM4[{BASIC_EXECUTION}]": "AWSLambdaBasicExecutionRole only lets a function write its own "
         "logs, as AWS recommends; every data permission is an inline, prefix-scoped statement.",

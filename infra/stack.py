@@ -28,7 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from castable.sources import EXTENSIONS
+from castable.sources import EXTENSIONS, MANIFEST_SUFFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
 
@@ -79,8 +79,25 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class DatabaseConfig:
+    """A database of the deployment (``s3://<bucket>/databases/<name>/``): its tables commit
+    through one log. A batch manifest landing under ``landing/<name>/`` appends the files it
+    names to several tables in one transaction (lambdas/ingest.py)."""
+
+    name: str
+    tables: list[TableConfig] = field(default_factory=list)
+    """Member tables to maintain on their schedules (members are created with the library or CLI)."""
+    ingest_concurrency: int = 2
+    ingest_memory_mb: int = 1024
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tables", [t if isinstance(t, TableConfig) else TableConfig(**t) for t in self.tables])
+
+
+@dataclass(frozen=True)
 class CastableConfig:
     tables: list[TableConfig] = field(default_factory=lambda: [TableConfig("events")])
+    databases: list[DatabaseConfig] = field(default_factory=list)
     versioned: bool = False
     incomplete_upload_days: int = 2
     emr_release: str = "emr-7.5.0"
@@ -119,6 +136,10 @@ class CastableStack(Stack):
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
+        self.database_uris = {d.name: f"s3://{self.bucket.bucket_name}/databases/{d.name}" for d in config.databases}
+        self.prefixes = [f"tables/{t.name}/" for t in config.tables] + [
+            f"databases/{d.name}/" for d in config.databases
+        ]
         code = function_code()
         self.ingest_functions: dict[str, lambda_.Function] = {}
         self.functions = {
@@ -136,7 +157,9 @@ class CastableStack(Stack):
             if name != "trigger":
                 self._grant_tables(fn)
         for table in config.tables:
-            self._ingest(table, code)
+            self._ingest_table(table, code)
+        for database in config.databases:
+            self._ingest_database(database, code)
         self.erasure = self._state_machine("erasure", ["tombstone", "erasure", "splice"])
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
         self._schedules()
@@ -172,13 +195,11 @@ class CastableStack(Stack):
             },
         )
 
-    def _grant_tables(
-        self, fn: lambda_.Function, tables: list[TableConfig] | None = None, *, delete: bool = True
-    ) -> None:
-        """Read/write (and with ``delete``, delete) under the table prefixes only (``tables``, default
-        all); listing restricted to them. Without ``delete`` a function may delete only the scratch
-        keys of castable's store probe."""
-        prefixes = [f"tables/{t.name}/" for t in (tables or self.config.tables)]
+    def _grant_tables(self, fn: lambda_.Function, prefixes: list[str] | None = None, *, delete: bool = True) -> None:
+        """Read/write (and with ``delete``, delete) under the table and database prefixes only
+        (``prefixes``, default all); listing restricted to them. Without ``delete`` a function may
+        delete only the scratch keys of castable's store probe."""
+        prefixes = prefixes or self.prefixes
         actions = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:AbortMultipartUpload"]
         actions.append("s3:ListMultipartUploadParts")
         if delete:
@@ -213,38 +234,74 @@ class CastableStack(Stack):
             **kwargs,  # type: ignore[arg-type]
         )
 
-    def _ingest(self, table: TableConfig, code: lambda_.Code) -> None:
+    def _ingest_table(self, table: TableConfig, code: lambda_.Code) -> None:
         """Per table: a landing queue with its dead letters, fed by the table's landing prefix, and an
         ingest function of its own, scoped to that table, at most ``ingest_concurrency`` at a time."""
-        name = table.name.replace("-", " ").replace("_", " ").title().replace(" ", "")
-        dead_letters = self._queue(f"Landing{name}DeadLetters", retention_period=Duration.days(14))
+        environment = {
+            "CASTABLE_TABLE": self.table_uris[table.name],
+            "CASTABLE_INGEST_MODE": table.ingest_mode,
+            "CASTABLE_SCHEMA_MODE": table.schema_mode,
+        }
+        if table.op_column is not None:
+            environment["CASTABLE_OP_COLUMN"] = table.op_column
+        description = f"{table.ingest_mode.title()} Parquet, CSV and JSON Lines files landing in landing/{table.name}/"
+        self.ingest_functions[table.name] = self._ingest(
+            table.name,
+            f"tables/{table.name}/",
+            environment,
+            LANDING_SUFFIXES,
+            description,
+            code,
+            memory=table.ingest_memory_mb,
+            concurrency=table.ingest_concurrency,
+        )
+
+    def _ingest_database(self, database: DatabaseConfig, code: lambda_.Code) -> None:
+        """Per database: the same, fed by the batch manifests landing under its landing prefix."""
+        description = f"Append the files of each batch manifest landing in landing/{database.name}/, in one commit"
+        self.ingest_functions[database.name] = self._ingest(
+            database.name,
+            f"databases/{database.name}/",
+            {"CASTABLE_DATABASE": self.database_uris[database.name]},
+            (MANIFEST_SUFFIX,),
+            description,
+            code,
+            memory=database.ingest_memory_mb,
+            concurrency=database.ingest_concurrency,
+        )
+
+    def _ingest(
+        self,
+        name: str,
+        prefix: str,
+        environment: dict[str, str],
+        suffixes: tuple[str, ...],
+        description: str,
+        code: lambda_.Code,
+        *,
+        memory: int,
+        concurrency: int,
+    ) -> lambda_.Function:
+        """A landing queue with its dead letters, fed by ``landing/<name>/`` keys ending in
+        ``suffixes``, and an ingest function scoped to ``prefix`` and that landing prefix."""
+        construct = name.replace("-", " ").replace("_", " ").title().replace(" ", "")
+        dead_letters = self._queue(f"Landing{construct}DeadLetters", retention_period=Duration.days(14))
         queue = self._queue(
-            f"Landing{name}",
+            f"Landing{construct}",
             visibility_timeout=Duration.seconds(6 * 900),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
-        fn = self._function(
-            "ingest",
-            code,
-            f"{table.ingest_mode.title()} Parquet, CSV and JSON Lines files landing in landing/{table.name}/",
-            900,
-            table.ingest_memory_mb,
-            f"Ingest{name}",
-        )
-        self.ingest_functions[table.name] = fn
-        self._grant_tables(fn, [table], delete=False)
-        fn.add_environment("CASTABLE_TABLE", self.table_uris[table.name])
-        fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{table.name}/")
+        fn = self._function("ingest", code, description, 900, memory, f"Ingest{construct}")
+        self._grant_tables(fn, [prefix], delete=False)
+        fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{name}/")
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
-        fn.add_environment("CASTABLE_INGEST_MODE", table.ingest_mode)
-        fn.add_environment("CASTABLE_SCHEMA_MODE", table.schema_mode)
-        if table.op_column is not None:
-            fn.add_environment("CASTABLE_OP_COLUMN", table.op_column)
-        for suffix in LANDING_SUFFIXES:
+        for key, value in environment.items():
+            fn.add_environment(key, value)
+        for suffix in suffixes:
             self.bucket.add_event_notification(
                 s3.EventType.OBJECT_CREATED,
                 s3n.SqsDestination(queue),
-                s3.NotificationKeyFilter(prefix=f"landing/{table.name}/", suffix=suffix),
+                s3.NotificationKeyFilter(prefix=f"landing/{name}/", suffix=suffix),
             )
         fn.add_event_source(
             sources.SqsEventSource(
@@ -252,18 +309,19 @@ class CastableStack(Stack):
                 batch_size=50,
                 max_batching_window=Duration.seconds(30),
                 report_batch_item_failures=True,
-                max_concurrency=table.ingest_concurrency,
+                max_concurrency=concurrency,
             )
         )
         fn.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:DeleteObject", "s3:PutObject"],
                 resources=[
-                    self.bucket.arn_for_objects(f"landing/{table.name}/*"),
-                    self.bucket.arn_for_objects(f"landing-failed/landing/{table.name}/*"),
+                    self.bucket.arn_for_objects(f"landing/{name}/*"),
+                    self.bucket.arn_for_objects(f"landing-failed/landing/{name}/*"),
                 ],
             )
         )
+        return fn
 
     # -------------------------------------------------------------- state machines
 
@@ -286,23 +344,32 @@ class CastableStack(Stack):
         return machine
 
     def _schedules(self) -> None:
+        """A maintenance schedule per table, a database's members included (keyed ``<db>/<member>``)."""
+        maintained = [(t.name, self.table_uris[t.name], t) for t in self.config.tables] + [
+            (f"{d.name}/{t.name}", f"{self.database_uris[d.name]}/{t.name}", t)
+            for d in self.config.databases
+            for t in d.tables
+        ]
         self.maintenance_inputs = {
-            t.name: {
-                "table": self.table_uris[t.name],
+            key: {
+                "table": uri,
                 "retain_versions": t.retain_versions,
                 "retain_hours": t.retain_hours,
                 "grace_hours": t.grace_hours,
             }
-            for t in self.config.tables
+            for key, uri, t in maintained
         }
-        for t in self.config.tables:
-            payload = self.maintenance_inputs[t.name]
+        for key, _, t in maintained:
             events.Rule(
                 self,
-                f"Maintain{t.name.title()}",
-                description=f"castable maintenance of table {t.name}",
+                "Maintain" + key.replace("/", " ").replace("-", " ").replace("_", " ").title().replace(" ", ""),
+                description=f"castable maintenance of table {key}",
                 schedule=events.Schedule.expression(t.schedule),
-                targets=[targets.SfnStateMachine(self.maintenance, input=events.RuleTargetInput.from_object(payload))],
+                targets=[
+                    targets.SfnStateMachine(
+                        self.maintenance, input=events.RuleTargetInput.from_object(self.maintenance_inputs[key])
+                    )
+                ],
             )
         self._tombstone_trigger()
 
@@ -322,7 +389,10 @@ class CastableStack(Stack):
                 detail_type=["Object Created"],
                 detail={
                     "bucket": {"name": [self.bucket.bucket_name]},
-                    "object": {"key": [{"wildcard": f"tables/{t.name}/tombstone/*"} for t in self.config.tables]},
+                    "object": {
+                        "key": [{"wildcard": f"tables/{t.name}/tombstone/*"} for t in self.config.tables]
+                        + [{"wildcard": f"databases/{d.name}/*/tombstone/*"} for d in self.config.databases]
+                    },
                 },
             ),
             targets=[targets.SqsQueue(queue)],
@@ -338,7 +408,8 @@ class CastableStack(Stack):
 
     def _emr_role(self) -> iam.Role:
         """The job role of the Spark ingest job: read its inputs and the tables, write data files
-        (``tables/*/data/``) and logs, and commit only through the commit function."""
+        (``tables/*/data/``, and ``databases/*/<member>/data/``) and logs, and commit only through the
+        commit function."""
         role = iam.Role(
             self,
             "EmrJobRole",
@@ -348,12 +419,15 @@ class CastableStack(Stack):
             ),
             description="castable Spark jobs: write Parquet under tables/*/data/ and call the commit function",
         )
-        tables = [f"tables/{t.name}/" for t in self.config.tables]
-        landing = [f"landing/{t.name}/" for t in self.config.tables]
+        tables = self.prefixes
+        landing = [f"landing/{t.name}/" for t in self.config.tables] + [
+            f"landing/{d.name}/" for d in self.config.databases
+        ]
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:PutObject", "s3:AbortMultipartUpload"],
-                resources=[self.bucket.arn_for_objects(f"{p}data/*") for p in tables]
+                resources=[self.bucket.arn_for_objects(f"tables/{t.name}/data/*") for t in self.config.tables]
+                + [self.bucket.arn_for_objects(f"databases/{d.name}/*/data/*") for d in self.config.databases]
                 + [self.bucket.arn_for_objects(f"{EMR_LOGS}*")],
             )
         )

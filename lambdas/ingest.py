@@ -67,6 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 import castable
 from castable import sources
 from castable.register import check_key, check_schema
+from castable.sources import MANIFEST_SUFFIX
 from castable.stats import file_stats
 from castable.store import ObjectNotFoundError, S3Store
 from lambdas._runtime import logger, metrics, open_table, tracer
@@ -250,9 +251,6 @@ def _add_columns(table: castable.Table, landed: list[Landed], commit_id: str) ->
 
 
 # ------------------------------------------------------------------ several tables, one transaction
-
-MANIFEST_SUFFIX = ".manifest.json"
-"""A landed object whose name ends so names the files of one batch and the table each goes to."""
 
 
 class TargetsDocument(BaseModel):

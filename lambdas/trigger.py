@@ -1,6 +1,7 @@
 """Trigger Lambda: start table maintenance when tombstone files pile up, at most once per window.
 
-EventBridge sends S3 "Object Created" events for ``tables/<name>/tombstone/`` to an SQS queue;
+EventBridge sends S3 "Object Created" events for ``tables/<name>/tombstone/`` (and a database
+member's ``databases/<db>/<name>/tombstone/``, known as ``<db>/<name>``) to an SQS queue;
 this function drains it in batches and starts the maintenance state machine once per table and
 debounce window. The execution name is ``<table>-tombstones-<window>``, so Step Functions itself
 refuses a second start in the same window: a burst of deletes starts one run.
@@ -25,13 +26,16 @@ from lambdas._runtime import logger, metrics, tracer
 
 
 def tables_in(event: dict[str, Any]) -> set[str]:
-    """Table names whose tombstone prefix received an object, from SQS-wrapped EventBridge events."""
+    """Tables whose tombstone prefix received an object, from SQS-wrapped EventBridge events: a
+    table's name, or ``<db>/<name>`` for a database member."""
     names = set()
     for record in event.get("Records", []):
         key = json.loads(record["body"]).get("detail", {}).get("object", {}).get("key", "")
         parts = key.split("/")
         if len(parts) > 3 and parts[0] == "tables" and parts[2] == "tombstone":
             names.add(parts[1])
+        elif len(parts) > 4 and parts[0] == "databases" and parts[3] == "tombstone":
+            names.add(f"{parts[1]}/{parts[2]}")
     return names
 
 
@@ -50,7 +54,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             continue
         try:
             sfn.start_execution(
-                stateMachineArn=machine, name=f"{name}-tombstones-{window}", input=json.dumps(inputs[name])
+                stateMachineArn=machine,
+                name=f"{name.replace('/', '--')}-tombstones-{window}",
+                input=json.dumps(inputs[name]),
             )
             started.append(name)
         except ClientError as e:

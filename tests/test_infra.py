@@ -295,3 +295,24 @@ def test_every_nag_acknowledgment_has_a_reason() -> None:
     stack = app.build(cdk.App(context={"aws:cdk:bundling-stacks": []}))
     for finding, reason in accepted_findings(stack).items():
         assert finding.startswith("AwsSolutions-") and len(reason) > 40
+
+
+def test_a_database_gets_a_manifest_ingest_function_and_maintenance_of_its_members(tmp_path: Path) -> None:
+    databases = [{"name": "shop", "tables": [{"name": "orders"}, {"name": "lines", "schedule": "rate(1 day)"}]}]
+    t = synth(tmp_path, databases=databases)
+    functions = resources(t, "AWS::Lambda::Function")
+    ingest = [
+        f["Properties"]["Environment"]["Variables"]
+        for f in functions.values()
+        if f["Properties"].get("Handler") == "lambdas.ingest.handler"
+        and "CASTABLE_DATABASE" in f["Properties"]["Environment"]["Variables"]
+    ]
+    assert len(ingest) == 1 and "/databases/shop" in json.dumps(ingest[0]["CASTABLE_DATABASE"])
+    assert "landing/shop/" in json.dumps(ingest[0]["CASTABLE_LANDING"])
+    notes = json.dumps(resources(t, "Custom::S3BucketNotifications"))
+    assert '"landing/shop/"' in notes and '".manifest.json"' in notes
+    rules = json.dumps(resources(t, "AWS::Events::Rule"))
+    assert "databases/shop/orders" in rules and "databases/shop/lines" in rules
+    assert "databases/shop/*/tombstone/*" in rules
+    granted = json.dumps(statements(t))
+    assert "/databases/shop/*" in granted

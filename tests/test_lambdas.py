@@ -463,3 +463,11 @@ def test_ingest_dead_letters_a_bad_manifest_and_commits_none_of_it(
     assert snapshot_of(db.store) == before, "nothing committed to any table"
     why = s3.get_object(Bucket=bucket, Key=f"landing-failed/{key}.reason.json")["Body"].read().decode()
     assert reason in why, why
+
+
+def test_the_trigger_knows_database_members_by_their_path() -> None:
+    from lambdas import trigger
+
+    keys = ["tables/events/tombstone/2026/x.del", "databases/shop/orders/tombstone/2026/y.del", "databases/shop/_x"]
+    event = {"Records": [{"body": json.dumps({"detail": {"object": {"key": k}}})} for k in keys]}
+    assert trigger.tables_in(event) == {"events", "shop/orders"}

@@ -45,6 +45,10 @@ EXTENSIONS: dict[str, Format] = {
 _BLOCK_SIZE = 4 * 1024 * 1024
 """Bytes of CSV or JSON parsed at a time (one read each, a ranged GET on S3)."""
 
+MANIFEST_SUFFIX = ".manifest.json"
+"""A landed object whose name ends so is a batch manifest: it names files landed beside it and
+the table of a database each goes to (the ingest function appends them in one transaction)."""
+
 
 @dataclass(frozen=True)
 class CsvOptions:
