@@ -48,3 +48,20 @@ def test_cli_section_runs_as_written(tmp_path: Path) -> None:
     assert "already committed as version 1" in done.stdout
     assert '{"version": 3, "count": 3}' in done.stdout
     assert "is not damaged" in done.stdout
+
+
+def test_database_section_runs_as_written(tmp_path: Path) -> None:
+    section = "## Databases: several tables, one commit"
+    script = tmp_path / "db.py"
+    script.write_text(block(section, "python"))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["1", "3", "{'lines': 2, 'orders': 2} 1", "[9.5]", "2 append"]
+    shell = tmp_path / "db.sh"
+    shell.write_text(block(section, "bash"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", str(shell)], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "created table" in done.stdout and "database version 2" in done.stdout

@@ -232,11 +232,13 @@ class Versioned(Protocol):
 V = TypeVar("V", bound=Versioned)
 
 
-def load_newest(store: ObjectStore, read: Callable[[int], V], known: V | None = None) -> tuple[V, Pointer]:
+def load_newest(
+    store: ObjectStore, read: Callable[[int], V], known: V | None = None, *, done: Callable[[V], bool] | None = None
+) -> tuple[V, Pointer]:
     """The newest committed entry of the log in ``store``: from the pointer (or from ``known``,
     an entry already in hand, if that is newer), then forward while ``v<N+1>`` exists, each
     entry read with ``read``. Three requests when the pointer is current, however far behind
-    ``known`` is."""
+    ``known`` is. An entry for which ``done`` holds ends the search where it is."""
     for _ in range(3):
         try:
             pointer = read_pointer(store)
@@ -257,17 +259,20 @@ def load_newest(store: ObjectStore, read: Callable[[int], V], known: V | None = 
             f"{store.uri}/{POINTER_KEY} names version {pointer.version}, whose manifest "
             f"{manifest_key(pointer.version)} does not exist"
         )
-    while True:
+    while done is None or not done(entry):
         try:
             entry = read(entry.version + 1)
         except VersionNotFoundError:
-            return entry, pointer
+            break
+    return entry, pointer
 
 
 def load_latest(
     store: ObjectStore, *, known: Manifest | None = None, table_uuid: str | None = None
 ) -> tuple[Manifest, Pointer]:
-    """The newest committed version of the table in ``store`` (see :func:`load_newest`)."""
+    """The newest committed version of the table in ``store`` (see :func:`load_newest`); for a
+    table of a database, the first version found, which names the database to read it through
+    (its own pointer is not moved by commits)."""
     owner = table_uuid or (known.table_uuid if known is not None else None)
 
     def read(version: int) -> Manifest:
@@ -276,7 +281,7 @@ def load_latest(
         owner = manifest.table_uuid
         return manifest
 
-    return load_newest(store, read, known)
+    return load_newest(store, read, known, done=lambda m: m.database is not None)
 
 
 def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> Pointer | None:

@@ -17,6 +17,7 @@ hold them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -34,6 +35,7 @@ from castable.commit import (
     _discard,
     advance_pointer,
     backoff,
+    encode_pointer,
     load_newest,
     now,
     read_manifest,
@@ -51,7 +53,7 @@ from castable.errors import (
     VersionNotFoundError,
 )
 from castable.filelist import SEGMENTS
-from castable.layout import MANIFEST_PREFIX, manifest_key, version_of_manifest_key
+from castable.layout import MANIFEST_PREFIX, POINTER_KEY, manifest_key, version_of_manifest_key
 from castable.manifest import INLINE_COMMITS, Manifest, Membership, RecentCommits, _format_time, _parse_time
 from castable.readahead import read_ahead
 from castable.segment import SegmentRef
@@ -255,24 +257,17 @@ def member_manifest(root: ObjectStore, log_store: ObjectStore, at: DatabaseVersi
 
 def roll_forward(root: ObjectStore, pending: Sequence[DatabaseVersion], pointers: dict[str, Pointer]) -> None:
     """Write the members' copies of the table versions ``pending`` commit (oldest first), then
-    move the database pointer and the members' pointers to the newest. Anyone may do it, any
-    number of times: each copy is put with If-None-Match, and a copy already there must be this
-    commit's. ``pointers`` holds the last pointers seen (the log's under ``LOG_PREFIX``), so a
-    pointer this process moved last moves again with one request; it is updated."""
+    move the database pointer to the newest. Anyone may do it, any number of times: each copy
+    is put with If-None-Match, and a copy already there must be this commit's. ``pointers``
+    holds the database pointer last seen (under ``LOG_PREFIX``), so a pointer this process
+    moved last moves again with one request; it is updated. The members' own pointers are left
+    where they are: a member is read through its database, and expiry moves them."""
     for version in pending:
         _parallel([partial(_copy, root, version, name) for name in sorted(version.manifests)])
-    if not pending:
-        return
-    targets = {LOG_PREFIX: pending[-1].version}
-    for version in pending:
-        targets |= {name: version.tables[name].version for name in version.manifests}
-
-    def move(name: str, target: int) -> None:
-        moved = advance_pointer(root.child(name), target, pointers.get(name))
+    if pending:
+        moved = advance_pointer(root.child(LOG_PREFIX), pending[-1].version, pointers.get(LOG_PREFIX))
         if moved is not None:
-            pointers[name] = moved
-
-    _parallel([partial(move, name, target) for name, target in targets.items()])
+            pointers[LOG_PREFIX] = moved
 
 
 def _copy(root: ObjectStore, version: DatabaseVersion, name: str) -> None:
@@ -289,6 +284,9 @@ def _copy(root: ObjectStore, version: DatabaseVersion, name: str) -> None:
                 f"{store.uri}/{key} was not written by database version {version.version}: the table "
                 "was written outside its database"
             ) from None
+    if member.version == 0:  # a new member gets its pointer, which names version 0 from then on
+        with contextlib.suppress(PreconditionFailedError):
+            store.put(POINTER_KEY, encode_pointer(0), if_none_match=True)
 
 
 def _parallel(tasks: list[Callable[[], T]]) -> list[T]:
