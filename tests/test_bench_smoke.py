@@ -51,6 +51,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             (),
         ),
         (
+            "bench_database.py",
+            "database.md",
+            ("| local |", "| moto |"),
+            ("transaction over 10 tables", "database"),
+            (),
+            (),
+        ),
+        (
             "bench_scale.py",
             "scale.md",
             ("| local store |", "| moto S3 over HTTP |"),
