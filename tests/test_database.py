@@ -156,6 +156,26 @@ def test_a_conflict_on_one_table_aborts_the_whole_transaction(shop: Database) ->
     assert 77 not in order_ids(shop.table("lines")), "the other table's write is not committed either"
 
 
+def test_racing_upserts_in_transactions_keep_one_row_per_key_the_later_commits(shop: Database) -> None:
+    first, second = shop.transaction().begin(), shop.transaction().begin()
+    first.table("orders").upsert(events(3, 4).set_column(2, "value", pa.array([1.0])))
+    first.table("lines").append(lines([3]))
+    second.table("orders").upsert(events(3, 4).set_column(2, "value", pa.array([2.0])))
+    first.commit(), second.commit()
+    assert shop.table("orders").to_arrow(filter="id = 3").column("value").to_pylist() == [2.0]
+    assert ids(shop.table("orders")) == list(range(10))
+
+
+def test_a_transaction_planned_before_a_schema_change_conflicts(shop: Database) -> None:
+    tx = shop.transaction().begin()
+    tx.table("lines").append(lines([11]))
+    tx.table("orders").delete("id = 1")
+    shop.table("orders").alter().add_column("note", pa.string()).commit()
+    with pytest.raises(CommitConflictError, match="schema"):
+        tx.commit()
+    assert 11 not in order_ids(shop.table("lines")) and 1 in ids(shop.table("orders"))
+
+
 def test_transactions_on_disjoint_tables_both_commit_without_rebuilding(shop: Database) -> None:
     a, b = shop.transaction(), shop.transaction()
     a.begin(), b.begin()
@@ -185,6 +205,14 @@ def test_bad_table_names_are_refused_before_anything_is_written(shop: Database) 
     with pytest.raises(TableAlreadyExistsError):
         shop.create_table("orders", EVENTS)
     assert snapshot_of(shop.store) == before
+
+
+def test_a_retried_create_table_returns_the_table_it_created(shop: Database) -> None:
+    first = shop.create_table("refunds", EVENTS, commit_id="create-refunds")
+    again = shop.create_table("refunds", EVENTS, commit_id="create-refunds")
+    assert (first.manifest.table_uuid, again.version) == (again.manifest.table_uuid, 0)
+    with pytest.raises(TableAlreadyExistsError):
+        shop.create_table("refunds", EVENTS)
 
 
 def test_an_empty_transaction_commits_nothing(shop: Database) -> None:

@@ -268,6 +268,8 @@ class Database:
             database=Membership(self._head.database_uuid, name, 0),
         )
         self.refresh()
+        if self.committed_version(commit_id) is not None:  # a retry of a create that landed
+            return self.table(name)
         if name in self._head.tables:
             raise TableAlreadyExistsError(f"database {self.uri} already has a table {name!r}")
         store = self.store.child(name)
