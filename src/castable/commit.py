@@ -232,6 +232,36 @@ class Versioned(Protocol):
 V = TypeVar("V", bound=Versioned)
 
 
+class Timed(Versioned, Protocol):
+    @property
+    def created_at(self) -> datetime: ...
+
+
+T = TypeVar("T", bound=Timed)
+
+
+def entry_as_of(read: Callable[[int], T], oldest: int, latest: T, as_of: datetime) -> T | None:
+    """The newest entry of a log created at or before ``as_of`` (``created_at`` grows with the
+    version, so a binary search between ``oldest`` and ``latest``); ``None`` if there is none.
+    An entry ``read`` cannot find (expired) counts as older."""
+    if latest.created_at <= as_of:
+        return latest
+    lo, hi = oldest, latest.version
+    found: T | None = None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            entry = read(mid)
+        except VersionNotFoundError:
+            lo = mid + 1
+            continue
+        if entry.created_at <= as_of:
+            found, lo = entry, mid + 1
+        else:
+            hi = mid
+    return found
+
+
 def load_newest(
     store: ObjectStore, read: Callable[[int], V], known: V | None = None, *, done: Callable[[V], bool] | None = None
 ) -> tuple[V, Pointer]:

@@ -19,13 +19,14 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from castable import dblog
-from castable.commit import Change, CommitResult, NextState, Pointer, encode_pointer, now, stage
+from castable.commit import Change, CommitResult, NextState, Pointer, encode_pointer, entry_as_of, now, stage
 from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
 from castable.entries import CommitInfo
 from castable.erase import MODES as ERASE_MODES
@@ -192,16 +193,7 @@ class Database:
         if as_of.tzinfo is None:
             as_of = as_of.astimezone()
         head = self.refresh()._head
-        if head.created_at <= as_of:
-            return head
-        lo, hi, found = 0, head.version, None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            at = dblog.read_version(self._log, mid, head.database_uuid)
-            if at.created_at <= as_of:
-                found, lo = at, mid + 1
-            else:
-                hi = mid
+        found = entry_as_of(partial(dblog.read_version, self._log, database_uuid=head.database_uuid), 0, head, as_of)
         if found is None:
             raise VersionNotFoundError(f"the database at {self.uri} did not exist at {as_of.isoformat()}")
         return found

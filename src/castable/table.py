@@ -24,6 +24,7 @@ from castable.commit import (
     check_sources,
     commit,
     encode_pointer,
+    entry_as_of,
     load_latest,
     now,
     read_manifest,
@@ -359,21 +360,12 @@ class Table:
         if as_of.tzinfo is None:
             as_of = as_of.astimezone()
         latest = self.refresh()._manifest
-        if latest.created_at <= as_of:
-            return latest
-        lo, hi = retention_floor(self.store), latest.version
-        found: Manifest | None = None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            try:
-                m = read_manifest(self.store, mid, latest.table_uuid)
-            except VersionNotFoundError:
-                lo = mid + 1
-                continue
-            if m.created_at <= as_of:
-                found, lo = m, mid + 1
-            else:
-                hi = mid
+        found = entry_as_of(
+            partial(read_manifest, self.store, table_uuid=latest.table_uuid),
+            retention_floor(self.store),
+            latest,
+            as_of,
+        )
         if found is None:
             raise VersionNotFoundError(f"no retained version of {self.uri} existed at {as_of.isoformat()}")
         return found
