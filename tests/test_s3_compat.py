@@ -63,6 +63,24 @@ def test_a_store_that_ignores_conditional_writes_is_refused_before_anything_is_w
     assert snapshot_of(store_from_uri(uri, options)) == {}, "nothing of the table was written"
 
 
+def test_a_database_on_a_store_that_ignores_conditional_writes_is_refused(
+    s3rver_uri: tuple[str, dict[str, str]],
+) -> None:
+    uri, options = s3rver_uri
+    with pytest.raises(castable.UnsafeStoreError):
+        castable.create_database(uri, storage_options=options)
+    assert snapshot_of(store_from_uri(uri, options)) == {}, "nothing of the database was written"
+    single = castable.create_database(uri, storage_options={**options, "single_writer": True})
+    single.create_table("t", EVENTS, primary_key="id").append(events(0, 3))
+    unsafe = castable.open_database(uri, storage_options=options)
+    before = snapshot_of(unsafe.store)
+    with pytest.raises(castable.UnsafeStoreError):
+        unsafe.table("t").append(events(3, 4))
+    with pytest.raises(castable.UnsafeStoreError), unsafe.transaction() as tx:
+        tx.table("t").delete("id = 1")
+    assert snapshot_of(unsafe.store) == before, "a writer that did not opt in wrote nothing"
+
+
 def test_single_writer_mode_works_and_refuses_a_second_create(s3rver_uri: tuple[str, dict[str, str]]) -> None:
     """A user with exactly one writer may opt in; a second create still overwrites nothing, and a
     writer that did not opt in is refused before it uploads a data file."""

@@ -265,7 +265,9 @@ def roll_forward(root: ObjectStore, pending: Sequence[DatabaseVersion], pointers
     for version in pending:
         _parallel([partial(_copy, root, version, name) for name in sorted(version.manifests)])
     if pending:
-        moved = advance_pointer(root.child(LOG_PREFIX), pending[-1].version, pointers.get(LOG_PREFIX))
+        log_store = root.child(LOG_PREFIX)
+        log_store.check_conditional_writes()  # the If-Match form this store wants (probed once per process)
+        moved = advance_pointer(log_store, pending[-1].version, pointers.get(LOG_PREFIX))
         if moved is not None:
             pointers[LOG_PREFIX] = moved
 
