@@ -471,3 +471,14 @@ def test_the_trigger_knows_database_members_by_their_path() -> None:
     keys = ["tables/events/tombstone/2026/x.del", "databases/shop/orders/tombstone/2026/y.del", "databases/shop/_x"]
     event = {"Records": [{"body": json.dumps({"detail": {"object": {"key": k}}})} for k in keys]}
     assert trigger.tables_in(event) == {"events", "shop/orders"}
+
+
+def test_commit_registers_files_in_a_database_member_through_its_log(db_ingest_env: castable.Database) -> None:
+    db = db_ingest_env
+    orders = db.table("orders")
+    files = [upload(orders, f"data/emr/run-9/part-{i}.parquet", events(10 * i, 10 * i + 5)) for i in range(2)]
+    before = db.version
+    result = commit.handler({"table": orders.uri, "files": files, "commit_id": "emr-run-9"}, Context())
+    assert result["version"] == 1 and db.refresh().version == before + 1
+    assert db.history(limit=1)[0].commit_id == "emr-run-9"
+    assert db.snapshot().table("orders").count() == 10
