@@ -369,6 +369,7 @@ def test_erasure_across_tables_is_one_commit_and_complete(shop: Database) -> Non
 
 
 def test_member_maintenance_keeps_the_database_readable(shop: Database) -> None:
+    early = shop.version
     for i in range(10, 14):
         shop.table("orders").append(events(i, i + 1))
     orders = shop.table("orders")
@@ -377,6 +378,9 @@ def test_member_maintenance_keeps_the_database_readable(shop: Database) -> None:
     orders.gc(orphan_grace=timedelta(0))
     assert ids(shop.snapshot().table("orders")) == list(range(14))
     assert order_ids(shop.snapshot().table("lines")) == sorted(i for i in range(10) for _ in range(2))
+    with pytest.raises(VersionNotFoundError, match="expired"):
+        shop.snapshot(version=early).table("orders")
+    assert order_ids(shop.snapshot(version=early).table("lines")), "the other table at that version still reads"
 
 
 def _options(db: Database) -> dict | None:
