@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -53,7 +53,7 @@ from castable.errors import (
     VersionNotFoundError,
 )
 from castable.filelist import SEGMENTS
-from castable.layout import MANIFEST_PREFIX, POINTER_KEY, manifest_key, version_of_manifest_key
+from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import INLINE_COMMITS, Manifest, Membership, RecentCommits, _format_time, _parse_time
 from castable.readahead import read_ahead
 from castable.segment import SegmentRef
@@ -467,11 +467,3 @@ def _holds_commit(log_store: ObjectStore, key: str, commit_id: str, cause: Store
             f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
         ) from cause
     return DatabaseVersion.from_json(blob.data, key=key, log_store=log_store).commit.commit_id == commit_id
-
-
-def versions(log_store: ObjectStore) -> Iterator[int]:
-    """The database versions that exist, oldest first."""
-    for info in log_store.list(MANIFEST_PREFIX):
-        number = version_of_manifest_key(info.key)
-        if number is not None:
-            yield number
