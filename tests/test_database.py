@@ -335,6 +335,21 @@ def test_a_writer_killed_at_any_step_leaves_no_half_transaction(shop: Database, 
     assert (10 in order_ids(shop.table("lines"))) == committed, f"gc kept the committed files: {gc_report}"
 
 
+def test_a_handle_that_refreshed_past_an_unrolled_version_rolls_it_forward_before_committing(
+    shop: Database,
+) -> None:
+    crashing = Database.load(FaultyStore(shop.store, once("put", "lines/manifest/", "crash-before")))
+    with pytest.raises(SimulatedCrash), crashing.transaction() as tx:
+        tx.table("lines").append(lines([10]))
+    shop.refresh()
+    shop.refresh()  # from the version in hand, which is past the lagging pointer
+    lines_store = shop.store.child("lines")
+    assert not lines_store.exists(manifest_key(2)), "the crashed writer's copy is missing"
+    shop.table("orders").append(events(20, 21))
+    assert lines_store.exists(manifest_key(2)), "rolled forward before the next commit"
+    assert read_pointer(shop.store.child(LOG_PREFIX)).version == shop.version
+
+
 def test_a_lost_response_on_the_commit_point_is_recognised(shop: Database) -> None:
     flaky = Database.load(FaultyStore(shop.store, once("put", f"{LOG_PREFIX}/manifest/", "lose-response")))
     with flaky.transaction(commit_id="lost") as tx:

@@ -89,20 +89,17 @@ class Database:
 
     transactional = False
 
-    def __init__(
-        self, root: ObjectStore, head: DatabaseVersion, pointer: Pointer, pending: list[DatabaseVersion]
-    ) -> None:
+    def __init__(self, root: ObjectStore, head: DatabaseVersion, pointer: Pointer) -> None:
         self.store = root
         self._log = root.child(LOG_PREFIX)
         self._head = head
-        self._pending = pending
         self._pointers: dict[str, Pointer] = {LOG_PREFIX: pointer}
         self._manifests: dict[str, Manifest] = {}
 
     @classmethod
     def load(cls, root: ObjectStore) -> Database:
-        head, pointer, pending = dblog.load_head(root.child(LOG_PREFIX))
-        return cls(root, head, pointer, pending)
+        head, pointer, _ = dblog.load_head(root.child(LOG_PREFIX))
+        return cls(root, head, pointer)
 
     @classmethod
     def of_member(cls, store: ObjectStore, manifest: Manifest) -> Database:
@@ -162,13 +159,13 @@ class Database:
 
     def refresh(self) -> Database:
         """Load the newest committed version."""
-        head, self._pointers[LOG_PREFIX], pending = dblog.load_head(self._log, self._head)
-        self._adopt(head, pending)
+        head, self._pointers[LOG_PREFIX], _ = dblog.load_head(self._log, self._head)
+        self._adopt(head)
         return self
 
-    def _adopt(self, head: DatabaseVersion, pending: list[DatabaseVersion]) -> None:
+    def _adopt(self, head: DatabaseVersion) -> None:
         if head.version >= self._head.version:
-            self._head, self._pending = head, pending
+            self._head = head
 
     def committed_version(self, commit_id: str) -> int | None:
         """The database version a commit with this id landed as, while the recent history holds
@@ -342,7 +339,6 @@ class Database:
             creates=creates,
             operation=operation,
             commit_id=commit_id,
-            pending=self._pending,
             pointers=self._pointers,
             timeout=max(timeouts, default=TableProperties.parse({}).commit_timeout_seconds),
             on_newer_head=self._adopt,
@@ -375,7 +371,7 @@ class Database:
         files that a table's own manifests reference."""
         head, self._pointers[LOG_PREFIX], pending = dblog.load_head(self._log, self._head)
         dblog.roll_forward(self.store, pending, self._pointers)
-        self._adopt(head, [])
+        self._adopt(head)
 
     def __repr__(self) -> str:
         return f"Database({self.uri!r}, version={self.version}, tables={self.tables()})"

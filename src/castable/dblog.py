@@ -211,8 +211,10 @@ def read_version(log_store: ObjectStore, version: int, database_uuid: str | None
 def load_head(
     log_store: ObjectStore, known: DatabaseVersion | None = None
 ) -> tuple[DatabaseVersion, Pointer, list[DatabaseVersion]]:
-    """The newest database version, its pointer, and the versions above the pointer (whose
-    members' copies may not be written yet), oldest first."""
+    """The newest database version, its pointer, and every version above the pointer (whose
+    members' copies may not be written yet), oldest first. Those the search did not pass
+    (it starts from ``known`` when that is ahead of the pointer) are read too: only while the
+    pointer lags, after a crash or during another writer's roll forward."""
     owner = None if known is None else known.database_uuid
     seen: list[DatabaseVersion] = []
 
@@ -227,7 +229,9 @@ def load_head(
         head, pointer = load_newest(log_store, read, known)
     except TableNotFoundError:
         raise DatabaseNotFoundError(f"no castable database at {log_store.uri.removesuffix('/' + LOG_PREFIX)}") from None
-    return head, pointer, [v for v in seen if v.version > pointer.version]
+    found = {v.version: v for v in seen}
+    above = [found.get(n) or read(n) for n in range(pointer.version + 1, head.version)]
+    return head, pointer, [*above, head] if head.version > pointer.version else []
 
 
 def member_manifest(root: ObjectStore, log_store: ObjectStore, at: DatabaseVersion, name: str) -> Manifest:
@@ -328,10 +332,9 @@ def commit(
     creates: Mapping[str, Manifest] | None = None,
     operation: str,
     commit_id: str,
-    pending: Sequence[DatabaseVersion] = (),
     pointers: dict[str, Pointer] | None = None,
     timeout: float = 120.0,
-    on_newer_head: Callable[[DatabaseVersion, list[DatabaseVersion]], None] | None = None,
+    on_newer_head: Callable[[DatabaseVersion], None] | None = None,
 ) -> DatabaseCommit:
     """Commit ``writes`` (and the tables ``creates`` adds) as one database version, rebasing
     every written table on the newest version until the commit lands.
@@ -339,10 +342,10 @@ def commit(
     A table that no concurrent commit touched keeps the version built for it; a table another
     commit changed is built again from its newest version, where each change re-validates
     itself (DESIGN section 4) and may raise ``CommitConflictError``, which aborts the whole
-    transaction. ``pending`` are the versions above the pointer that ``base`` was loaded with:
-    they are rolled forward first, since a commit moves the pointer past them. The members'
-    copies of this commit are written (rolled forward) before it returns. ``pointers`` are the
-    pointers last seen (see :func:`roll_forward`).
+    transaction. A writer commits only on a version it knows to be rolled forward (the pointer
+    it last saw is there); else it loads the newest and rolls forward what lies above the
+    pointer first. The members' copies of this commit are written (rolled forward) before it
+    returns. ``pointers`` holds the database pointer last seen (see :func:`roll_forward`).
     """
     log_store = root.child(LOG_PREFIX)
     log_store.check_conditional_writes()
@@ -350,14 +353,17 @@ def commit(
     pointers = {} if pointers is None else pointers
     state: dict[str, Any] = {"head": base}
     built: dict[tuple[str, int], Manifest] = {}
-    roll_forward(root, pending, pointers)
 
     def rebase() -> None:
-        head, pointers[LOG_PREFIX], newer = load_head(log_store, state["head"])
-        roll_forward(root, newer, pointers)
+        head, pointers[LOG_PREFIX], pending = load_head(log_store, state["head"])
+        roll_forward(root, pending, pointers)
         state["head"] = head
         if on_newer_head is not None:
-            on_newer_head(head, [])
+            on_newer_head(head)
+
+    seen = pointers.get(LOG_PREFIX)
+    if seen is None or seen.version < base.version:
+        rebase()
 
     def table_version(head: DatabaseVersion, write: TableWrite, created: list[str]) -> Manifest:
         member = head.tables.get(write.name)
@@ -425,15 +431,13 @@ def commit(
         raise _Lost()
 
     def landed(version: DatabaseVersion, staged: dict[str, Manifest]) -> DatabaseCommit:
-        left: list[DatabaseVersion] = []
         try:
             roll_forward(root, [version], pointers)
         except StoreError as e:  # committed all the same: whoever commits next rolls it forward
             log.warning("could not roll database version %d forward: %s", version.version, e)
-            left.append(version)
         state["head"] = version
         if on_newer_head is not None:
-            on_newer_head(version, left)
+            on_newer_head(version)
         return DatabaseCommit(version.version, version, staged)
 
     retrying = Retrying(
