@@ -93,7 +93,7 @@ class Database:
         self.store = root
         self._log = root.child(LOG_PREFIX)
         self._head = head
-        self._pointers: dict[str, Pointer] = {LOG_PREFIX: pointer}
+        self._pointer: Pointer | None = pointer
         self._manifests: dict[str, Manifest] = {}
 
     @classmethod
@@ -104,15 +104,17 @@ class Database:
     @classmethod
     def of_member(cls, store: ObjectStore, manifest: Manifest) -> Database:
         """The database of the member table at ``store`` (its parent prefix)."""
-        assert manifest.database is not None
+        membership = manifest.database
+        if membership is None:
+            raise InvalidInputError(f"{store.uri} is not a table of a database")
         parents = store.parents()
         try:
             db = cls.load(parents[0]) if parents else None
         except DatabaseNotFoundError:
             db = None
-        if db is None or db._head.database_uuid != manifest.database.database_uuid:
+        if db is None or db._head.database_uuid != membership.database_uuid:
             raise CorruptObjectError(
-                f"{store.uri} belongs to database {manifest.database.database_uuid}, which is not at its parent prefix"
+                f"{store.uri} belongs to database {membership.database_uuid}, which is not at its parent prefix"
             )
         return db
 
@@ -159,13 +161,14 @@ class Database:
 
     def refresh(self) -> Database:
         """Load the newest committed version."""
-        head, self._pointers[LOG_PREFIX], _ = dblog.load_head(self._log, self._head)
-        self._adopt(head)
+        head, pointer, _ = dblog.load_head(self._log, self._head)
+        self._adopt(head, pointer)
         return self
 
-    def _adopt(self, head: DatabaseVersion) -> None:
+    def _adopt(self, head: DatabaseVersion, pointer: Pointer | None) -> None:
+        """Make a newer version (and the pointer seen with it) this handle's own."""
         if head.version >= self._head.version:
-            self._head = head
+            self._head, self._pointer = head, pointer
 
     def committed_version(self, commit_id: str) -> int | None:
         """The database version a commit with this id landed as, while the recent history holds
@@ -339,7 +342,7 @@ class Database:
             creates=creates,
             operation=operation,
             commit_id=commit_id,
-            pointers=self._pointers,
+            pointer=self._pointer,
             timeout=max(timeouts, default=TableProperties.parse({}).commit_timeout_seconds),
             on_newer_head=self._adopt,
         )
@@ -369,9 +372,8 @@ class Database:
     def before_maintenance(self, table: Table) -> None:
         """Write the table's own copies of every committed version first: gc keeps only the
         files that a table's own manifests reference."""
-        head, self._pointers[LOG_PREFIX], pending = dblog.load_head(self._log, self._head)
-        dblog.roll_forward(self.store, pending, self._pointers)
-        self._adopt(head)
+        head, pointer, pending = dblog.load_head(self._log, self._head)
+        self._adopt(head, dblog.roll_forward(self.store, pending, pointer))
 
     def __repr__(self) -> str:
         return f"Database({self.uri!r}, version={self.version}, tables={self.tables()})"

@@ -259,21 +259,20 @@ def member_manifest(root: ObjectStore, log_store: ObjectStore, at: DatabaseVersi
         return member_manifest(root, log_store, committing, name)
 
 
-def roll_forward(root: ObjectStore, pending: Sequence[DatabaseVersion], pointers: dict[str, Pointer]) -> None:
+def roll_forward(root: ObjectStore, pending: Sequence[DatabaseVersion], pointer: Pointer | None) -> Pointer | None:
     """Write the members' copies of the table versions ``pending`` commit (oldest first), then
     move the database pointer to the newest. Anyone may do it, any number of times: each copy
-    is put with If-None-Match, and a copy already there must be this commit's. ``pointers``
-    holds the database pointer last seen (under ``LOG_PREFIX``), so a pointer this process
-    moved last moves again with one request; it is updated. The members' own pointers are left
-    where they are: a member is read through its database, and expiry moves them."""
+    is put with If-None-Match, and a copy already there must be this commit's. ``pointer`` is
+    the database pointer last seen (a pointer this process moved last moves again with one
+    request); the pointer as it ends is returned. The members' own pointers are left where they
+    are: a member is read through its database, and expiry moves them."""
     for version in pending:
         _parallel([partial(_copy, root, version, name) for name in sorted(version.manifests)])
-    if pending:
-        log_store = root.child(LOG_PREFIX)
-        log_store.check_conditional_writes()  # the If-Match form this store wants (probed once per process)
-        moved = advance_pointer(log_store, pending[-1].version, pointers.get(LOG_PREFIX))
-        if moved is not None:
-            pointers[LOG_PREFIX] = moved
+    if not pending:
+        return pointer
+    log_store = root.child(LOG_PREFIX)
+    log_store.check_conditional_writes()  # the If-Match form this store wants (probed once per process)
+    return advance_pointer(log_store, pending[-1].version, pointer) or pointer
 
 
 def _copy(root: ObjectStore, version: DatabaseVersion, name: str) -> None:
@@ -332,9 +331,9 @@ def commit(
     creates: Mapping[str, Manifest] | None = None,
     operation: str,
     commit_id: str,
-    pointers: dict[str, Pointer] | None = None,
+    pointer: Pointer | None = None,
     timeout: float = 120.0,
-    on_newer_head: Callable[[DatabaseVersion], None] | None = None,
+    on_newer_head: Callable[[DatabaseVersion, Pointer | None], None] | None = None,
 ) -> DatabaseCommit:
     """Commit ``writes`` (and the tables ``creates`` adds) as one database version, rebasing
     every written table on the newest version until the commit lands.
@@ -345,24 +344,22 @@ def commit(
     transaction. A writer commits only on a version it knows to be rolled forward (the pointer
     it last saw is there); else it loads the newest and rolls forward what lies above the
     pointer first. The members' copies of this commit are written (rolled forward) before it
-    returns. ``pointers`` holds the database pointer last seen (see :func:`roll_forward`).
+    returns. ``pointer`` is the database pointer last seen (see :func:`roll_forward`); the
+    result carries it as it ends.
     """
     log_store = root.child(LOG_PREFIX)
     log_store.check_conditional_writes()
     creates = dict(creates or {})
-    pointers = {} if pointers is None else pointers
-    state: dict[str, Any] = {"head": base}
+    state: dict[str, Any] = {"head": base, "pointer": pointer}
     built: dict[tuple[str, int], Manifest] = {}
 
     def rebase() -> None:
-        head, pointers[LOG_PREFIX], pending = load_head(log_store, state["head"])
-        roll_forward(root, pending, pointers)
-        state["head"] = head
+        head, found, pending = load_head(log_store, state["head"])
+        state["head"], state["pointer"] = head, roll_forward(root, pending, found)
         if on_newer_head is not None:
-            on_newer_head(head)
+            on_newer_head(head, state["pointer"])
 
-    seen = pointers.get(LOG_PREFIX)
-    if seen is None or seen.version < base.version:
+    if pointer is None or pointer.version < base.version:
         rebase()
 
     def table_version(head: DatabaseVersion, write: TableWrite, created: list[str]) -> Manifest:
@@ -432,12 +429,12 @@ def commit(
 
     def landed(version: DatabaseVersion, staged: dict[str, Manifest]) -> DatabaseCommit:
         try:
-            roll_forward(root, [version], pointers)
+            state["pointer"] = roll_forward(root, [version], state["pointer"])
         except StoreError as e:  # committed all the same: whoever commits next rolls it forward
             log.warning("could not roll database version %d forward: %s", version.version, e)
         state["head"] = version
         if on_newer_head is not None:
-            on_newer_head(version)
+            on_newer_head(version, state["pointer"])
         return DatabaseCommit(version.version, version, staged)
 
     retrying = Retrying(
