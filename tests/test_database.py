@@ -154,6 +154,8 @@ def test_a_conflict_on_one_table_aborts_the_whole_transaction(shop: Database) ->
     changed = {k for k, v in snapshot_of(shop.store).items() if before.get(k) != v}
     assert not [k for k in changed if "manifest" in k or POINTER_KEY in k], "nothing was committed"
     assert 77 not in order_ids(shop.table("lines")), "the other table's write is not committed either"
+    with pytest.raises(TransactionClosedError, match="failed"):
+        loser.table("lines")
 
 
 def test_racing_upserts_in_transactions_keep_one_row_per_key_the_later_commits(shop: Database) -> None:

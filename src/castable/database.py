@@ -488,11 +488,12 @@ class Transaction:
     def commit(self) -> int:
         """Commit every write as one database version; return it."""
         self._open()
-        self._state = "committed"
         if not self._writes:
+            self._state = "aborted"
             raise EmptyWriteError(f"transaction {self.commit_id} wrote to no table; nothing was committed")
+        self._state = "failed"  # until the commit returns: a failed transaction is not used again
         result = self.database._commit("transaction", self.commit_id, writes=list(self._writes.values()))
-        self.version = result.version
+        self._state, self.version = "committed", result.version
         return result.version
 
     def abort(self) -> None:
