@@ -697,6 +697,26 @@ def test_native_read_deletes_string_keys_that_need_quoting(
     assert sorted(r[0] for r in df.collect()) == sorted(["plain", "\\n"] + [f"k{i}" for i in range(49)])
 
 
+def test_native_read_of_a_database_at_one_version(spark: Any, tmp_path: Path) -> None:
+    """Spark reads each table of a database at one database version: a transaction's rows in
+    both tables or in neither, whatever was committed since."""
+    from castable.spark.read import read_table
+
+    db = castable.create_database(str(tmp_path / "shop"))
+    db.create_table("orders", EVENTS, primary_key="id").append(events(0, 10))
+    db.create_table("archive", EVENTS, primary_key="id")
+    before = db.version
+    with db.transaction() as tx:
+        tx.table("orders").delete("id < 3")
+        tx.table("archive").append(events(0, 3))
+    for version, archived in [(before, []), (tx.version, [0, 1, 2])]:
+        snap = db.snapshot(version=version)
+        orders = sorted(r["id"] for r in read_table(spark, snap.table("orders")).collect())
+        archive = sorted(r["id"] for r in read_table(spark, snap.table("archive")).collect())
+        assert (orders, archive) == ([i for i in range(10) if i not in archived], archived), version
+    assert read_table(spark, f"{db.uri}/orders").count() == 7, "a member by its URI, at the newest version"
+
+
 def test_native_read_on_spark_35(local_table: Table) -> None:
     """The same read under pyspark 3.5, as EMR 7 runs it: the rows the library reads."""
     versions = native_history(local_table)

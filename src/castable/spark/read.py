@@ -45,7 +45,7 @@ indexes and keys (no per-row path column); beyond, anti-joins keyed by file path
 
 def read_table(
     spark: SparkSession,
-    uri: str,
+    uri: str | castable.Table,
     *,
     version: int | None = None,
     timestamp: datetime | str | None = None,
@@ -58,10 +58,12 @@ def read_table(
 
     ``filter`` (castable's SQL) prunes files by the manifest's statistics and is applied to
     the rows; ``columns`` projects. Data files are read at ``uri`` joined with their paths:
-    ``s3://`` on EMR (EMRFS), a local directory in tests."""
+    ``s3://`` on EMR (EMRFS), a local directory in tests. ``uri`` may also be a table handle,
+    such as ``db.snapshot(version=7).table("orders")``: every table of a database read at one
+    database version is one consistent snapshot."""
     from pyspark.sql import functions as F
 
-    table = castable.open_table(uri, storage_options=storage_options)
+    table = uri if isinstance(uri, castable.Table) else castable.open_table(uri, storage_options=storage_options)
     snapshot = table.snapshot(version, timestamp)
     predicate = None if filter is None else parse_predicate(filter, snapshot.schema)
     scan = Scan(snapshot, None if columns is None else list(columns), predicate)
