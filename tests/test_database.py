@@ -368,8 +368,10 @@ def test_a_member_copy_written_outside_the_database_is_reported(shop: Database) 
     forged["version"], forged["previous"] = 2, 1
     forged["database"]["version"] = 99
     orders.put(manifest_key(2), json.dumps(forged).encode(), if_none_match=True)
+    assert shop.table("orders").append(events(10, 11)) == 2, "committed: the log is the truth"
+    assert ids(shop.refresh().table("orders")) == list(range(11)), "read from the log, not the forged copy"
     with pytest.raises(CorruptObjectError, match="written outside its database"):
-        shop.table("orders").append(events(10, 11))
+        shop.table("orders").append(events(11, 12))
 
 
 def test_erasure_across_tables_is_one_commit_and_complete(shop: Database) -> None:
@@ -409,3 +411,86 @@ def _options(db: Database) -> dict | None:
     if isinstance(store, S3Store):
         return {"endpoint_url": str(store.client.meta.endpoint_url), "region": "us-east-1"}
     return None
+
+
+def test_a_stale_handles_retry_answers_the_version_it_landed_as(shop: Database) -> None:
+    stale = Database.load(shop.store).table("orders")
+    landed = shop.table("orders").append(events(10, 11), commit_id="X")
+    shop.table("orders").append(events(11, 12))
+    assert stale.append(events(10, 11), commit_id="X") == landed
+    assert ids(shop.table("orders")).count(10) == 1
+
+
+def test_a_retry_is_recognised_by_the_tables_own_history_after_the_databases_forgot_it(
+    shop: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from castable import dblog
+
+    monkeypatch.setattr(dblog, "COMMIT_RETENTION", 3)  # stands for 1,000 commits to other tables
+    monkeypatch.setattr(dblog, "INLINE_COMMITS", 2)
+    stale = Database.load(shop.store).table("orders")
+    shop.table("orders").append(events(10, 11), commit_id="X")
+    for i in range(5):
+        shop.table("lines").append(lines([100 + i]))
+    assert shop.refresh().committed_version("X") is None, "the database's recent commits no longer hold X"
+    stale.append(events(10, 11), commit_id="X")
+    assert ids(shop.table("orders")).count(10) == 1
+
+
+def test_an_aborted_or_failed_transactions_handles_read_its_snapshot_again(shop: Database) -> None:
+    tx = shop.transaction().begin()
+    orders = tx.table("orders")
+    orders.append(events(10, 13))
+    assert orders.count() == 13
+    tx.abort()
+    assert orders.count() == 10 and orders.refresh().count() == 10
+    committed = shop.transaction().begin()
+    handle = committed.table("orders")
+    handle.append(events(20, 21))
+    shop.table("orders").append(events(30, 31))  # the commit rebases over this
+    committed.commit()
+    assert handle.version == shop.table("orders").version and 30 in ids(handle), "the handle reads the commit"
+
+
+def test_expiry_during_an_unrolled_commit_keeps_the_member_pointer_on_a_written_copy(
+    shop: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from castable import dblog
+    from castable.store import StoreError
+
+    maintained = Database.load(shop.store).table("orders")
+    real_copy = dblog._copy
+
+    def failing(*args: object) -> None:
+        raise StoreError("lost before the copy")
+
+    original = Database.before_maintenance
+
+    def commit_meanwhile(self: Database, table: castable.Table) -> object:
+        found = original(self, table)
+        monkeypatch.setattr(dblog, "_copy", failing)
+        shop.table("orders").append(events(99, 100))  # lands, its copy is not written
+        monkeypatch.setattr(dblog, "_copy", real_copy)
+        return found
+
+    monkeypatch.setattr(Database, "before_maintenance", commit_meanwhile)
+    maintained.expire(retain_versions=1)
+    monkeypatch.setattr(Database, "before_maintenance", original)
+    member = shop.store.child("orders")
+    assert member.exists(manifest_key(read_pointer(member).version)), "the pointer names a version with a copy"
+    direct = castable.open_table(f"{shop.uri}/orders", storage_options=_options(shop))
+    assert direct.damage is None and 99 in ids(direct)
+    direct.gc(orphan_grace=timedelta(0))
+    assert 99 in ids(shop.refresh().table("orders")), "gc rolled the commit forward first and kept its file"
+
+
+def test_an_old_snapshot_of_an_expired_table_version_says_so(shop: Database) -> None:
+    orders = shop.table("orders")
+    orders.append(events(10, 11))
+    old = shop.version
+    orders.append(events(11, 12))
+    orders.compact(min_file_size=1 << 30)
+    orders.expire(retain_versions=1)
+    orders.gc(orphan_grace=timedelta(0))
+    with pytest.raises(VersionNotFoundError, match="expired"):
+        shop.snapshot(version=old).table("orders")

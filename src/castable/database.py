@@ -233,7 +233,7 @@ class Database:
         kept = self._manifests.get(name)
         if kept is not None and (kept.table_uuid, kept.version) == (member.table_uuid, member.version):
             return kept
-        manifest = dblog.member_manifest(self.store, self._log, at, name)
+        manifest = dblog.member_manifest(self.store, self._log, at, name, older=at.version < self._head.version)
         if kept is None or kept.version < manifest.version:
             self._manifests[name] = manifest
         return manifest
@@ -369,11 +369,13 @@ class Database:
     def newest(self, table: Table) -> Manifest:
         return self.refresh()._member(self._head, _name_of(table))
 
-    def before_maintenance(self, table: Table) -> None:
-        """Write the table's own copies of every committed version first: gc keeps only the
-        files that a table's own manifests reference."""
+    def before_maintenance(self, table: Table) -> Manifest:
+        """Write the table's own copies of every committed version first (gc keeps only the
+        files that a table's own manifests reference); the table at the version rolled forward
+        to is what is maintained, not a newer one whose copy may not be written yet."""
         head, pointer, pending = dblog.load_head(self._log, self._head)
         self._adopt(head, dblog.roll_forward(self.store, pending, pointer))
+        return self._member(head, _name_of(table))
 
     def __repr__(self) -> str:
         return f"Database({self.uri!r}, version={self.version}, tables={self.tables()})"
@@ -425,8 +427,8 @@ class _Pinned:
     def newest(self, table: Table) -> Manifest:
         return table.manifest
 
-    def before_maintenance(self, table: Table) -> None:
-        self.database.before_maintenance(table)
+    def before_maintenance(self, table: Table) -> Manifest:
+        return self.database.before_maintenance(table)
 
 
 class Transaction:
@@ -492,13 +494,29 @@ class Transaction:
             self._state = "aborted"
             raise EmptyWriteError(f"transaction {self.commit_id} wrote to no table; nothing was committed")
         self._state = "failed"  # until the commit returns: a failed transaction is not used again
-        result = self.database._commit("transaction", self.commit_id, writes=list(self._writes.values()))
+        try:
+            result = self.database._commit("transaction", self.commit_id, writes=list(self._writes.values()))
+        except BaseException:
+            self._reset()
+            raise
         self._state, self.version = "committed", result.version
+        for name, table in self._tables.items():  # the handles now read what was committed
+            if name in result.tables:
+                table._adopt(result.tables[name], None)
         return result.version
 
     def abort(self) -> None:
-        """Drop every write: nothing is committed (files already written are garbage for ``gc``)."""
-        self._state = "aborted"
+        """Drop every write: nothing is committed (files already written are garbage for ``gc``).
+        A transaction that has committed stays committed."""
+        if self._state in ("new", "open"):
+            self._state = "aborted"
+            self._reset()
+
+    def _reset(self) -> None:
+        """Make the table handles read the transaction's snapshot again, without its writes."""
+        for name, write in self._writes.items():
+            if name in self._tables:
+                self._tables[name]._replace_manifest(write.base)
 
     def commit_table(
         self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
@@ -526,7 +544,7 @@ class Transaction:
     def newest(self, table: Table) -> Manifest:
         return table.manifest
 
-    def before_maintenance(self, table: Table) -> None:
+    def before_maintenance(self, table: Table) -> Manifest:
         raise InvalidInputError("maintenance (expire, gc, purge) cannot run inside a transaction")
 
     def __del__(self) -> None:

@@ -234,28 +234,36 @@ def load_head(
     return head, pointer, [*above, head] if head.version > pointer.version else []
 
 
-def member_manifest(root: ObjectStore, log_store: ObjectStore, at: DatabaseVersion, name: str) -> Manifest:
+def member_manifest(
+    root: ObjectStore, log_store: ObjectStore, at: DatabaseVersion, name: str, *, older: bool = False
+) -> Manifest:
     """The manifest of table ``name`` as database version ``at`` lists it: the member's own copy,
-    or, while that is not written yet (or no longer exists), the log entry that committed it."""
+    or, while that is not written yet (or is damaged), the log entry that committed it. With
+    ``older`` (``at`` is not the newest version), a table version the member's expiry removed
+    is reported as expired first, since its files may be gone."""
     member = at.tables.get(name)
     if member is None:
         raise TableNotFoundError(f"database version {at.version} has no table {name!r}")
     store = root.child(name)
+    expired = VersionNotFoundError(
+        f"version {member.version} of table {name!r} has expired (database version {at.version} lists it)"
+    )
+    if older and member.version < retention_floor(store):
+        raise expired
     if member.committed_in == at.version:
         return Manifest.from_json(at.manifests[name], key=f"{name}/{manifest_key(member.version)}", store=store)
     try:
-        return read_manifest(store, member.version, member.table_uuid)
+        copy = read_manifest(store, member.version, member.table_uuid)
+        if copy.database is not None and copy.database.version == member.committed_in:
+            return copy
+        raise CorruptObjectError(f"{store.uri}/{manifest_key(member.version)} was written outside its database")
     except (VersionNotFoundError, CorruptObjectError):  # not rolled forward yet, or damaged: the log holds it
         if member.version < retention_floor(store):
-            raise VersionNotFoundError(
-                f"version {member.version} of table {name!r} has expired (database version {at.version} lists it)"
-            ) from None
+            raise expired from None
         try:
             committing = read_version(log_store, member.committed_in, at.database_uuid)
         except VersionNotFoundError:
-            raise VersionNotFoundError(
-                f"version {member.version} of table {name!r} has expired (database version {at.version} lists it)"
-            ) from None
+            raise expired from None
         return member_manifest(root, log_store, committing, name)
 
 
@@ -362,39 +370,38 @@ def commit(
     if pointer is None or pointer.version < base.version:
         rebase()
 
-    def table_version(head: DatabaseVersion, write: TableWrite, created: list[str]) -> Manifest:
+    def current(head: DatabaseVersion, write: TableWrite) -> Manifest:
+        """The version of ``write``'s table that ``head`` lists, which the write is built on."""
         member = head.tables.get(write.name)
         if member is None or member.table_uuid != write.base.table_uuid:
             raise CommitConflictError(
                 f"table {write.name!r} was dropped or re-created by database version {head.version}; "
                 "nothing was committed"
             )
-        key = (write.name, member.version)
+        if member.version == write.base.version:
+            return write.base
+        return member_manifest(root, log_store, head, write.name)
+
+    def table_version(head: DatabaseVersion, write: TableWrite, base: Manifest, created: list[str]) -> Manifest:
+        key = (write.name, base.version)
         if key not in built:
-            current = (
-                write.base
-                if member.version == write.base.version
-                else member_manifest(root, log_store, head, write.name)
-            )
             staged = stage(
-                current,
-                write.changes,
-                planned=write.base,
-                commit_id=commit_id,
-                commit_retention=write.commit_retention,
+                base, write.changes, planned=write.base, commit_id=commit_id, commit_retention=write.commit_retention
             )
             built[key] = staged.written(root.child(write.name), created)
         return replace(built[key], database=Membership(head.database_uuid, write.name, head.version + 1))
 
     def attempt() -> DatabaseCommit:
         head: DatabaseVersion = state["head"]
-        if commit_id in head.recent_commits:  # landed before (a retry, or a response that was lost)
-            return _result(root, log_store, head, head.recent_commits[commit_id], [w.name for w in writes])
+        bases = dict(zip([w.name for w in writes], _parallel([partial(current, head, w) for w in writes]), strict=True))
+        before = _landed_before(root, head, bases, commit_id)
+        if before is not None:  # a retry, or a response that was lost
+            return before
         taken = sorted(set(creates) & set(head.tables))
         if taken:
             raise TableAlreadyExistsError(f"the database already has table(s) {taken}; nothing was committed")
         created: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
-        built_now = _parallel([partial(table_version, head, w, created) for w in writes])
+        built_now = _parallel([partial(table_version, head, w, bases[w.name], created) for w in writes])
         staged = {w.name: m for w, m in zip(writes, built_now, strict=True)}
         staged |= {
             name: replace(m, database=Membership(head.database_uuid, name, head.version + 1))
@@ -430,7 +437,7 @@ def commit(
     def landed(version: DatabaseVersion, staged: dict[str, Manifest]) -> DatabaseCommit:
         try:
             state["pointer"] = roll_forward(root, [version], state["pointer"])
-        except StoreError as e:  # committed all the same: whoever commits next rolls it forward
+        except (StoreError, CorruptObjectError) as e:  # committed all the same: the next writer rolls it forward
             log.warning("could not roll database version %d forward: %s", version.version, e)
         state["head"] = version
         if on_newer_head is not None:
@@ -449,12 +456,30 @@ def commit(
         ) from None
 
 
-def _result(
-    root: ObjectStore, log_store: ObjectStore, head: DatabaseVersion, version: int, names: Sequence[str]
-) -> DatabaseCommit:
-    """The answer to a commit that landed before, as ``version``: each written table as the
-    newest database version lists it."""
-    return DatabaseCommit(version, head, {name: member_manifest(root, log_store, head, name) for name in names})
+def _landed_before(
+    root: ObjectStore, head: DatabaseVersion, bases: Mapping[str, Manifest], commit_id: str
+) -> DatabaseCommit | None:
+    """The commit ``commit_id`` if it landed before, as the database's recent commits or any
+    written table's own (which a table keeps for its ``commit.id-retention`` commits) record it;
+    each table at the version the commit made."""
+    in_tables = {name: m.recent_commits[commit_id] for name, m in bases.items() if commit_id in m.recent_commits}
+    version = head.recent_commits.get(commit_id)
+    if version is None and not in_tables:
+        return None
+    tables = {name: _at(root.child(name), m, in_tables.get(name)) for name, m in bases.items()}
+    if version is None:
+        version = max(m.database.version for m in tables.values() if m.database is not None)
+    return DatabaseCommit(version, head, tables)
+
+
+def _at(store: ObjectStore, newest: Manifest, version: int | None) -> Manifest:
+    """Version ``version`` of a table whose newest is ``newest`` (that one if it has expired)."""
+    if version is None or version == newest.version:
+        return newest
+    try:
+        return read_manifest(store, version, newest.table_uuid)
+    except VersionNotFoundError:
+        return newest
 
 
 def _holds_commit(log_store: ObjectStore, key: str, commit_id: str, cause: StoreError) -> bool:

@@ -195,8 +195,9 @@ class Owner(Protocol):
     def newest(self, table: Table) -> Manifest:
         """The newest version of ``table`` this owner can see."""
 
-    def before_maintenance(self, table: Table) -> None:
-        """Make the table's own manifests complete (or refuse) before expire, gc or repair."""
+    def before_maintenance(self, table: Table) -> Manifest:
+        """Make the table's own manifests complete (or refuse) before expire or gc; return the
+        newest version that has its own manifest, the one to maintain."""
 
 
 class Table:
@@ -224,9 +225,12 @@ class Table:
             manifest, pointer = load_latest(store)
         except CorruptObjectError as e:
             damage = _assess(store, e)
-            table = cls(store, damage.readable, None)
-            table._damage = damage
-            return table
+            if damage.readable.database is not None:  # a member's own copies are damaged: the log holds them
+                manifest = damage.readable
+            else:
+                table = cls(store, damage.readable, None)
+                table._damage = damage
+                return table
         if manifest.database is not None:
             from castable.database import Database  # a database's module builds on this one
 
@@ -310,8 +314,9 @@ class Table:
 
     def refresh(self) -> Table:
         """Load the newest committed version."""
-        if self._owner is not None:
-            self._adopt(self._owner.newest(self), None)
+        owner = self._routed()
+        if owner is not None:
+            self._adopt(owner.newest(self), None)
             return self
         try:
             self._adopt(*load_latest(self.store, known=self._manifest, table_uuid=self._manifest.table_uuid))
@@ -327,6 +332,10 @@ class Table:
         if self._damage is not None and not self._damage.newest_readable:
             raise CorruptObjectError(self._damage.message)
         return self._manifest
+
+    def _replace_manifest(self, manifest: Manifest) -> None:
+        """Read ``manifest`` from now on, even an older one (a transaction's writes dropped)."""
+        self._manifest, self._pointer, self._snapshot = manifest, None, None
 
     def _adopt(self, manifest: Manifest, pointer: Pointer | None) -> None:
         """Make a newer version this handle's own (an older one is ignored)."""
@@ -432,7 +441,8 @@ class Table:
     def _begin_write(self, commit_id: str | None) -> str:
         """Every write starts here: a valid ``commit_id`` (a new one if none is given), and a store
         known to honour conditional writes (probed once per process and store)."""
-        if commit_id is not None and self._owner is not None and self._owner.transactional:
+        owner = self._routed()
+        if commit_id is not None and owner is not None and owner.transactional:
             raise InvalidInputError(
                 "a write inside a transaction takes the transaction's commit_id: "
                 "pass it to db.transaction(commit_id=...)"
@@ -443,13 +453,30 @@ class Table:
         self.store.check_conditional_writes()
         return checked
 
-    def _before_maintenance(self) -> None:
-        if self._owner is not None:
-            self._owner.before_maintenance(self)
+    def _routed(self) -> Owner | None:
+        """The owner this handle's writes and refreshes go through. A handle on a table of a
+        database that has none (made before the table's manifest was seen to name its
+        database) gets the database now, so no write can bypass the database's log."""
+        if self._owner is None and self._manifest.database is not None:
+            from castable.database import Database  # a database's module builds on this one
+
+            self._owner = Database.of_member(self.store, self._manifest)
+        return self._owner
+
+    def _maintained(self) -> Manifest:
+        """The newest version, to expire or collect garbage from: for a table of a database, the
+        newest whose own manifest is written (every committed version is rolled forward first)."""
+        owner = self._routed()
+        if owner is None:
+            return self.refresh()._manifest
+        manifest = owner.before_maintenance(self)
+        self._adopt(manifest, None)
+        return manifest
 
     def _commit(self, operation: str, commit_id: str, build: Callable[[Manifest], NextState]) -> CommitResult:
-        if self._owner is not None:
-            result = self._owner.commit_table(self, operation, commit_id, build)
+        owner = self._routed()
+        if owner is not None:
+            result = owner.commit_table(self, operation, commit_id, build)
             self._adopt(result.manifest, result.pointer)
             return result
         props = self._props
@@ -828,7 +855,7 @@ class Table:
         """Complete an erasure: expire the versions that still reference the old objects,
         delete those objects (and their noncurrent versions), and verify that no retained
         object still holds a matching row."""
-        self._before_maintenance()
+        self._maintained()
         self.store.check_conditional_writes()
         return purge_erased_objects(self.store, report)
 
@@ -964,7 +991,7 @@ class Table:
         copied; the unreadable manifests stay, listed by ``history``). A malformed pointer is
         rewritten to name the newest version. An undamaged table is left as it is.
         """
-        if self._owner is not None:
+        if self._routed() is not None:
             raise InvalidInputError(
                 "a table of a database needs no repair: a version whose own manifest is damaged or missing "
                 "is read from the database log, which holds it"
@@ -1001,21 +1028,19 @@ class Table:
     def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
         """Delete the manifests of old versions: kept are the newest ``retain_versions`` and those
         younger than ``retain_for`` (defaults: the ``history.*`` properties); the latest always."""
-        self._before_maintenance()
         if retain_versions is None and retain_for is None:
             props = self._props
             retain_versions, retain_for = props.retain_versions, timedelta(seconds=props.retain_seconds)
         if retain_versions is not None and retain_versions < 1:
             raise InvalidInputError("retain_versions must be at least 1")
         self.store.check_conditional_writes()
-        return expire_versions(
-            self.store, self.refresh()._manifest, retain_versions=retain_versions, retain_for=retain_for, now=now()
-        )
+        latest = self._maintained()
+        return expire_versions(self.store, latest, retain_versions=retain_versions, retain_for=retain_for, now=now())
 
     def gc(self, *, orphan_grace: timedelta | None = None, dry_run: bool = False) -> GcReport:
         """Delete data and tombstone files no retained version references, once older than
         ``orphan_grace`` (default: ``gc.orphan-grace-seconds``), and abort stale multipart uploads."""
-        self._before_maintenance()
+        self._maintained()
         grace = timedelta(seconds=self._props.orphan_grace_seconds) if orphan_grace is None else orphan_grace
         if grace < timedelta(0):
             raise InvalidInputError("orphan_grace cannot be negative")
@@ -1076,7 +1101,7 @@ def _check_not_nested(store: ObjectStore) -> None:
                 f"cannot create a table at {store.uri}: it lies inside the table at {parent.uri}, whose "
                 "maintenance would delete its files; choose a location outside that prefix"
             )
-        if parent.exists(f"{LOG_PREFIX}/{POINTER_KEY}"):
+        if parent.exists(f"{LOG_PREFIX}/{POINTER_KEY}") or parent.exists(f"{LOG_PREFIX}/{manifest_key(0)}"):
             raise InvalidInputError(
                 f"cannot create a table at {store.uri}: it lies inside the database at {parent.uri}; create "
                 "it with open_database(...).create_table(name, ...), or choose a location outside that prefix"
