@@ -8,7 +8,7 @@
    to their own table, either W tables of their own (W logs, no contention) or W tables of one
    database (one log). Every commit must land; rows and versions are verified.
 
-Usage: cd bench && ../.venv/bin/python bench_database.py [--rounds 30] [--writers 2 4] [--commits 20]
+Usage: cd bench && ../.venv/bin/python bench_database.py [--rounds 30] [--writers 2 4] [--commits 60]
        [--quick] [--out DIR]
 Writes DIR/database.md (DIR defaults to bench/results/).
 """
@@ -167,7 +167,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds = args.rounds or (3 if args.quick else 30)
     writers = args.writers or ([2] if args.quick else [2, 4])
-    commits = args.commits or (3 if args.quick else 20)
+    commits = args.commits or (3 if args.quick else 60)
 
     work = Path(tempfile.mkdtemp(prefix="castable-database-"))
     server, endpoint = moto_server()
