@@ -37,18 +37,10 @@ def lines(order_ids: list[int]) -> pa.Table:
     return pa.table({"order_id": order_ids, "qty": [1] * len(order_ids)}, schema=LINES)
 
 
-@pytest.fixture(params=["local", "s3"])
-def db_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str] | None]:
-    if request.param == "local":
-        return str(tmp_path / "db"), None
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"s3://{bucket}/dbs/shop", request.getfixturevalue("s3_options")
-
-
 @pytest.fixture
-def shop(db_uri: tuple[str, dict | None]) -> Database:
-    """A database with ``orders`` (keyed by id, ids 0-9) and ``lines`` (two per order)."""
-    uri, options = db_uri
+def shop(table_uri: tuple[str, dict | None]) -> Database:
+    """A database with ``orders`` (keyed by id, ids 0-9) and ``lines`` (two per order), on each store."""
+    uri, options = table_uri
     db = castable.create_database(uri, storage_options=options)
     db.create_table("orders", EVENTS, primary_key="id").append(events(0, 10))
     db.create_table("lines", LINES).append(lines([i for i in range(10) for _ in range(2)]))
@@ -106,9 +98,9 @@ def test_the_same_commit_id_commits_a_transaction_once(shop: Database) -> None:
 
 
 def test_a_member_table_opened_on_its_own_still_commits_through_the_database(
-    shop: Database, db_uri: tuple[str, dict | None]
+    shop: Database, table_uri: tuple[str, dict | None]
 ) -> None:
-    uri, options = db_uri
+    uri, options = table_uri
     orders = castable.open_table(f"{uri}/orders", storage_options=options)
     version = orders.append(events(10, 12), commit_id="alone")
     assert version == 2 and ids(orders) == list(range(12))
