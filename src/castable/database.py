@@ -30,7 +30,7 @@ from castable.commit import Change, CommitResult, NextState, Pointer, encode_poi
 from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
 from castable.entries import CommitInfo
 from castable.erase import MODES as ERASE_MODES
-from castable.erase import EraseChange, EraseMode, EraseReport, still_referenced
+from castable.erase import EraseChange, EraseMode, EraseReport
 from castable.errors import (
     CorruptObjectError,
     DatabaseAlreadyExistsError,
@@ -312,18 +312,9 @@ class Database:
             landed = self._commit("erase", commit_id, writes=writes).tables
         reports = {}
         for name, change in changes.items():
-            table, version = tables[name], landed.get(name, tables[name].manifest).version
-            files = [] if change.is_empty else change.files
-            report = EraseReport(
-                version,
-                sum(e.rows_removed for e in files),
-                files,
-                parsed[name],
-                still_referenced(table.store, files, version),
-            )
+            report = reports[name] = change.report(landed.get(name, tables[name].manifest).version)
             if purge:
-                report.purge = table.refresh().purge_erased(report)
-            reports[name] = report
+                report.purge = tables[name].refresh().purge_erased(report)
         return reports
 
     def _commit(

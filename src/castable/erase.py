@@ -225,6 +225,13 @@ class EraseChange(PlannedChange):
     def is_empty(self) -> bool:
         return not self.files
 
+    def report(self, version: int) -> EraseReport:
+        """What the erase did, committed as ``version`` (or nothing to do, at ``version``)."""
+        if self.is_empty:
+            return EraseReport(version, 0, [], self.predicate)
+        rows = sum(e.rows_removed for e in self.files)
+        return EraseReport(version, rows, self.files, self.predicate, still_referenced(self.store, self.files, version))
+
     def build(self, base: Manifest) -> NextState:
         self.rebase(base, "erase")
         replaced = {e.old.path: e for e in self.files}

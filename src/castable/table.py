@@ -35,7 +35,7 @@ from castable.compact import CompactChange, CompactOptions, CompactReport, plan_
 from castable.dblog import LOG_PREFIX
 from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
-from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport, still_referenced
+from castable.erase import EraseChange, EraseMode, EraseReport, PurgeReport
 from castable.erase import purge as purge_erased_objects
 from castable.errors import (
     CommitConflictError,
@@ -839,14 +839,8 @@ class Table:
             return EraseReport(self._manifest.recent_commits[commit_id], 0, [], parsed)
         only = None if files is None else frozenset(files)
         change = EraseChange(self.store, parsed, self._manifest, mode, self._props, only)
-        if change.is_empty:
-            report = EraseReport(self.version, 0, [], parsed)
-        else:
-            version = self._commit("erase", commit_id, change.build).version
-            rows = sum(e.rows_removed for e in change.files)
-            report = EraseReport(
-                version, rows, change.files, parsed, still_referenced(self.store, change.files, version)
-            )
+        version = self.version if change.is_empty else self._commit("erase", commit_id, change.build).version
+        report = change.report(version)
         if purge:
             report.purge = self.purge_erased(report)
         return report
