@@ -381,8 +381,42 @@ def raise_floor(store: ObjectStore, oldest: int, version: int) -> Pointer:
     raise CommitConflictError(f"could not record the retention floor in {POINTER_KEY} under contention")
 
 
-class _Lost(Exception):
-    """Internal: this attempt lost (or did not land); try again on the base now in hand."""
+class Lost(Exception):
+    """An attempt lost (or did not land): :func:`until_landed` tries again on the base now in hand."""
+
+
+R = TypeVar("R")
+
+
+def until_landed(attempt: Callable[[], R], *, timeout: float, commit_id: str, operation: str) -> R:
+    """Run ``attempt`` until it returns, waiting out a :func:`backoff` after each ``Lost``, for
+    at most ``timeout`` seconds; then ``CommitConflictError``. Table and database commits alike."""
+    retrying = Retrying(
+        stop=stop_after_delay(timeout), wait=backoff, retry=retry_if_exception_type(Lost), reraise=False
+    )
+    try:
+        return retrying(attempt)
+    except RetryError as e:
+        raise CommitConflictError(
+            f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
+            f"({e.last_attempt.attempt_number} attempts); nothing was committed"
+        ) from None
+
+
+def holds_commit(
+    store: ObjectStore, key: str, commit_id: str, cause: StoreError, owns: Callable[[str, bytes], bool]
+) -> bool:
+    """After an ambiguous PUT of ``key``: whether the object there is this commit's own (``owns``
+    judges its key and bytes); ``CommitStateUnknownError`` if that cannot be read."""
+    try:
+        blob = store.get(key)
+    except ObjectNotFoundError:
+        return False
+    except StoreError as e:
+        raise CommitStateUnknownError(
+            f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
+        ) from cause
+    return owns(key, blob.data)
 
 
 @dataclass
@@ -436,6 +470,10 @@ def commit(
     """
     state: dict[str, Any] = {"base": base, "pointer": pointer}
 
+    def ours(key: str, data: bytes) -> bool:
+        found = Manifest.from_json(data, key=key, store=store)
+        return found.table_uuid == base.table_uuid and found.commit.commit_id == commit_id
+
     def rebase(known: Manifest | None) -> None:
         state["base"], state["pointer"] = load_latest(store, known=known, table_uuid=base.table_uuid)
         if on_newer_base is not None:
@@ -470,10 +508,10 @@ def commit(
             rebase(current)
         except StoreError as e:
             log.warning("commit of %s to %s ended ambiguously: %s", commit_id, key, e)
-            if _holds_commit(store, key, commit_id, base.table_uuid, e):
+            if holds_commit(store, key, commit_id, e, ours):
                 return landed(candidate)
             rebase(current)
-        raise _Lost()
+        raise Lost()
 
     def landed(manifest: Manifest) -> CommitResult:
         moved = advance_pointer(store, manifest.version, state["pointer"]) or _floor_check(store, manifest, commit_id)
@@ -483,22 +521,10 @@ def commit(
             )
             store.delete(manifest_key(manifest.version))
             rebase(None)
-            raise _Lost()
+            raise Lost()
         return CommitResult(manifest.version, manifest, moved)
 
-    retrying = Retrying(
-        stop=stop_after_delay(timeout),
-        wait=backoff,
-        retry=retry_if_exception_type(_Lost),
-        reraise=False,
-    )
-    try:
-        return retrying(attempt)
-    except RetryError as e:
-        raise CommitConflictError(
-            f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
-            f"({e.last_attempt.attempt_number} attempts); nothing was committed"
-        ) from None
+    return until_landed(attempt, timeout=timeout, commit_id=commit_id, operation=operation)
 
 
 def _discard(store: ObjectStore, segments: list[str]) -> None:
@@ -524,20 +550,6 @@ def _floor_check(store: ObjectStore, manifest: Manifest, commit_id: str) -> Poin
             f"check that version is visible: {e}; retry with the same commit_id",
             commit_id,
         ) from e
-
-
-def _holds_commit(store: ObjectStore, key: str, commit_id: str, table_uuid: str, cause: StoreError) -> bool:
-    """After an ambiguous PUT of ``key``: whether the manifest there is this commit's own."""
-    try:
-        blob = store.get(key)
-    except ObjectNotFoundError:
-        return False
-    except StoreError as e:
-        raise CommitStateUnknownError(
-            f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
-        ) from cause
-    found = Manifest.from_json(blob.data, key=key, store=store)
-    return found.table_uuid == table_uuid and found.commit.commit_id == commit_id
 
 
 def now() -> datetime:

@@ -27,25 +27,24 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay
-
 from castable.commit import (
     Change,
+    Lost,
     Pointer,
     _discard,
     advance_pointer,
-    backoff,
     encode_pointer,
+    holds_commit,
     load_newest,
     now,
     read_manifest,
     retention_floor,
     stage,
+    until_landed,
 )
 from castable.entries import CommitInfo, dumps
 from castable.errors import (
     CommitConflictError,
-    CommitStateUnknownError,
     CorruptObjectError,
     DatabaseNotFoundError,
     TableAlreadyExistsError,
@@ -327,10 +326,6 @@ class DatabaseCommit:
     tables: dict[str, Manifest]
 
 
-class _Lost(Exception):
-    """Internal: this attempt lost; try again on the newer database version now in hand."""
-
-
 def commit(
     root: ObjectStore,
     base: DatabaseVersion,
@@ -369,6 +364,9 @@ def commit(
 
     if pointer is None or pointer.version < base.version:
         rebase()
+
+    def ours(key: str, data: bytes) -> bool:
+        return DatabaseVersion.from_json(data, key=key, log_store=log_store).commit.commit_id == commit_id
 
     def current(head: DatabaseVersion, write: TableWrite) -> Manifest:
         """The version of ``write``'s table that ``head`` lists, which the write is built on."""
@@ -429,10 +427,10 @@ def commit(
             rebase()
         except StoreError as e:
             log.warning("database commit of %s to %s ended ambiguously: %s", commit_id, key, e)
-            if _holds_commit(log_store, key, commit_id, e):
+            if holds_commit(log_store, key, commit_id, e, ours):
                 return landed(candidate, staged)
             rebase()
-        raise _Lost()
+        raise Lost()
 
     def landed(version: DatabaseVersion, staged: dict[str, Manifest]) -> DatabaseCommit:
         try:
@@ -444,16 +442,7 @@ def commit(
             on_newer_head(version, state["pointer"])
         return DatabaseCommit(version.version, version, staged)
 
-    retrying = Retrying(
-        stop=stop_after_delay(timeout), wait=backoff, retry=retry_if_exception_type(_Lost), reraise=False
-    )
-    try:
-        return retrying(attempt)
-    except RetryError as e:
-        raise CommitConflictError(
-            f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
-            f"({e.last_attempt.attempt_number} attempts); nothing was committed"
-        ) from None
+    return until_landed(attempt, timeout=timeout, commit_id=commit_id, operation=operation)
 
 
 def _landed_before(
@@ -480,16 +469,3 @@ def _at(store: ObjectStore, newest: Manifest, version: int | None) -> Manifest:
         return read_manifest(store, version, newest.table_uuid)
     except VersionNotFoundError:
         return newest
-
-
-def _holds_commit(log_store: ObjectStore, key: str, commit_id: str, cause: StoreError) -> bool:
-    """After an ambiguous PUT of database version ``key``: whether it holds this commit."""
-    try:
-        blob = log_store.get(key)
-    except ObjectNotFoundError:
-        return False
-    except StoreError as e:
-        raise CommitStateUnknownError(
-            f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
-        ) from cause
-    return DatabaseVersion.from_json(blob.data, key=key, log_store=log_store).commit.commit_id == commit_id
