@@ -849,7 +849,8 @@ class Table:
         """Complete an erasure: expire the versions that still reference the old objects,
         delete those objects (and their noncurrent versions), and verify that no retained
         object still holds a matching row."""
-        self._maintained()
+        if self._routed() is not None:  # it reads the table's own manifests only: finish them first
+            self._maintained()
         self.store.check_conditional_writes()
         return purge_erased_objects(self.store, report)
 
@@ -1034,7 +1035,8 @@ class Table:
     def gc(self, *, orphan_grace: timedelta | None = None, dry_run: bool = False) -> GcReport:
         """Delete data and tombstone files no retained version references, once older than
         ``orphan_grace`` (default: ``gc.orphan-grace-seconds``), and abort stale multipart uploads."""
-        self._maintained()
+        if self._routed() is not None:  # it reads the table's own manifests only: finish them first
+            self._maintained()
         grace = timedelta(seconds=self._props.orphan_grace_seconds) if orphan_grace is None else orphan_grace
         if grace < timedelta(0):
             raise InvalidInputError("orphan_grace cannot be negative")
