@@ -355,6 +355,7 @@ def commit(
     creates = dict(creates or {})
     state: dict[str, Any] = {"head": base, "pointer": pointer}
     built: dict[tuple[str, int], Manifest] = {}
+    newer: dict[tuple[str, int], Manifest] = {}
 
     def rebase() -> None:
         head, found, pending = load_head(log_store, state["head"])
@@ -378,7 +379,10 @@ def commit(
             )
         if member.version == write.base.version:
             return write.base
-        return member_manifest(root, log_store, head, write.name)
+        key = (write.name, member.version)
+        if key not in newer:  # read once, however many attempts find the table at that version
+            newer[key] = member_manifest(root, log_store, head, write.name)
+        return newer[key]
 
     def table_version(head: DatabaseVersion, write: TableWrite, base: Manifest, created: list[str]) -> Manifest:
         key = (write.name, base.version)
