@@ -288,24 +288,25 @@ class _Manifests:
         """Append every file a landed manifest names to its table, all in one transaction."""
         landing = S3Store(self.landing_bucket, "", _s3())
         try:
-            info = landing.head(key)
+            manifest = landing.get(key)
         except ObjectNotFoundError:
             logger.info("already ingested or removed", extra={"key": key})
             return
-        commit_id = "ingest-" + hashlib.sha256(f"{self.landing_bucket}/{key}@{info.etag}".encode()).hexdigest()[:32]
-        db = self.database.refresh()
-        if db.committed_version(commit_id) is not None:
+        digest = hashlib.sha256(f"{self.landing_bucket}/{key}@{manifest.etag}".encode()).hexdigest()[:32]
+        tx = self.database.transaction(commit_id=f"ingest-{digest}").begin()
+        if self.database.committed_version(tx.commit_id) is not None:
+            tx.abort()
             logger.info("already ingested by another invocation", extra={"key": key})
-            self._remove(key, self.targets(key, landing.get(key).data))
+            self._remove(key, self.targets(key, manifest.data))
             return
         try:
-            targets = self.targets(key, landing.get(key).data)
+            targets = self.targets(key, manifest.data)
             opened = {name: [self._open(name, k) for k in keys] for name, keys in targets.items()}
         except BadFileError as e:
-            for k in [key, *_named(landing, key)]:
+            tx.abort()
+            for k in [key, *_named(landing, key, manifest.data)]:
                 _dead_letter(self.dead_letter_prefix, self.landing_bucket, k, str(e))
             return
-        tx = db.transaction(commit_id=commit_id).begin()
         for name, landed in opened.items():
             table = tx.table(name)
             pending = [f for f in landed if f.source_id not in table.manifest.recent_commits]
@@ -341,11 +342,11 @@ def _inside(manifests: _Manifests, key: str) -> bool:
     return key.startswith(manifests.landing_prefix) and ".." not in key.split("/") and "//" not in key
 
 
-def _named(landing: S3Store, key: str) -> list[str]:
-    """The landing keys a (possibly malformed) manifest names that exist: they go to the
+def _named(landing: S3Store, key: str, data: bytes) -> list[str]:
+    """The landing keys a (possibly malformed) manifest ``data`` names that exist: they go to the
     dead-letter prefix with it."""
     try:
-        doc = json.loads(landing.get(key).data)
+        doc = json.loads(data)
         folder = key.rpartition("/")[0]
         keys = [f"{folder}/{f}" for files in doc["tables"].values() for f in files if isinstance(f, str)]
     except (ValueError, KeyError, TypeError, AttributeError):
