@@ -150,13 +150,26 @@ def test_a_conflict_on_one_table_aborts_the_whole_transaction(shop: Database) ->
         loser.table("lines")
 
 
-def test_racing_upserts_in_transactions_keep_one_row_per_key_the_later_commits(shop: Database) -> None:
+def test_racing_upserts_in_transactions_first_committer_wins(shop: Database) -> None:
     first, second = shop.transaction().begin(), shop.transaction().begin()
     first.table("orders").upsert(events(3, 4).set_column(2, "value", pa.array([1.0])))
     first.table("lines").append(lines([3]))
     second.table("orders").upsert(events(3, 4).set_column(2, "value", pa.array([2.0])))
-    first.commit(), second.commit()
-    assert shop.table("orders").to_arrow(filter="id = 3").column("value").to_pylist() == [2.0]
+    second.table("lines").append(lines([4]))
+    first.commit()
+    before = snapshot_of(shop.store)
+    with pytest.raises(CommitConflictError, match=r"table 'orders'.*upsert.*\(id 3\)"):
+        second.commit()
+    assert snapshot_of(shop.store) == before, "the refused transaction wrote nothing to any table"
+    assert shop.refresh().table("orders").to_arrow(filter="id = 3").column("value").to_pylist() == [1.0]
+    assert ids(shop.table("orders")) == list(range(10)) and 4 not in order_ids(shop.table("lines"))
+
+
+def test_racing_blind_upserts_outside_transactions_keep_the_later_commits_row(shop: Database) -> None:
+    first, second = shop.table("orders"), castable.open_database(shop.uri, storage_options=_options(shop)).table("orders")
+    first.upsert(events(3, 4).set_column(2, "value", pa.array([1.0])))
+    second.upsert(events(3, 4).set_column(2, "value", pa.array([2.0])))  # planned on the older version
+    assert shop.refresh().table("orders").to_arrow(filter="id = 3").column("value").to_pylist() == [2.0]
     assert ids(shop.table("orders")) == list(range(10))
 
 

@@ -20,13 +20,14 @@ import json
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
+from castable.conflicts import Access
 from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -80,10 +81,12 @@ states the schema it commits. Any other operation planned on an older schema con
 
 @dataclass(frozen=True)
 class Change:
-    """One operation of a commit: its name and the function that applies it to a base."""
+    """One operation of a commit: its name, the function that applies it to a base, and what a
+    transaction's commit must validate for it (its rows written and read; see ``conflicts``)."""
 
     operation: str
     build: Callable[[Manifest], NextState]
+    access: Access = field(default_factory=Access)
 
 
 TRANSACTION = "transaction"

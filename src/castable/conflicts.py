@@ -15,19 +15,42 @@ rules by the footprint it declares; none re-derives them in its own code.
 | ``claims`` | replaces every row matching this predicate, and no other | a new file may hold such a row | conflict |
 
 A re-planned change is judged again against the next writer's commits, from its new base.
+
+Those are the rules for blind writes. A transaction reads a snapshot and writes from what it
+read, so re-planning it could lose an update; its writes (and, when serializable, its reads)
+are an :class:`Access` per table, which :func:`validate` judges against every commit since the
+transaction's snapshot, by what the rows hold:
+
+| access field | what the transaction did | committed since its snapshot | answer |
+| --- | --- | --- | --- |
+| ``keys`` | wrote rows by key (upsert, merge, overwrite) | any change to a row matching it | conflict |
+| ``rows`` | replaced the rows it saw (update, delete) | one of those rows changed or is gone | conflict |
+| ``reads`` | read rows (scans; what an update or delete selects) | serializable: any change to one | conflict |
+
+Under snapshot isolation (first committer wins) lost updates cannot happen and write skew can;
+serializable also judges ``reads``, so write skew cannot happen either.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections import Counter
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import pyarrow as pa
 
-from castable.errors import CommitConflictError
+from castable.errors import CommitConflictError, InvalidInputError
+from castable.evolution import same_schema
 from castable.manifest import DataFile, Manifest
 from castable.predicate import Match, Predicate
+from castable.scan import Scan
+from castable.snapshot import Snapshot
+from castable.store import ObjectStore
+
+Isolation = Literal["snapshot", "serializable"]
+ISOLATION_LEVELS: tuple[str, ...] = get_args(Isolation)
 
 
 class Verdict(enum.Enum):
@@ -129,3 +152,100 @@ def _may_hold(f: DataFile, predicate: Predicate, schema: pa.Schema) -> bool:
     if f.rows == 0:
         return False
     return predicate.match(lambda column: f.column_stats(column, schema), f.rows) is not Match.NONE
+
+
+def check_isolation(isolation: object) -> Isolation:
+    """``isolation`` if it names a level castable gives, else ``InvalidInputError``."""
+    if isolation not in ISOLATION_LEVELS:
+        raise InvalidInputError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
+    return isolation  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The rows of one table matching ``predicate``, as seen through ``columns`` (all if
+    ``None``), and the operation that wrote or read them (for messages)."""
+
+    predicate: Predicate
+    columns: tuple[str, ...] | None = None
+    by: str = "scan"
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a transaction's operations did to one table (see the module's second table)."""
+
+    keys: tuple[Rows, ...] = ()
+    rows: tuple[Rows, ...] = ()
+    reads: tuple[Rows, ...] = ()
+
+    def __add__(self, other: Access) -> Access:
+        return Access(self.keys + other.keys, self.rows + other.rows, self.reads + other.reads)
+
+    def under(self, isolation: Isolation) -> Access:
+        """What ``isolation`` judges of it: snapshot isolation leaves reads unchecked."""
+        return self if isolation == "serializable" else Access(self.keys, self.rows)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.keys or self.rows or self.reads)
+
+
+def validate(store: ObjectStore, snapshot: Manifest, head: Manifest, access: Access, *, table: str) -> None:
+    """``CommitConflictError`` (naming ``table`` and the keys) if a commit between the
+    transaction's ``snapshot`` of the table and ``head`` changed rows that ``access`` depends
+    on. Rows are compared by value, so a compaction that only moved them is no conflict; a
+    range no committed file could hold is settled from statistics, unread."""
+    if head.version == snapshot.version or access.is_empty:
+        return
+    if not same_schema(snapshot.schema, head.schema):
+        raise CommitConflictError(
+            f"table {table!r}: a commit since the transaction's snapshot (version {snapshot.version}) changed "
+            f"its schema (newest: version {head.version}); nothing was committed: run the transaction again"
+        )
+    commits = Commits.between(snapshot, head)
+    checks = (
+        [("wrote", r, False) for r in access.keys]
+        + [("replaced", r, True) for r in access.rows]
+        + [("read", r, False) for r in access.reads]
+    )
+    for verb, rows, removed_only in checks:
+        if not _touched(store, snapshot, commits, rows.predicate):
+            continue
+        before, after = _values(store, snapshot, rows), _values(store, head, rows)
+        changed = before - after if removed_only else (before - after) + (after - before)
+        if changed:
+            raise CommitConflictError(
+                f"table {table!r}: the transaction's {rows.by} {verb} rows that a commit since its snapshot (version "
+                f"{snapshot.version}, newest {head.version}) changed{_which(snapshot, rows, changed)}; "
+                "nothing was committed: run the transaction again"
+            )
+
+
+def _touched(store: ObjectStore, snapshot: Manifest, commits: Commits, predicate: Predicate) -> bool:
+    """Whether the commits added a file, or removed or deleted from a file of the snapshot, whose
+    statistics leave room for a row matching ``predicate``."""
+    if _added_holding(commits, predicate):
+        return True
+    changed = commits.removed | commits.deleted_in
+    return bool(changed) and any(f.path in changed for f in Snapshot(store, snapshot).prune_files(predicate))
+
+
+def _values(store: ObjectStore, manifest: Manifest, rows: Rows) -> Counter[tuple[object, ...]]:
+    """The live rows of ``manifest`` that ``rows`` names, as a multiset of value tuples."""
+    columns = None if rows.columns is None else list(rows.columns)
+    found = Scan(Snapshot(store, manifest), columns, rows.predicate).to_arrow()
+    if not found.num_columns:  # a count: how many rows match is what was read
+        return Counter({(): found.num_rows})
+    return Counter(zip(*(c.to_pylist() for c in found.columns), strict=True))
+
+
+def _which(snapshot: Manifest, rows: Rows, changed: Counter[tuple[object, ...]]) -> str:
+    """The changed rows' keys, for the message (when the key is among the columns compared)."""
+    names = list(snapshot.schema.names if rows.columns is None else rows.columns)
+    key = snapshot.primary_key[0] if snapshot.primary_key else None
+    if key is None or key not in names:
+        return f" ({sum(changed.values())} row(s))"
+    keys = sorted({row[names.index(key)] for row in changed}, key=repr)
+    shown = ", ".join(map(repr, keys[:10])) + (", ..." if len(keys) > 10 else "")
+    return f" ({key} {shown})"

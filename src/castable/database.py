@@ -20,18 +20,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from castable import dblog
-from castable.commit import Change, CommitResult, NextState, Pointer, encode_pointer, entry_as_of, now, stage
+from castable.commit import Change, CommitResult, Pointer, encode_pointer, entry_as_of, now, stage
+from castable.conflicts import Access, Isolation, Rows, check_isolation
 from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
 from castable.entries import CommitInfo
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport
 from castable.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
     CorruptObjectError,
     DatabaseAlreadyExistsError,
     DatabaseNotFoundError,
@@ -48,6 +52,8 @@ from castable.predicate import Predicate, parse_predicate
 from castable.properties import TableProperties
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
 from castable.table import Table, _as_datetime, _check_not_nested, _new_commit_id, initial_manifest
+
+R = TypeVar("R")
 
 TRANSACTION_OPERATIONS = frozenset({"append", "delete", "upsert", "overwrite", "update", "merge"})
 """What a transaction can do to a table. Maintenance and schema changes commit on their own."""
@@ -271,11 +277,55 @@ class Database:
         self._commit("create_table", commit_id, creates={name: manifest})
         return self.table(name)
 
-    def transaction(self, commit_id: str | None = None) -> Transaction:
+    def transaction(self, commit_id: str | None = None, *, isolation: Isolation = "snapshot") -> Transaction:
         """A transaction over any of the tables: ``with db.transaction() as tx: tx.table(...)...``
         commits every write made through ``tx`` as one database version when the block ends,
-        or none of them if it raises."""
-        return Transaction(self, _new_commit_id(commit_id))
+        or none of them if it raises.
+
+        ``isolation="snapshot"`` (the default): the transaction reads one snapshot, and fails
+        with ``CommitConflictError`` if a commit since then changed a row it writes (first
+        committer wins: no lost updates; write skew is possible). ``"serializable"`` also fails
+        if such a commit changed a row it read (its scans' rows), so write skew is not."""
+        return Transaction(self, _new_commit_id(commit_id), check_isolation(isolation))
+
+    def run(
+        self,
+        fn: Callable[[Transaction], R],
+        *,
+        isolation: Isolation = "snapshot",
+        commit_id: str | None = None,
+        timeout: float | None = None,
+    ) -> R:
+        """Run ``fn(tx)`` as a transaction and commit it, running it again on a fresh snapshot
+        (after a jittered, growing wait) while it fails with ``CommitConflictError``, for at
+        most ``timeout`` seconds (default: the ``commit.timeout-seconds`` default); return what
+        ``fn`` returned. Every run uses the same ``commit_id``, and after a
+        ``CommitStateUnknownError`` the log is read before anything runs again: a run that
+        landed is never repeated."""
+        commit_id = _new_commit_id(commit_id)
+        check_isolation(isolation)
+        limit = TableProperties.parse({}).commit_timeout_seconds if timeout is None else timeout
+        retrying = Retrying(
+            stop=stop_after_delay(limit),
+            wait=wait_random_exponential(multiplier=0.01, max=1.0),
+            retry=retry_if_exception_type((CommitConflictError, CommitStateUnknownError)),
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt:
+                tx = self.transaction(commit_id, isolation=isolation).begin()
+                try:
+                    result = fn(tx)
+                except BaseException:
+                    tx.abort()
+                    raise
+                try:
+                    tx.commit()
+                except CommitStateUnknownError:  # landed or not: the log says, and only then run again
+                    if self.refresh().committed_version(commit_id) is None:
+                        raise
+        return result
+        return result
 
     def erase(
         self,
@@ -324,6 +374,7 @@ class Database:
         *,
         writes: list[TableWrite] | None = None,
         creates: Mapping[str, Manifest] | None = None,
+        checks: list[dblog.Check] | None = None,
     ) -> dblog.DatabaseCommit:
         timeouts = [TableProperties.parse(w.base.properties).commit_timeout_seconds for w in writes or []]
         result = dblog.commit(
@@ -331,6 +382,7 @@ class Database:
             self._head,
             writes=writes or [],
             creates=creates,
+            checks=checks or [],
             operation=operation,
             commit_id=commit_id,
             pointer=self._pointer,
@@ -345,17 +397,19 @@ class Database:
 
     # ------------------------------------------------- Owner, for member tables
 
-    def commit_table(
-        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
-    ) -> CommitResult:
-        """A write to one member table: a one-table transaction."""
+    def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
+        """A write to one member table outside a transaction: a blind write, rebased by its own
+        rules (format section 8), committed as one database version."""
         name = _name_of(table)
         if self._head.tables.get(name, None) is None or self._head.tables[name].version < table.manifest.version:
             self.refresh()
-        write = TableWrite(name, table.manifest, [Change(operation, build)], _retention(table.manifest))
-        result = self._commit(operation, commit_id, writes=[write])
+        write = TableWrite(name, table.manifest, [change], _retention(table.manifest))
+        result = self._commit(change.operation, commit_id, writes=[write])
         manifest = result.tables[name]
         return CommitResult(manifest.version, manifest, None)
+
+    def observe(self, table: Table, rows: Rows) -> None:
+        """Reads outside a transaction are not validated."""
 
     def newest(self, table: Table) -> Manifest:
         return self.refresh()._member(self._head, _name_of(table))
@@ -410,10 +464,11 @@ class _Pinned:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def commit_table(
-        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
-    ) -> CommitResult:
-        return self.database.commit_table(table, operation, commit_id, build)
+    def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
+        return self.database.commit_table(table, change, commit_id)
+
+    def observe(self, table: Table, rows: Rows) -> None:
+        """A snapshot's reads are not part of any transaction."""
 
     def newest(self, table: Table) -> Manifest:
         return table.manifest
@@ -433,15 +488,20 @@ class Transaction:
 
     transactional = True
 
-    def __init__(self, database: Database, commit_id: str) -> None:
+    def __init__(self, database: Database, commit_id: str, isolation: Isolation = "snapshot") -> None:
         self.database = database
         self.commit_id = commit_id
+        self.isolation = isolation
         self.version: int | None = None
         """The database version the transaction committed as, once it has."""
         self._state = "new"
         self._base: DatabaseVersion | None = None
         self._tables: dict[str, Table] = {}
+        self._bases: dict[str, Manifest] = {}
+        """Each table as the snapshot has it (the handle moves on to the transaction's writes)."""
         self._writes: dict[str, TableWrite] = {}
+        self._access: dict[str, Access] = {}
+        """What each table's reads and writes depend on, validated at commit."""
 
     def __enter__(self) -> Transaction:
         return self.begin()
@@ -470,7 +530,8 @@ class Transaction:
         base = self._open()
         if name not in self._tables:
             store = self.database.store.child(check_name(name))
-            self._tables[name] = Table(store, self.database._member(base, name), None, owner=self)
+            self._bases[name] = self.database._member(base, name)
+            self._tables[name] = Table(store, self._bases[name], None, owner=self)
         return self._tables[name]
 
     @property
@@ -486,7 +547,13 @@ class Transaction:
             raise EmptyWriteError(f"transaction {self.commit_id} wrote to no table; nothing was committed")
         self._state = "failed"  # until the commit returns: a failed transaction is not used again
         try:
-            result = self.database._commit("transaction", self.commit_id, writes=list(self._writes.values()))
+            checks = [
+                dblog.Check(name, self._bases[name], access.under(self.isolation))
+                for name, access in sorted(self._access.items())
+            ]
+            result = self.database._commit(
+                "transaction", self.commit_id, writes=list(self._writes.values()), checks=checks
+            )
         except BaseException:
             self._reset()
             raise
@@ -509,28 +576,33 @@ class Transaction:
             if name in self._tables:
                 self._tables[name]._replace_manifest(write.base)
 
-    def commit_table(
-        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
-    ) -> CommitResult:
+    def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
         """Stage one change: the table handle then reads the transaction's own writes."""
         self._open()
-        if operation not in TRANSACTION_OPERATIONS:
+        if change.operation not in TRANSACTION_OPERATIONS:
             raise InvalidInputError(
-                f"{operation} cannot run inside a transaction (it can: {sorted(TRANSACTION_OPERATIONS)}); "
+                f"{change.operation} cannot run inside a transaction (it can: {sorted(TRANSACTION_OPERATIONS)}); "
                 "run it on db.table(...) outside one"
             )
         name = _name_of(table)
-        write = self._writes.get(name) or TableWrite(name, table.manifest, [], _retention(table.manifest))
+        write = self._writes.get(name) or TableWrite(name, self._bases[name], [], _retention(table.manifest))
         staged = stage(
             write.base,
-            [*write.changes, Change(operation, build)],
+            [*write.changes, change],
             planned=write.base,
             commit_id=self.commit_id,
             commit_retention=write.commit_retention,
         )
-        write.changes.append(Change(operation, build))
+        write.changes.append(change)
         self._writes[name] = write
+        self._access[name] = self._access.get(name, Access()) + change.access
         return CommitResult(staged.version, replace(staged, version=write.base.version), None)
+
+    def observe(self, table: Table, rows: Rows) -> None:
+        """Record a read of the transaction's snapshot (validated at commit when serializable)."""
+        if self._state == "open":
+            name = _name_of(table)
+            self._access[name] = self._access.get(name, Access()) + Access(reads=(rows,))
 
     def newest(self, table: Table) -> Manifest:
         return table.manifest

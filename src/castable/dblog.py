@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
+from castable import conflicts
 from castable.commit import (
     Change,
     Lost,
@@ -42,6 +43,7 @@ from castable.commit import (
     stage,
     until_landed,
 )
+from castable.conflicts import Access
 from castable.entries import CommitInfo, dumps
 from castable.errors import (
     CommitConflictError,
@@ -316,6 +318,16 @@ class TableWrite:
     commit_retention: int
 
 
+@dataclass(frozen=True)
+class Check:
+    """What a transaction's commit validates of table ``name``: ``access`` since ``snapshot``
+    (the table as the transaction's snapshot has it; see ``conflicts.validate``)."""
+
+    name: str
+    snapshot: Manifest
+    access: Access
+
+
 @dataclass
 class DatabaseCommit:
     """The database version a commit is, the newest database version the writer saw, and the
@@ -332,6 +344,7 @@ def commit(
     *,
     writes: Sequence[TableWrite] = (),
     creates: Mapping[str, Manifest] | None = None,
+    checks: Sequence[Check] = (),
     operation: str,
     commit_id: str,
     pointer: Pointer | None = None,
@@ -344,7 +357,9 @@ def commit(
     A table that no concurrent commit touched keeps the version built for it; a table another
     commit changed is built again from its newest version, where each change re-validates
     itself (DESIGN section 4) and may raise ``CommitConflictError``, which aborts the whole
-    transaction. A writer commits only on a version it knows to be rolled forward (the pointer
+    transaction. A transaction's ``checks`` are validated first, on every newer version: a
+    commit since its snapshot that changed rows it wrote (or, serializable, read) aborts it
+    (``conflicts.validate``). A writer commits only on a version it knows to be rolled forward (the pointer
     it last saw is there); else it loads the newest and rolls forward what lies above the
     pointer first. The members' copies of this commit are written (rolled forward) before it
     returns. ``pointer`` is the database pointer last seen (see :func:`roll_forward`); the
@@ -356,6 +371,7 @@ def commit(
     state: dict[str, Any] = {"head": base, "pointer": pointer}
     built: dict[tuple[str, int], Manifest] = {}
     newer: dict[tuple[str, int], Manifest] = {}
+    validated: set[tuple[str, int]] = set()
 
     def rebase() -> None:
         head, found, pending = load_head(log_store, state["head"])
@@ -369,20 +385,25 @@ def commit(
     def ours(key: str, data: bytes) -> bool:
         return DatabaseVersion.from_json(data, key=key, log_store=log_store).commit.commit_id == commit_id
 
-    def current(head: DatabaseVersion, write: TableWrite) -> Manifest:
-        """The version of ``write``'s table that ``head`` lists, which the write is built on."""
-        member = head.tables.get(write.name)
-        if member is None or member.table_uuid != write.base.table_uuid:
+    def current(head: DatabaseVersion, name: str, base: Manifest) -> Manifest:
+        """The version of table ``name`` (``base`` is an older one) that ``head`` lists."""
+        member = head.tables.get(name)
+        if member is None or member.table_uuid != base.table_uuid:
             raise CommitConflictError(
-                f"table {write.name!r} was dropped or re-created by database version {head.version}; "
-                "nothing was committed"
+                f"table {name!r} was dropped or re-created by database version {head.version}; nothing was committed"
             )
-        if member.version == write.base.version:
-            return write.base
-        key = (write.name, member.version)
+        if member.version == base.version:
+            return base
+        key = (name, member.version)
         if key not in newer:  # read once, however many attempts find the table at that version
-            newer[key] = member_manifest(root, log_store, head, write.name)
+            newer[key] = member_manifest(root, log_store, head, name)
         return newer[key]
+
+    def validate(head: DatabaseVersion, check: Check) -> None:
+        newest = current(head, check.name, check.snapshot)
+        if (check.name, newest.version) not in validated:  # each newer version is judged once
+            conflicts.validate(root.child(check.name), check.snapshot, newest, check.access, table=check.name)
+            validated.add((check.name, newest.version))
 
     def table_version(head: DatabaseVersion, write: TableWrite, base: Manifest, created: list[str]) -> Manifest:
         key = (write.name, base.version)
@@ -395,10 +416,12 @@ def commit(
 
     def attempt() -> DatabaseCommit:
         head: DatabaseVersion = state["head"]
-        bases = dict(zip([w.name for w in writes], _parallel([partial(current, head, w) for w in writes]), strict=True))
+        newest = _parallel([partial(current, head, w.name, w.base) for w in writes])
+        bases = dict(zip([w.name for w in writes], newest, strict=True))
         before = _landed_before(root, head, bases, commit_id)
         if before is not None:  # a retry, or a response that was lost
             return before
+        _parallel([partial(validate, head, c) for c in checks])
         taken = sorted(set(creates) & set(head.tables))
         if taken:
             raise TableAlreadyExistsError(f"the database already has table(s) {taken}; nothing was committed")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from castable.conflicts import Access, Rows
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.expressions import Assignments, Value, parse_value
 from castable.inputs import arrow_pieces, is_dataframe
@@ -157,7 +158,8 @@ class MergeBuilder:
         """Decide every clause on the latest version and commit the outcome once."""
         if not self._matched and not self._unmatched:
             raise InvalidInputError("a merge needs at least one when_matched_* or when_not_matched_* clause")
-        version = self.table._rewrite("merge", self._decide, commit_id=commit_id)
+        keys = InList(self.key, self.source.column(self.key).combine_chunks())
+        version = self.table.rewrite("merge", self._decide, Access(keys=(Rows(keys, by="merge"),)), commit_id=commit_id)
         if version is None:
             return MergeResult(self.table.version, 0, 0, 0)
         summary = self.table.manifest_at(version).commit.summary

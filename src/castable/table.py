@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from castable.batching import BatchWriter
 from castable.commit import (
+    Change,
     CommitResult,
     NextState,
     Pointer,
@@ -32,6 +33,7 @@ from castable.commit import (
     retention_floor,
 )
 from castable.compact import CompactChange, CompactOptions, CompactReport, plan_groups
+from castable.conflicts import Access, Rows
 from castable.dblog import LOG_PREFIX
 from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
@@ -187,10 +189,11 @@ class Owner(Protocol):
     transactional: bool
     """Whether commits are only staged (a transaction), so maintenance cannot run."""
 
-    def commit_table(
-        self, table: Table, operation: str, commit_id: str, build: Callable[[Manifest], NextState]
-    ) -> CommitResult:
+    def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
         """Commit (or stage) one change of ``table``."""
+
+    def observe(self, table: Table, rows: Rows) -> None:
+        """Hear of a read of ``table``'s current version (a transaction validates it at commit)."""
 
     def newest(self, table: Table) -> Manifest:
         """The newest version of ``table`` this owner can see."""
@@ -423,6 +426,8 @@ class Table:
             raise InvalidInputError(f"columns must be a list of names, such as {columns.split(',')!r}, not a string")
         snapshot = self.snapshot(version, as_of)
         predicate = None if filter is None else parse_predicate(filter, snapshot.schema)
+        if version is None and as_of is None:
+            self._observe(Rows(predicate or Constant(True), None if columns is None else tuple(columns)))
         return Scan(snapshot, columns, predicate)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
@@ -463,6 +468,12 @@ class Table:
             self._owner = Database.of_member(self.store, self._manifest)
         return self._owner
 
+    def _observe(self, rows: Rows) -> None:
+        """Tell the owner (a transaction records it) that ``rows`` of the current version were read."""
+        owner = self._routed()
+        if owner is not None:
+            owner.observe(self, rows)
+
     def _maintained(self) -> Manifest:
         """The newest version, to expire or collect garbage from: for a table of a database, the
         newest whose own manifest is written (every committed version is rolled forward first)."""
@@ -473,10 +484,18 @@ class Table:
         self._adopt(manifest, None)
         return manifest
 
-    def _commit(self, operation: str, commit_id: str, build: Callable[[Manifest], NextState]) -> CommitResult:
+    def _commit(
+        self,
+        operation: str,
+        commit_id: str,
+        build: Callable[[Manifest], NextState],
+        access: Access | None = None,
+    ) -> CommitResult:
+        """Commit one change: through the owner (a database or a transaction, which validates
+        ``access``), or on the table's own log."""
         owner = self._routed()
         if owner is not None:
-            result = owner.commit_table(self, operation, commit_id, build)
+            result = owner.commit_table(self, Change(operation, build, access or Access()), commit_id)
             self._adopt(result.manifest, result.pointer)
             return result
         props = self._props
@@ -597,10 +616,11 @@ class Table:
         if ops is not None:
             rows = rows.filter(pc.invert(pc.fill_null(pc.is_in(ops, pa.array([o.lower() for o in delete_ops])), False)))
         files = self._write(rows.to_batches())
+        replaced = InList(key, keys)
         change = ReplaceChange(
-            self.store, self._manifest, InList(key, keys), files, operation="upsert", exclusive=False, sources=sources
+            self.store, self._manifest, replaced, files, operation="upsert", exclusive=False, sources=sources
         )
-        return self._commit("upsert", commit_id, change.build).version
+        return self._commit("upsert", commit_id, change.build, Access(keys=(Rows(replaced, by="upsert"),))).version
 
     def _key_for(self, operation: str) -> str:
         if self.primary_key is None:
@@ -635,7 +655,9 @@ class Table:
             batches = rows.to_batches()
         files = self._write(batches)
         change = ReplaceChange(self.store, self._manifest, replaced, files, operation="overwrite", exclusive=True)
-        return self._commit("overwrite", commit_id, change.build).version
+        return self._commit(
+            "overwrite", commit_id, change.build, Access(keys=(Rows(replaced, by="overwrite"),))
+        ).version
 
     def update(
         self,
@@ -661,7 +683,8 @@ class Table:
             replaced = selected if rows.num_rows else Constant(False)  # no live row: nothing to tombstone
             return Rewrite(replaced, assignments.apply(rows, rows), summary={"rows_updated": rows.num_rows})
 
-        version = self._rewrite("update", derive, commit_id=commit_id)
+        access = Access(rows=(Rows(selected, by="update"),), reads=(Rows(selected, by="update"),))
+        version = self.rewrite("update", derive, access, commit_id=commit_id)
         return self._manifest.version if version is None else version
 
     def merge(self, source: Any, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
@@ -669,12 +692,13 @@ class Table:
         ``execute()`` (see :mod:`castable.merge`)."""
         return MergeBuilder(self, source, source_alias=source_alias, target_alias=target_alias)
 
-    def _rewrite(
-        self, operation: str, derive: Callable[[Snapshot], Rewrite], *, commit_id: str | None = None
+    def rewrite(
+        self, operation: str, derive: Callable[[Snapshot], Rewrite], access: Access, *, commit_id: str | None = None
     ) -> int | None:
         """Commit what ``derive`` makes of the latest version (rows replaced, rows written), made
         again on a newer version when a concurrent commit touched what it read; the version, or
-        ``None`` when it changes nothing. The engine of :meth:`update` and merges."""
+        ``None`` when it changes nothing. The engine of :meth:`update` and merges; ``access`` is
+        what a transaction validates for it."""
         commit_id = self._begin_write(commit_id)
         if commit_id in self._manifest.recent_commits:
             return self._manifest.recent_commits[commit_id]
@@ -684,8 +708,10 @@ class Table:
 
         change = RewriteChange(self.store, self._manifest, derive, write, operation=operation)
         if change.is_empty:
+            for rows in access.reads:  # that nothing matched was read
+                self._observe(rows)
             return None
-        return self._commit(operation, commit_id, change.build).version
+        return self._commit(operation, commit_id, change.build, access).version
 
     @staticmethod
     def _check_inside(replaced: Predicate, where: object, rows: pa.Table) -> None:
@@ -756,7 +782,7 @@ class Table:
             exclusive=mode == "overwrite",
             registered=True,
         )
-        return self._commit(mode, commit_id, change.build).version
+        return self._commit(mode, commit_id, change.build, Access(keys=(Rows(replaced, by=mode),))).version
 
     def check_add_mode(self, mode: str, where: str | pc.Expression | Predicate | None = None) -> Predicate | None:
         """What :meth:`add_files` refuses in ``mode`` and ``where`` whatever the files hold (so an
@@ -810,9 +836,11 @@ class Table:
             return self._manifest.recent_commits[commit_id]
         parsed = parse_predicate(predicate, self.schema)
         change = DeleteChange(self.store, parsed, self._manifest)
+        deleted = Rows(parsed, by="delete")
         if change.plan.is_empty:
+            self._observe(deleted)  # that no row matched was read
             return self._manifest.version
-        return self._commit("delete", commit_id, change.build).version
+        return self._commit("delete", commit_id, change.build, Access(rows=(deleted,), reads=(deleted,))).version
 
     def erase(
         self,
