@@ -16,13 +16,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
@@ -385,25 +387,94 @@ def raise_floor(store: ObjectStore, oldest: int, version: int) -> Pointer:
 
 
 class Lost(Exception):
-    """An attempt lost (or did not land): :func:`until_landed` tries again on the base now in hand."""
+    """An attempt lost (or did not land): the race waits, loads the newest entry and tries again."""
 
 
 R = TypeVar("R")
+C = TypeVar("C")
 
 
-def until_landed(attempt: Callable[[], R], *, timeout: float, commit_id: str, operation: str) -> R:
-    """Run ``attempt`` until it returns, waiting out a :func:`backoff` after each ``Lost``, for
-    at most ``timeout`` seconds; then ``CommitConflictError``. Table and database commits alike."""
-    retrying = Retrying(
-        stop=stop_after_delay(timeout), wait=backoff, retry=retry_if_exception_type(Lost), reraise=False
-    )
-    try:
-        return retrying(attempt)
-    except RetryError as e:
-        raise CommitConflictError(
-            f"commit {commit_id} ({operation}) lost to concurrent writers for {timeout:g} s "
-            f"({e.last_attempt.attempt_number} attempts); nothing was committed"
-        ) from None
+class Race(ABC, Generic[C, R]):
+    """One commit's attempts on a log, a table's or a database's: the ``If-None-Match: *`` PUT
+    of the next entry is the commit point. A lost attempt waits out a :func:`backoff` first and
+    only then loads the newest entry and builds on it (a base loaded before the wait would be
+    stale by the time it is used, and lose again to whoever committed meanwhile). Attempts are
+    bounded by ``timeout`` seconds; then ``CommitConflictError``, with nothing committed.
+
+    A subclass says how to load the newest entry, recognise a commit that landed before, build
+    a candidate (``C``), recognise its own entry after an ambiguous PUT, and finish a landed
+    commit (``R``)."""
+
+    def __init__(self, store: ObjectStore, *, commit_id: str, operation: str, timeout: float) -> None:
+        self.store = store
+        self.commit_id = commit_id
+        self.operation = operation
+        self.timeout = timeout
+        self.behind = False
+        """A lost attempt left the entry in hand stale: the next attempt loads the newest first."""
+        self.lost_segments: list[str] = []
+        """Segments of an attempt that lost with a 412, deleted once the next attempt knows it did
+        not land after all (a 412 can also answer a retried PUT of one's own)."""
+
+    @abstractmethod
+    def catch_up(self) -> None:
+        """Load the newest committed entry (and roll forward what needs it)."""
+
+    @abstractmethod
+    def landed_before(self) -> R | None:
+        """The result of this ``commit_id`` if the newest entry shows it landed already."""
+
+    @abstractmethod
+    def candidate(self, created: list[str]) -> tuple[str, bytes, C]:
+        """The next entry's key, bytes and staged form; segments written go to ``created``."""
+
+    @abstractmethod
+    def owns(self, key: str, data: bytes) -> bool:
+        """Whether the entry at ``key`` (read after an ambiguous PUT) is this commit's."""
+
+    @abstractmethod
+    def landed(self, staged: C) -> R:
+        """Finish a commit whose entry is written (move pointers, roll forward)."""
+
+    def run(self) -> R:
+        retrying = Retrying(
+            stop=stop_after_delay(self.timeout), wait=backoff, retry=retry_if_exception_type(Lost), reraise=False
+        )
+        try:
+            return retrying(self._attempt)
+        except RetryError as e:
+            if self.behind:  # the caller's handle is left at the newest version, as after any loss
+                with contextlib.suppress(StoreError, CorruptObjectError):
+                    self.catch_up()
+            raise CommitConflictError(
+                f"commit {self.commit_id} ({self.operation}) lost to concurrent writers for {self.timeout:g} s "
+                f"({e.last_attempt.attempt_number} attempts); nothing was committed"
+            ) from None
+
+    def _attempt(self) -> R:
+        if self.behind:
+            self.catch_up()
+            self.behind = False
+        before = self.landed_before()
+        if before is not None:  # a retry, or a response that was lost
+            return before
+        _discard(self.store, self.lost_segments)
+        self.lost_segments = []
+        created: list[str] = []
+        key, data, staged = self.candidate(created)
+        try:
+            self.store.put(key, data, if_none_match=True)
+            return self.landed(staged)
+        except PreconditionFailedError:
+            self.lost_segments = created
+        except ConcurrentModificationError:
+            pass
+        except StoreError as e:
+            log.warning("commit of %s to %s ended ambiguously: %s", self.commit_id, key, e)
+            if holds_commit(self.store, key, self.commit_id, e, self.owns):
+                return self.landed(staged)
+        self.behind = True
+        raise Lost()
 
 
 def holds_commit(
@@ -462,72 +533,97 @@ def commit(
     """Commit the change that ``build`` applies to a base manifest, rebasing until it lands.
 
     ``build(base)`` is called again on every newer base: that is where a change re-validates
-    itself against what was committed meanwhile (DESIGN section 4), and it may raise to abort.
+    itself against what was committed meanwhile (format section 8), and it may raise to abort.
     ``on_newer_base`` hears of every newer version the writer loads, so a handle stays current
     even when the commit then fails.
+    """
+    race = TableRace(
+        store,
+        base,
+        pointer,
+        Change(operation, build),
+        commit_id=commit_id,
+        timeout=timeout,
+        commit_retention=commit_retention,
+        on_newer_base=on_newer_base,
+    )
+    return race.run()
+
+
+class TableRace(Race[Manifest, CommitResult]):
+    """A commit to a table's own log.
 
     Expiry deletes old manifests, which frees their keys: a writer whose base is older than the
     retention window could create one of them again. So after each commit the writer checks
     the pointer's retention floor; a version below it is invisible to everyone, so the writer
     deletes it and commits again on the newest version.
     """
-    state: dict[str, Any] = {"base": base, "pointer": pointer}
 
-    def ours(key: str, data: bytes) -> bool:
-        found = Manifest.from_json(data, key=key, store=store)
-        return found.table_uuid == base.table_uuid and found.commit.commit_id == commit_id
+    def __init__(
+        self,
+        store: ObjectStore,
+        base: Manifest,
+        pointer: Pointer | None,
+        change: Change,
+        *,
+        commit_id: str,
+        timeout: float,
+        commit_retention: int,
+        on_newer_base: Callable[[Manifest, Pointer | None], None] | None,
+    ) -> None:
+        super().__init__(store, commit_id=commit_id, operation=change.operation, timeout=timeout)
+        self.planned = base
+        self.head = base
+        self.pointer = pointer
+        self.change = change
+        self.commit_retention = commit_retention
+        self.on_newer_base = on_newer_base
 
-    def rebase(known: Manifest | None) -> None:
-        state["base"], state["pointer"] = load_latest(store, known=known, table_uuid=base.table_uuid)
-        if on_newer_base is not None:
-            on_newer_base(state["base"], state["pointer"])
+    def catch_up(self) -> None:
+        self._load(self.head)
 
-    def attempt() -> CommitResult:
-        current: Manifest = state["base"]
-        if commit_id in current.recent_commits:  # landed before (a retry, or a response that was lost)
-            version = current.recent_commits[commit_id]
-            try:
-                found = read_manifest(store, version, base.table_uuid)
-            except VersionNotFoundError:  # committed long ago and expired since: the answer stands
-                return CommitResult(version, current, state["pointer"])
-            return CommitResult(version, found, advance_pointer(store, found.version, state["pointer"]))
-        created: list[str] = []
-        candidate = stage(
-            current,
-            [Change(operation, build)],
-            planned=base,
-            commit_id=commit_id,
-            commit_retention=commit_retention,
-        ).written(store, created)
-        key = manifest_key(candidate.version)
+    def _load(self, known: Manifest | None) -> None:
+        """The newest version, searched from the pointer (and from ``known``, if that is ahead)."""
+        self.head, self.pointer = load_latest(self.store, known=known, table_uuid=self.planned.table_uuid)
+        if self.on_newer_base is not None:
+            self.on_newer_base(self.head, self.pointer)
+
+    def landed_before(self) -> CommitResult | None:
+        version = self.head.recent_commits.get(self.commit_id)
+        if version is None:
+            return None
         try:
-            store.put(key, candidate.to_json(), if_none_match=True)
-            return landed(candidate)
-        except PreconditionFailedError:
-            rebase(current)
-            if commit_id not in state["base"].recent_commits:  # lost (a 412 may also mean "landed, retried")
-                _discard(store, created)
-        except ConcurrentModificationError:
-            rebase(current)
-        except StoreError as e:
-            log.warning("commit of %s to %s ended ambiguously: %s", commit_id, key, e)
-            if holds_commit(store, key, commit_id, e, ours):
-                return landed(candidate)
-            rebase(current)
-        raise Lost()
+            found = read_manifest(self.store, version, self.planned.table_uuid)
+        except VersionNotFoundError:  # committed long ago and expired since: the answer stands
+            return CommitResult(version, self.head, self.pointer)
+        return CommitResult(version, found, advance_pointer(self.store, found.version, self.pointer))
 
-    def landed(manifest: Manifest) -> CommitResult:
-        moved = advance_pointer(store, manifest.version, state["pointer"]) or _floor_check(store, manifest, commit_id)
-        if manifest.version < moved.oldest:
+    def candidate(self, created: list[str]) -> tuple[str, bytes, Manifest]:
+        staged = stage(
+            self.head,
+            [self.change],
+            planned=self.planned,
+            commit_id=self.commit_id,
+            commit_retention=self.commit_retention,
+        ).written(self.store, created)
+        return manifest_key(staged.version), staged.to_json(), staged
+
+    def owns(self, key: str, data: bytes) -> bool:
+        found = Manifest.from_json(data, key=key, store=self.store)
+        return found.table_uuid == self.planned.table_uuid and found.commit.commit_id == self.commit_id
+
+    def landed(self, staged: Manifest) -> CommitResult:
+        moved = advance_pointer(self.store, staged.version, self.pointer) or _floor_check(
+            self.store, staged, self.commit_id
+        )
+        if staged.version < moved.oldest:
             log.warning(
-                "version %d landed below the retention floor %d; committing again", manifest.version, moved.oldest
+                "version %d landed below the retention floor %d; committing again", staged.version, moved.oldest
             )
-            store.delete(manifest_key(manifest.version))
-            rebase(None)
+            self.store.delete(manifest_key(staged.version))
+            self._load(None)
             raise Lost()
-        return CommitResult(manifest.version, manifest, moved)
-
-    return until_landed(attempt, timeout=timeout, commit_id=commit_id, operation=operation)
+        return CommitResult(staged.version, staged, moved)
 
 
 def _discard(store: ObjectStore, segments: list[str]) -> None:

@@ -30,18 +30,15 @@ from typing import Any, TypeVar
 from castable import conflicts
 from castable.commit import (
     Change,
-    Lost,
     Pointer,
-    _discard,
+    Race,
     advance_pointer,
     encode_pointer,
-    holds_commit,
     load_newest,
     now,
     read_manifest,
     retention_floor,
     stage,
-    until_landed,
 )
 from castable.conflicts import Access
 from castable.entries import CommitInfo, dumps
@@ -59,7 +56,6 @@ from castable.manifest import INLINE_COMMITS, Manifest, Membership, RecentCommit
 from castable.readahead import read_ahead
 from castable.segment import SegmentRef
 from castable.store import (
-    ConcurrentModificationError,
     ObjectNotFoundError,
     ObjectStore,
     PreconditionFailedError,
@@ -352,124 +348,154 @@ def commit(
     on_newer_head: Callable[[DatabaseVersion, Pointer | None], None] | None = None,
 ) -> DatabaseCommit:
     """Commit ``writes`` (and the tables ``creates`` adds) as one database version, rebasing
-    every written table on the newest version until the commit lands.
+    every written table on the newest version until the commit lands (see :class:`DatabaseRace`)."""
+    race = DatabaseRace(
+        root,
+        base,
+        pointer,
+        writes=writes,
+        creates=creates or {},
+        checks=checks,
+        operation=operation,
+        commit_id=commit_id,
+        timeout=timeout,
+        on_newer_head=on_newer_head,
+    )
+    if pointer is None or pointer.version < base.version:
+        race.catch_up()
+    return race.run()
+
+
+class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCommit]):
+    """A commit to a database's log.
 
     A table that no concurrent commit touched keeps the version built for it; a table another
     commit changed is built again from its newest version, where each change re-validates
-    itself (DESIGN section 4) and may raise ``CommitConflictError``, which aborts the whole
-    transaction. A transaction's ``checks`` are validated first, on every newer version: a
-    commit since its snapshot that changed rows it wrote (or, serializable, read) aborts it
-    (``conflicts.validate``). A writer commits only on a version it knows to be rolled forward (the pointer
-    it last saw is there); else it loads the newest and rolls forward what lies above the
-    pointer first. The members' copies of this commit are written (rolled forward) before it
-    returns. ``pointer`` is the database pointer last seen (see :func:`roll_forward`); the
-    result carries it as it ends.
+    itself (format section 8) and may raise ``CommitConflictError``, which aborts the whole
+    transaction. A transaction's ``checks`` are judged first, on every newer version: a commit
+    since its snapshot that changed rows it wrote (or, serializable, read) aborts it
+    (``conflicts.validate``). A writer commits only on a version it knows to be rolled forward
+    (the pointer it last saw is there); else it loads the newest and rolls forward what lies
+    above the pointer first. The members' copies of this commit are written (rolled forward)
+    before it returns. ``pointer`` is the database pointer last seen (see :func:`roll_forward`);
+    the result carries it as it ends.
     """
-    log_store = root.child(LOG_PREFIX)
-    log_store.check_conditional_writes()
-    creates = dict(creates or {})
-    state: dict[str, Any] = {"head": base, "pointer": pointer}
-    built: dict[tuple[str, int], Manifest] = {}
-    newer: dict[tuple[str, int], Manifest] = {}
-    validated: set[tuple[str, int]] = set()
 
-    def rebase() -> None:
-        head, found, pending = load_head(log_store, state["head"])
-        state["head"], state["pointer"] = head, roll_forward(root, pending, found)
-        if on_newer_head is not None:
-            on_newer_head(head, state["pointer"])
+    def __init__(
+        self,
+        root: ObjectStore,
+        head: DatabaseVersion,
+        pointer: Pointer | None,
+        *,
+        writes: Sequence[TableWrite],
+        creates: Mapping[str, Manifest],
+        checks: Sequence[Check],
+        operation: str,
+        commit_id: str,
+        timeout: float,
+        on_newer_head: Callable[[DatabaseVersion, Pointer | None], None] | None,
+    ) -> None:
+        log_store = root.child(LOG_PREFIX)
+        log_store.check_conditional_writes()
+        super().__init__(log_store, commit_id=commit_id, operation=operation, timeout=timeout)
+        self.root = root
+        self.head = head
+        self.pointer = pointer
+        self.writes = writes
+        self.creates = creates
+        self.checks = checks
+        self.on_newer_head = on_newer_head
+        self.bases: dict[str, Manifest] = {}
+        """Each written table at the version the head lists, which this attempt builds on."""
+        self._built: dict[tuple[str, int], Manifest] = {}
+        self._newer: dict[tuple[str, int], Manifest] = {}
+        self._validated: set[tuple[str, int]] = set()
 
-    if pointer is None or pointer.version < base.version:
-        rebase()
+    def catch_up(self) -> None:
+        head, found, pending = load_head(self.store, self.head)
+        self.head, self.pointer = head, roll_forward(self.root, pending, found)
+        if self.on_newer_head is not None:
+            self.on_newer_head(head, self.pointer)
 
-    def ours(key: str, data: bytes) -> bool:
-        return DatabaseVersion.from_json(data, key=key, log_store=log_store).commit.commit_id == commit_id
-
-    def current(head: DatabaseVersion, name: str, base: Manifest) -> Manifest:
-        """The version of table ``name`` (``base`` is an older one) that ``head`` lists."""
-        member = head.tables.get(name)
+    def _current(self, name: str, base: Manifest) -> Manifest:
+        """The version of table ``name`` (``base`` is an older one) that the head lists."""
+        member = self.head.tables.get(name)
         if member is None or member.table_uuid != base.table_uuid:
             raise CommitConflictError(
-                f"table {name!r} was dropped or re-created by database version {head.version}; nothing was committed"
+                f"table {name!r} was dropped or re-created by database version {self.head.version}; "
+                "nothing was committed"
             )
         if member.version == base.version:
             return base
         key = (name, member.version)
-        if key not in newer:  # read once, however many attempts find the table at that version
-            newer[key] = member_manifest(root, log_store, head, name)
-        return newer[key]
+        if key not in self._newer:  # read once, however many attempts find the table at that version
+            self._newer[key] = member_manifest(self.root, self.store, self.head, name)
+        return self._newer[key]
 
-    def validate(head: DatabaseVersion, check: Check) -> None:
-        newest = current(head, check.name, check.snapshot)
-        if (check.name, newest.version) not in validated:  # each newer version is judged once
-            conflicts.validate(root.child(check.name), check.snapshot, newest, check.access, table=check.name)
-            validated.add((check.name, newest.version))
+    def _validate(self, check: Check) -> None:
+        newest = self._current(check.name, check.snapshot)
+        if (check.name, newest.version) not in self._validated:  # each newer version is judged once
+            conflicts.validate(self.root.child(check.name), check.snapshot, newest, check.access, table=check.name)
+            self._validated.add((check.name, newest.version))
 
-    def table_version(head: DatabaseVersion, write: TableWrite, base: Manifest, created: list[str]) -> Manifest:
+    def landed_before(self) -> DatabaseCommit | None:
+        newest = _parallel([partial(self._current, w.name, w.base) for w in self.writes])
+        self.bases = dict(zip([w.name for w in self.writes], newest, strict=True))
+        return _landed_before(self.root, self.head, self.bases, self.commit_id)
+
+    def _table_version(self, write: TableWrite, created: list[str]) -> Manifest:
+        base = self.bases[write.name]
         key = (write.name, base.version)
-        if key not in built:
+        if key not in self._built:
             staged = stage(
-                base, write.changes, planned=write.base, commit_id=commit_id, commit_retention=write.commit_retention
+                base,
+                write.changes,
+                planned=write.base,
+                commit_id=self.commit_id,
+                commit_retention=write.commit_retention,
             )
-            built[key] = staged.written(root.child(write.name), created)
-        return replace(built[key], database=Membership(head.database_uuid, write.name, head.version + 1))
+            self._built[key] = staged.written(self.root.child(write.name), created)
+        return replace(
+            self._built[key], database=Membership(self.head.database_uuid, write.name, self.head.version + 1)
+        )
 
-    def attempt() -> DatabaseCommit:
-        head: DatabaseVersion = state["head"]
-        newest = _parallel([partial(current, head, w.name, w.base) for w in writes])
-        bases = dict(zip([w.name for w in writes], newest, strict=True))
-        before = _landed_before(root, head, bases, commit_id)
-        if before is not None:  # a retry, or a response that was lost
-            return before
-        _parallel([partial(validate, head, c) for c in checks])
-        taken = sorted(set(creates) & set(head.tables))
+    def candidate(self, created: list[str]) -> tuple[str, bytes, tuple[DatabaseVersion, dict[str, Manifest]]]:
+        _parallel([partial(self._validate, c) for c in self.checks])
+        head = self.head
+        taken = sorted(set(self.creates) & set(head.tables))
         if taken:
             raise TableAlreadyExistsError(f"the database already has table(s) {taken}; nothing was committed")
-        created: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
-        built_now = _parallel([partial(table_version, head, w, bases[w.name], created) for w in writes])
-        staged = {w.name: m for w, m in zip(writes, built_now, strict=True)}
+        members: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
+        built = _parallel([partial(self._table_version, w, members) for w in self.writes])
+        staged = {w.name: m for w, m in zip(self.writes, built, strict=True)}
         staged |= {
             name: replace(m, database=Membership(head.database_uuid, name, head.version + 1))
-            for name, m in creates.items()
+            for name, m in self.creates.items()
         }
         tables = dict(head.tables) | {
             name: Member(m.table_uuid, m.version, head.version + 1) for name, m in staged.items()
         }
         summary = {name: {"operation": m.commit.operation, **m.commit.summary} for name, m in staged.items()}
-        logged: list[str] = []
-        candidate = head.next(
-            commit=CommitInfo(operation, commit_id, {"tables": summary}),
+        version = head.next(
+            commit=CommitInfo(self.operation, self.commit_id, {"tables": summary}),
             tables=tables,
             manifests={name: m.to_json() for name, m in staged.items()},
-        ).written(log_store, logged)
-        key = manifest_key(candidate.version)
-        try:
-            log_store.put(key, candidate.to_json(), if_none_match=True)
-            return landed(candidate, staged)
-        except PreconditionFailedError:
-            rebase()
-            if commit_id not in state["head"].recent_commits:
-                _discard(log_store, logged)
-        except ConcurrentModificationError:
-            rebase()
-        except StoreError as e:
-            log.warning("database commit of %s to %s ended ambiguously: %s", commit_id, key, e)
-            if holds_commit(log_store, key, commit_id, e, ours):
-                return landed(candidate, staged)
-            rebase()
-        raise Lost()
+        ).written(self.store, created)
+        return manifest_key(version.version), version.to_json(), (version, staged)
 
-    def landed(version: DatabaseVersion, staged: dict[str, Manifest]) -> DatabaseCommit:
+    def owns(self, key: str, data: bytes) -> bool:
+        return DatabaseVersion.from_json(data, key=key, log_store=self.store).commit.commit_id == self.commit_id
+
+    def landed(self, staged: tuple[DatabaseVersion, dict[str, Manifest]]) -> DatabaseCommit:
+        version, tables = staged
         try:
-            state["pointer"] = roll_forward(root, [version], state["pointer"])
+            self.pointer = roll_forward(self.root, [version], self.pointer)
         except (StoreError, CorruptObjectError) as e:  # committed all the same: the next writer rolls it forward
             log.warning("could not roll database version %d forward: %s", version.version, e)
-        state["head"] = version
-        if on_newer_head is not None:
-            on_newer_head(version, state["pointer"])
-        return DatabaseCommit(version.version, version, staged)
-
-    return until_landed(attempt, timeout=timeout, commit_id=commit_id, operation=operation)
+        self.head = version
+        if self.on_newer_head is not None:
+            self.on_newer_head(version, self.pointer)
+        return DatabaseCommit(version.version, version, tables)
 
 
 def _landed_before(
