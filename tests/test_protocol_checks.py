@@ -187,3 +187,34 @@ def test_a_store_that_ignores_conditions_is_refused_unless_single_writer() -> No
     with pytest.raises(UnsafeStoreError, match=r"If-None-Match.*If-Match.*single_writer"):
         refused.check_conditional_writes()
     S3Store("ignoring", "t", IgnoringClient(), single_writer=True).check_conditional_writes()
+
+
+def test_a_store_that_refuses_quoted_etags_but_ignores_a_bare_stale_one_is_refused() -> None:
+    """Its quoted stale check passes by accident (every quoted ETag is refused); the stale ETag is
+    sent bare, the form castable would then use, and the store lets it through."""
+
+    class BareIgnoringClient(CephLikeClient):
+        def put_object(self, Bucket: str, Key: str, Body: bytes, IfNoneMatch: str = "", IfMatch: str = "") -> Any:
+            if IfMatch.startswith('"') or (IfNoneMatch and Key in self.objects):
+                raise self._fail("PreconditionFailed", 412)
+            return {"ETag": self._store(Key, Body)}
+
+    found = probe_conditional_writes(S3Store("bare-ignoring", "t", BareIgnoringClient()))
+    assert found.if_match_unquoted and not found.if_match_quoted
+    assert not found.if_match_stale and not found.safe
+    with pytest.raises(UnsafeStoreError, match="stale ETag"):
+        S3Store("bare-ignoring", "t", BareIgnoringClient()).check_conditional_writes()
+
+
+def test_a_stale_condition_answered_with_a_server_error_counts_as_not_honoured() -> None:
+    """Ceph answers some losing If-Match races with 500: a client cannot tell that from a lost
+    answer to a PUT that landed, so only 412 counts."""
+
+    class ErroringClient(CephLikeClient):
+        def put_object(self, Bucket: str, Key: str, Body: bytes, IfNoneMatch: str = "", IfMatch: str = "") -> Any:
+            if IfMatch and self.objects.get(Key, (b"", ""))[1].strip('"') != IfMatch.strip('"'):
+                raise self._fail("InternalError", 500)
+            return super().put_object(Bucket, Key, Body, IfNoneMatch, IfMatch)
+
+    found = probe_conditional_writes(S3Store("erroring", "t", ErroringClient()))
+    assert found.if_match_unquoted and not found.if_match_stale and not found.safe

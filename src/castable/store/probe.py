@@ -48,29 +48,35 @@ class ConditionalWrites:
         return found
 
 
-def _refused(store: ObjectStore, key: str, data: bytes, **condition: object) -> bool:
-    """Whether a conditional PUT was refused with 412 (any other store error counts as not honoured)."""
+def _answer(store: ObjectStore, key: str, data: bytes, **condition: object) -> bool | None:
+    """How the store answered a conditional PUT: ``True`` written, ``None`` refused with 412,
+    ``False`` any other error (which a client cannot tell from a lost network answer)."""
     try:
         store.put(key, data, **condition)  # type: ignore[arg-type]
     except PreconditionFailedError:
-        return True
+        return None
     except StoreError:
         return False
-    return False
+    return True
 
 
 def probe_conditional_writes(store: ObjectStore) -> ConditionalWrites:
     """Run the probe on a fresh scratch key and delete it; raises ``StoreError`` if the store
-    cannot be written at all."""
+    cannot be written at all.
+
+    The stale ETag is sent in the form the store took the current one in (quoted, or bare as
+    Ceph radosgw wants it), since a store that refuses every quoted ETag would pass a quoted
+    stale check and still ignore the bare one castable then sends; only a 412 counts as honoured.
+    """
     key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
     store.put(key, b"0", if_none_match=True)
     try:
-        if_none_match = _refused(store, key, b"1", if_none_match=True)
-        if_match_stale = _refused(store, key, b"2", if_match=_STALE_ETAG)
-        current = store.head(key).etag
-        quoted = f'"{current.strip(chr(34))}"'
-        if_match_quoted = not _refused(store, key, b"3", if_match=quoted)
-        if_match_unquoted = if_match_quoted or not _refused(store, key, b"4", if_match=quoted.strip('"'))
+        if_none_match = _answer(store, key, b"1", if_none_match=True) is None
+        current = store.head(key).etag.strip('"')
+        if_match_quoted = _answer(store, key, b"2", if_match=f'"{current}"') is True
+        if_match_unquoted = if_match_quoted or _answer(store, key, b"3", if_match=current) is True
+        stale = _STALE_ETAG if if_match_quoted or not if_match_unquoted else _STALE_ETAG.strip('"')
+        if_match_stale = _answer(store, key, b"4", if_match=stale) is None
     finally:
         store.delete(key)
     return ConditionalWrites(if_none_match, if_match_stale, if_match_quoted, if_match_unquoted)
