@@ -166,7 +166,10 @@ def test_racing_upserts_in_transactions_first_committer_wins(shop: Database) -> 
 
 
 def test_racing_blind_upserts_outside_transactions_keep_the_later_commits_row(shop: Database) -> None:
-    first, second = shop.table("orders"), castable.open_database(shop.uri, storage_options=_options(shop)).table("orders")
+    first, second = (
+        shop.table("orders"),
+        castable.open_database(shop.uri, storage_options=_options(shop)).table("orders"),
+    )
     first.upsert(events(3, 4).set_column(2, "value", pa.array([1.0])))
     second.upsert(events(3, 4).set_column(2, "value", pa.array([2.0])))  # planned on the older version
     assert shop.refresh().table("orders").to_arrow(filter="id = 3").column("value").to_pylist() == [2.0]

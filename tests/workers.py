@@ -380,3 +380,121 @@ def check_snapshots(uri: str, options: dict | None, expected: list[int], seconds
         assert sorted(a + b) == expected, f"database version {snap.version}: a={sorted(a)} b={sorted(b)}"
         checked += 1
     return checked
+
+
+ACCOUNTS = 20
+"""Bank accounts, split over tables ``a`` (ids 0-9) and ``b`` (ids 10-19)."""
+BALANCE = 100
+
+
+def account(i: int) -> tuple[str, int]:
+    """The table holding account ``i``, and its id."""
+    return ("a" if i < ACCOUNTS // 2 else "b"), i
+
+
+def _move(tx: castable.Transaction, record: dict, style: str) -> None:
+    """One transfer inside ``tx``: the moves of ``record``, read then upserted, or by SQL update."""
+    import pyarrow as pa
+
+    record["snapshot"], record["reads"], record["writes"] = tx.snapshot_version, {}, []
+    for i, delta in record["moves"].items():
+        name, key = account(i)
+        table = tx.table(name)
+        if style == "update":
+            table.update({"balance": f"balance + {delta}", "stamp": f"'{record['id']}'"}, where=f"id = {key}")
+        else:
+            [row] = table.scan(filter=f"id = {key}").to_arrow().to_pylist()
+            record["reads"][f"{name}/{key}"] = row["stamp"]
+            new = {"id": [key], "balance": [row["balance"] + delta], "stamp": [record["id"]]}
+            table.upsert(pa.table(new, schema=table.schema))
+        record["writes"].append(f"{name}/{key}")
+
+
+def transfer(uri: str, options: dict | None, worker: int, transfers: int, style: str, isolation: str) -> list[dict]:
+    """Move money between two random accounts, one transaction per transfer, with the defaults a
+    user gets. ``style``: ``update`` (SQL ``balance + n``), ``upsert`` (read, then upsert the
+    balance computed from the read), or ``run`` (the upsert style through ``db.run``, which
+    retries refusals). Return each transaction's record (see ``isolation.Txn``) and its moves."""
+    import functools
+    import random
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    db = castable.open_database(uri, storage_options=options)
+    rng = random.Random(worker)
+    records = []
+    for n in range(transfers):
+        src, dst = rng.sample(range(ACCOUNTS), 2)
+        amount = rng.randint(1, 5)
+        record: dict = {"id": f"w{worker}-t{n}", "moves": {src: -amount, dst: amount}}
+        move = functools.partial(_move, record=record, style="upsert" if style == "run" else style)
+        try:
+            if style == "run":
+                db.run(move, isolation=isolation, commit_id=record["id"])  # type: ignore[arg-type]
+                record["committed"] = db.committed_version(record["id"])
+            else:
+                with db.transaction(record["id"], isolation=isolation) as tx:  # type: ignore[arg-type]
+                    move(tx)
+                record["committed"] = tx.version
+        except castable.CommitConflictError as e:
+            record["committed"], record["error"] = None, str(e)
+        records.append(record)
+    return records
+
+
+def read_totals(uri: str, options: dict | None, seconds: float) -> list[dict]:
+    """Sum every account at each newest database snapshot for ``seconds``; return what each read."""
+    import time
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    db = castable.open_database(uri, storage_options=options)
+    seen, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline or len(seen) < 3:
+        snap = db.refresh().snapshot()
+        rows = {f"{name}/{r['id']}": r for name in ("a", "b") for r in snap.table(name).scan().to_arrow().to_pylist()}
+        seen.append(
+            {
+                "version": snap.version,
+                "total": sum(r["balance"] for r in rows.values()),
+                "reads": {k: r["stamp"] for k, r in rows.items()},
+            }
+        )
+    return seen
+
+
+REGISTERS = 4
+"""Keys per table in the register workload (tables ``a`` and ``b``)."""
+
+
+def registers(uri: str, options: dict | None, worker: int, transactions: int, isolation: str) -> list[dict]:
+    """Random transactions that read two or three keys and write one or two (each write stores
+    the transaction's id, so a read says which write it saw). Return the records."""
+    import random
+
+    import pyarrow as pa
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    db = castable.open_database(uri, storage_options=options)
+    rng = random.Random(1000 + worker)
+    keys = [(t, k) for t in ("a", "b") for k in range(REGISTERS)]
+    records = []
+    for n in range(transactions):
+        commit_id = f"r{worker}-{n}"
+        record: dict = {"id": commit_id, "reads": {}, "writes": []}
+        try:
+            with db.transaction(commit_id, isolation=isolation) as tx:  # type: ignore[arg-type]
+                record["snapshot"] = tx.snapshot_version
+                for name, key in rng.sample(keys, rng.randint(2, 3)):
+                    [row] = tx.table(name).scan(filter=f"id = {key}").to_arrow().to_pylist()
+                    record["reads"][f"{name}/{key}"] = row["stamp"]
+                for name, key in rng.sample(keys, rng.randint(1, 2)):
+                    row = {"id": [key], "balance": [n], "stamp": [commit_id]}
+                    tx.table(name).upsert(pa.table(row, schema=tx.table(name).schema))
+                    record["writes"].append(f"{name}/{key}")
+            record["committed"] = tx.version
+        except castable.CommitConflictError as e:
+            record["committed"], record["error"] = None, str(e)
+        records.append(record)
+    return records

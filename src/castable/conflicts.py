@@ -234,6 +234,8 @@ def _touched(store: ObjectStore, snapshot: Manifest, commits: Commits, predicate
 def _values(store: ObjectStore, manifest: Manifest, rows: Rows) -> Counter[tuple[object, ...]]:
     """The live rows of ``manifest`` that ``rows`` names, as a multiset of value tuples."""
     columns = None if rows.columns is None else list(rows.columns)
+    if columns is not None and manifest.primary_key and manifest.primary_key[0] not in columns:
+        columns.append(manifest.primary_key[0])  # so a conflict can name the keys
     found = Scan(Snapshot(store, manifest), columns, rows.predicate).to_arrow()
     if not found.num_columns:  # a count: how many rows match is what was read
         return Counter({(): found.num_rows})
@@ -242,8 +244,9 @@ def _values(store: ObjectStore, manifest: Manifest, rows: Rows) -> Counter[tuple
 
 def _which(snapshot: Manifest, rows: Rows, changed: Counter[tuple[object, ...]]) -> str:
     """The changed rows' keys, for the message (when the key is among the columns compared)."""
-    names = list(snapshot.schema.names if rows.columns is None else rows.columns)
     key = snapshot.primary_key[0] if snapshot.primary_key else None
+    names = list(snapshot.schema.names if rows.columns is None else rows.columns)
+    names += [key] if key is not None and key not in names else []
     if key is None or key not in names:
         return f" ({sum(changed.values())} row(s))"
     keys = sorted({row[names.index(key)] for row in changed}, key=repr)

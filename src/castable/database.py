@@ -535,6 +535,11 @@ class Transaction:
         return self._tables[name]
 
     @property
+    def snapshot_version(self) -> int:
+        """The database version the transaction reads (its snapshot)."""
+        return self._open().version
+
+    @property
     def tables_written(self) -> list[str]:
         """The tables the transaction has written so far."""
         return sorted(self._writes)

@@ -1,0 +1,265 @@
+"""The isolation transactions promise, checked the way Jepsen checks databases: histories of
+transactions from several processes with the defaults a user gets, on the local store, moto over
+HTTP and LocalStack, read by an anomaly checker (``isolation.py``) that is itself tested first.
+
+- Snapshot isolation (the default): no lost update, no read skew, no aborted read; write skew
+  is possible, and a test shows it.
+- Serializable: none of those, and no write skew either.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import new_bucket, snapshot_of
+from isolation import INITIAL, Txn, anomalies
+from workers import ACCOUNTS, BALANCE, REGISTERS, account, read_totals, registers, transfer
+
+import castable
+from castable import CommitConflictError
+from castable.database import Database
+
+BANK = pa.schema([("id", pa.int64()), ("balance", pa.int64()), ("stamp", pa.string())])
+WRITERS = 4
+TRANSFERS = 12
+
+
+def _location(request: pytest.FixtureRequest, tmp_path: Path, where: str) -> tuple[str, dict[str, str] | None]:
+    """A fresh database location on the local store, moto over HTTP, or LocalStack."""
+    if where == "local":
+        return str(tmp_path / "bank"), None
+    endpoint = request.getfixturevalue("s3_endpoint" if where == "moto" else "localstack_endpoint")
+    return f"s3://{new_bucket(endpoint)}/dbs/bank", {"endpoint_url": endpoint, "region": "us-east-1"}
+
+
+def _bank(uri: str, options: dict | None) -> Database:
+    db = castable.create_database(uri, storage_options=options)
+    for name in ("a", "b"):
+        ids = [i for i in range(ACCOUNTS) if account(i)[0] == name]
+        db.create_table(name, BANK, primary_key="id").append(
+            pa.table({"id": ids, "balance": [BALANCE] * len(ids), "stamp": [INITIAL] * len(ids)}, schema=BANK)
+        )
+    return db
+
+
+def _spawn_pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _txns(records: list[dict]) -> list[Txn]:
+    return [Txn(r["id"], r["snapshot"], dict(r["reads"]), set(r["writes"]), r["committed"]) for r in records]
+
+
+def _balances(db: Database, version: int) -> dict[int, int]:
+    snap = db.snapshot(version=version)
+    rows = [r for name in ("a", "b") for r in snap.table(name).scan().to_arrow().to_pylist()]
+    return {r["id"]: r["balance"] for r in rows}
+
+
+# ------------------------------------------------------------------ the checker itself
+
+
+def test_the_checker_finds_a_lost_update() -> None:
+    history = [
+        Txn("t1", 0, {"x": INITIAL}, {"x"}, committed=1),
+        Txn("t2", 0, {"x": INITIAL}, {"x"}, committed=2),
+    ]
+    found = anomalies(history)
+    assert found["lost-update"] and not found["G2"] and not found["read-skew"]
+
+
+def test_the_checker_finds_write_skew_as_g2_only() -> None:
+    history = [
+        Txn("t1", 0, {"x": INITIAL, "y": INITIAL}, {"x"}, committed=1),
+        Txn("t2", 0, {"x": INITIAL, "y": INITIAL}, {"y"}, committed=2),
+    ]
+    found = anomalies(history)
+    assert found["G2"] and not any(found[k] for k in ("lost-update", "read-skew", "G-single", "G1c", "G1a"))
+
+
+def test_the_checker_finds_read_skew_and_aborted_reads() -> None:
+    history = [
+        Txn("w", 0, {}, {"x", "y"}, committed=1),
+        Txn("r", 1, {"x": "w", "y": INITIAL}, set(), committed=None),  # half of w's commit
+        Txn("a", 1, {}, {"z"}, committed=None),
+        Txn("d", 1, {"z": "a"}, set(), committed=None),
+    ]
+    found = anomalies(history)
+    assert found["read-skew"] and found["G1a"]
+
+
+def test_the_checker_passes_a_serial_history() -> None:
+    history = [
+        Txn("t1", 0, {"x": INITIAL}, {"x"}, committed=1),
+        Txn("t2", 1, {"x": "t1", "y": INITIAL}, {"y", "x"}, committed=2),
+        Txn("t3", 2, {"x": "t2", "y": "t2"}, set(), committed=None),
+    ]
+    assert not any(anomalies(history).values())
+
+
+# ----------------------------------------------------------- deterministic interleavings
+
+
+def test_write_skew_is_possible_under_snapshot_isolation_and_refused_when_serializable(tmp_path: Path) -> None:
+    """Two transactions each read both accounts and withdraw their total from a different one:
+    under snapshot isolation both commit (the documented anomaly); serializable refuses one."""
+    outcomes = {}
+    for isolation in ("snapshot", "serializable"):
+        db = _bank(str(tmp_path / isolation), None)
+        first = db.transaction(f"{isolation}-1", isolation=isolation).begin()  # type: ignore[arg-type]
+        second = db.transaction(f"{isolation}-2", isolation=isolation).begin()  # type: ignore[arg-type]
+        for tx, (name, key) in ((first, account(1)), (second, account(11))):
+            total = sum(
+                tx.table(t).scan(["balance"], f"id = {k}").to_arrow()["balance"][0].as_py()
+                for t, k in (account(1), account(11))
+            )
+            tx.table(name).update({"balance": f"balance - {total}"}, where=f"id = {key}")
+        first.commit()
+        before = snapshot_of(db.store)
+        try:
+            second.commit()
+            outcomes[isolation] = "committed"
+        except CommitConflictError as e:
+            assert "read rows" in str(e) and "(id 1)" in str(e)
+            assert snapshot_of(db.store) == before, "the refused transaction wrote nothing"
+            outcomes[isolation] = "refused"
+        balances = _balances(db.refresh(), db.version)
+        kept = balances[1] + balances[11] >= 0  # the constraint each transaction checked on its own
+        assert kept == (outcomes[isolation] == "refused")
+    assert outcomes == {"snapshot": "committed", "serializable": "refused"}
+
+
+def test_a_lost_update_is_refused_with_the_table_and_key(tmp_path: Path) -> None:
+    db = _bank(str(tmp_path / "bank"), None)
+    txs = [db.transaction(isolation="snapshot").begin() for _ in range(2)]
+    for tx, delta in zip(txs, (-3, -5), strict=True):
+        [row] = tx.table("a").scan(filter="id = 4").to_arrow().to_pylist()
+        tx.table("a").upsert(pa.table({"id": [4], "balance": [row["balance"] + delta], "stamp": ["x"]}, schema=BANK))
+    txs[0].commit()
+    before = snapshot_of(db.store)
+    with pytest.raises(CommitConflictError, match=r"table 'a'.*upsert wrote rows.*\(id 4\)"):
+        txs[1].commit()
+    assert snapshot_of(db.store) == before
+    assert _balances(db.refresh(), db.version)[4] == BALANCE - 3
+
+
+def test_a_compaction_meanwhile_is_no_conflict(tmp_path: Path) -> None:
+    """Rows are compared by value: a commit that only moved them into other files changes nothing
+    a transaction read or wrote."""
+    db = _bank(str(tmp_path / "bank"), None)
+    db.table("a").append(pa.table({"id": [100], "balance": [0], "stamp": [INITIAL]}, schema=BANK))
+    tx = db.transaction(isolation="serializable").begin()
+    [row] = tx.table("a").scan(filter="id = 4").to_arrow().to_pylist()
+    tx.table("a").upsert(pa.table({"id": [4], "balance": [row["balance"] - 1], "stamp": ["c"]}, schema=BANK))
+    assert len(db.table("a").compact(min_file_size=1 << 30).files_rewritten) >= 2
+    tx.commit()
+    assert _balances(db.refresh(), db.version)[4] == BALANCE - 1
+
+
+def test_run_retries_a_refused_transaction_on_a_fresh_snapshot(tmp_path: Path) -> None:
+    db = _bank(str(tmp_path / "bank"), None)
+    other = castable.open_database(db.uri)
+    calls = []
+
+    def withdraw(tx: castable.Transaction) -> int:
+        [row] = tx.table("a").scan(filter="id = 4").to_arrow().to_pylist()
+        calls.append(row["balance"])
+        if len(calls) == 1:  # another process commits between this read and the commit
+            with other.refresh().transaction() as meddler:
+                meddler.table("a").update({"balance": "balance + 50"}, where="id = 4")
+        tx.table("a").upsert(pa.table({"id": [4], "balance": [row["balance"] - 10], "stamp": ["r"]}, schema=BANK))
+        return row["balance"] - 10
+
+    assert db.run(withdraw, commit_id="withdraw-1") == BALANCE + 40
+    assert calls == [BALANCE, BALANCE + 50]
+    assert _balances(db.refresh(), db.version)[4] == BALANCE + 40
+    landed = db.version
+    db.run(withdraw, commit_id="withdraw-1")  # the same id again: it landed, so nothing is committed
+    assert db.refresh().version == landed and db.committed_version("withdraw-1") == landed
+
+
+def test_an_unknown_isolation_level_is_refused(tmp_path: Path) -> None:
+    db = _bank(str(tmp_path / "bank"), None)
+    for call in (db.transaction, lambda **kw: db.run(lambda tx: None, **kw)):
+        with pytest.raises(castable.InvalidInputError, match="isolation must be one of"):
+            call(isolation="repeatable-read")
+
+
+# ------------------------------------------------------------------ several processes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("where", "style"),
+    [
+        ("local", "upsert"),
+        ("moto", "upsert"),
+        pytest.param("localstack", "upsert", marks=pytest.mark.xdist_group("localstack")),
+        ("local", "update"),
+        ("moto", "run"),
+    ],
+)
+def test_bank_totals_hold_in_every_snapshot(
+    request: pytest.FixtureRequest, tmp_path: Path, where: str, style: str
+) -> None:
+    """4 processes transfer money (12 transfers each, read then upsert, SQL update, or through
+    ``db.run``) while a fifth sums every snapshot. Every retained version holds the initial total;
+    the final balances are exactly the initial ones plus the committed transfers; refused
+    transfers changed nothing; the history has no anomaly."""
+    uri, options = _location(request, tmp_path, where)
+    db = _bank(uri, options)
+    with _spawn_pool(WRITERS + 1) as pool:
+        reader = pool.submit(read_totals, uri, options, 5.0)
+        writers = [pool.submit(transfer, uri, options, w, TRANSFERS, style, "snapshot") for w in range(WRITERS)]
+        records = [r for f in writers for r in f.result(timeout=900)]
+        seen = reader.result(timeout=900)
+    committed = [r for r in records if r["committed"] is not None]
+    refused = [r for r in records if r["committed"] is None]
+    assert len(records) == WRITERS * TRANSFERS and committed
+    assert all("nothing was committed" in r["error"] for r in refused)
+    if style == "run":
+        assert not refused, "db.run retries every refusal"
+    assert all(s["total"] == ACCOUNTS * BALANCE for s in seen), [s["total"] for s in seen]
+    db.refresh()
+    for version in range(db.version + 1):
+        assert sum(_balances(db, version).values()) in (0, ACCOUNTS * BALANCE), f"version {version}"
+    expected = dict.fromkeys(range(ACCOUNTS), BALANCE)
+    for r in committed:
+        for i, delta in r["moves"].items():
+            expected[int(i)] += delta
+    assert _balances(db, db.version) == expected, "every committed transfer, and nothing else"
+    assert len({r["committed"] for r in committed}) == len(committed)
+    history = _txns(records) + [Txn(f"reader-{n}", s["version"], s["reads"], set()) for n, s in enumerate(seen)]
+    found = anomalies(history)
+    assert not any(found.values()), found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+@pytest.mark.parametrize(
+    "where", ["local", "moto", pytest.param("localstack", marks=pytest.mark.xdist_group("localstack"))]
+)
+def test_register_histories_show_only_what_the_isolation_level_allows(
+    request: pytest.FixtureRequest, tmp_path: Path, where: str, isolation: str
+) -> None:
+    """4 processes run 15 transactions each over 8 keys of two tables (reads of 2-3 keys, writes of
+    1-2); the checker finds no anomaly the level forbids."""
+    uri, options = _location(request, tmp_path, where)
+    db = castable.create_database(uri, storage_options=options)
+    for name in ("a", "b"):
+        keys = list(range(REGISTERS))
+        db.create_table(name, BANK, primary_key="id").append(
+            pa.table({"id": keys, "balance": [0] * REGISTERS, "stamp": [INITIAL] * REGISTERS}, schema=BANK)
+        )
+    with _spawn_pool(WRITERS) as pool:
+        futures = [pool.submit(registers, uri, options, w, 15, isolation) for w in range(WRITERS)]
+        records = [r for f in futures for r in f.result(timeout=900)]
+    committed = [r for r in records if r["committed"] is not None]
+    assert committed and len(committed) < len(records), "the workload contends"
+    found = anomalies(_txns(records))
+    forbidden = [k for k in found if isolation == "serializable" or k != "G2"]
+    assert not any(found[k] for k in forbidden), {k: found[k][:3] for k in forbidden}
