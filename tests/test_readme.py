@@ -14,7 +14,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def block(section: str, language: str) -> str:
     """The first ``language`` code block after the heading ``section``."""
     text = README.read_text()
-    start = text.index(f"\n{section}\n")
+    start = text.index(f"\n{section}\n") if section.startswith("#") else text.index(f"\n{section} ")
     found = re.compile(rf"```{language}\n(.*?)```", re.S).search(text, start)
     assert found is not None, f"no {language} block after {section}"
     return found.group(1)
@@ -65,3 +65,12 @@ def test_database_section_runs_as_written(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "created table" in done.stdout and "database version 2" in done.stdout
+
+
+def test_isolation_example_runs_after_the_database_section(tmp_path: Path) -> None:
+    """The ``db.run`` example continues the database section's script."""
+    script = tmp_path / "run.py"
+    script.write_text(block("## Databases: several tables, one commit", "python") + block("**Isolation.**", "python"))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "5.0"
