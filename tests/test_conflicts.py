@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from conftest import EVENTS
 
-from castable.conflicts import Commits, Footprint, Verdict, judge
+from castable.conflicts import Commits, Footprint, Verdict, check_member, check_sources, judge, judge_base
 from castable.errors import CommitConflictError
 from castable.manifest import CommitInfo, DataFile, Manifest, TombstoneFile
 from castable.predicate import parse_predicate
@@ -83,3 +83,32 @@ def test_claimed_rows_added_meanwhile_are_a_conflict() -> None:
     claims = parse_predicate("id BETWEEN 250 AND 260", EVENTS)
     with pytest.raises(CommitConflictError, match=r"overwrite conflicts .* data/c\.parquet"):
         judge(Footprint(claims=claims), newer(data_files=(A, B, C)), operation="overwrite")
+
+
+def test_a_change_holds_across_a_schema_change_only_if_it_declares_it() -> None:
+    widened = replace(BASE, version=6, schema=EVENTS.set(2, pa.field("value", pa.float64(), nullable=False)))
+    judge_base(BASE, widened, operations="append", across_schema=True)
+    judge_base(BASE, replace(BASE, version=6), operations="delete", across_schema=False)  # same schema
+    with pytest.raises(CommitConflictError, match="delete was planned on the schema of version 5"):
+        judge_base(BASE, widened, operations="delete", across_schema=False)
+
+
+def test_an_input_consumed_by_a_recent_commit_is_a_conflict() -> None:
+    consumed = BASE.next(
+        commit=CommitInfo("append", "y"),
+        created_at=datetime.now(UTC),
+        data_files=BASE.data_files,
+        tombstones=BASE.tombstones,
+        commit_retention=10,
+        source_ids=("s3://in/a.parquet@e1",),
+    )
+    check_sources(consumed, ("s3://in/b.parquet@e1",))
+    with pytest.raises(CommitConflictError, match=r"already appended \(version 6\)"):
+        check_sources(consumed, ("s3://in/a.parquet@e1", "s3://in/b.parquet@e1"))
+
+
+def test_a_member_table_dropped_or_recreated_meanwhile_is_a_conflict() -> None:
+    check_member("orders", BASE.table_uuid, BASE, 7)
+    for found in (None, "another-uuid"):
+        with pytest.raises(CommitConflictError, match="'orders' was dropped or re-created by database version 7"):
+            check_member("orders", found, BASE, 7)

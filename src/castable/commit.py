@@ -22,14 +22,14 @@ import logging
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
-from castable.conflicts import Access
+from castable.conflicts import Access, check_sources, judge_base
 from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -37,7 +37,6 @@ from castable.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from castable.evolution import same_schema
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
 from castable.store import (
@@ -75,20 +74,19 @@ class NextState:
     primary_key: tuple[str, ...] | None = None
 
 
-SCHEMA_REBASING = frozenset({"append", "alter", "restore"})
-"""Operations that rebase across a schema change: an append's files stay readable under every
-schema the allowed changes produce (see ``castable.evolution``), and an alter or a restore
-states the schema it commits. Any other operation planned on an older schema conflicts."""
-
-
 @dataclass(frozen=True)
 class Change:
-    """One operation of a commit: its name, the function that applies it to a base, and what a
-    transaction's commit must validate for it (its rows written and read; see ``conflicts``)."""
+    """One operation of a commit: its name, the function that applies it to a base, and what it
+    declares to the conflict model (``castable.conflicts``)."""
 
     operation: str
     build: Callable[[Manifest], NextState]
-    access: Access = field(default_factory=Access)
+    access: Access | None = None
+    """What a transaction validates for it; ``None``: it cannot run inside a transaction."""
+    across_schema: bool = False
+    """Whether it stays valid on a base whose schema changed since it was planned (an append's
+    files stay readable under every schema the allowed changes produce; an alter or a restore
+    states the schema it commits); any other change then conflicts."""
 
 
 TRANSACTION = "transaction"
@@ -105,15 +103,14 @@ def stage(
 ) -> Manifest:
     """The version after ``current`` with ``changes`` applied in order, each on the result of
     the one before, as one version (not yet written). This is where every commit rebases:
-    each change re-validates itself against ``current`` (DESIGN section 4), and a change
-    planned on ``planned``'s schema is refused once a concurrent commit changed it."""
-    rebasing = all(c.operation in SCHEMA_REBASING for c in changes)
-    if not rebasing and not same_schema(current.schema, planned.schema):
-        names = "/".join(c.operation for c in changes)
-        raise CommitConflictError(
-            f"{names} was planned on the schema of version {planned.version}, which a concurrent commit "
-            f"changed (newest: version {current.version}); nothing was committed: run it again"
-        )
+    each change re-validates itself against ``current`` (format section 8), and the conflict
+    model judges what every change declares (its schema, its inputs) against ``current``."""
+    judge_base(
+        planned,
+        current,
+        operations="/".join(c.operation for c in changes),
+        across_schema=all(c.across_schema for c in changes),
+    )
     view, staged = current, current
     sources: tuple[str, ...] = ()
     summaries: list[dict[str, Any]] = []
@@ -138,16 +135,6 @@ def stage(
         )
         view = replace(staged, version=current.version)  # the next change adds to the same version
     return staged
-
-
-def check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
-    """Refuse a change consuming inputs that a commit of ``base``'s recent history already consumed."""
-    taken = {s: base.recent_commits[s] for s in sources if s in base.recent_commits}
-    if taken:
-        raise CommitConflictError(
-            f"{len(taken)} source(s) were already appended (version {max(taken.values())}): "
-            f"{sorted(taken)[:5]}; nothing was committed"
-        )
 
 
 @dataclass(frozen=True)
@@ -521,18 +508,17 @@ def backoff(retry_state: RetryCallState) -> float:
 def commit(
     store: ObjectStore,
     base: Manifest,
+    change: Change,
     *,
-    operation: str,
     commit_id: str,
-    build: Callable[[Manifest], NextState],
     pointer: Pointer | None = None,
     timeout: float = 120.0,
     commit_retention: int = 1000,
     on_newer_base: Callable[[Manifest, Pointer | None], None] | None = None,
 ) -> CommitResult:
-    """Commit the change that ``build`` applies to a base manifest, rebasing until it lands.
+    """Commit ``change`` to the table's own log, rebasing until it lands.
 
-    ``build(base)`` is called again on every newer base: that is where a change re-validates
+    ``change.build(base)`` is called again on every newer base: that is where a change re-validates
     itself against what was committed meanwhile (format section 8), and it may raise to abort.
     ``on_newer_base`` hears of every newer version the writer loads, so a handle stays current
     even when the commit then fails.
@@ -541,7 +527,7 @@ def commit(
         store,
         base,
         pointer,
-        Change(operation, build),
+        change,
         commit_id=commit_id,
         timeout=timeout,
         commit_retention=commit_retention,

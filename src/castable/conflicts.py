@@ -15,6 +15,11 @@ rules by the footprint it declares; none re-derives them in its own code.
 | ``claims`` | replaces every row matching this predicate, and no other | a new file may hold such a row | conflict |
 
 A re-planned change is judged again against the next writer's commits, from its new base.
+Three more rules hold for every change at every build (:func:`judge_base`): a change planned
+on another schema than the newer base's conflicts unless it declares that it holds across
+schema changes (append, alter, restore); a change consuming an input (``source_ids``) that a
+commit of the newer base's recent history consumed conflicts; and a table of a database that
+was dropped or re-created meanwhile conflicts (:func:`check_member`).
 
 Those are the rules for blind writes. A transaction reads a snapshot and writes from what it
 read, so re-planning it could lose an update; its writes (and, when serializable, its reads)
@@ -98,6 +103,36 @@ class Commits:
             deleted_in=frozenset(p for t in new_tombstones for p in t.files),
             tombstones_removed=frozenset(tombstones_removed),
             schema=newer.schema,
+        )
+
+
+def judge_base(planned: Manifest, current: Manifest, *, operations: str, across_schema: bool) -> None:
+    """``CommitConflictError`` if changes planned on ``planned`` cannot be built on ``current``
+    because the schema changed in between and they do not hold ``across_schema``."""
+    if not across_schema and not same_schema(current.schema, planned.schema):
+        raise CommitConflictError(
+            f"{operations} was planned on the schema of version {planned.version}, which a concurrent commit "
+            f"changed (newest: version {current.version}); nothing was committed: run it again"
+        )
+
+
+def check_sources(base: Manifest, sources: tuple[str, ...]) -> None:
+    """``CommitConflictError`` for a change consuming inputs that a commit of ``base``'s recent
+    history already consumed (two writers that picked up the same input never both add it)."""
+    taken = {s: base.recent_commits[s] for s in sources if s in base.recent_commits}
+    if taken:
+        raise CommitConflictError(
+            f"{len(taken)} source(s) were already appended (version {max(taken.values())}): "
+            f"{sorted(taken)[:5]}; nothing was committed"
+        )
+
+
+def check_member(name: str, table_uuid: str | None, planned: Manifest, database_version: int) -> None:
+    """``CommitConflictError`` if table ``name`` of a database (``table_uuid`` as its newest
+    version lists it, ``None`` if it has none) is not the table a change was planned on."""
+    if table_uuid != planned.table_uuid:
+        raise CommitConflictError(
+            f"table {name!r} was dropped or re-created by database version {database_version}; nothing was committed"
         )
 
 

@@ -55,9 +55,6 @@ from castable.table import Table, _as_datetime, _check_not_nested, _new_commit_i
 
 R = TypeVar("R")
 
-TRANSACTION_OPERATIONS = frozenset({"append", "delete", "upsert", "overwrite", "update", "merge"})
-"""What a transaction can do to a table. Maintenance and schema changes commit on their own."""
-
 
 def create_database(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Database:
     """Create an empty database at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path)."""
@@ -584,10 +581,10 @@ class Transaction:
     def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
         """Stage one change: the table handle then reads the transaction's own writes."""
         self._open()
-        if change.operation not in TRANSACTION_OPERATIONS:
+        if change.access is None:
             raise InvalidInputError(
-                f"{change.operation} cannot run inside a transaction (it can: {sorted(TRANSACTION_OPERATIONS)}); "
-                "run it on db.table(...) outside one"
+                f"{change.operation} cannot run inside a transaction (append, delete, upsert, overwrite, update, "
+                "merge and add_files can); run it on db.table(...) outside one"
             )
         name = _name_of(table)
         write = self._writes.get(name) or TableWrite(name, self._bases[name], [], _retention(table.manifest))

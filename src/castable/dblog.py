@@ -43,7 +43,6 @@ from castable.commit import (
 from castable.conflicts import Access
 from castable.entries import CommitInfo, dumps
 from castable.errors import (
-    CommitConflictError,
     CorruptObjectError,
     DatabaseNotFoundError,
     TableAlreadyExistsError,
@@ -420,14 +419,11 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
     def _current(self, name: str, base: Manifest) -> Manifest:
         """The version of table ``name`` (``base`` is an older one) that the head lists."""
         member = self.head.tables.get(name)
-        if member is None or member.table_uuid != base.table_uuid:
-            raise CommitConflictError(
-                f"table {name!r} was dropped or re-created by database version {self.head.version}; "
-                "nothing was committed"
-            )
-        if member.version == base.version:
+        conflicts.check_member(name, None if member is None else member.table_uuid, base, self.head.version)
+        version = self.head.tables[name].version
+        if version == base.version:
             return base
-        key = (name, member.version)
+        key = (name, version)
         if key not in self._newer:  # read once, however many attempts find the table at that version
             self._newer[key] = member_manifest(self.root, self.store, self.head, name)
         return self._newer[key]

@@ -60,8 +60,11 @@ class ReplaceChange:
         upsert (they are replaced too)."""
 
     def build(self, base: Manifest) -> NextState:
-        ranged: dict[str, Any] = {"claims" if self.exclusive else "supersedes": self.replaced}
-        self.delete.rebase(base, self.operation, replace(self.delete.footprint, **ranged))
+        planned = self.delete.footprint
+        footprint = (
+            replace(planned, claims=self.replaced) if self.exclusive else replace(planned, supersedes=self.replaced)
+        )
+        self.delete.rebase(base, self.operation, footprint)
         state = replaced_state(
             self.delete.apply(base), self.files, base, registered=self.registered, replans=self.delete.replans
         )

@@ -22,7 +22,6 @@ from castable.commit import (
     CommitResult,
     NextState,
     Pointer,
-    check_sources,
     commit,
     encode_pointer,
     entry_as_of,
@@ -33,7 +32,7 @@ from castable.commit import (
     retention_floor,
 )
 from castable.compact import CompactChange, CompactOptions, CompactReport, plan_groups
-from castable.conflicts import Access, Rows
+from castable.conflicts import Access, Rows, check_sources
 from castable.dblog import LOG_PREFIX
 from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
@@ -490,21 +489,25 @@ class Table:
         commit_id: str,
         build: Callable[[Manifest], NextState],
         access: Access | None = None,
+        *,
+        across_schema: bool = False,
     ) -> CommitResult:
-        """Commit one change: through the owner (a database or a transaction, which validates
-        ``access``), or on the table's own log."""
+        """Commit one change, declaring to the conflict model what a transaction validates for it
+        (``access``; ``None`` for an operation that cannot run in one) and whether it holds
+        ``across_schema`` changes: through the owner (a database or a transaction), or on the
+        table's own log."""
+        change = Change(operation, build, access, across_schema)
         owner = self._routed()
         if owner is not None:
-            result = owner.commit_table(self, Change(operation, build, access or Access()), commit_id)
+            result = owner.commit_table(self, change, commit_id)
             self._adopt(result.manifest, result.pointer)
             return result
         props = self._props
         result = commit(
             self.store,
             self._manifest,
-            operation=operation,
+            change,
             commit_id=commit_id,
-            build=build,
             pointer=self._pointer,
             timeout=props.commit_timeout_seconds,
             commit_retention=props.commit_id_retention,
@@ -553,7 +556,7 @@ class Table:
         build = partial(_appended, files, sources=sources, written_with=schema)
         if update is not None:
             build = partial(_merged_append, self._manifest, update, build)
-        return self._commit("append", commit_id, build).version
+        return self._commit("append", commit_id, build, Access(), across_schema=True).version
 
     def _merging(self, data: Any) -> tuple[pa.Schema, SchemaUpdate | None, Iterator[pa.RecordBatch]]:
         """For ``schema_mode="merge"``: the schema with the columns the input's first piece adds,
@@ -772,7 +775,8 @@ class Table:
         elif mode == "overwrite":
             replaced = Constant(True)
         else:
-            return self._commit("append", commit_id, partial(_appended, checked, registered=True)).version
+            build = partial(_appended, checked, registered=True)
+            return self._commit("append", commit_id, build, Access(), across_schema=True).version
         change = ReplaceChange(
             self.store,
             self._manifest,
@@ -966,7 +970,7 @@ class Table:
                 target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key
             )
 
-        return self._commit("restore", commit_id, build).version
+        return self._commit("restore", commit_id, build, across_schema=True).version
 
     def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:
         """Changes to the schema, committed together as one version when the update's
@@ -988,7 +992,7 @@ class Table:
             summary = {"changes": update.describe()}
             return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
-        return self._commit("alter", commit_id, build).version
+        return self._commit("alter", commit_id, build, across_schema=True).version
 
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:
