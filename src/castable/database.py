@@ -51,7 +51,14 @@ from castable.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, Recen
 from castable.predicate import Predicate, parse_predicate
 from castable.properties import TableProperties
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
-from castable.table import Table, _as_datetime, _check_not_nested, _new_commit_id, initial_manifest
+from castable.table import (
+    Table,
+    as_datetime,
+    check_not_nested,
+    initial_manifest,
+    new_commit_id,
+    register_member_resolver,
+)
 
 R = TypeVar("R")
 
@@ -128,7 +135,7 @@ class Database:
             raise DatabaseAlreadyExistsError(f"a database already exists at {root.uri}")
         if root.exists(POINTER_KEY) or root.exists(manifest_key(0)):
             raise DatabaseAlreadyExistsError(f"a table already exists at {root.uri}")
-        _check_not_nested(root)
+        check_not_nested(root)
         root.check_conditional_writes()
         first = DatabaseVersion(
             database_uuid=str(uuid.uuid4()),
@@ -183,7 +190,7 @@ class Database:
         if version is not None and as_of is not None:
             raise InvalidInputError("give version or as_of, not both")
         if as_of is not None:
-            return self._version_as_of(_as_datetime(as_of))
+            return self._version_as_of(as_datetime(as_of))
         if version is None:
             return self._head
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
@@ -254,7 +261,7 @@ class Database:
     ) -> Table:
         """Add an empty table ``name`` to the database, in one database commit."""
         check_name(name)
-        commit_id = _new_commit_id(commit_id)
+        commit_id = new_commit_id(commit_id)
         manifest = initial_manifest(
             schema,
             primary_key=primary_key,
@@ -283,7 +290,7 @@ class Database:
         with ``CommitConflictError`` if a commit since then changed a row it writes (first
         committer wins: no lost updates; write skew is possible). ``"serializable"`` also fails
         if such a commit changed a row it read (its scans' rows), so write skew is not."""
-        return Transaction(self, _new_commit_id(commit_id), check_isolation(isolation))
+        return Transaction(self, new_commit_id(commit_id), check_isolation(isolation))
 
     def run(
         self,
@@ -299,7 +306,7 @@ class Database:
         ``fn`` returned. Every run uses the same ``commit_id``, and after a
         ``CommitStateUnknownError`` the log is read before anything runs again: a run that
         landed is never repeated."""
-        commit_id = _new_commit_id(commit_id)
+        commit_id = new_commit_id(commit_id)
         check_isolation(isolation)
         limit = TableProperties.parse({}).commit_timeout_seconds if timeout is None else timeout
         retrying = Retrying(
@@ -340,7 +347,7 @@ class Database:
             raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
         if not predicates:
             raise EmptyWriteError("erase was given no table; nothing was committed")
-        commit_id = _new_commit_id(commit_id)
+        commit_id = new_commit_id(commit_id)
         self.refresh()
         tables = {name: self.table(name) for name in predicates}
         self.store.check_conditional_writes()
@@ -626,10 +633,23 @@ class Transaction:
 
 
 def _name_of(table: Table) -> str:
-    if table.manifest.database is None:
-        raise InvalidInputError(f"{table.uri} is not a table of a database")
-    return table.manifest.database.name
+    return _member_name(table.manifest, table.uri)
+
+
+def _member_name(manifest: Manifest, uri: str) -> str:
+    if manifest.database is None:
+        raise InvalidInputError(f"{uri} is not a table of a database")
+    return manifest.database.name
 
 
 def _retention(manifest: Manifest) -> int:
     return TableProperties.parse(manifest.properties).commit_id_retention
+
+
+def _resolve_member(store: ObjectStore, manifest: Manifest) -> tuple[Database, Manifest]:
+    """The database of a member table opened on its own, and the table's newest version in it."""
+    db = Database.of_member(store, manifest)
+    return db, db._member(db._head, _member_name(manifest, store.uri))
+
+
+register_member_resolver(_resolve_member)

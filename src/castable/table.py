@@ -90,7 +90,7 @@ class HistoryEntry:
     error: str | None = None
 
 
-def _new_commit_id(commit_id: str | None) -> str:
+def new_commit_id(commit_id: str | None) -> str:
     if commit_id is None:
         return str(uuid.uuid4())
     if not isinstance(commit_id, str) or not commit_id or len(commit_id) > 256:
@@ -161,7 +161,7 @@ def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) ->
     return Table.load(store_from_uri(uri, storage_options))
 
 
-def _as_datetime(value: datetime | str) -> datetime:
+def as_datetime(value: datetime | str) -> datetime:
     """``as_of`` as a datetime: one already, or an ISO 8601 string such as ``2026-11-22T04:00:00Z``."""
     if isinstance(value, datetime):
         return value
@@ -202,6 +202,24 @@ class Owner(Protocol):
         newest version that has its own manifest, the one to maintain."""
 
 
+MemberResolver = Callable[[ObjectStore, Manifest], tuple[Owner, Manifest]]
+"""Finds the database of a member table (at ``store``, whose ``manifest`` names it): the owner
+its writes commit through, and the table's newest version as the database lists it."""
+_resolvers: list[MemberResolver] = []
+
+
+def register_member_resolver(resolver: MemberResolver) -> None:
+    """Called by ``castable.database``, which builds on this module: a table finds its database
+    through the resolver, so this module never imports that one."""
+    _resolvers[:] = [resolver]
+
+
+def _database_of(store: ObjectStore, manifest: Manifest) -> tuple[Owner, Manifest]:
+    if not _resolvers:
+        raise InvalidInputError(f"{store.uri} is a table of a database: import castable to open it")
+    return _resolvers[0](store, manifest)
+
+
 class Table:
     """A handle on one table. It caches the newest version it has seen; ``refresh()`` reloads.
 
@@ -234,9 +252,8 @@ class Table:
                 table._damage = damage
                 return table
         if manifest.database is not None:
-            from castable.database import Database  # a database's module builds on this one
-
-            return Database.of_member(store, manifest).table(manifest.database.name)
+            owner, newest = _database_of(store, manifest)
+            return cls(store, newest, None, owner=owner)
         return cls(store, manifest, pointer)
 
     @classmethod
@@ -254,7 +271,7 @@ class Table:
         )
         if store.exists(POINTER_KEY):
             raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
-        _check_not_nested(store)
+        check_not_nested(store)
         store.check_conditional_writes()
         try:
             store.put(manifest_key(0), manifest.to_json(), if_none_match=True)
@@ -351,7 +368,7 @@ class Table:
         if version is not None and as_of is not None:
             raise InvalidInputError("give version or as_of, not both")
         if as_of is not None:
-            return self._manifest_as_of(_as_datetime(as_of))
+            return self._manifest_as_of(as_datetime(as_of))
         if version is None:
             return self._readable()
         if not isinstance(version, int) or isinstance(version, bool):
@@ -451,7 +468,7 @@ class Table:
                 "a write inside a transaction takes the transaction's commit_id: "
                 "pass it to db.transaction(commit_id=...)"
             )
-        checked = _new_commit_id(commit_id)
+        checked = new_commit_id(commit_id)
         if self._damage is not None:
             raise CorruptObjectError(self._damage.message)
         self.store.check_conditional_writes()
@@ -462,9 +479,7 @@ class Table:
         database that has none (made before the table's manifest was seen to name its
         database) gets the database now, so no write can bypass the database's log."""
         if self._owner is None and self._manifest.database is not None:
-            from castable.database import Database  # a database's module builds on this one
-
-            self._owner = Database.of_member(self.store, self._manifest)
+            self._owner, _ = _database_of(self.store, self._manifest)
         return self._owner
 
     def _observe(self, rows: Rows) -> None:
@@ -1027,7 +1042,7 @@ class Table:
         damage = self._damage
         if damage is None:
             return self.version
-        commit_id = _new_commit_id(commit_id)
+        commit_id = new_commit_id(commit_id)
         self.store.check_conditional_writes()
         newest = damage.newest
         versions = retained_versions(self.store)
@@ -1120,7 +1135,7 @@ def _absent(store: ObjectStore, keys: list[str]) -> list[str]:
         return [key for key, there in zip(keys, pool.map(store.exists, keys), strict=True) if not there]
 
 
-def _check_not_nested(store: ObjectStore) -> None:
+def check_not_nested(store: ObjectStore) -> None:
     """Refuse a table inside another table's prefix or above one: maintenance of the outer
     table (gc of its ``data/``) would delete the inner table's files."""
     for parent in store.parents():
