@@ -54,6 +54,9 @@ BACKOFF_GROWTH_LIMIT = 3
 BACKOFF_AGING_AFTER = 8
 """After this many losses in a row a writer waits at most one attempt-time: it has waited long
 enough, and the writer that just won (whose next commit does not wait) must not keep winning."""
+CATCH_UP_JUMP_EVERY = 3
+"""A table writer reads the pointer to catch up after its first loss and every this many losses
+in a row after it, else the next version (see ``TableRace.catch_up``)."""
 BACKOFF_MIN_SECONDS = 0.001
 BACKOFF_MAX_SECONDS = 5.0
 
@@ -255,12 +258,19 @@ def entry_as_of(read: Callable[[int], T], oldest: int, latest: T, as_of: datetim
 
 
 def load_newest(
-    store: ObjectStore, read: Callable[[int], V], known: V | None = None, *, done: Callable[[V], bool] | None = None
+    store: ObjectStore,
+    read: Callable[[int], V],
+    known: V | None = None,
+    *,
+    done: Callable[[V], bool] | None = None,
+    newer_than: int | None = None,
 ) -> tuple[V, Pointer]:
     """The newest committed entry of the log in ``store``: from the pointer (or from ``known``,
     an entry already in hand, if that is newer), then forward while ``v<N+1>`` exists, each
     entry read with ``read``. Three requests when the pointer is current, however far behind
-    ``known`` is. An entry for which ``done`` holds ends the search where it is."""
+    ``known`` is. An entry for which ``done`` holds ends the search where it is, and so does the
+    first entry above ``newer_than`` (a writer that lost a race needs a newer base, not proof
+    that it is the newest: its next conditional PUT tells, and that saves a request)."""
     for _ in range(3):
         try:
             pointer = read_pointer(store)
@@ -281,7 +291,7 @@ def load_newest(
             f"{store.uri}/{POINTER_KEY} names version {pointer.version}, whose manifest "
             f"{manifest_key(pointer.version)} does not exist"
         )
-    while done is None or not done(entry):
+    while (done is None or not done(entry)) and (newer_than is None or entry.version <= newer_than):
         try:
             entry = read(entry.version + 1)
         except VersionNotFoundError:
@@ -290,11 +300,15 @@ def load_newest(
 
 
 def load_latest(
-    store: ObjectStore, *, known: Manifest | None = None, table_uuid: str | None = None
+    store: ObjectStore,
+    *,
+    known: Manifest | None = None,
+    table_uuid: str | None = None,
+    newer_than: int | None = None,
 ) -> tuple[Manifest, Pointer]:
-    """The newest committed version of the table in ``store`` (see :func:`load_newest`); for a
-    table of a database, the first version found, which names the database to read it through
-    (its own pointer is not moved by commits)."""
+    """The newest committed version of the table in ``store`` (see :func:`load_newest`, also
+    for ``newer_than``); for a table of a database, the first version found, which names the
+    database to read it through (its own pointer is not moved by commits)."""
     owner = table_uuid or (known.table_uuid if known is not None else None)
 
     def read(version: int) -> Manifest:
@@ -303,7 +317,7 @@ def load_latest(
         owner = manifest.table_uuid
         return manifest
 
-    return load_newest(store, read, known, done=lambda m: m.database is not None)
+    return load_newest(store, read, known, done=lambda m: m.database is not None, newer_than=newer_than)
 
 
 def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> Pointer | None:
@@ -564,13 +578,34 @@ class TableRace(Race[Manifest, CommitResult]):
         self.change = change
         self.commit_retention = commit_retention
         self.on_newer_base = on_newer_base
+        self.losses = 0
 
     def catch_up(self) -> None:
-        self._load(self.head)
+        """A version newer than the one lost on. The winner's next commit takes three requests
+        after its winning PUT (pointer, data file, manifest); a loser that read the pointer,
+        then its manifest, then PUT would need three too and start later, so it would lose
+        every race while the winner keeps committing. So the loser reads the version it lost
+        to directly and commits on it (two requests). Its first loss, and every third one in
+        a row after it, jumps ahead through the pointer instead, so a writer however far behind
+        reaches the newest version in one round, and one that fell behind while it waited
+        catches up."""
+        self.losses += 1
+        if self.losses % CATCH_UP_JUMP_EVERY != 1:
+            try:
+                self.head = read_manifest(self.store, self.head.version + 1, self.planned.table_uuid)
+            except VersionNotFoundError:  # the 412 was not another writer's version: look again
+                pass
+            else:
+                if self.on_newer_base is not None:
+                    self.on_newer_base(self.head, self.pointer)
+                return
+        self._load(self.head, newer_than=self.head.version)
 
-    def _load(self, known: Manifest | None) -> None:
+    def _load(self, known: Manifest | None, newer_than: int | None = None) -> None:
         """The newest version, searched from the pointer (and from ``known``, if that is ahead)."""
-        self.head, self.pointer = load_latest(self.store, known=known, table_uuid=self.planned.table_uuid)
+        self.head, self.pointer = load_latest(
+            self.store, known=known, table_uuid=self.planned.table_uuid, newer_than=newer_than
+        )
         if self.on_newer_base is not None:
             self.on_newer_base(self.head, self.pointer)
 
