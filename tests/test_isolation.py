@@ -1,6 +1,7 @@
 """The isolation transactions promise, checked the way Jepsen checks databases: histories of
 transactions from several processes with the defaults a user gets, on the local store, moto over
-HTTP and LocalStack, read by an anomaly checker (``isolation.py``) that is itself tested first.
+HTTP and LocalStack (the bank), read by an anomaly checker (``isolation.py``) that is itself
+tested first.
 
 - Snapshot isolation (the default): no lost update, no read skew, no aborted read; write skew
   is possible, and a test shows it.
@@ -241,9 +242,7 @@ def test_bank_totals_hold_in_every_snapshot(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
-@pytest.mark.parametrize(
-    "where", ["local", "moto", pytest.param("localstack", marks=pytest.mark.xdist_group("localstack"))]
-)
+@pytest.mark.parametrize("where", ["local", "moto"])  # LocalStack runs the bank above
 def test_register_histories_show_only_what_the_isolation_level_allows(
     request: pytest.FixtureRequest, tmp_path: Path, where: str, isolation: str
 ) -> None:
