@@ -263,3 +263,32 @@ def test_register_histories_show_only_what_the_isolation_level_allows(
     found = anomalies(_txns(records))
     forbidden = [k for k in found if isolation == "serializable" or k != "G2"]
     assert not any(found[k] for k in forbidden), {k: found[k][:3] for k in forbidden}
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_run_reads_the_log_after_an_unknown_outcome_before_running_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    """A commit whose outcome is unknown is looked up by its commit id: one that landed is not
+    run again; one that did not is run again, and lands once."""
+    db = _bank(str(tmp_path / "bank"), None)
+    start, calls = db.version, []
+    real_commit = castable.Transaction.commit
+
+    def unknown_once(tx: castable.Transaction) -> int:
+        if len(calls) == 1:
+            if landed:
+                real_commit(tx)
+            raise castable.CommitStateUnknownError("the response was lost", tx.commit_id)
+        return real_commit(tx)
+
+    def deposit(tx: castable.Transaction) -> None:
+        calls.append(tx.snapshot_version)
+        [row] = tx.table("a").scan(filter="id = 4").to_arrow().to_pylist()
+        tx.table("a").upsert(pa.table({"id": [4], "balance": [row["balance"] + 1], "stamp": ["u"]}, schema=BANK))
+
+    monkeypatch.setattr(castable.Transaction, "commit", unknown_once)
+    db.run(deposit, commit_id="deposit-1")
+    assert len(calls) == (1 if landed else 2)
+    assert db.refresh().version == start + 1 and db.committed_version("deposit-1") == start + 1
+    assert _balances(db, db.version)[4] == BALANCE + 1, "deposited exactly once"
