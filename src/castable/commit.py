@@ -592,22 +592,21 @@ class TableRace(Race[Manifest, CommitResult]):
         self.losses += 1
         if self.losses % CATCH_UP_JUMP_EVERY != 1:
             try:
-                self.head = read_manifest(self.store, self.head.version + 1, self.planned.table_uuid)
+                self._adopt(read_manifest(self.store, self.head.version + 1, self.planned.table_uuid), self.pointer)
+                return
             except VersionNotFoundError:  # the 412 was not another writer's version: look again
                 pass
-            else:
-                if self.on_newer_base is not None:
-                    self.on_newer_base(self.head, self.pointer)
-                return
         self._load(self.head, newer_than=self.head.version)
 
     def _load(self, known: Manifest | None, newer_than: int | None = None) -> None:
         """The newest version, searched from the pointer (and from ``known``, if that is ahead)."""
-        self.head, self.pointer = load_latest(
-            self.store, known=known, table_uuid=self.planned.table_uuid, newer_than=newer_than
-        )
+        self._adopt(*load_latest(self.store, known=known, table_uuid=self.planned.table_uuid, newer_than=newer_than))
+
+    def _adopt(self, head: Manifest, pointer: Pointer | None) -> None:
+        """Build on ``head`` from now on, and tell the caller's handle."""
+        self.head, self.pointer = head, pointer
         if self.on_newer_base is not None:
-            self.on_newer_base(self.head, self.pointer)
+            self.on_newer_base(head, pointer)
 
     def landed_before(self) -> CommitResult | None:
         version = self.head.recent_commits.get(self.commit_id)

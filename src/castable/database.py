@@ -329,7 +329,6 @@ class Database:
                     if self.refresh().committed_version(commit_id) is None:
                         raise
         return result
-        return result
 
     def erase(
         self,

@@ -404,8 +404,6 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         self.creates = creates
         self.checks = checks
         self.on_newer_head = on_newer_head
-        self.bases: dict[str, Manifest] = {}
-        """Each written table at the version the head lists, which this attempt builds on."""
         self._built: dict[tuple[str, int], Manifest] = {}
         self._newer: dict[tuple[str, int], Manifest] = {}
         self._validated: set[tuple[str, int]] = set()
@@ -434,13 +432,15 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
             conflicts.validate(self.root.child(check.name), check.snapshot, newest, check.access, table=check.name)
             self._validated.add((check.name, newest.version))
 
-    def landed_before(self) -> DatabaseCommit | None:
+    def _bases(self) -> dict[str, Manifest]:
+        """Each written table at the version the head lists (read once per version)."""
         newest = _parallel([partial(self._current, w.name, w.base) for w in self.writes])
-        self.bases = dict(zip([w.name for w in self.writes], newest, strict=True))
-        return _landed_before(self.root, self.head, self.bases, self.commit_id)
+        return dict(zip([w.name for w in self.writes], newest, strict=True))
 
-    def _table_version(self, write: TableWrite, created: list[str]) -> Manifest:
-        base = self.bases[write.name]
+    def landed_before(self) -> DatabaseCommit | None:
+        return _landed_before(self.root, self.head, self._bases(), self.commit_id)
+
+    def _table_version(self, write: TableWrite, base: Manifest, created: list[str]) -> Manifest:
         key = (write.name, base.version)
         if key not in self._built:
             staged = stage(
@@ -462,7 +462,8 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         if taken:
             raise TableAlreadyExistsError(f"the database already has table(s) {taken}; nothing was committed")
         members: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
-        built = _parallel([partial(self._table_version, w, members) for w in self.writes])
+        bases = self._bases()
+        built = _parallel([partial(self._table_version, w, bases[w.name], members) for w in self.writes])
         staged = {w.name: m for w, m in zip(self.writes, built, strict=True)}
         staged |= {
             name: replace(m, database=Membership(head.database_uuid, name, head.version + 1))
