@@ -9,13 +9,18 @@ from conftest import events
 import castable
 
 
+def _test_credentials() -> None:
+    """The dummy credentials moto and LocalStack accept (a spawned worker starts without them)."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+
+
 def append_and_delete(uri: str, options: dict | None, worker: int, rounds: int) -> list[tuple[str, int, str]]:
     """Append a block of this worker's own ids per round, then delete part of it two ways.
 
     Returns (operation, version, commit_id) for every commit this worker made.
     """
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     done = []
     for r in range(rounds):
@@ -34,8 +39,7 @@ def append_and_delete(uri: str, options: dict | None, worker: int, rounds: int) 
 
 def append_rows(uri: str, options: dict | None, worker: int, commits: int) -> list[int]:
     """Append ``commits`` one-row batches with one handle and default settings; return the versions."""
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     return [table.append(events(worker * 1000 + i, worker * 1000 + i + 1)) for i in range(commits)]
 
@@ -51,8 +55,7 @@ def expected_ids(worker: int, rounds: int) -> set[int]:
 
 def erase_or_delete(uri: str, options: dict | None, worker: int) -> list[int]:
     """Even workers erase ids, odd workers soft-delete ids, all in the same data file."""
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     targets = [worker * 10_000 + k * 97 for k in range(3)]
     for target in targets:
@@ -68,8 +71,7 @@ def maintain(uri: str, options: dict | None, seconds: float) -> dict[str, int]:
     import time
     from datetime import timedelta
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     done = {"compactions": 0, "expired": 0, "swept": 0}
     deadline = time.monotonic() + seconds
@@ -97,8 +99,7 @@ def upsert_overlapping(uri: str, options: dict | None, worker: int, rounds: int)
     import pyarrow as pa
     from conftest import EVENTS
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     rng = random.Random(worker)
     done = []
@@ -114,8 +115,7 @@ def upsert_overlapping(uri: str, options: dict | None, worker: int, rounds: int)
 
 def compact_and_erase(uri: str, options: dict | None, rounds: int) -> list[int]:
     """Compact everything and erase one key outside the upserted pool, ``rounds`` times; return the erased keys."""
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     erased = []
     for r in range(rounds):
@@ -135,8 +135,7 @@ def increment(uri: str, options: dict | None, worker: int, rounds: int) -> int:
     by merge (odd workers); return how many commits it made."""
     import pyarrow as pa
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     for r in range(rounds):
         if worker % 2:
@@ -164,8 +163,7 @@ def append_blocks(uri: str, options: dict | None, worker: int, seconds: float, p
     """
     import time
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     done: dict = {"ranges": [], "versions": [], "retries": [], "max_seconds": 0.0, "start": time.time()}
     deadline = time.monotonic() + seconds
@@ -296,8 +294,7 @@ def maintain_and_read(
     import time
     from datetime import timedelta
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     done: dict = {"compactions": [], "expired": 0, "sweeps": [], "swept": [], "versions_read": 0}
     deadline = time.monotonic() + seconds
@@ -323,8 +320,7 @@ def maintain_and_read(
 def append_rows_merging(uri: str, options: dict | None, worker: int, commits: int) -> list[int]:
     """Like :func:`append_rows`, with ``schema_mode="merge"``: rows of the original columns keep
     appending while another process adds columns (they read NULL there)."""
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     rows = [events(worker * 1000 + i, worker * 1000 + i + 1) for i in range(commits)]
     return [table.append(r, schema_mode="merge") for r in rows]
@@ -334,8 +330,7 @@ def add_columns(uri: str, options: dict | None, count: int) -> list[int]:
     """Add ``count`` nullable columns, one commit each, with default settings; return the versions."""
     import pyarrow as pa
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     return [table.alter().add_column(f"c{i}", pa.int64(), default=i).commit() for i in range(count)]
 
@@ -349,8 +344,7 @@ def move_rows(uri: str, options: dict | None, worker: int, moves: int) -> int:
     from the table that holds the row, upsert into the other. Return the moves committed."""
     import random
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     db = castable.open_database(uri, storage_options=options)
     rng = random.Random(worker)
     for _ in range(moves):
@@ -369,8 +363,7 @@ def check_snapshots(uri: str, options: dict | None, expected: list[int], seconds
     must be in exactly one of them. Return how many snapshots were checked."""
     import time
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     db = castable.open_database(uri, storage_options=options)
     checked, deadline = 0, time.monotonic() + seconds
     while time.monotonic() < deadline or checked < 3:
@@ -418,8 +411,7 @@ def transfer(uri: str, options: dict | None, worker: int, transfers: int, style:
     import functools
     import random
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     db = castable.open_database(uri, storage_options=options)
     rng = random.Random(worker)
     records = []
@@ -446,8 +438,7 @@ def read_totals(uri: str, options: dict | None, seconds: float) -> list[dict]:
     """Sum every account at each newest database snapshot for ``seconds``; return what each read."""
     import time
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     db = castable.open_database(uri, storage_options=options)
     seen, deadline = [], time.monotonic() + seconds
     while time.monotonic() < deadline or len(seen) < 3:
@@ -474,8 +465,7 @@ def registers(uri: str, options: dict | None, worker: int, transactions: int, is
 
     import pyarrow as pa
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    _test_credentials()
     db = castable.open_database(uri, storage_options=options)
     rng = random.Random(1000 + worker)
     keys = [(t, k) for t in ("a", "b") for k in range(REGISTERS)]
