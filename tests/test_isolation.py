@@ -292,3 +292,41 @@ def test_run_reads_the_log_after_an_unknown_outcome_before_running_again(
     assert len(calls) == (1 if landed else 2)
     assert db.refresh().version == start + 1 and db.committed_version("deposit-1") == start + 1
     assert _balances(db, db.version)[4] == BALANCE + 1, "deposited exactly once"
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_update_and_delete_in_a_transaction_are_refused_when_a_row_they_replace_changed(
+    tmp_path: Path, isolation: str
+) -> None:
+    """By row: an update or a delete whose rows another commit changed since the snapshot is
+    refused (outside a transaction the same update would be re-planned on the newer row)."""
+    db = _bank(str(tmp_path / "bank"), None)
+    for write in ("update", "delete"):
+        tx = db.refresh().transaction(isolation=isolation).begin()  # type: ignore[arg-type]
+        if write == "update":
+            tx.table("a").update({"balance": "balance - 1"}, where="id = 4")
+        else:
+            tx.table("a").delete("id = 4")
+        db.table("a").update({"balance": "balance + 10"}, where="id = 4")  # committed meanwhile
+        before = snapshot_of(db.store)
+        with pytest.raises(CommitConflictError, match=rf"table 'a'.*{write} replaced rows.*\(id 4\)"):
+            tx.commit()
+        assert snapshot_of(db.store) == before
+
+
+def test_a_serializable_update_is_refused_when_a_matching_row_was_added(tmp_path: Path) -> None:
+    """Under snapshot isolation a row added meanwhile is no conflict for an update; serializable
+    also judges what the update selected, so it is."""
+    outcomes = {}
+    for isolation in ("snapshot", "serializable"):
+        db = _bank(str(tmp_path / isolation), None)
+        tx = db.transaction(isolation=isolation).begin()  # type: ignore[arg-type]
+        tx.table("a").update({"stamp": "'big'"}, where="balance >= 100")
+        db.table("a").append(pa.table({"id": [50], "balance": [500], "stamp": [INITIAL]}, schema=BANK))
+        try:
+            tx.commit()
+            outcomes[isolation] = "committed"
+        except CommitConflictError as e:
+            assert "update read rows" in str(e) and "(id 50)" in str(e)
+            outcomes[isolation] = "refused"
+    assert outcomes == {"snapshot": "committed", "serializable": "refused"}
