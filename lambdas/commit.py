@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from castable.table import AddMode
+from castable.writes import AddMode
 from lambdas._runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 

@@ -20,6 +20,7 @@ os.environ.pop("AWS_PROFILE", None)
 from s3servers import localstack_s3, moto_s3, s3rver
 
 from castable.store import LocalStore, ObjectStore, S3Store, make_s3_client
+from castable.tables import load_table
 
 
 @pytest.fixture(scope="session")
@@ -126,7 +127,7 @@ def keyed_events(table_uri: tuple[str, dict[str, str] | None], rows: int) -> Any
 
 def other(t: Any) -> Any:
     """A second handle on ``t``'s table (another writer), opened now."""
-    return type(t).load(t.store)
+    return load_table(t.store)
 
 
 def live(t: Any, where: str | None = None) -> dict[int, tuple[str | None, float | None]]:

@@ -20,6 +20,7 @@ from castable.errors import (
 )
 from castable.layout import POINTER_KEY, manifest_key
 from castable.table import Table
+from castable.tables import load_table
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_wrong_schema_in_a_later_batch_writes_nothing_visible(table: Table) -> N
     bad = pa.record_batch({"id": pa.array([1], pa.int32()), "category": ["a"], "value": [1.0]})
     with pytest.raises(SchemaMismatchError):
         table.append(iter([good, bad]))
-    assert Table.load(table.store).version == table.version
+    assert load_table(table.store).version == table.version
     assert table.refresh().scan().count() == 95
 
 
@@ -115,7 +116,7 @@ def test_malformed_pointer(table: Table) -> None:
         assert damaged.damage is not None and "_latest_manifest is malformed" in damaged.damage
         assert damaged.scan().count() == 95 and damaged.scan(version=1).count() == 100
         with pytest.raises(CorruptObjectError, match="castable repair"):
-            Table.load(table.store).append(events(200, 201))
+            load_table(table.store).append(events(200, 201))
         assert snapshot_of(table.store) == before
     assert damaged.repair() == 2 and damaged.damage is None
     damaged.append(events(200, 201))
@@ -157,7 +158,7 @@ def test_malformed_manifest(table: Table, corrupt) -> None:  # type: ignore[no-u
     with pytest.raises(CorruptObjectError, match=f"{key}.*versions up to 1 can still be read.*castable repair"):
         damaged.scan()
     with pytest.raises(CorruptObjectError, match="castable repair"):
-        Table.load(table.store).append(events(200, 201))
+        load_table(table.store).append(events(200, 201))
     assert damaged.scan(version=1).count() == 100
     assert [(h.version, h.operation) for h in damaged.history()] == [(2, "unreadable"), (1, "append"), (0, "create")]
     assert snapshot_of(table.store) == before
@@ -172,7 +173,7 @@ def test_corrupt_data_file_is_reported(table: Table) -> None:
     f = table.manifest.data_files[0]
     table.store.put(f.path, b"PAR1 this is not parquet PAR1")
     with pytest.raises(CorruptObjectError):
-        Table.load(table.store).scan().to_arrow()
+        load_table(table.store).scan().to_arrow()
 
 
 def test_a_data_page_garbled_in_place_is_a_corrupt_object(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -197,13 +198,13 @@ def test_corrupt_tombstone_is_reported(table: Table) -> None:
     t = table.manifest.tombstones[0]
     table.store.put(t.path, b"garbage")
     with pytest.raises(CorruptObjectError):
-        Table.load(table.store).scan().to_arrow()
+        load_table(table.store).scan().to_arrow()
 
 
 def test_missing_data_file_is_reported(table: Table) -> None:
     table.store.delete(table.manifest.data_files[0].path)
     with pytest.raises(CorruptObjectError):
-        Table.load(table.store).scan().count()
+        load_table(table.store).scan().count()
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from castable.gc import retained_versions
 from castable.layout import POINTER_KEY, manifest_key
 from castable.store import StoreError, store_from_uri
 from castable.table import Table
+from castable.tables import create_table_at, load_table
 
 
 @pytest.fixture
@@ -26,11 +27,11 @@ def base(table_uri: tuple[str, dict | None]) -> Table:
 
 
 def faulty(t: Table, rule) -> Table:  # type: ignore[no-untyped-def]
-    return Table.load(FaultyStore(t.store, rule))
+    return load_table(FaultyStore(t.store, rule))
 
 
 def ids(t: Table) -> list[int]:
-    return sorted(Table.load(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
+    return sorted(load_table(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
 
 
 def pointer_version(t: Table) -> int:
@@ -47,17 +48,17 @@ def test_crash_after_data_upload_leaves_only_an_orphan(base: Table) -> None:
     assert [k.split("/")[0] for k in added] == ["data", "segment"]  # the data file and the segment listing it
     assert {k: v for k, v in after.items() if k in before} == before
     assert ids(base) == list(range(10))
-    assert Table.load(base.store).append(events(20, 30)) == 2
+    assert load_table(base.store).append(events(20, 30)) == 2
     assert ids(base) == [*range(10), *range(20, 30)]
 
 
 def test_crash_between_manifest_and_pointer_is_rolled_forward(base: Table) -> None:
-    stale = Table.load(base.store)
+    stale = load_table(base.store)
     writer = faulty(base, once("put", POINTER_KEY, "crash-before"))
     with pytest.raises(SimulatedCrash):
         writer.append(events(10, 20))
     assert pointer_version(base) == 1, "the pointer lags the committed version 2"
-    assert Table.load(base.store).version == 2, "readers probe past a lagging pointer"
+    assert load_table(base.store).version == 2, "readers probe past a lagging pointer"
     assert ids(base) == list(range(20))
     assert stale.append(events(20, 30)) == 3, "a writer that finds the pointer behind rebases"
     assert pointer_version(base) == 3
@@ -73,11 +74,11 @@ def test_crash_after_pointer_cas_is_committed(base: Table) -> None:
 
 def test_crash_during_retry_then_rerun_with_same_commit_id(base: Table) -> None:
     loser = faulty(base, once("get", manifest_key(2), "crash-before", skip=1))
-    Table.load(base.store).append(events(10, 20))
+    load_table(base.store).append(events(10, 20))
     with pytest.raises(SimulatedCrash):
         loser.append(events(20, 30), commit_id="job-7")
     assert ids(base) == list(range(20))
-    rerun = Table.load(base.store)
+    rerun = load_table(base.store)
     version = rerun.append(events(20, 30), commit_id="job-7")
     assert version == 3
     assert rerun.append(events(20, 30), commit_id="job-7") == 3
@@ -88,7 +89,7 @@ def test_crash_during_retry_then_rerun_with_same_commit_id(base: Table) -> None:
 def test_lost_response_on_commit_is_recognised(base: Table) -> None:
     writer = faulty(base, once("put", manifest_key(2), "lose-response"))
     assert writer.append(events(10, 20), commit_id="ambiguous") == 2
-    assert Table.load(base.store).version == 2
+    assert load_table(base.store).version == 2
     assert ids(base) == list(range(20))
     assert pointer_version(base) == 2
 
@@ -110,7 +111,7 @@ def test_unknown_outcome_then_retry_commits_once(base: Table) -> None:
     with pytest.raises(CommitStateUnknownError) as info:
         faulty(base, rule).append(events(10, 20), commit_id="maybe")
     assert info.value.commit_id == "maybe"
-    retry = Table.load(base.store)
+    retry = load_table(base.store)
     assert retry.append(events(10, 20), commit_id="maybe") == 2
     assert ids(base) == list(range(20))
 
@@ -120,7 +121,7 @@ def test_a_landed_commit_whose_retry_got_412_is_recognised(base: Table) -> None:
     writer rebases, finds its own commit_id in the newest version and commits nothing twice."""
     writer = faulty(base, once("put", manifest_key(2), "landed-then-412"))
     assert writer.append(events(10, 20), commit_id="retried") == 2
-    assert Table.load(base.store).version == 2 and pointer_version(base) == 2
+    assert load_table(base.store).version == 2 and pointer_version(base) == 2
     assert ids(base) == list(range(20))
 
 
@@ -140,7 +141,7 @@ def test_commit_gives_up_after_its_time_bound(table_uri: tuple[str, dict | None]
     and leaves its handle at the newest version it saw."""
     uri, options = table_uri
     t = castable.create_table(uri, EVENTS, properties={"commit.timeout-seconds": 0.3}, storage_options=options)
-    rival = Table.load(t.store)
+    rival = load_table(t.store)
     counter = iter(range(1000, 2000))
 
     def rule(op: str, key: str) -> str | None:
@@ -155,7 +156,7 @@ def test_commit_gives_up_after_its_time_bound(table_uri: tuple[str, dict | None]
     rival_commits = next(counter) - 1000
     assert rival_commits >= 2
     assert sorted(ids(t)) == list(range(1000, 1000 + rival_commits))
-    assert writer.version == Table.load(t.store).version, "the failed commit left the handle refreshed"
+    assert writer.version == load_table(t.store).version, "the failed commit left the handle refreshed"
 
 
 def test_pointer_never_moves_backwards(base: Table) -> None:
@@ -173,20 +174,20 @@ def test_pointer_failure_after_commit_is_not_an_error(base: Table) -> None:
 
     assert faulty(base, rule).append(events(10, 20)) == 2
     assert pointer_version(base) == 1
-    assert Table.load(base.store).version == 2
+    assert load_table(base.store).version == 2
 
 
 def test_delete_rebases_over_concurrent_appends(base: Table) -> None:
-    deleter = Table.load(base.store)
-    Table.load(base.store).append(events(10, 20))
+    deleter = load_table(base.store)
+    load_table(base.store).append(events(10, 20))
     deleter.delete("id < 5")
     assert ids(base) == list(range(5, 20))
 
 
 def test_delete_replans_when_its_file_was_removed(base: Table) -> None:
     base.append(events(10, 20))
-    slow = Table.load(base.store)
-    Table.load(base.store).delete("id < 10")
+    slow = load_table(base.store)
+    load_table(base.store).delete("id < 10")
     slow.delete("id BETWEEN 5 AND 12")
     assert slow.manifest.commit.summary["replans"] == 1
     assert ids(base) == list(range(13, 20))
@@ -217,7 +218,7 @@ def test_a_create_that_crashed_before_its_pointer_is_completed(table_uri: tuple[
     uri, options = table_uri
     crashed = FaultyStore(store_from_uri(uri, options), once("put", POINTER_KEY, "crash-before"))
     with pytest.raises(SimulatedCrash):
-        Table.create(crashed, EVENTS, primary_key="id")
+        create_table_at(crashed, EVENTS, primary_key="id")
     assert castable.open_table(uri, storage_options=options).version == 0
     with pytest.raises(castable.TableAlreadyExistsError, match="half-created"):
         castable.create_table(uri, EVENTS, storage_options=options)
@@ -250,13 +251,13 @@ def test_an_unreadable_pointer_after_a_failed_advance_is_an_unknown_outcome(base
 
     with pytest.raises(CommitStateUnknownError, match="retry with the same commit_id"):
         faulty(base, rule).append(events(10, 20), commit_id="unsure")
-    assert Table.load(base.store).append(events(10, 20), commit_id="unsure") == 2
+    assert load_table(base.store).append(events(10, 20), commit_id="unsure") == 2
     assert ids(base) == list(range(20))
 
 
 def test_a_retried_commit_whose_version_expired_still_answers(base: Table) -> None:
     """A job re-run with its commit_id long after: its version is expired, the answer stands."""
-    stale = Table.load(base.store)
+    stale = load_table(base.store)
     base.append(events(10, 20), commit_id="old-job")
     for i in range(3):
         base.append(events(100 + i, 101 + i))
@@ -271,7 +272,7 @@ def test_a_manifest_a_stale_writer_puts_below_the_floor_is_never_read(tmp_path: 
     version of the table (it may name files gc already swept)."""
     t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
     t.append(events(0, 10))
-    stale = Table.load(t.store)
+    stale = load_table(t.store)
     for i in range(1, 9):
         t.append(events(i * 10, i * 10 + 10))
     t.compact()
@@ -293,7 +294,7 @@ def test_a_manifest_a_stale_writer_puts_below_the_floor_is_never_read(tmp_path: 
             with pytest.raises(castable.VersionNotFoundError, match="expired"):
                 t.scan(version=2)
 
-    writer = Table(FaultyStore(stale.store, rule), stale.manifest, None)
+    writer = Table.standalone(FaultyStore(stale.store, rule), stale.manifest)
     assert writer.append(events(900, 905)) == 13
     assert seen["put"] == manifest_key(2) and seen["retained"] == [11, 12] and seen["oldest"] == 91
     assert sorted(t.refresh().scan(["id"]).to_arrow().column("id").to_pylist())[-5:] == list(range(900, 905))

@@ -21,6 +21,7 @@ from castable.manifest import DataFile
 from castable.splice import SpliceNotPossibleError
 from castable.store import ObjectStore, StoreError
 from castable.table import Table
+from castable.tables import load_table
 
 MIB = 1024 * 1024
 SCHEMA = pa.schema(
@@ -221,47 +222,47 @@ def test_nothing_matches(table_uri: tuple[str, dict | None]) -> None:
 def test_failure_at_each_multipart_step_leaves_nothing(table_uri: tuple[str, dict | None], step: str) -> None:
     t = make(table_uri)
     before = snapshot_of(t.store)
-    faulty = Table.load(FaultyStore(t.store, once(step, "data/", "fail")))
+    faulty = load_table(FaultyStore(t.store, once(step, "data/", "fail")))
     with pytest.raises(StoreError):
         faulty.erase("id = 60000", mode="splice")
     assert not list(t.store.list_multipart_uploads())
     assert snapshot_of(t.store) == before
-    assert ids_of(Table.load(t.store)) == list(range(120_000))
+    assert ids_of(load_table(t.store)) == list(range(120_000))
 
 
 def test_crash_mid_upload_aborts(table_uri: tuple[str, dict | None]) -> None:
     t = make(table_uri)
-    faulty = Table.load(FaultyStore(t.store, once("upload_part", "data/", "crash-before")))
+    faulty = load_table(FaultyStore(t.store, once("upload_part", "data/", "crash-before")))
     with pytest.raises(SimulatedCrash):
         faulty.erase("id = 60000", mode="splice")
     assert not list(t.store.list_multipart_uploads())
-    assert Table.load(t.store).version == t.version
+    assert load_table(t.store).version == t.version
 
 
 def test_concurrent_soft_delete_is_folded_into_the_erase(table_uri: tuple[str, dict | None]) -> None:
     t = make(table_uri)
-    other = Table.load(t.store)
+    other = load_table(t.store)
 
     def meanwhile() -> None:
         other.delete("id = 61000 OR id = 5 OR id = 119999")
         other.delete("id BETWEEN 100 AND 110")
 
-    eraser = Table.load(FaultyStore(t.store, before_first("complete_multipart", meanwhile)))
+    eraser = load_table(FaultyStore(t.store, before_first("complete_multipart", meanwhile)))
     report = eraser.erase("id = 60000", mode="splice")
     assert report.version == 4
     expected = [i for i in range(120_000) if i not in {60000, 61000, 5, 119999, *range(100, 111)}]
-    assert ids_of(Table.load(t.store)) == expected, "no concurrent delete is lost"
+    assert ids_of(load_table(t.store)) == expected, "no concurrent delete is lost"
     assert eraser.manifest.commit.summary["carried_tombstone"]
 
 
 def test_concurrent_erases_of_the_same_file(table_uri: tuple[str, dict | None]) -> None:
     t = make(table_uri)
-    other = Table.load(t.store)
+    other = load_table(t.store)
     rival = before_first("complete_multipart", lambda: other.erase("id = 70000", mode="splice"))
-    eraser = Table.load(FaultyStore(t.store, rival))
+    eraser = load_table(FaultyStore(t.store, rival))
     eraser.erase("id = 60000", mode="splice")
     assert eraser.manifest.commit.summary["replans"] == 1
-    latest = Table.load(t.store)
+    latest = load_table(t.store)
     assert ids_of(latest) == [i for i in range(120_000) if i not in (60000, 70000)]
     (f,) = latest.manifest.data_files
     check_parquet(latest.store, f, [i for i in range(120_000) if i not in (60000, 70000)])
@@ -338,7 +339,7 @@ def test_processes_erasing_and_deleting_the_same_file(table_uri: tuple[str, dict
         results = list(pool.map(erase_or_delete, [uri] * 4, [options] * 4, range(4)))
     erased = {i for w, ids in enumerate(results) if w % 2 == 0 for i in ids}
     deleted = {i for w, ids in enumerate(results) if w % 2 for i in ids}
-    latest = Table.load(t.store)
+    latest = load_table(t.store)
     assert ids_of(latest) == [i for i in range(120_000) if i not in erased | deleted], "no delete lost"
     (f,) = latest.manifest.data_files
     physical = set(
@@ -380,8 +381,8 @@ def test_erasing_a_file_that_was_compacted_away_erases_its_rows_where_they_went(
     t = make((str(tmp_path / "t"), None), n=2000)
     t.append(rows(5000, 6000))
     stale = [f.path for f in t.scan(filter="id = 5").files()]
-    Table.load(t.store).compact(min_file_size=10**9)
-    report = Table.load(t.store).erase("id = 5", files=stale)
+    load_table(t.store).compact(min_file_size=10**9)
+    report = load_table(t.store).erase("id = 5", files=stale)
     assert report.rows_erased == 1
-    latest = Table.load(t.store)
+    latest = load_table(t.store)
     assert 5 not in ids_of(latest) and len(ids_of(latest)) == 2999

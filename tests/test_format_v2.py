@@ -326,7 +326,7 @@ def test_a_malformed_root_is_refused_and_changes_nothing(table: castable.Table, 
     table.store.put(key, json.dumps(corrupt(doc)).encode())
     before = snapshot_of(table.store)
     with pytest.raises(CorruptObjectError, match=message):
-        castable.Table.load(table.store).manifest_at(table.version)
+        castable.load_table(table.store).manifest_at(table.version)
     with pytest.raises(CorruptObjectError):
-        castable.Table.load(table.store).append(events(10, 11))
+        castable.load_table(table.store).append(events(10, 11))
     assert snapshot_of(table.store) == before

@@ -19,6 +19,7 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
 
 import castable
 from castable.table import Table
+from castable.tables import load_table
 from lambdas import commit, tombstone
 from lambdas._runtime import InvalidEventError
 
@@ -47,7 +48,7 @@ def upload(t: Table, key: str, data: pa.Table) -> str:
 
 
 def ids(t: Table) -> list[int]:
-    return sorted(Table.load(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
+    return sorted(load_table(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
 
 
 def test_commit_registers_spark_output_idempotently(table: Table) -> None:
@@ -165,7 +166,7 @@ def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(ingest_
     response = ingest.handler(event, Context())
     assert response == {"batchItemFailures": []}
     assert ids(t) == [*range(10), *range(1000, 1030)]
-    assert len(Table.load(t.store).history()) == 3, "one commit for the whole batch"
+    assert len(load_table(t.store).history()) == 3, "one commit for the whole batch"
     listing = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing")["Contents"]}
     assert listing == {
         "landing-failed/landing/corrupt.parquet",
@@ -176,7 +177,7 @@ def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(ingest_
     reason = s3.get_object(Bucket=bucket, Key="landing-failed/landing/wrong.parquet.reason.json")["Body"].read()
     assert b"id" in reason
     assert ingest.handler(event, Context()) == {"batchItemFailures": []}, "a duplicate delivery changes nothing"
-    assert len(Table.load(t.store).history()) == 3
+    assert len(load_table(t.store).history()) == 3
 
 
 def test_ingest_reports_transient_failures_for_retry(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,7 +226,7 @@ def test_ingest_touches_nothing_outside_its_landing_prefix(ingest_env: Table) ->
     assert ingest.handler(event, Context()) == {"batchItemFailures": []}
     after = {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
     assert after == before, "nothing was copied, dead-lettered or deleted"
-    assert ids(t) == list(range(10)) and Table.load(t.store).version == t.version
+    assert ids(t) == list(range(10)) and load_table(t.store).version == t.version
 
 
 def test_ingest_dead_letters_a_file_with_null_keys_from_its_footer(ingest_env: Table) -> None:
@@ -264,7 +265,7 @@ def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -
     for key, body in files.items():
         s3.put_object(Bucket=bucket, Key=key, Body=body)
     assert ingest.handler(sqs_event(bucket, list(files)), Context()) == {"batchItemFailures": []}
-    table = Table.load(t.store)
+    table = load_table(t.store)
     got = table.scan(filter="id >= 100").to_arrow().sort_by("id").to_pylist()
     assert got == [
         {"id": 100, "category": "123", "value": 1.0},
@@ -326,7 +327,7 @@ def test_ingest_upserts_a_change_feed_when_the_table_says_so(
     land(t, "landing/cdc/plain.parquet", events(60, 61))  # no operation column: dead-lettered
     keys = ["landing/cdc/0001.parquet", "landing/cdc/0002.csv", "landing/cdc/plain.parquet"]
     assert ingest.handler(sqs_event(bucket, keys), Context()) == {"batchItemFailures": []}
-    table = Table.load(t.store)
+    table = load_table(t.store)
     got = {r["id"]: (r["category"], r["value"]) for r in table.scan().to_arrow().to_pylist()}
     assert set(got) == {0, 1, 2, 4, 5, 6, 7, 8, 50}
     assert got[2] == ("c", 20.0) and got[4] == ("z", 41.0) and got[50] == ("n", 5.0)
@@ -337,7 +338,7 @@ def test_ingest_upserts_a_change_feed_when_the_table_says_so(
     )["Body"].read()
     assert b"op" in reason
     assert ingest.handler(sqs_event(bucket, keys[:2]), Context()) == {"batchItemFailures": []}
-    assert Table.load(t.store).version == table.version, "a duplicate delivery changes nothing"
+    assert load_table(t.store).version == table.version, "a duplicate delivery changes nothing"
 
 
 @pytest.mark.parametrize(("mode", "op"), [("merge", None), ("append", "op")])
@@ -367,7 +368,7 @@ def test_ingest_new_columns_dead_letter_or_merge_per_table(
     assert ingest.handler(sqs_event(bucket, ["landing/old.parquet", "landing/new.parquet"]), Context()) == {
         "batchItemFailures": []
     }
-    fresh = Table.load(t.store)
+    fresh = load_table(t.store)
     if mode == "strict":
         assert "source" not in fresh.schema.names and ids(t) == [*range(10), 100, 101]
         reason = t.store.client.get_object(  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ import castable
 from castable.errors import VersionNotFoundError
 from castable.store import LocalStore
 from castable.table import Table
+from castable.tables import load_table
 
 SMALL = {"write.target-file-size-bytes": 200_000, "write.row-group-size-bytes": 20_000}
 
@@ -93,27 +94,27 @@ def test_compaction_commit_id_is_idempotent(table: Table) -> None:
     churn(table, rounds=3)
     first = table.compact(commit_id="nightly")
     table.append(events(9000, 9001))
-    again = Table.load(table.store).compact(commit_id="nightly")
+    again = load_table(table.store).compact(commit_id="nightly")
     assert again.version == first.version and again.files_written == []
 
 
 def test_delete_during_compaction_is_not_lost(table: Table) -> None:
     expected = churn(table, rounds=4)
-    other = Table.load(table.store)
+    other = load_table(table.store)
     meanwhile = before_first("put", lambda: other.delete("id BETWEEN 300 AND 310"), key_prefix="manifest/")
-    compactor = Table.load(FaultyStore(table.store, meanwhile))
+    compactor = load_table(FaultyStore(table.store, meanwhile))
     report = compactor.compact()
     assert report.replans == 1
-    assert ids(Table.load(table.store)) == [i for i in expected if not 300 <= i <= 310]
+    assert ids(load_table(table.store)) == [i for i in expected if not 300 <= i <= 310]
 
 
 def test_append_during_compaction_is_kept(table: Table) -> None:
     expected = churn(table, rounds=4)
-    other = Table.load(table.store)
+    other = load_table(table.store)
     meanwhile = before_first("put", lambda: other.append(events(5000, 5010)), key_prefix="manifest/")
-    report = Table.load(FaultyStore(table.store, meanwhile)).compact()
+    report = load_table(FaultyStore(table.store, meanwhile)).compact()
     assert report.replans == 0
-    assert ids(Table.load(table.store)) == [*expected, *range(5000, 5010)]
+    assert ids(load_table(table.store)) == [*expected, *range(5000, 5010)]
 
 
 def test_expire_by_count_and_age(table: Table) -> None:
@@ -134,7 +135,7 @@ def test_expire_by_count_and_age(table: Table) -> None:
 
 def test_gc_collects_orphans_after_the_grace_period_only(table: Table) -> None:
     table.append(events(0, 10))
-    crashing = Table.load(FaultyStore(table.store, once("put", "manifest/", "crash-before")))
+    crashing = load_table(FaultyStore(table.store, once("put", "manifest/", "crash-before")))
     before = {o.key for o in table.store.list("")}
     with pytest.raises(SimulatedCrash):
         crashing.append(events(10, 20))
@@ -210,14 +211,14 @@ def test_maintenance_while_processes_write(table_uri: tuple[str, dict | None]) -
 def test_stale_writer_cannot_commit_into_an_expired_slot(table: Table, pointer_puts: str) -> None:
     """Even when it cannot move the pointer, a writer checks the floor before it reports success."""
     table.append(events(0, 10))
-    stale = Table.load(table.store)
+    stale = load_table(table.store)
     for i in range(1, 9):
         table.append(events(i * 10, i * 10 + 10))
     table.expire(retain_versions=2)
     assert table.store.get("_latest_manifest").data.count(b'"oldest"') == 1
     if pointer_puts == "fail":
         failing = FaultyStore(table.store, lambda op, key: "fail" if (op, key) == ("put", "_latest_manifest") else None)
-        stale = Table(failing, stale.manifest, None)  # type: ignore[arg-type]
+        stale = Table.standalone(failing, stale.manifest)
     version = stale.append(events(500, 510))
     assert version == table.refresh().version == 10
     with pytest.raises(VersionNotFoundError):
@@ -232,7 +233,7 @@ def test_reader_racing_expiry_follows_the_pointer(table: Table) -> None:
     stale_pointer = table.store.get("_latest_manifest").data
     table.append(events(5, 6))
     table.expire(retain_versions=1)
-    assert Table.load(table.store).version == 6
+    assert load_table(table.store).version == 6
     assert stale_pointer != table.store.get("_latest_manifest").data
 
 
@@ -251,9 +252,9 @@ def test_planned_groups_compact_independently(table: Table) -> None:
     split = small.plan_compaction(min_file_size=10**9)
     assert len(split) > 1, "a small target size splits the work"
     for group in split:
-        Table.load(small.store).compact(files=group, min_file_size=10**9)
-    assert ids(Table.load(small.store)) == expected
-    assert len(Table.load(small.store).manifest.data_files) <= len(split) * 2
+        load_table(small.store).compact(files=group, min_file_size=10**9)
+    assert ids(load_table(small.store)) == expected
+    assert len(load_table(small.store).manifest.data_files) <= len(split) * 2
 
 
 def _options(t: Table) -> dict | None:

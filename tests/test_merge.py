@@ -9,6 +9,7 @@ from conftest import EVENTS, events, keyed_events, live, snapshot_of
 import castable
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.table import Table
+from castable.tables import load_table
 
 
 @pytest.fixture
@@ -124,7 +125,7 @@ def test_merge_needs_a_primary_key(tmp_path) -> None:  # type: ignore[no-untyped
 
 
 def test_a_merge_racing_an_insert_of_its_key_decides_again(table: Table) -> None:
-    stale = Table.load(table.store)
+    stale = load_table(table.store)
     table.append(pa.table({"id": [50], "category": ["new"], "value": [1.0]}, schema=EVENTS))
     source = pa.table({"id": [50, 3], "value": [9.0, 9.0]})
     stale.merge(source).when_matched_update({"value": "s.value"}).when_not_matched_insert(

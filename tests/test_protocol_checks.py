@@ -23,6 +23,7 @@ from castable.layout import POINTER_KEY, manifest_key
 from castable.store import LocalStore, ObjectInfo, ObjectStore, S3Store, UploadedPart
 from castable.store.probe import PROBE_PREFIX, probe_conditional_writes
 from castable.table import Table
+from castable.tables import create_table_at
 
 
 class IgnoringStore(LocalStore):
@@ -50,10 +51,10 @@ def test_probe_names_what_a_store_ignores(tmp_path: Path) -> None:
 def test_create_refuses_an_existing_table_before_writing_anything(tmp_path: Path) -> None:
     """Even on a store whose If-None-Match cannot be trusted, a second create overwrites nothing."""
     store = IgnoringStore(tmp_path)
-    Table.create(store, EVENTS, primary_key="id").append(events(0, 5))
+    create_table_at(store, EVENTS, primary_key="id").append(events(0, 5))
     before = snapshot_of(store)
     with pytest.raises(castable.TableAlreadyExistsError):
-        Table.create(store, EVENTS)
+        create_table_at(store, EVENTS)
     assert snapshot_of(store) == before
 
 
@@ -92,7 +93,7 @@ def test_a_handle_far_behind_commits_on_its_second_attempt(table_uri: tuple[str,
         if op == "put" and key.startswith("manifest/"):
             puts.append(key)
 
-    writer = Table(FaultyStore(stale.store, count), stale.manifest, None)  # type: ignore[arg-type]
+    writer = Table.standalone(FaultyStore(stale.store, count), stale.manifest)
     assert writer.append(events(1000, 1001)) == 121
     assert puts == [manifest_key(1), manifest_key(121)]
     assert castable.open_table(uri, storage_options=options).count() == 121
@@ -104,7 +105,7 @@ def test_an_ambiguous_pointer_update_is_read_back_not_given_up(table_uri: tuple[
     pointer again and finishes the move either way."""
     uri, options = table_uri
     t = castable.create_table(uri, EVENTS, storage_options=options)
-    writer = Table(FaultyStore(t.store, once("put", POINTER_KEY, action)), t.manifest, None)  # type: ignore[arg-type]
+    writer = Table.standalone(FaultyStore(t.store, once("put", POINTER_KEY, action)), t.manifest)
     assert writer.append(events(0, 3)) == 1
     assert read_pointer(t.store).version == 1
 

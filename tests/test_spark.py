@@ -31,6 +31,7 @@ from castable.spark import register
 from castable.spark.ingest import main as ingest_main
 from castable.spark.remote import invoke_commit
 from castable.table import Table
+from castable.tables import load_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark")]
 
@@ -123,7 +124,7 @@ def storage_args(options: dict[str, str]) -> list[str]:
 
 
 def ids(t: Table, **kwargs: Any) -> list[int]:
-    return sorted(Table.load(t.store).scan(["id"], **kwargs).to_arrow().column("id").to_pylist())
+    return sorted(load_table(t.store).scan(["id"], **kwargs).to_arrow().column("id").to_pylist())
 
 
 def spark_rows(df: Any) -> list[tuple[Any, ...]]:
@@ -131,7 +132,7 @@ def spark_rows(df: Any) -> list[tuple[Any, ...]]:
 
 
 def library_rows(t: Table, **kwargs: Any) -> list[tuple[Any, ...]]:
-    data = Table.load(t.store).scan(**kwargs).to_arrow()
+    data = load_table(t.store).scan(**kwargs).to_arrow()
     return sorted(zip(*(data.column(n).to_pylist() for n in data.column_names), strict=True))
 
 
@@ -143,7 +144,7 @@ def test_job_appends_a_multi_file_dataset_in_one_commit(
 ) -> None:
     argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "load-1", "--direct", "--partitions", "3"]
     result = ingest_main([*argv, *storage_args(options)], spark=spark)
-    latest = Table.load(table.store)
+    latest = load_table(table.store)
     assert (result.version, latest.version, result.already_committed) == (1, 1, False)
     assert result.rows == 3000 and result.files == len(latest.manifest.data_files) > 3
     assert ids(table) == list(range(3000))
@@ -176,7 +177,7 @@ def test_job_commits_through_the_commit_lambda(
     result = ingest_main([*argv, "--commit-function", commit_function], spark=spark)
     assert (result.version, result.rows, result.already_committed) == (1, 3000, False)
     assert ids(table) == list(range(3000))
-    assert Table.load(table.store).history(limit=1)[0].summary["registered"] is True
+    assert load_table(table.store).history(limit=1)[0].summary["registered"] is True
     before = snapshot_of(table.store)
     again = ingest_main([*argv, "--commit-function", commit_function], spark=spark)
     assert again.already_committed and snapshot_of(table.store) == before
@@ -193,7 +194,7 @@ def test_job_upserts_through_the_commit_lambda(
     twin.upsert(events(0, 3000))
     assert (result.mode, result.version, result.rows, result.already_committed) == ("upsert", 2, 3000, False)
     assert library_rows(table) == library_rows(twin)
-    assert Table.load(table.store).history(limit=1)[0].operation == "upsert"
+    assert load_table(table.store).history(limit=1)[0].operation == "upsert"
     before = snapshot_of(table.store)
     again = ingest_main(argv, spark=spark)
     assert (again.mode, again.version, again.already_committed) == ("upsert", 2, True)
@@ -213,7 +214,7 @@ def test_job_overwrites_the_rows_matching_replace_where(
     before = snapshot_of(table.store)
     with pytest.raises(castable.InvalidInputError, match="1000 of the 3000 rows do not match"):
         ingest_main([*argv, "--commit-id", "day-2", "--replace-where", "id < 2000"], spark=spark)
-    assert Table.load(table.store).version == 2
+    assert load_table(table.store).version == 2
     table.gc(orphan_grace=timedelta(0))
     assert snapshot_of(table.store) == before
 
@@ -244,7 +245,7 @@ def test_job_with_a_wrong_schema_fails_and_leaves_only_orphans(
     pq.write_table(wrong.drop_columns(["value"]), bad / "part-0.parquet")
     with pytest.raises(castable.SchemaMismatchError, match=r"missing \['value'\]"):
         ingest_main(argv, spark=spark)
-    assert Table.load(table.store).version == table.version
+    assert load_table(table.store).version == table.version
     table.gc(orphan_grace=timedelta(0))
     assert snapshot_of(table.store) == before
 
@@ -285,7 +286,7 @@ def test_job_upserts_on_spark_35_with_spark_submit(
     assert [result[k] for k in ("mode", "version", "rows", "already_committed")] == ["upsert", 2, 3000, False]
     twin.upsert(events(0, 3000))
     assert library_rows(table) == library_rows(twin)
-    assert Table.load(table.store).history(limit=1)[0].operation == "upsert"
+    assert load_table(table.store).history(limit=1)[0].operation == "upsert"
     version = subprocess.run(
         [str(SPARK35_PYTHON), "-c", "import pyspark; print(pyspark.__version__)"], capture_output=True, text=True
     )
@@ -335,14 +336,14 @@ def test_data_source_reads_an_evolved_table_with_each_versions_schema(
     table.alter().drop_column("category").widen_column("note", pa.large_string()).commit()
     table.alter().add_column("category", pa.string()).commit()
     table.append(pa.table({"id": [9001], "amount": [2.5], "note": ["x"], "category": ["again"]}))
-    history = Table.load(table.store).history()
+    history = load_table(table.store).history()
     for reader in (
         spark.read.format("castable").options(**options),
         spark.read.format("castable").options(**options).option("executorPlanningFiles", "1"),
     ):
         for version in sorted(h.version for h in history)[1:]:
             df = reader.option("versionAsOf", version).load(table.uri)
-            assert df.columns == Table.load(table.store).manifest_at(version).schema.names, version
+            assert df.columns == load_table(table.store).manifest_at(version).schema.names, version
             assert spark_rows(df) == library_rows(table, version=version), version
     latest = spark.read.format("castable").options(**options).load(table.uri)
     assert latest.schema.simpleString() == "struct<id:bigint,amount:double,note:string,category:string>"
@@ -362,7 +363,7 @@ def test_data_source_plans_on_the_executors_from_segment_slices(
         table.append(events(10_000 + i, 10_001 + i))
     reader = spark.read.format("castable").options(**options).option("executorPlanningFiles", "1")
     sliced = reader.option("maxPartitionBytes", "4000").load(table.uri)
-    assert sliced.rdd.getNumPartitions() >= len(Table.load(table.store).manifest.data_files.parts)
+    assert sliced.rdd.getNumPartitions() >= len(load_table(table.store).manifest.data_files.parts)
     assert spark_rows(sliced) == library_rows(table)
     for version in sorted(times)[1:]:
         assert spark_rows(reader.option("versionAsOf", version).load(table.uri)) == library_rows(table, version=version)
@@ -375,7 +376,7 @@ def test_data_source_splits_files_and_prunes_by_its_options(spark: Any, table: T
     build_history(table)
     reader = spark.read.format("castable").options(**options).option("maxPartitionBytes", "4000")
     df = reader.load(table.uri)
-    files = len(Table.load(table.store).manifest.data_files)
+    files = len(load_table(table.store).manifest.data_files)
     assert df.rdd.getNumPartitions() > files
     query = "id BETWEEN 3000 AND 3100 AND category = 'a'"
     pruned = reader.option("filter", query).option("columns", "value, id").load(table.uri)
@@ -389,7 +390,7 @@ def test_a_reused_data_frame_reads_each_query_afresh(spark: Any, table: Table, o
     df = spark.read.format("castable").options(**options).load(table.uri)
     for text in ("id < 10", "category LIKE 'b%' OR id < 5", "NOT (id >= 50)", "category IS NULL AND id IN (3, 1003)"):
         assert spark_rows(df.filter(text)) == library_rows(table, filter=text), text
-        assert df.count() == Table.load(table.store).count()
+        assert df.count() == load_table(table.store).count()
 
 
 def test_spark_appends_and_library_appends_see_each_other(spark: Any, table: Table, options: dict[str, str]) -> None:
@@ -397,12 +398,12 @@ def test_spark_appends_and_library_appends_see_each_other(spark: Any, table: Tab
     df = spark.createDataFrame(events(500, 1500))
     df.write.format("castable").options(**options).option("commitId", "spark-1").mode("append").save(table.uri)
     assert ids(table) == list(range(1500))
-    assert Table.load(table.store).history(limit=1)[0].commit_id == "spark-1"
+    assert load_table(table.store).history(limit=1)[0].commit_id == "spark-1"
     before = snapshot_of(table.store)
     df.write.format("castable").options(**options).option("commitId", "spark-1").mode("append").save(table.uri)
     assert snapshot_of(table.store) == before
-    Table.load(table.store).append(events(1500, 1600))
-    Table.load(table.store).delete("id < 100")
+    load_table(table.store).append(events(1500, 1600))
+    load_table(table.store).delete("id < 100")
     read = spark.read.format("castable").options(**options).load(table.uri)
     assert sorted(r.id for r in read.select("id").collect()) == list(range(100, 1600))
 
@@ -430,7 +431,7 @@ def test_data_source_overwrites_and_upserts_as_the_library_does(
         before = snapshot_of(table.store)
         writer.save(table.uri)
         assert snapshot_of(table.store) == before, f"step {i} again with its commitId"
-    history = [(h.operation, h.commit_id) for h in Table.load(table.store).history()]
+    history = [(h.operation, h.commit_id) for h in load_table(table.store).history()]
     assert history[:4] == [
         ("overwrite", "step-3"),
         ("overwrite", "step-2"),
@@ -438,7 +439,7 @@ def test_data_source_overwrites_and_upserts_as_the_library_does(
         ("upsert", "step-0"),
     ]
     assert [h.operation for h in twin.history()] == [op for op, _ in history]
-    assert len(Table.load(table.store).manifest.data_files) > 1
+    assert len(load_table(table.store).manifest.data_files) > 1
 
 
 def test_data_source_round_trips_types(spark: Any, s3_bucket: str, options: dict[str, str]) -> None:
@@ -472,7 +473,7 @@ def test_data_source_round_trips_types(spark: Any, s3_bucket: str, options: dict
     t.append(data)
     df = spark.read.format("castable").options(**options).load(t.uri)
     df.write.format("castable").options(**options).mode("append").save(t.uri)
-    back = Table.load(t.store).to_arrow()
+    back = load_table(t.store).to_arrow()
     assert back.num_rows == 6
     assert back.slice(3).sort_by("id").equals(data) and back.slice(0, 3).equals(data)
 
@@ -500,7 +501,7 @@ def test_data_source_bad_requests_change_nothing(
     keyless = castable.create_table(f"s3://{s3_bucket}/keyless", EVENTS, storage_options=options)
     with pytest.raises(PySparkException, match="has none; use append"):
         df.write.format("castable").options(**options).option("upsert", "true").mode("append").save(keyless.uri)
-    assert Table.load(keyless.store).version == 0
+    assert load_table(keyless.store).version == 0
     wrong = spark.createDataFrame([(1, "a")], "id long, category string")
     with pytest.raises(PySparkException, match="missing column 'value'"):
         wrong.write.format("castable").options(**options).mode("append").save(table.uri)
@@ -509,7 +510,7 @@ def test_data_source_bad_requests_change_nothing(
     )
     with pytest.raises(PySparkException, match="'id' is not nullable"):
         late.write.format("castable").options(**options).mode("append").save(table.uri)
-    assert Table.load(table.store).version == table.version
+    assert load_table(table.store).version == table.version
     with pytest.raises(PySparkException, match="versionAsOf or timestampAsOf"):
         reader = spark.read.format("castable").options(**options)
         reader.option("versionAsOf", 0).option("timestampAsOf", "2026-01-01").load(table.uri).collect()
@@ -538,7 +539,7 @@ def test_concurrent_spark_and_library_writers_lose_nothing(spark: Any, table: Ta
         commits = [c for f in futures for c in f.result()]
     want = expected_ids(1, rounds) | expected_ids(2, rounds) | set(range(100_000, 100_400))
     assert ids(table) == sorted(want)
-    history = Table.load(table.store).history()
+    history = load_table(table.store).history()
     assert [h.version for h in history] == list(range(len(history) - 1, -1, -1))
     recorded = {h.commit_id for h in history}
     assert {c for _, _, c in commits} | {f"spark-{i}" for i in range(4)} <= recorded
@@ -629,7 +630,7 @@ def native_history(table: Table) -> list[int]:
     table.delete("id BETWEEN 10 AND 20")
     table.compact(min_file_size=20_000)
     table.delete("id < 5")
-    return sorted(h.version for h in Table.load(table.store).history())[1:]
+    return sorted(h.version for h in load_table(table.store).history())[1:]
 
 
 NATIVE_35 = """
@@ -662,14 +663,14 @@ def test_native_read_matches_the_library_at_every_version(
     versions = native_history(local_table)
     for version in versions:
         df = read_table(spark, local_table.uri, version=version)
-        assert df.columns == Table.load(local_table.store).manifest_at(version).schema.names, version
+        assert df.columns == load_table(local_table.store).manifest_at(version).schema.names, version
         assert spark_rows(df) == library_rows(local_table, version=version), version
     query = "id BETWEEN 100 AND 3000 AND category = 'a'"
     df = read_table(spark, local_table.uri, columns=["amount", "id"], filter=query)
     assert df.columns == ["amount", "id"]
     assert spark_rows(df) == library_rows(local_table, columns=["amount", "id"], filter=query)
     empty = read_table(spark, local_table.uri, filter="id > 100000")
-    assert empty.count() == 0 and empty.columns == Table.load(local_table.store).schema.names
+    assert empty.count() == 0 and empty.columns == load_table(local_table.store).schema.names
 
 
 @pytest.mark.parametrize("per_file", [True, False], ids=["per-file-filters", "anti-joins"])
@@ -725,7 +726,7 @@ def test_native_read_on_spark_35(local_table: Table) -> None:
     def rows(t: pa.Table) -> list[list[Any]]:
         return sorted(([v for v in r.values()] for r in t.to_pylist()), key=json.dumps)
 
-    fresh = Table.load(local_table.store)
+    fresh = load_table(local_table.store)
     for version in versions:
         want = fresh.scan(version=version).to_arrow()
         assert got[str(version)] == [want.column_names, rows(want)], version

@@ -21,6 +21,7 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 import castable
 from castable.table import Table
+from castable.tables import load_table
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = {
@@ -103,7 +104,7 @@ def table(s3_bucket: str, s3_endpoint: str) -> Table:
 
 
 def ids(t: Table) -> list[int]:
-    return sorted(Table.load(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
+    return sorted(load_table(t.store).scan(["id"]).to_arrow().column("id").to_pylist())
 
 
 def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dict[str, str], table: Table) -> None:
@@ -115,7 +116,7 @@ def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dic
     assert sum(s["rows_erased"] for s in receipt["files_spliced"]) == 3
     assert receipt["objects_deleted"] and receipt["versions_expired"]
     assert ids(table) == [i for i in range(4000) if i not in (10, 2500, 3999)]
-    latest = Table.load(table.store)
+    latest = load_table(table.store)
     for f in latest.manifest.data_files:
         data = pq.read_table(latest.store.open_input(f.path, size=f.size, etag=f.etag)).column("id").to_pylist()
         assert not {10, 2500, 3999} & set(data)
@@ -126,7 +127,7 @@ def test_erasure_workflow_catch_path(aws: dict[str, str], table: Table) -> None:
     assert d["status"] == "FAILED"
     failed = [e for e in history(d) if e["type"] == "ExecutionFailed"]
     assert failed and failed[0]["executionFailedEventDetails"]["error"] == "ErasureFailed"
-    assert Table.load(table.store).version == table.version
+    assert load_table(table.store).version == table.version
 
 
 def test_erasure_workflow_fails_when_the_purge_finds_a_trace(
@@ -158,7 +159,7 @@ def test_maintenance_workflow_compacts_expires_and_collects(aws: dict[str, str],
     assert d["status"] == "SUCCEEDED", failures(d)
     out = json.loads(d["output"])
     assert out["groups_compacted"] and out["versions_expired"] and out["objects_removed"] > 0
-    latest = Table.load(table.store)
+    latest = load_table(table.store)
     assert ids(table) == before
     assert latest.manifest.tombstones == (), "deleted rows were compacted away"
     assert len(out["groups_compacted"]) == 3, "the three files holding deleted rows were compacted in parallel"

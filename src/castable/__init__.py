@@ -30,10 +30,12 @@ from castable.errors import (
     UnsafeStoreError,
     VersionNotFoundError,
 )
+from castable.history import HistoryEntry
 from castable.merge import MergeBuilder, MergeResult
 from castable.scan import Scan, ScanTask
 from castable.store.errors import StoreError, StoreUnavailableError
-from castable.table import HistoryEntry, Table, create_table, open_table
+from castable.table import Table
+from castable.tables import create_table, open_table
 
 __version__ = "0.1.0"
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from castable.errors import InvalidInputError
-
-if TYPE_CHECKING:
-    from castable.table import Table
+from castable.handle import Handle
 
 
 class BatchWriter:
@@ -35,7 +33,7 @@ class BatchWriter:
 
     def __init__(
         self,
-        table: Table,
+        table: Handle,
         *,
         max_rows: int = 1_000_000,
         max_bytes: int = 128 * 1024 * 1024,

@@ -20,10 +20,11 @@ import contextlib
 import json
 import logging
 import random
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
@@ -34,6 +35,7 @@ from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     CorruptObjectError,
+    InvalidInputError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -46,6 +48,7 @@ from castable.store import (
     PreconditionFailedError,
     StoreError,
 )
+from castable.times import now
 
 log = logging.getLogger(__name__)
 
@@ -387,6 +390,15 @@ def raise_floor(store: ObjectStore, oldest: int, version: int) -> Pointer:
     raise CommitConflictError(f"could not record the retention floor in {POINTER_KEY} under contention")
 
 
+def new_commit_id(commit_id: str | None) -> str:
+    """``commit_id`` checked (a non-empty string of at most 256 characters), or a new random one."""
+    if commit_id is None:
+        return str(uuid.uuid4())
+    if not isinstance(commit_id, str) or not commit_id or len(commit_id) > 256:
+        raise InvalidInputError("commit_id must be a non-empty string of at most 256 characters")
+    return commit_id
+
+
 class Lost(Exception):
     """An attempt lost (or did not land): the race waits, loads the newest entry and tries again."""
 
@@ -669,7 +681,3 @@ def _floor_check(store: ObjectStore, manifest: Manifest, commit_id: str) -> Poin
             f"check that version is visible: {e}; retry with the same commit_id",
             commit_id,
         ) from e
-
-
-def now() -> datetime:
-    return datetime.now(UTC)

@@ -27,8 +27,10 @@ import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from castable import dblog
-from castable.commit import Change, CommitResult, Pointer, encode_pointer, entry_as_of, now, stage
+from castable.commit import Change, CommitResult, Pointer, encode_pointer, entry_as_of, new_commit_id, stage
+from castable.committer import NewerBase
 from castable.conflicts import Access, Isolation, Rows, check_isolation
+from castable.create import check_not_nested, initial_manifest
 from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
 from castable.entries import CommitInfo
 from castable.erase import MODES as ERASE_MODES
@@ -51,14 +53,8 @@ from castable.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, Recen
 from castable.predicate import Predicate, parse_predicate
 from castable.properties import TableProperties
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
-from castable.table import (
-    Table,
-    as_datetime,
-    check_not_nested,
-    initial_manifest,
-    new_commit_id,
-    register_member_resolver,
-)
+from castable.table import Table
+from castable.times import as_datetime, now
 
 R = TypeVar("R")
 
@@ -231,7 +227,12 @@ class Database:
     def table(self, name: str) -> Table:
         """A handle on member table ``name`` at its newest known version; its writes commit
         through the database log (one-table transactions)."""
-        return Table(self.store.child(check_name(name)), self._member(self._head, name), None, owner=self)
+        return Table(self.store.child(check_name(name)), self._member(self._head, name), self)
+
+    def member_table(self, store: ObjectStore, manifest: Manifest) -> Table:
+        """A handle on the member table at ``store`` (whose ``manifest`` names this database) at
+        its newest version in the database, committing through it."""
+        return Table(store, self._member(self._head, _member_name(manifest, store.uri)), self)
 
     def _member(self, at: DatabaseVersion, name: str) -> Manifest:
         """Table ``name`` at database version ``at``; the newest one read of each table is kept."""
@@ -352,7 +353,7 @@ class Database:
         self.store.check_conditional_writes()
         parsed = {name: parse_predicate(p, tables[name].schema) for name, p in predicates.items()}
         changes = {
-            name: EraseChange(t.store, parsed[name], t.manifest, mode, t._props, None) for name, t in tables.items()
+            name: EraseChange(t.store, parsed[name], t.manifest, mode, t.settings, None) for name, t in tables.items()
         }
         writes = [
             TableWrite(name, tables[name].manifest, [Change("erase", c.build)], _retention(tables[name].manifest))
@@ -398,32 +399,32 @@ class Database:
                 self._manifests[name] = manifest
         return result
 
-    # ------------------------------------------------- Owner, for member tables
+    # --------------------------------------------- Committer, for member tables
 
-    def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
+    def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
         """A write to one member table outside a transaction: a blind write, rebased by its own
         rules (format section 8), committed as one database version."""
-        name = _name_of(table)
-        if self._head.tables.get(name, None) is None or self._head.tables[name].version < table.manifest.version:
+        name = _member_name(base, self.uri)
+        if self._head.tables.get(name, None) is None or self._head.tables[name].version < base.version:
             self.refresh()
-        write = TableWrite(name, table.manifest, [change], _retention(table.manifest))
+        write = TableWrite(name, base, [change], _retention(base))
         result = self._commit(change.operation, commit_id, writes=[write])
         manifest = result.tables[name]
         return CommitResult(manifest.version, manifest, None)
 
-    def observe(self, table: Table, rows: Rows) -> None:
+    def observe(self, base: Manifest, rows: Rows) -> None:
         """Reads outside a transaction are not validated."""
 
-    def newest(self, table: Table) -> Manifest:
-        return self.refresh()._member(self._head, _name_of(table))
+    def newest(self, known: Manifest) -> Manifest:
+        return self.refresh()._member(self._head, _member_name(known, self.uri))
 
-    def before_maintenance(self, table: Table) -> Manifest:
+    def before_maintenance(self, known: Manifest) -> Manifest:
         """Write the table's own copies of every committed version first (gc keeps only the
         files that a table's own manifests reference); the table at the version rolled forward
         to is what is maintained, not a newer one whose copy may not be written yet."""
         head, pointer, pending = dblog.load_head(self._log, self._head)
         self._adopt(head, dblog.roll_forward(self.store, pending, pointer))
-        return self._member(head, _name_of(table))
+        return self._member(head, _member_name(known, self.uri))
 
     def __repr__(self) -> str:
         return f"Database({self.uri!r}, version={self.version}, tables={self.tables()})"
@@ -452,7 +453,7 @@ class DatabaseSnapshot:
     def table(self, name: str) -> Table:
         """Table ``name`` as this database version has it (read it with ``scan``, ``to_arrow``...)."""
         db = self.database
-        return Table(db.store.child(check_name(name)), db._member(self._at, name), None, owner=_Pinned(db))
+        return Table(db.store.child(check_name(name)), db._member(self._at, name), _Pinned(db))
 
     def __repr__(self) -> str:
         return f"DatabaseSnapshot({self.database.uri!r}, version={self.version}, tables={self.tables})"
@@ -467,17 +468,17 @@ class _Pinned:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
-        return self.database.commit_table(table, change, commit_id)
+    def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
+        return self.database.commit_change(base, change, commit_id, on_newer)
 
-    def observe(self, table: Table, rows: Rows) -> None:
+    def observe(self, base: Manifest, rows: Rows) -> None:
         """A snapshot's reads are not part of any transaction."""
 
-    def newest(self, table: Table) -> Manifest:
-        return table.manifest
+    def newest(self, known: Manifest) -> Manifest:
+        return known
 
-    def before_maintenance(self, table: Table) -> Manifest:
-        return self.database.before_maintenance(table)
+    def before_maintenance(self, known: Manifest) -> Manifest:
+        return self.database.before_maintenance(known)
 
 
 class Transaction:
@@ -534,7 +535,7 @@ class Transaction:
         if name not in self._tables:
             store = self.database.store.child(check_name(name))
             self._bases[name] = self.database._member(base, name)
-            self._tables[name] = Table(store, self._bases[name], None, owner=self)
+            self._tables[name] = Table(store, self._bases[name], self)
         return self._tables[name]
 
     @property
@@ -568,7 +569,7 @@ class Transaction:
         self._state, self.version = "committed", result.version
         for name, table in self._tables.items():  # the handles now read what was committed
             if name in result.tables:
-                table._adopt(result.tables[name], None)
+                table.adopt(result.tables[name])
         return result.version
 
     def abort(self) -> None:
@@ -582,9 +583,9 @@ class Transaction:
         """Make the table handles read the transaction's snapshot again, without its writes."""
         for name, write in self._writes.items():
             if name in self._tables:
-                self._tables[name]._replace_manifest(write.base)
+                self._tables[name].reset_to(write.base)
 
-    def commit_table(self, table: Table, change: Change, commit_id: str) -> CommitResult:
+    def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
         """Stage one change: the table handle then reads the transaction's own writes."""
         self._open()
         if change.access is None:
@@ -592,8 +593,8 @@ class Transaction:
                 f"{change.operation} cannot run inside a transaction (append, delete, upsert, overwrite, update, "
                 "merge and add_files can); run it on db.table(...) outside one"
             )
-        name = _name_of(table)
-        write = self._writes.get(name) or TableWrite(name, self._bases[name], [], _retention(table.manifest))
+        name = _member_name(base, self.database.uri)
+        write = self._writes.get(name) or TableWrite(name, self._bases[name], [], _retention(base))
         staged = stage(
             write.base,
             [*write.changes, change],
@@ -606,16 +607,16 @@ class Transaction:
         self._access[name] = self._access.get(name, Access()) + change.access
         return CommitResult(staged.version, replace(staged, version=write.base.version), None)
 
-    def observe(self, table: Table, rows: Rows) -> None:
+    def observe(self, base: Manifest, rows: Rows) -> None:
         """Record a read of the transaction's snapshot (validated at commit when serializable)."""
         if self._state == "open":
-            name = _name_of(table)
+            name = _member_name(base, self.database.uri)
             self._access[name] = self._access.get(name, Access()) + Access(reads=(rows,))
 
-    def newest(self, table: Table) -> Manifest:
-        return table.manifest
+    def newest(self, known: Manifest) -> Manifest:
+        return known
 
-    def before_maintenance(self, table: Table) -> Manifest:
+    def before_maintenance(self, known: Manifest) -> Manifest:
         raise InvalidInputError("maintenance (expire, gc, purge) cannot run inside a transaction")
 
     def __del__(self) -> None:
@@ -631,10 +632,6 @@ class Transaction:
         return f"Transaction({self.commit_id!r}, {self._state}, tables={sorted(self._writes)})"
 
 
-def _name_of(table: Table) -> str:
-    return _member_name(table.manifest, table.uri)
-
-
 def _member_name(manifest: Manifest, uri: str) -> str:
     if manifest.database is None:
         raise InvalidInputError(f"{uri} is not a table of a database")
@@ -643,12 +640,3 @@ def _member_name(manifest: Manifest, uri: str) -> str:
 
 def _retention(manifest: Manifest) -> int:
     return TableProperties.parse(manifest.properties).commit_id_retention
-
-
-def _resolve_member(store: ObjectStore, manifest: Manifest) -> tuple[Database, Manifest]:
-    """The database of a member table opened on its own, and the table's newest version in it."""
-    db = Database.of_member(store, manifest)
-    return db, db._member(db._head, _member_name(manifest, store.uri))
-
-
-register_member_resolver(_resolve_member)

@@ -35,7 +35,6 @@ from castable.commit import (
     advance_pointer,
     encode_pointer,
     load_newest,
-    now,
     read_manifest,
     retention_floor,
     stage,
@@ -51,7 +50,7 @@ from castable.errors import (
 )
 from castable.filelist import SEGMENTS
 from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import INLINE_COMMITS, Manifest, Membership, RecentCommits, _format_time, _parse_time
+from castable.manifest import INLINE_COMMITS, Manifest, Membership, RecentCommits
 from castable.readahead import read_ahead
 from castable.segment import SegmentRef
 from castable.store import (
@@ -60,6 +59,7 @@ from castable.store import (
     PreconditionFailedError,
     StoreError,
 )
+from castable.times import format_time, now, parse_time
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -137,7 +137,7 @@ class DatabaseVersion:
             "database_uuid": self.database_uuid,
             "version": self.version,
             "previous": self.previous,
-            "created_at": _format_time(self.created_at),
+            "created_at": format_time(self.created_at),
             "commit": {
                 "operation": self.commit.operation,
                 "commit_id": self.commit.commit_id,
@@ -171,7 +171,7 @@ class DatabaseVersion:
                 database_uuid=str(doc["database_uuid"]),
                 version=int(doc["version"]),
                 previous=None if previous is None else int(previous),
-                created_at=_parse_time(doc["created_at"]),
+                created_at=parse_time(doc["created_at"]),
                 commit=CommitInfo(str(commit["operation"]), str(commit["commit_id"]), dict(commit["summary"])),
                 tables=tables,
                 manifests=manifests,

@@ -14,7 +14,7 @@ import gc
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -26,6 +26,7 @@ from castable.filelist import DATA, SEGMENTS, TOMBSTONES, FileList, Loader, Part
 from castable.schema import schema_from_json, schema_to_json
 from castable.segment import SegmentRef
 from castable.store import ObjectStore
+from castable.times import format_time, parse_time
 
 __all__ = ["CommitInfo", "DataFile", "FileList", "Manifest", "Membership", "RecentCommits", "TombstoneFile"]
 
@@ -231,7 +232,7 @@ class Manifest:
             "table_uuid": self.table_uuid,
             "version": self.version,
             "previous": self.previous,
-            "created_at": _format_time(self.created_at),
+            "created_at": format_time(self.created_at),
             "schema": schema_to_json(self.schema),
             "primary_key": list(self.primary_key),
             "properties": self.properties,
@@ -294,7 +295,7 @@ class Manifest:
                 table_uuid=str(doc["table_uuid"]),
                 version=int(doc["version"]),
                 previous=None if previous is None else int(previous),
-                created_at=_parse_time(doc["created_at"]),
+                created_at=parse_time(doc["created_at"]),
                 schema=schema,
                 primary_key=tuple(str(c) for c in doc["primary_key"]),
                 properties={str(k): str(v) for k, v in doc["properties"].items()},
@@ -352,17 +353,6 @@ def _segment_lists(doc: dict[str, Any], schema: pa.Schema, store: ObjectStore | 
 
 def _unreadable(ref: SegmentRef) -> pa.Table:
     raise CorruptObjectError(f"segment {ref.path} cannot be read: the manifest was parsed without its store")
-
-
-def _format_time(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _parse_time(s: str) -> datetime:
-    t = datetime.fromisoformat(s.replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        raise ValueError(f"created_at {s!r} has no time zone")
-    return t
 
 
 @contextlib.contextmanager

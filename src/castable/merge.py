@@ -18,23 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from castable import writes
 from castable.conflicts import Access, Rows
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.expressions import Assignments, Value, parse_value
+from castable.handle import Handle
 from castable.inputs import arrow_pieces, is_dataframe
 from castable.predicate import Constant, InList
 from castable.replace import Rewrite
 from castable.scan import Scan
 from castable.schema import conform
 from castable.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from castable.table import Table
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ class _Outcome:
 class MergeBuilder:
     """Clauses of a merge of ``source`` into ``table``; nothing happens until :meth:`execute`."""
 
-    def __init__(self, table: Table, source: Any, *, source_alias: str = "s", target_alias: str = "t") -> None:
+    def __init__(self, table: Handle, source: Any, *, source_alias: str = "s", target_alias: str = "t") -> None:
         key = table.primary_key
         if key is None:
             raise InvalidInputError(f"merge matches rows by primary key, and {table.uri} has none")
@@ -159,7 +158,8 @@ class MergeBuilder:
         if not self._matched and not self._unmatched:
             raise InvalidInputError("a merge needs at least one when_matched_* or when_not_matched_* clause")
         keys = InList(self.key, self.source.column(self.key).combine_chunks())
-        version = self.table.rewrite("merge", self._decide, Access(keys=(Rows(keys, by="merge"),)), commit_id=commit_id)
+        access = Access(keys=(Rows(keys, by="merge"),))
+        version = writes.rewrite(self.table, "merge", self._decide, access, commit_id=commit_id)
         if version is None:
             return MergeResult(self.table.version, 0, 0, 0)
         summary = self.table.manifest_at(version).commit.summary

@@ -14,8 +14,10 @@ from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.schema import conform
 from castable.store import ObjectStore, store_from_uri
-from castable.table import AddMode, Table
+from castable.table import Table
+from castable.tables import load_table
 from castable.writer import write_data_files
+from castable.writes import AddMode
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -69,7 +71,7 @@ class TableLocation:
         return store_from_uri(self.uri, self.storage_options)
 
     def open(self) -> Table:
-        return Table.load(self.store())
+        return load_table(self.store())
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.manifest import DataFile
 from castable.spark.files import TableTarget, WriteMode
 from castable.spark.remote import invoke_commit
-from castable.table import ADD_MODES, AddMode
+from castable.writes import ADD_MODES, AddMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

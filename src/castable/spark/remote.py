@@ -13,7 +13,7 @@ from typing import Any
 
 from castable import errors
 from castable.errors import CastableError
-from castable.table import AddMode
+from castable.writes import AddMode
 
 MAX_FILES = 10_000
 """The most files one commit event may list (the function's event model allows no more)."""

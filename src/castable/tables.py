@@ -1,0 +1,69 @@
+"""Opening and creating tables: each :class:`~castable.table.Table` handle is given its committer
+here, the table's own log, or for a table of a database the database (docs/format.md section 13)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from castable.commit import load_latest
+from castable.committer import OwnLog
+from castable.create import create, initial_manifest
+from castable.damage import assess
+from castable.database import Database
+from castable.errors import CorruptObjectError
+from castable.manifest import LATEST_FORMAT_VERSION
+from castable.store import ObjectStore, store_from_uri
+from castable.table import Table
+
+
+def create_table(
+    uri: str,
+    schema: pa.Schema,
+    *,
+    primary_key: str | list[str] | None = None,
+    properties: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    format_version: int = LATEST_FORMAT_VERSION,
+) -> Table:
+    """Create an empty table at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path);
+    ``format_version=1`` writes a table that castable releases before version 2 can read."""
+    store = store_from_uri(uri, storage_options)
+    return create_table_at(store, schema, primary_key=primary_key, properties=properties, format_version=format_version)
+
+
+def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
+    """Open the latest version of the table at ``uri``."""
+    return load_table(store_from_uri(uri, storage_options))
+
+
+def create_table_at(
+    store: ObjectStore,
+    schema: pa.Schema,
+    *,
+    primary_key: str | list[str] | None = None,
+    properties: Mapping[str, object] | None = None,
+    format_version: int = LATEST_FORMAT_VERSION,
+) -> Table:
+    """:func:`create_table` on a store already made."""
+    manifest = initial_manifest(schema, primary_key=primary_key, properties=properties, format_version=format_version)
+    create(store, manifest)
+    return load_table(store)
+
+
+def load_table(store: ObjectStore) -> Table:
+    """The newest version of the table at ``store``; if it (or the pointer) cannot be read, a
+    handle on the newest readable version that reads older versions and refuses writes until
+    ``repair()``. A table of a database is opened through its database, so its writes commit there."""
+    try:
+        manifest, pointer = load_latest(store)
+    except CorruptObjectError as e:
+        damage = assess(store, e)
+        if damage.readable.database is None:
+            return Table(store, damage.readable, OwnLog(store, None), damage=damage)
+        manifest = damage.readable  # a member's own copies are damaged: its database's log holds them
+    if manifest.database is not None:
+        return Database.of_member(store, manifest).member_table(store, manifest)
+    return Table(store, manifest, OwnLog(store, pointer))

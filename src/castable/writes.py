@@ -1,0 +1,407 @@
+"""The write operations of a table handle, planned here and committed through the handle: append,
+upsert, overwrite, update, delete, erase, add_files, restore, alter and upgrade (docs/format.md
+sections 6 to 8). Each starts with :meth:`Handle.begin_write`, which returns at once the version a
+retried ``commit_id`` already landed as, and ends with one :meth:`Handle.commit_change`."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import datetime
+from functools import partial
+from typing import Any, Literal, get_args
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from castable.commit import NextState
+from castable.conflicts import Access, Rows, check_sources
+from castable.delete import DeleteChange
+from castable.erase import MODES as ERASE_MODES
+from castable.erase import EraseChange, EraseMode, EraseReport
+from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
+from castable.evolution import SchemaUpdate, merged, restored, same_schema, translate_stats
+from castable.expressions import Assignments
+from castable.handle import Handle, SchemaMode, Where
+from castable.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
+from castable.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
+from castable.predicate import Constant, InList, Predicate, parse_predicate
+from castable.register import check_files
+from castable.replace import ReplaceChange, Rewrite, RewriteChange, check_new_files
+from castable.scan import Scan
+from castable.snapshot import Snapshot
+from castable.store import ObjectStore
+from castable.writer import write_data_files
+
+AddMode = Literal["append", "upsert", "overwrite"]
+ADD_MODES: tuple[str, ...] = get_args(AddMode)
+DELETE_OPS = ("d", "delete")
+"""The operations that delete their key in a change feed (Debezium writes ``d``)."""
+
+
+def append(
+    t: Handle,
+    data: DataLike,
+    *,
+    commit_id: str | None = None,
+    on_rows: Callable[[int], None] | None = None,
+    source_ids: Sequence[str] = (),
+    schema_mode: SchemaMode = "strict",
+) -> int:
+    """See :meth:`castable.table.Table.append`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    sources = tuple(source_ids)
+    check_sources(t.manifest, sources)
+    if schema_mode not in ("strict", "merge"):
+        raise InvalidInputError(f"schema_mode must be 'strict' or 'merge', not {schema_mode!r}")
+    if schema_mode == "strict":
+        schema, update, batches = t.schema, None, t.conforming_batches(data)
+    else:
+        schema, update, batches = _merging(t, data)
+    first = next(batches, None)
+    if first is None:
+        raise EmptyWriteError("append was given no rows; nothing was committed")
+    files = write_files(t, itertools.chain([first], batches), on_rows, schema)
+    build = partial(appended, files, sources=sources, written_with=schema)
+    if update is not None:
+        build = partial(_merged_append, t.manifest, update, build)
+    return t.commit_change("append", start.commit_id, build, Access(), across_schema=True).version
+
+
+def upsert(
+    t: Handle,
+    data: DataLike,
+    *,
+    op_column: str | None = None,
+    delete_ops: Collection[str] = DELETE_OPS,
+    last_wins: bool = False,
+    commit_id: str | None = None,
+    source_ids: Sequence[str] = (),
+) -> int:
+    """See :meth:`castable.table.Table.upsert`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    key = key_for(t, "upsert")
+    sources = tuple(source_ids)
+    check_sources(t.manifest, sources)
+    rest, ops = (data, None) if op_column is None else split_column(data, op_column)
+    rows = materialize(t, rest, "upsert")
+    if last_wins:
+        latest = last_of_each(rows.column(key))
+        rows, ops = rows.take(latest), None if ops is None else ops.take(latest)
+    keys = unique_keys(rows.column(key))
+    if ops is not None:
+        rows = rows.filter(pc.invert(pc.fill_null(pc.is_in(ops, pa.array([o.lower() for o in delete_ops])), False)))
+    files = write_files(t, rows.to_batches())
+    replaced = InList(key, keys)
+    change = ReplaceChange(t.store, t.manifest, replaced, files, operation="upsert", exclusive=False, sources=sources)
+    access = Access(keys=(Rows(replaced, by="upsert"),))
+    return t.commit_change("upsert", start.commit_id, change.build, access).version
+
+
+def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
+    """See :meth:`castable.table.Table.overwrite`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    if where is None:
+        replaced: Predicate = Constant(True)
+        batches: Iterable[pa.RecordBatch] = t.conforming_batches(data)
+    else:
+        rows = materialize(t, data, "overwrite", allow_empty=True)
+        replaced = parse_predicate(where, t.schema)
+        check_inside(replaced, where, rows)
+        batches = rows.to_batches()
+    files = write_files(t, batches)
+    change = ReplaceChange(t.store, t.manifest, replaced, files, operation="overwrite", exclusive=True)
+    access = Access(keys=(Rows(replaced, by="overwrite"),))
+    return t.commit_change("overwrite", start.commit_id, change.build, access).version
+
+
+def update(t: Handle, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
+    """See :meth:`castable.table.Table.update`."""
+    assignments = Assignments.parse(set, t.schema, key=t.primary_key)
+    selected: Predicate = Constant(True) if where is None else parse_predicate(where, t.schema)
+
+    def derive(snapshot: Snapshot) -> Rewrite:
+        rows = Scan(snapshot, None, selected).to_arrow()
+        replaced = selected if rows.num_rows else Constant(False)  # no live row: nothing to tombstone
+        return Rewrite(replaced, assignments.apply(rows, rows), summary={"rows_updated": rows.num_rows})
+
+    access = Access(rows=(Rows(selected, by="update"),), reads=(Rows(selected, by="update"),))
+    version = rewrite(t, "update", derive, access, commit_id=commit_id)
+    return t.manifest.version if version is None else version
+
+
+def rewrite(
+    t: Handle, operation: str, derive: Callable[[Snapshot], Rewrite], access: Access, *, commit_id: str | None = None
+) -> int | None:
+    """See :meth:`castable.table.Table.rewrite`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+
+    def write(rows: pa.Table) -> list[DataFile]:
+        return write_files(t, t.conforming_batches(rows))
+
+    change = RewriteChange(t.store, t.manifest, derive, write, operation=operation)
+    if change.is_empty:
+        for rows in access.reads:  # that nothing matched was read
+            t.observe(rows)
+        return None
+    return t.commit_change(operation, start.commit_id, change.build, access).version
+
+
+def delete(t: Handle, predicate: Where, *, commit_id: str | None = None) -> int:
+    """See :meth:`castable.table.Table.delete`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    parsed = parse_predicate(predicate, t.schema)
+    change = DeleteChange(t.store, parsed, t.manifest)
+    deleted = Rows(parsed, by="delete")
+    if change.plan.is_empty:
+        t.observe(deleted)  # that no row matched was read
+        return t.manifest.version
+    access = Access(rows=(deleted,), reads=(deleted,))
+    return t.commit_change("delete", start.commit_id, change.build, access).version
+
+
+def erase(
+    t: Handle,
+    predicate: Where,
+    *,
+    commit_id: str | None = None,
+    mode: EraseMode = "auto",
+    files: list[str] | None = None,
+) -> EraseReport:
+    """See :meth:`castable.table.Table.erase` (which purges, when asked, after this commits)."""
+    if mode not in ERASE_MODES:
+        raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
+    start = t.begin_write(commit_id)
+    parsed = parse_predicate(predicate, t.schema)
+    if start.landed is not None:
+        return EraseReport(start.landed, 0, [], parsed)
+    only = None if files is None else frozenset(files)
+    change = EraseChange(t.store, parsed, t.manifest, mode, t.settings, only)
+    version = t.version if change.is_empty else t.commit_change("erase", start.commit_id, change.build).version
+    return change.report(version)
+
+
+def add_files(
+    t: Handle,
+    files: Sequence[str | DataFile],
+    *,
+    mode: AddMode = "append",
+    where: Where | None = None,
+    commit_id: str | None = None,
+) -> int:
+    """See :meth:`castable.table.Table.add_files`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    predicate = check_add_mode(t, mode, where)
+    if not files:
+        raise EmptyWriteError("add_files was given no files; nothing was committed")
+    checked = check_files(t.store, files, t.schema, t.primary_key)
+    check_new_files(t.manifest.data_files, checked)
+    if mode == "upsert":
+        key = key_for(t, "upsert")
+        replaced: Predicate = InList(key, unique_keys(read_files(t, checked, [key]).column(key)))
+    elif predicate is not None:
+        columns = predicate.columns()
+        check_inside(predicate, where, read_files(t, checked, None if columns is None else sorted(columns)))
+        replaced = predicate
+    elif mode == "overwrite":
+        replaced = Constant(True)
+    else:
+        build = partial(appended, checked, registered=True)
+        return t.commit_change("append", start.commit_id, build, Access(), across_schema=True).version
+    change = ReplaceChange(
+        t.store, t.manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite", registered=True
+    )
+    return t.commit_change(mode, start.commit_id, change.build, Access(keys=(Rows(replaced, by=mode),))).version
+
+
+def check_add_mode(t: Handle, mode: str, where: Where | None = None) -> Predicate | None:
+    """See :meth:`castable.table.Table.check_add_mode`."""
+    if mode not in ADD_MODES:
+        raise InvalidInputError(f"mode must be one of {', '.join(ADD_MODES)}, not {mode!r}")
+    if where is not None and mode != "overwrite":
+        raise InvalidInputError("where applies to mode='overwrite' only")
+    if mode == "upsert":
+        key_for(t, "upsert")
+    return None if where is None else parse_predicate(where, t.schema)
+
+
+def restore(
+    t: Handle, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
+) -> int:
+    """See :meth:`castable.table.Table.restore`."""
+    if (version is None) == (as_of is None):
+        raise InvalidInputError("restore needs a version or as_of (one of them)")
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    target = t.manifest_at(version, as_of)
+    gone = absent(t.store, [f.path for f in target.data_files] + [f.path for f in target.tombstones])
+    if gone:
+        raise InvalidInputError(
+            f"cannot restore version {target.version}: {len(gone)} of its files are gone "
+            f"(e.g. {gone[0]}); restore a newer version"
+        )
+    summary = {"restored_version": target.version, "files": len(target.data_files), "rows": target.total_rows}
+
+    def build(base: Manifest) -> NextState:
+        schema = restored(target.schema, base.schema)
+        return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
+
+    return t.commit_change("restore", start.commit_id, build, across_schema=True).version
+
+
+def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
+    """Commit the schema changes of ``update`` (see :meth:`castable.table.Table.alter`)."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    if t.manifest.format_version < 2:
+        raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
+    update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
+
+    def build(base: Manifest) -> NextState:
+        schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
+        summary = {"changes": update.describe()}
+        return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
+
+    return t.commit_change("alter", start.commit_id, build, across_schema=True).version
+
+
+def upgrade(t: Handle, *, commit_id: str | None = None) -> int:
+    """See :meth:`castable.table.Table.upgrade`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    if t.manifest.format_version == LATEST_FORMAT_VERSION:
+        return t.version
+
+    def build(base: Manifest) -> NextState:
+        summary = {"from_format_version": base.format_version, "format_version": LATEST_FORMAT_VERSION}
+        return NextState(base.data_files, base.tombstones, summary, format_version=LATEST_FORMAT_VERSION)
+
+    return t.commit_change("upgrade", start.commit_id, build).version
+
+
+def write_files(
+    t: Handle,
+    batches: Iterable[pa.RecordBatch],
+    on_rows: Callable[[int], None] | None = None,
+    schema: pa.Schema | None = None,
+) -> list[DataFile]:
+    """Rows of ``schema`` (default: the table's) as new data files of the target size (not yet committed)."""
+    schema = t.schema if schema is None else schema
+    return write_data_files(t.store, iter(batches), schema, t.settings, on_rows=on_rows)
+
+
+def key_for(t: Handle, operation: str) -> str:
+    """The primary key ``operation`` replaces rows by; ``InvalidInputError`` if the table has none."""
+    if t.primary_key is None:
+        raise InvalidInputError(f"{operation} replaces rows by primary key, and {t.uri} has none; use append")
+    return t.primary_key
+
+
+def materialize(t: Handle, data: DataLike, operation: str, *, allow_empty: bool = False) -> pa.Table:
+    """``data`` as one table of the table's schema, for checks that need every row first."""
+    rows = pa.Table.from_batches(list(t.conforming_batches(data)), schema=t.schema)
+    if not rows.num_rows and not allow_empty:
+        raise EmptyWriteError(f"{operation} was given no rows; nothing was committed")
+    return rows
+
+
+def check_inside(replaced: Predicate, where: object, rows: pa.Table) -> None:
+    """Refuse an overwrite whose ``rows`` (the new rows, or their predicate columns) do not
+    all match ``replaced``, the parsed ``where``."""
+    outside = rows.num_rows - rows.filter(replaced.to_expression()).num_rows
+    if outside:
+        raise InvalidInputError(
+            f"{outside} of the {rows.num_rows} rows do not match {where!r}; an overwrite with "
+            "where writes only rows inside it"
+        )
+
+
+def read_files(t: Handle, files: Sequence[DataFile], columns: list[str] | None) -> pa.Table:
+    """``columns`` of files not yet committed, read as a scan reads the table's own."""
+    return Scan(Snapshot(t.store, t.manifest.restricted(files, tombstones=False)), columns).to_arrow()
+
+
+def absent(store: ObjectStore, keys: list[str]) -> list[str]:
+    """The keys of ``keys`` that no object holds (checked 16 at a time)."""
+    with ThreadPoolExecutor(16) as pool:
+        return [key for key, there in zip(keys, pool.map(store.exists, keys), strict=True) if not there]
+
+
+def appended(
+    files: Sequence[DataFile],
+    base: Manifest,
+    *,
+    sources: tuple[str, ...] = (),
+    registered: bool = False,
+    written_with: pa.Schema | None = None,
+) -> NextState:
+    """The next version of ``base`` with ``files`` appended (``sources`` consumed). Files the
+    table wrote have fresh names; registered ones are checked against the version's files.
+    Files ``written_with`` an older schema keep their statistics, re-keyed to ``base``'s."""
+    if registered:
+        check_new_files(base.data_files, files)
+    old = base.schema if written_with is None else written_with
+    added = tuple(
+        replace(f, added_version=base.version + 1, stats=translate_stats(f.stats, old, base.schema))
+        if old is not base.schema
+        else replace(f, added_version=base.version + 1)
+        for f in files
+    )
+    summary: dict[str, Any] = {
+        "rows_added": sum(f.rows for f in files),
+        "files_added": len(files),
+        "bytes_added": sum(f.size for f in files),
+    }
+    if registered:
+        summary["registered"] = True
+    return NextState(
+        data_files=base.data_files + added, tombstones=base.tombstones, summary=summary, source_ids=sources
+    )
+
+
+def _merging(t: Handle, data: DataLike) -> tuple[pa.Schema, SchemaUpdate | None, Iterator[pa.RecordBatch]]:
+    """For ``schema_mode="merge"``: the schema with the columns the input's first piece adds,
+    the update that adds them (``None`` if none), and the input conformed to that schema."""
+    pieces = iter([pa.Table.from_pandas(data, preserve_index=False)] if is_dataframe(data) else arrow_pieces(data))
+    head = next(pieces, None)
+    update = None if head is None else merged(t.schema, head.schema)
+    schema = t.schema
+    if update is not None:
+        schema = update.apply(schema, t.manifest.primary_key, t.version + 1)[0]
+    rows = itertools.chain([] if head is None else [head], pieces)
+    return schema, update, t.conforming_batches(rows, schema, fill=True)
+
+
+def _merged_append(
+    planned: Manifest, update: SchemaUpdate, append: Callable[[Manifest], NextState], base: Manifest
+) -> NextState:
+    """An append that adds columns (``schema_mode="merge"``): its files carry the new columns'
+    ids, so a concurrent schema change makes it conflict rather than guess."""
+    if not same_schema(base.schema, planned.schema):
+        raise CommitConflictError(
+            "append with schema_mode='merge' raced a schema change; nothing was committed: run it again"
+        )
+    schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
+    evolved = replace(
+        base, schema=schema, data_files=base.data_files.evolved(schema), tombstones=base.tombstones.evolved(schema)
+    )
+    state = append(evolved)
+    added = [args[0] for kind, args in update.changes if kind == "add"]
+    return replace(state, schema=schema, primary_key=key, summary={**state.summary, "columns_added": added})
