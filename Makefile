@@ -44,6 +44,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs
 	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(S3RVER)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10

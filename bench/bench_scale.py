@@ -55,7 +55,7 @@ from bench_core import RESULTS, SCHEMA, event_batches, fmt_s, moto_server, publi
 
 import castable
 import castable.filelist
-from castable.commit import Change, NextState, commit
+from castable.commit import Change, NextState, commit_to_table
 from castable.conflicts import Access
 from castable.filelist import DATA, FileList
 from castable.layout import manifest_key
@@ -150,7 +150,7 @@ def build_table(uri: str, files: int, options: dict[str, Any] | None, form: int)
 
     if added:
         change = Change("append", build, Access(), across_schema=True)
-        commit(table.store, table.manifest, change, commit_id=str(uuid.uuid4()))
+        commit_to_table(table.store, table.manifest, change, commit_id=str(uuid.uuid4()))
     return real, middle * ROWS_PER_FILE + ROWS_PER_FILE // 2
 
 

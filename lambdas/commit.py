@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
 from castable.writes import AddMode
-from lambdas._runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
+from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 
 class CommitEvent(BaseModel):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from castable.erase import purge_objects, verify_erased
 from castable.predicate import parse_predicate
-from lambdas._runtime import TableUri, lambda_handler, logger, open_table, tracer
+from lambdas.runtime import TableUri, lambda_handler, logger, open_table, tracer
 
 
 class _Step(BaseModel):

@@ -70,7 +70,7 @@ from castable.register import check_key, check_schema
 from castable.sources import MANIFEST_SUFFIX
 from castable.stats import file_stats
 from castable.store import ObjectNotFoundError, S3Store
-from lambdas._runtime import logger, metrics, open_table, tracer
+from lambdas.runtime import logger, metrics, open_table, tracer
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from lambdas._runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
+from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 
 class _Step(BaseModel):

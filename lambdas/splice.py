@@ -13,7 +13,7 @@ from typing import Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from lambdas._runtime import TableUri, lambda_handler, metrics, open_table, tracer
+from lambdas.runtime import TableUri, lambda_handler, metrics, open_table, tracer
 
 
 class SpliceEvent(BaseModel):

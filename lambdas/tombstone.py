@@ -15,7 +15,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 import castable
-from lambdas._runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
+from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 Predicate = Annotated[str, Field(min_length=1, max_length=100_000)]
 CommitId = Annotated[str | None, Field(default=None, min_length=1, max_length=256)]

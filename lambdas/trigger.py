@@ -22,7 +22,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from lambdas._runtime import logger, metrics, tracer
+from lambdas.runtime import logger, metrics, tracer
 
 
 def tables_in(event: dict[str, Any]) -> set[str]:

@@ -21,7 +21,7 @@ import castable
 from castable.table import Table
 from castable.tables import load_table
 from lambdas import commit, tombstone
-from lambdas._runtime import InvalidEventError
+from lambdas.runtime import InvalidEventError
 
 
 @dataclass

@@ -12,7 +12,7 @@ from castable.store import (
     PreconditionFailedError,
     StoreError,
 )
-from castable.store.s3 import _translate
+from castable.store.s3 import translate_error
 
 
 def test_put_if_absent_refuses_existing_key(store: ObjectStore) -> None:
@@ -107,7 +107,7 @@ def test_request_accounting(store: ObjectStore) -> None:
 )
 def test_s3_error_translation(code: str, status: int, expected: type[Exception]) -> None:
     error = ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
-    assert type(_translate(error, "k")) is expected
+    assert type(translate_error(error, "k")) is expected
 
 
 @pytest.mark.s3

@@ -1,4 +1,4 @@
-"""The commit protocol (DESIGN section 2).
+"""The commit protocol (docs/format.md section 7).
 
 - The commit point is the ``If-None-Match: *`` PUT of ``manifest/v<N+1>``: exactly one writer
   creates each version, so versions are dense and time travel to version K is one GET.
@@ -260,7 +260,7 @@ def entry_as_of(read: Callable[[int], T], oldest: int, latest: T, as_of: datetim
     return found
 
 
-def load_newest(
+def newest_log_entry(
     store: ObjectStore,
     read: Callable[[int], V],
     known: V | None = None,
@@ -302,14 +302,14 @@ def load_newest(
     return entry, pointer
 
 
-def load_latest(
+def newest_manifest(
     store: ObjectStore,
     *,
     known: Manifest | None = None,
     table_uuid: str | None = None,
     newer_than: int | None = None,
 ) -> tuple[Manifest, Pointer]:
-    """The newest committed version of the table in ``store`` (see :func:`load_newest`, also
+    """The newest committed version of the table in ``store`` (see :func:`newest_log_entry`, also
     for ``newer_than``); for a table of a database, the first version found, which names the
     database to read it through (its own pointer is not moved by commits)."""
     owner = table_uuid or (known.table_uuid if known is not None else None)
@@ -320,7 +320,7 @@ def load_latest(
         owner = manifest.table_uuid
         return manifest
 
-    return load_newest(store, read, known, done=lambda m: m.database is not None, newer_than=newer_than)
+    return newest_log_entry(store, read, known, done=lambda m: m.database is not None, newer_than=newer_than)
 
 
 def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> Pointer | None:
@@ -531,7 +531,7 @@ def backoff(retry_state: RetryCallState) -> float:
     return random.uniform(0, window)
 
 
-def commit(
+def commit_to_table(
     store: ObjectStore,
     base: Manifest,
     change: Change,
@@ -612,7 +612,9 @@ class TableRace(Race[Manifest, CommitResult]):
 
     def _load(self, known: Manifest | None, newer_than: int | None = None) -> None:
         """The newest version, searched from the pointer (and from ``known``, if that is ahead)."""
-        self._adopt(*load_latest(self.store, known=known, table_uuid=self.planned.table_uuid, newer_than=newer_than))
+        self._adopt(
+            *newest_manifest(self.store, known=known, table_uuid=self.planned.table_uuid, newer_than=newer_than)
+        )
 
     def _adopt(self, head: Manifest, pointer: Pointer | None) -> None:
         """Build on ``head`` from now on, and tell the caller's handle."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from castable.commit import Change, CommitResult, Pointer, commit, load_latest
+from castable.commit import Change, CommitResult, Pointer, commit_to_table, newest_manifest
 from castable.conflicts import Rows
 from castable.manifest import Manifest
 from castable.properties import TableProperties
@@ -57,7 +57,7 @@ class OwnLog:
             on_newer(manifest)
 
         props = TableProperties.parse(base.properties)
-        result = commit(
+        result = commit_to_table(
             self.store,
             base,
             change,
@@ -74,7 +74,7 @@ class OwnLog:
         """Reads outside a transaction are not validated."""
 
     def newest(self, known: Manifest) -> Manifest:
-        manifest, pointer = load_latest(self.store, known=known, table_uuid=known.table_uuid)
+        manifest, pointer = newest_manifest(self.store, known=known, table_uuid=known.table_uuid)
         self._seen(manifest, pointer)
         return manifest
 

@@ -1,4 +1,4 @@
-"""One conflict model for every operation's rebase (DESIGN section 4).
+"""One conflict model for every operation's rebase (docs/format.md section 8).
 
 A change is planned on a base version. When another writer commits first, the change is built
 again on the newer version, and before that it is judged here: the change declares what its

@@ -381,7 +381,7 @@ class Database:
         checks: list[dblog.Check] | None = None,
     ) -> dblog.DatabaseCommit:
         timeouts = [TableProperties.parse(w.base.properties).commit_timeout_seconds for w in writes or []]
-        result = dblog.commit(
+        result = dblog.commit_to_database(
             self.store,
             self._head,
             writes=writes or [],
@@ -486,7 +486,7 @@ class Transaction:
 
     Reads through ``tx.table(name)`` see the database as it was when the transaction began,
     plus the transaction's own writes. On commit every table is rebased on the newest version
-    by its own rules (DESIGN section 4); a conflict on any table aborts the whole transaction.
+    by its own rules (docs/format.md section 8); a conflict on any table aborts the whole transaction.
     Nothing is locked: a transaction left open blocks no one, and commits nothing.
     """
 

@@ -34,7 +34,7 @@ from castable.commit import (
     Race,
     advance_pointer,
     encode_pointer,
-    load_newest,
+    newest_log_entry,
     read_manifest,
     retention_floor,
     stage,
@@ -222,7 +222,7 @@ def load_head(
         return found
 
     try:
-        head, pointer = load_newest(log_store, read, known)
+        head, pointer = newest_log_entry(log_store, read, known)
     except TableNotFoundError:
         raise DatabaseNotFoundError(f"no castable database at {log_store.uri.removesuffix('/' + LOG_PREFIX)}") from None
     found = {v.version: v for v in seen}
@@ -333,7 +333,7 @@ class DatabaseCommit:
     tables: dict[str, Manifest]
 
 
-def commit(
+def commit_to_database(
     root: ObjectStore,
     base: DatabaseVersion,
     *,

@@ -292,7 +292,7 @@ def _encode_default(name: str, t: pa.DataType, default: object) -> bytes | None:
         raise InvalidInputError(f"column {name!r}: default {default!r} is not a {t}: {e}") from None
 
 
-def merged(schema: pa.Schema, data: pa.Schema) -> SchemaUpdate | None:
+def columns_added(schema: pa.Schema, data: pa.Schema) -> SchemaUpdate | None:
     """The columns of ``data`` the table lacks, as a schema update (``schema_mode="merge"``)."""
     new = [f for f in data if f.name not in schema.names]
     if not new:

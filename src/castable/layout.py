@@ -1,4 +1,4 @@
-"""Where each object of a table lives under its root (DESIGN section 1)."""
+"""Where each object of a table lives under its root (docs/format.md section 1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The manifest: the immutable, complete description of one table version (DESIGN section 3).
+"""The manifest: the immutable, complete description of one table version (docs/format.md section 3).
 
 A manifest is UTF-8 JSON. It is written once, with ``If-None-Match: *``, and that write is the
 commit. ``format_version`` lets the format grow; readers refuse versions they do not know
 instead of misreading them. Version 1 lists every entry inline. Version 2 lists segments
 (``castable.segment``), each with a summary, so a commit writes only what changed
-(docs/format.md section 9).
+(docs/format.md section 3.1).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from castable.expressions import Assignments, Value, parse_value
 from castable.handle import Handle
 from castable.inputs import arrow_pieces, is_dataframe
 from castable.predicate import Constant, InList
-from castable.replace import Rewrite
+from castable.replacement import Rewrite
 from castable.scan import Scan
 from castable.schema import conform
 from castable.snapshot import Snapshot

@@ -1,6 +1,6 @@
 """Physically removing rows from a data file: splice its row groups server-side, or rewrite it.
 
-Splice (DESIGN section 5): range-GET the footer and each affected row group (pinned to the
+Splice (docs/format.md section 11): range-GET the footer and each affected row group (pinned to the
 ETag the manifest recorded), decode, drop rows, re-encode with the original codec, dictionary
 use and page version, relocate every offset of the footer, then publish a *new* object with
 a multipart upload whose unchanged byte ranges are copied server-side (UploadPartCopy).

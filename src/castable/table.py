@@ -32,7 +32,7 @@ from castable.manifest import DataFile, Manifest
 from castable.merge import MergeBuilder
 from castable.predicate import Constant, Predicate, parse_predicate
 from castable.properties import TableProperties
-from castable.replace import Rewrite
+from castable.replacement import Rewrite
 from castable.scan import Scan
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from castable.commit import load_latest
+from castable.commit import newest_manifest
 from castable.committer import OwnLog
 from castable.create import create, initial_manifest
 from castable.damage import assess
@@ -58,7 +58,7 @@ def load_table(store: ObjectStore) -> Table:
     handle on the newest readable version that reads older versions and refuses writes until
     ``repair()``. A table of a database is opened through its database, so its writes commit there."""
     try:
-        manifest, pointer = load_latest(store)
+        manifest, pointer = newest_manifest(store)
     except CorruptObjectError as e:
         damage = assess(store, e)
         if damage.readable.database is None:

@@ -1,4 +1,4 @@
-"""Tombstone files: which rows of which data files a delete removed (DESIGN section 5).
+"""Tombstone files: which rows of which data files a delete removed (docs/format.md section 6).
 
 A ``.del`` file is UTF-8 JSON Lines. The first line is a header, ``{"castable_tombstone": 1}``;
 every other line is one entry naming a data file by its table-relative path:

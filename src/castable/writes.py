@@ -22,14 +22,14 @@ from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
-from castable.evolution import SchemaUpdate, merged, restored, same_schema, translate_stats
+from castable.evolution import SchemaUpdate, columns_added, restored, same_schema, translate_stats
 from castable.expressions import Assignments
 from castable.handle import Handle, SchemaMode, Where
 from castable.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
 from castable.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
 from castable.predicate import Constant, InList, Predicate, parse_predicate
 from castable.register import check_files
-from castable.replace import ReplaceChange, Rewrite, RewriteChange, check_new_files
+from castable.replacement import ReplaceChange, Rewrite, RewriteChange, check_new_files
 from castable.scan import Scan
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
@@ -68,7 +68,7 @@ def append(
     files = write_files(t, itertools.chain([first], batches), on_rows, schema)
     build = partial(appended, files, sources=sources, written_with=schema)
     if update is not None:
-        build = partial(_merged_append, t.manifest, update, build)
+        build = partial(_append_adding_columns, t.manifest, update, build)
     return t.commit_change("append", start.commit_id, build, Access(), across_schema=True).version
 
 
@@ -381,7 +381,7 @@ def _merging(t: Handle, data: DataLike) -> tuple[pa.Schema, SchemaUpdate | None,
     the update that adds them (``None`` if none), and the input conformed to that schema."""
     pieces = iter([pa.Table.from_pandas(data, preserve_index=False)] if is_dataframe(data) else arrow_pieces(data))
     head = next(pieces, None)
-    update = None if head is None else merged(t.schema, head.schema)
+    update = None if head is None else columns_added(t.schema, head.schema)
     schema = t.schema
     if update is not None:
         schema = update.apply(schema, t.manifest.primary_key, t.version + 1)[0]
@@ -389,7 +389,7 @@ def _merging(t: Handle, data: DataLike) -> tuple[pa.Schema, SchemaUpdate | None,
     return schema, update, t.conforming_batches(rows, schema, fill=True)
 
 
-def _merged_append(
+def _append_adding_columns(
     planned: Manifest, update: SchemaUpdate, append: Callable[[Manifest], NextState], base: Manifest
 ) -> NextState:
     """An append that adds columns (``schema_mode="merge"``): its files carry the new columns'

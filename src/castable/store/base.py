@@ -1,6 +1,6 @@
 """The object-store interface castable needs, and request accounting shared by every backend.
 
-The interface is deliberately small (DESIGN section 7): put-if-absent, put-if-match, get
+The interface is deliberately small (docs/format.md section 7): put-if-absent, put-if-match, get
 (with a byte range and If-Match), head, list, delete, and random-access reads for Parquet.
 Keys are relative to the table root and always use ``/``.
 """

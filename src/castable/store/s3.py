@@ -64,7 +64,7 @@ def _quoted(etag: str | None) -> str:
     return f'"{bare}"' if bare else ""
 
 
-def _translate(error: ClientError | BotoCoreError, key: str) -> Exception:
+def translate_error(error: ClientError | BotoCoreError, key: str) -> Exception:
     """Map a botocore error to the store error with the same meaning on every backend."""
     if isinstance(error, BotoCoreError):  # no credentials, endpoint unreachable, connection lost, ...
         return StoreUnavailableError(
@@ -177,7 +177,7 @@ class S3Store(ObjectStore):
         try:
             response = self.client.put_object(**kwargs)
         except (ClientError, BotoCoreError) as e:
-            raise _translate(e, key) from e
+            raise translate_error(e, key) from e
         etag = _quoted(response.get("ETag"))
         return ObjectInfo(key=key, size=len(data), etag=etag) if etag else self.head(key)
 
@@ -196,7 +196,7 @@ class S3Store(ObjectStore):
                 try:
                     self.client.upload_file(str(staged.path), self.bucket, self._key(key))
                 except (ClientError, BotoCoreError) as e:
-                    raise _translate(e, key) from e
+                    raise translate_error(e, key) from e
                 except S3UploadFailedError as e:  # boto3's transfer manager wraps the cause in its own error
                     raise StoreError(f"{key}: upload failed: {e}") from e
                 staged.info = self.head(key)
@@ -214,7 +214,7 @@ class S3Store(ObjectStore):
             data = response["Body"].read()
         except (ClientError, BotoCoreError) as e:
             self.stats.record("GET")
-            raise _translate(e, key) from e
+            raise translate_error(e, key) from e
         self.stats.record("GET", bytes_in=len(data))
         return Blob(data=data, etag=_quoted(response.get("ETag")))
 
@@ -223,7 +223,7 @@ class S3Store(ObjectStore):
         try:
             r = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
         except (ClientError, BotoCoreError) as e:
-            raise _translate(e, key) from e
+            raise translate_error(e, key) from e
         return ObjectInfo(key, r["ContentLength"], _quoted(r.get("ETag")), r.get("LastModified"))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
@@ -244,7 +244,7 @@ class S3Store(ObjectStore):
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
         except (ClientError, BotoCoreError) as e:
-            raise _translate(e, key) from e
+            raise translate_error(e, key) from e
 
     def delete_many(self, keys: builtins.list[str]) -> None:
         for start in range(0, len(keys), 1000):
@@ -277,13 +277,13 @@ class S3Store(ObjectStore):
         try:
             yield from pages
         except (ClientError, BotoCoreError) as e:
-            raise _translate(e, key) from e
+            raise translate_error(e, key) from e
 
     def _call(self, key: str, method: str, **kwargs: Any) -> Any:
         try:
             return getattr(self.client, method)(Bucket=self.bucket, **kwargs)
         except (ClientError, BotoCoreError) as e:
-            raise _translate(e, key) from e
+            raise translate_error(e, key) from e
 
     def purge(self, key: str) -> int:
         full = self._key(key)
