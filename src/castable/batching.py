@@ -9,14 +9,13 @@ and commits them together when enough have arrived or the oldest has waited long
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
 
 import pyarrow as pa
 
 from castable.errors import InvalidInputError
 from castable.handle import Handle
+from castable.inputs import DataLike
 
 
 class BatchWriter:
@@ -59,7 +58,7 @@ class BatchWriter:
         """Rows appended but not yet committed."""
         return self._rows
 
-    def append(self, data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch] | Any) -> int | None:
+    def append(self, data: DataLike) -> int | None:
         """Buffer ``data`` (anything ``Table.append`` takes); return the version if this call committed."""
         for batch in self.table.conforming_batches(data):
             self._pending.append(batch)

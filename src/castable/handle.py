@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -85,7 +85,7 @@ class Handle(Protocol):
     def observe(self, rows: Rows) -> None: ...
 
     def conforming_batches(
-        self, data: Any, schema: pa.Schema | None = None, *, fill: bool = False
+        self, data: DataLike, schema: pa.Schema | None = None, *, fill: bool = False
     ) -> Iterator[pa.RecordBatch]: ...
 
     def append(

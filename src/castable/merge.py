@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,7 +27,7 @@ from castable.conflicts import Access, Rows
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.expressions import Assignments, Value, parse_value
 from castable.handle import Handle
-from castable.inputs import arrow_pieces, is_dataframe
+from castable.inputs import DataLike, arrow_pieces, is_dataframe
 from castable.predicate import Constant, InList
 from castable.replacement import Rewrite
 from castable.scan import Scan
@@ -70,7 +69,7 @@ class _Outcome:
 class MergeBuilder:
     """Clauses of a merge of ``source`` into ``table``; nothing happens until :meth:`execute`."""
 
-    def __init__(self, table: Handle, source: Any, *, source_alias: str = "s", target_alias: str = "t") -> None:
+    def __init__(self, table: Handle, source: DataLike, *, source_alias: str = "s", target_alias: str = "t") -> None:
         key = table.primary_key
         if key is None:
             raise InvalidInputError(f"merge matches rows by primary key, and {table.uri} has none")
@@ -212,7 +211,7 @@ class MergeBuilder:
         return pa.Table.from_arrays(columns, schema=schema.remove_metadata())
 
 
-def _arrow(source: Any) -> pa.Table:
+def _arrow(source: DataLike) -> pa.Table:
     """The merge source as one Arrow table (a reader keeps its schema even with no rows)."""
     if is_dataframe(source):
         return pa.Table.from_pandas(source, preserve_index=False)

@@ -60,8 +60,6 @@ class Table:
         """A handle on the standalone table at ``store``, at ``manifest``, committing to its own log."""
         return cls(store, manifest, OwnLog(store, None))
 
-    # ----------------------------------------------------------------- metadata
-
     @property
     def uri(self) -> str:
         return self.store.uri
@@ -125,8 +123,6 @@ class Table:
             raise CorruptObjectError(self._damage.message)
         return self._manifest
 
-    # ---------------------------------------------------------- time travel
-
     def manifest_at(self, version: int | None = None, as_of: datetime | str | None = None) -> Manifest:
         """The manifest of a version, of the version current at ``as_of`` (a datetime or an ISO
         8601 string; without a zone, local time), or the newest known."""
@@ -144,8 +140,6 @@ class Table:
         unreadable version is listed with its ``error``."""
         self.refresh()
         return history(self.store, self._manifest.table_uuid, limit)
-
-    # --------------------------------------------------------------------- reads
 
     def snapshot(self, version: int | None = None, as_of: datetime | str | None = None) -> Snapshot:
         """Read access to a version. The handle keeps the last one it gave, so scans of the same
@@ -184,8 +178,6 @@ class Table:
         (``commit.id-retention`` commits); a write repeating that id commits nothing."""
         return self._manifest.recent_commits.get(commit_id)
 
-    # ------------------------------------- what operations built on the handle use
-
     def begin_write(self, commit_id: str | None) -> WriteStart:
         """Every write starts here: a valid ``commit_id`` (a new one if none is given), a store
         known to honour conditional writes (probed once per process and store), and the version
@@ -223,13 +215,11 @@ class Table:
         self.committer.observe(self._manifest, rows)
 
     def conforming_batches(
-        self, data: Any, schema: pa.Schema | None = None, *, fill: bool = False
+        self, data: DataLike, schema: pa.Schema | None = None, *, fill: bool = False
     ) -> Iterator[pa.RecordBatch]:
         """``data`` as non-empty RecordBatches of ``schema`` (default: the table's); with
         ``fill``, nullable columns ``data`` lacks are NULL. ``SchemaMismatchError`` if it does not fit."""
         return conforming_batches(data, self.schema if schema is None else schema, self.primary_key, fill=fill)
-
-    # -------------------------------------------------------------------- writes
 
     def append(
         self,
@@ -240,19 +230,8 @@ class Table:
         source_ids: Sequence[str] = (),
         schema_mode: SchemaMode = "strict",
     ) -> int:
-        """Append rows in one commit and return the committed version.
-
-        ``data`` streams into Parquet files of the target size; a repeated ``commit_id``
-        returns the version that already holds it without writing anything. ``source_ids``
-        name the inputs the rows come from (one per landed file, say): they are kept like commit
-        ids, and an append naming a source a commit already consumed raises
-        ``CommitConflictError`` and commits nothing, so two writers that picked up the same
-        input never both append it.
-
-        With ``schema_mode="merge"``, columns of ``data`` the table lacks are added to it (as
-        nullable columns, in the same commit), as deltalake's ``schema_mode="merge"`` does;
-        ``"strict"`` refuses them with ``SchemaMismatchError``.
-        """
+        """Append rows in one commit and return the committed version (see :func:`castable.writes.append`:
+        idempotent ``commit_id``, ``source_ids`` consumed once, ``schema_mode``)."""
         return writes.append(
             self, data, commit_id=commit_id, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
         )
@@ -268,19 +247,7 @@ class Table:
         source_ids: Sequence[str] = (),
     ) -> int:
         """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
-        commit; return the version.
-
-        The replaced rows get a key-list tombstone (no data read), so the cost is that of the new
-        rows. A key may appear once in ``data``, unless ``last_wins``: then the last row of each
-        key counts (a change feed lists a key's changes in order). If another writer commits rows
-        with one of these keys first, the upsert replaces those too: each key keeps exactly one
-        live row, the later commit's. ``data`` is held in memory to check its keys before anything
-        is written. ``source_ids`` are kept as in :meth:`append`.
-
-        With ``op_column`` ``data`` is a change feed (Debezium style): that column, not part of the
-        table, holds each row's operation; a row whose operation is one of ``delete_ops`` (case
-        insensitive) deletes its key instead of inserting or replacing it.
-        """
+        commit; return the version (see :func:`castable.writes.upsert`: change feeds with ``op_column``)."""
         return writes.upsert(
             self,
             data,
@@ -293,25 +260,12 @@ class Table:
 
     def overwrite(self, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
         """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
-        one commit; return the version.
-
-        With ``where`` (replace-where), every new row must match it, and a concurrent commit that
-        adds rows matching it makes the overwrite fail with ``CommitConflictError`` rather than
-        drop them. The replaced rows get tombstones (files entirely inside the range are dropped
-        from the manifest); ``data`` may be empty, which deletes the range.
-        """
+        one commit; return the version (see :func:`castable.writes.overwrite`)."""
         return writes.overwrite(self, data, where=where, commit_id=commit_id)
 
     def update(self, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
-        """Set columns of the rows matching ``where`` (every row without it) in one commit; return
-        the version.
-
-        ``set`` maps column names to new values: SQL expressions of the row's old values
-        (``"'closed'"``, ``"amount * 1.1"``, ``"CASE WHEN ... END"``, see
-        :mod:`castable.expressions`), Arrow expressions or Python values. Only the matching rows
-        are read; they get tombstones and their changed rows are appended. The primary key cannot
-        be set. Nothing is committed (and the current version is returned) when no row matches.
-        """
+        """Set columns of the rows matching ``where`` (every row without it) to SQL expressions of
+        their old values in one commit; return the version (see :func:`castable.writes.update`)."""
         return writes.update(self, set, where, commit_id=commit_id)
 
     def merge(self, source: DataLike, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
@@ -336,19 +290,8 @@ class Table:
         where: Where | None = None,
         commit_id: str | None = None,
     ) -> int:
-        """Register Parquet files already written under the table's ``data/`` prefix; return the version.
-
-        For writers that produce files themselves (Spark on EMR, other engines): each path must
-        exist, lie under ``data/``, be valid Parquet with exactly the table's columns and types,
-        and not already belong to the table; only footers are read. ``DataFile`` entries made by
-        castable's writer in another process (Spark executors) keep their statistics and are
-        checked by one HEAD each. With a ``commit_id`` a retried registration commits nothing twice.
-
-        ``mode`` says what the files' rows do, as the write methods of the same names: ``append``
-        (the default), ``upsert`` (replace the live rows with their primary keys: the key column
-        is read to check each key appears once) or ``overwrite`` (replace the whole table, or the
-        rows matching ``where``: the predicate's columns are read to check every row matches).
-        """
+        """Register Parquet files already written under the table's ``data/`` prefix, in ``mode``
+        (append, upsert or overwrite); return the version (see :func:`castable.writes.add_files`)."""
         return writes.add_files(self, files, mode=mode, where=where, commit_id=commit_id)
 
     def check_add_mode(self, mode: str, where: Where | None = None) -> Predicate | None:
@@ -409,12 +352,8 @@ class Table:
     def restore(
         self, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
     ) -> int:
-        """Commit a new version whose data files and tombstones are those of ``version`` (or of the
-        version current at ``as_of``); return it. No data is copied. Refused when that version has
-        expired or any of its files is gone (removed outside castable: gc keeps a retained
-        version's files). Commits made after it are not lost: they
-        stay in the history, and a later restore can return to them.
-        """
+        """Commit a new version whose files and tombstones are those of ``version`` (or of the
+        version at ``as_of``); return it (see :func:`castable.writes.restore`). No data is copied."""
         return writes.restore(self, version, as_of=as_of, commit_id=commit_id)
 
     def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:
@@ -429,8 +368,6 @@ class Table:
         the files and tombstones are listed in segments; return that version (or the current
         one, with nothing committed, if the table is already in the latest format)."""
         return writes.upgrade(self, commit_id=commit_id)
-
-    # --------------------------------------------------------------- maintenance
 
     def compact(
         self,

@@ -50,7 +50,19 @@ def append(
     source_ids: Sequence[str] = (),
     schema_mode: SchemaMode = "strict",
 ) -> int:
-    """See :meth:`castable.table.Table.append`."""
+    """Append rows in one commit and return the committed version.
+
+    ``data`` streams into Parquet files of the target size; a repeated ``commit_id``
+    returns the version that already holds it without writing anything. ``source_ids``
+    name the inputs the rows come from (one per landed file, say): they are kept like commit
+    ids, and an append naming a source a commit already consumed raises
+    ``CommitConflictError`` and commits nothing, so two writers that picked up the same
+    input never both append it.
+
+    With ``schema_mode="merge"``, columns of ``data`` the table lacks are added to it (as
+    nullable columns, in the same commit), as deltalake's ``schema_mode="merge"`` does;
+    ``"strict"`` refuses them with ``SchemaMismatchError``.
+    """
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
@@ -82,7 +94,20 @@ def upsert(
     commit_id: str | None = None,
     source_ids: Sequence[str] = (),
 ) -> int:
-    """See :meth:`castable.table.Table.upsert`."""
+    """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
+    commit; return the version.
+
+    The replaced rows get a key-list tombstone (no data read), so the cost is that of the new
+    rows. A key may appear once in ``data``, unless ``last_wins``: then the last row of each
+    key counts (a change feed lists a key's changes in order). If another writer commits rows
+    with one of these keys first, the upsert replaces those too: each key keeps exactly one
+    live row, the later commit's. ``data`` is held in memory to check its keys before anything
+    is written. ``source_ids`` are kept as in :func:`append`.
+
+    With ``op_column`` ``data`` is a change feed (Debezium style): that column, not part of the
+    table, holds each row's operation; a row whose operation is one of ``delete_ops`` (case
+    insensitive) deletes its key instead of inserting or replacing it.
+    """
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
@@ -105,7 +130,14 @@ def upsert(
 
 
 def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
-    """See :meth:`castable.table.Table.overwrite`."""
+    """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
+    one commit; return the version.
+
+    With ``where`` (replace-where), every new row must match it, and a concurrent commit that
+    adds rows matching it makes the overwrite fail with ``CommitConflictError`` rather than
+    drop them. The replaced rows get tombstones (files entirely inside the range are dropped
+    from the manifest); ``data`` may be empty, which deletes the range.
+    """
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
@@ -124,7 +156,15 @@ def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_i
 
 
 def update(t: Handle, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
-    """See :meth:`castable.table.Table.update`."""
+    """Set columns of the rows matching ``where`` (every row without it) in one commit; return
+    the version.
+
+    ``set`` maps column names to new values: SQL expressions of the row's old values
+    (``"'closed'"``, ``"amount * 1.1"``, ``"CASE WHEN ... END"``, see
+    :mod:`castable.expressions`), Arrow expressions or Python values. Only the matching rows
+    are read; they get tombstones and their changed rows are appended. The primary key cannot
+    be set. Nothing is committed (and the current version is returned) when no row matches.
+    """
     assignments = Assignments.parse(set, t.schema, key=t.primary_key)
     selected: Predicate = Constant(True) if where is None else parse_predicate(where, t.schema)
 
@@ -201,7 +241,19 @@ def add_files(
     where: Where | None = None,
     commit_id: str | None = None,
 ) -> int:
-    """See :meth:`castable.table.Table.add_files`."""
+    """Register Parquet files already written under the table's ``data/`` prefix; return the version.
+
+    For writers that produce files themselves (Spark on EMR, other engines): each path must
+    exist, lie under ``data/``, be valid Parquet with exactly the table's columns and types,
+    and not already belong to the table; only footers are read. ``DataFile`` entries made by
+    castable's writer in another process (Spark executors) keep their statistics and are
+    checked by one HEAD each. With a ``commit_id`` a retried registration commits nothing twice.
+
+    ``mode`` says what the files' rows do, as the write methods of the same names: ``append``
+    (the default), ``upsert`` (replace the live rows with their primary keys: the key column
+    is read to check each key appears once) or ``overwrite`` (replace the whole table, or the
+    rows matching ``where``: the predicate's columns are read to check every row matches).
+    """
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
@@ -242,7 +294,12 @@ def check_add_mode(t: Handle, mode: str, where: Where | None = None) -> Predicat
 def restore(
     t: Handle, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
 ) -> int:
-    """See :meth:`castable.table.Table.restore`."""
+    """Commit a new version whose data files and tombstones are those of ``version`` (or of the
+    version current at ``as_of``); return it. No data is copied. Refused when that version has
+    expired or any of its files is gone (removed outside castable: gc keeps a retained
+    version's files). Commits made after it are not lost: they
+    stay in the history, and a later restore can return to them.
+    """
     if (version is None) == (as_of is None):
         raise InvalidInputError("restore needs a version or as_of (one of them)")
     start = t.begin_write(commit_id)
