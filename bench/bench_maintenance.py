@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
-from bench_core import SCHEMA, event_batches, median_time, moto_server, publish, report_header
+from benchlib import SCHEMA, event_batches, median_time, moto_server, publish, report_header
 
 import castable
 import castable.gc

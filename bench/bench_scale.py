@@ -51,7 +51,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
-from bench_core import RESULTS, SCHEMA, event_batches, fmt_s, moto_server, publish, report_header, timed
+from benchlib import RESULTS, SCHEMA, event_batches, fmt_s, moto_server, publish, report_header, timed
 
 import castable
 import castable.filelist
@@ -75,7 +75,7 @@ ROWS_PER_FILE = 1000
 """Rows each data file claims (the real one holds them); ids of file i are i*1000 .. i*1000+999."""
 START_US = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1e6)
 US_PER_ID = 1000
-"""bench_core's event table: event_time = 2026-01-01 + id milliseconds."""
+"""benchlib's event table: event_time = 2026-01-01 + id milliseconds."""
 TARGET_FILES = 1_000_000
 TARGET_APPEND_RATIO = 2.0
 TARGET_MANIFEST_BYTES = 64 * 1024
@@ -92,7 +92,7 @@ def log(message: str) -> None:
 
 
 def rows(first_id: int, n: int) -> pa.Table:
-    """``n`` rows of bench_core's event table with ids ``first_id`` .. ``first_id + n - 1``."""
+    """``n`` rows of benchlib's event table with ids ``first_id`` .. ``first_id + n - 1``."""
     batch = next(event_batches(n))
     ids = np.arange(first_id, first_id + n, dtype=np.int64)
     times = pa.array(START_US + ids * US_PER_ID, SCHEMA.field("event_time").type)
@@ -100,7 +100,7 @@ def rows(first_id: int, n: int) -> pa.Table:
 
 
 def clock(fn: Callable[[], T]) -> tuple[float, T]:
-    """bench_core's ``timed``, keeping the result's type."""
+    """benchlib's ``timed``, keeping the result's type."""
     seconds, result = timed(fn)
     return seconds, cast(T, result)
 
@@ -797,7 +797,7 @@ def main() -> None:
         "",
         "## Method",
         "",
-        f"For each number of data files N a table of bench_core's event schema (id primary key, event_time, "
+        f"For each number of data files N a table of benchlib's event schema (id primary key, event_time, "
         f"payload, category) is built: one real Parquet file of {ROWS_PER_FILE:,} rows, written by "
         f"`Table.append`, holds the point-scan key; the other N-1 manifest entries are synthetic (the real "
         f"entry's size, row count and statistics, their own uuid paths and ETags, id and event_time ranges of "

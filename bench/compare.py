@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pyiceberg
-from bench_core import RESULTS, SCHEMA, event_batches, fmt_s, machine_line, moto_server, publish, timed
+from benchlib import RESULTS, SCHEMA, event_batches, fmt_s, machine_line, moto_server, publish, timed
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake import __version__ as deltalake_version
 from pyiceberg.catalog.sql import SqlCatalog
@@ -1270,7 +1270,7 @@ def main() -> None:
         *(s3_lines if s3 else []),
         "## Method",
         "",
-        "- Table: the synthetic event table of bench_core.py (id int64 sorted unique, event_time growing with id "
+        "- Table: the synthetic event table of benchlib.py (id int64 sorted unique, event_time growing with id "
         "by 1 ms per row, ~100 random payload bytes, 8 categories; seed 42), generated once per size and held in "
         "memory, so appends time only the write. Tables are created empty before the timed append.",
         "- Deletes: every delete runs on a fresh table appended just before it (rebuilt, not copied: pyiceberg's "
