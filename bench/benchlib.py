@@ -31,6 +31,12 @@ SCHEMA = pa.schema(
 )
 CHUNK = 1_000_000
 RESULTS = Path(__file__).resolve().parent / "results"
+STARTED = time.perf_counter()
+
+
+def log(message: str) -> None:
+    """Progress on stderr, with the elapsed time, so a long run shows where it is."""
+    print(f"[{time.perf_counter() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
 
 
 def event_batches(rows: int, seed: int = 42) -> Iterator[pa.RecordBatch]:
