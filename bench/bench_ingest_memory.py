@@ -31,7 +31,7 @@ import castable
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from aws_stubs import sqs_event  # noqa: E402  (tests/, put on sys.path by benchlib)
+from helpers.aws_stubs import sqs_event  # noqa: E402  (tests/, put on sys.path by benchlib)
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("payload", pa.binary())])
 ROW_BYTES = 1024

@@ -19,7 +19,7 @@ import pyarrow as pa
 import castable
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
-from s3servers import moto_s3
+from helpers.s3servers import moto_s3
 
 SCHEMA = pa.schema(
     [
@@ -98,7 +98,7 @@ def fmt_s(seconds: float) -> str:
 
 def moto_server() -> tuple[ExitStack, str]:
     """A moto S3 server on a free loopback port, its conditional writes atomic as on S3 (see
-    tests/s3servers.py); returns what stops it (``close()``) and its endpoint."""
+    tests/helpers/s3servers.py); returns what stops it (``close()``) and its endpoint."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     stack = ExitStack()
