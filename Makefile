@@ -60,7 +60,7 @@ bench: $(VENV)/.installed
 
 # castable against deltalake, pyiceberg and a pyarrow floor on the same data (about 20 minutes).
 compare: $(VENV)/.installed
-	cd bench && ../$(BIN)/python compare.py
+	cd bench && ../$(BIN)/python -m compare
 
 clean:
 	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) .tools demo-table .pytest_cache .ruff_cache .hypothesis

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from bench_core import RESULTS, fmt_s, moto_server, publish, report_header
+from benchlib import RESULTS, fmt_s, moto_server, publish, report_header
 from deltalake import DeltaTable, write_deltalake
 from deltalake import __version__ as deltalake_version
 

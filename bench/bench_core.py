@@ -14,95 +14,20 @@ Writes bench/results/core.md as well as printing it.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from benchlib import SCHEMA, event_batches, fmt_s, median_time, moto_server, publish, report_header, timed
 
 import castable
-
-sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
-from s3servers import moto_s3
-
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("event_time", pa.timestamp("us", tz="UTC")),
-        pa.field("payload", pa.binary()),
-        pa.field("category", pa.string()),
-    ]
-)
-CHUNK = 1_000_000
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def event_batches(rows: int, seed: int = 42) -> Iterator[pa.RecordBatch]:
-    """The synthetic event table: sorted unique ids, ~100 random payload bytes, 8 categories."""
-    rng = np.random.default_rng(seed)
-    start_us = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1e6)
-    categories = pa.array([f"cat-{i}" for i in range(8)])
-    for lo in range(0, rows, CHUNK):
-        n = min(CHUNK, rows - lo)
-        ids = np.arange(lo, lo + n, dtype=np.int64)
-        offsets = np.arange(0, 100 * (n + 1), 100, dtype=np.int32)
-        payload = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rng.bytes(100 * n))])
-        yield pa.record_batch(
-            [
-                pa.array(ids),
-                pa.array(start_us + ids * 1000, pa.timestamp("us", tz="UTC")),
-                payload,
-                categories.take(pa.array(rng.integers(0, 8, n))),
-            ],
-            schema=SCHEMA,
-        )
-
-
-def machine_line(detail: str) -> str:
-    """The machine, Python, pyarrow and castable versions and ``detail``: one line for any report."""
-    return (
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"pyarrow {pa.__version__}, castable {castable.__version__}. {detail}"
-    )
-
-
-def report_header(title: str, detail: str) -> list[str]:
-    """The first lines of every benchmark report: title, date, machine and versions."""
-    return [f"# castable {title} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)", "", machine_line(detail), ""]
-
-
-def publish(name: str, lines: list[str], results: Path = RESULTS) -> None:
-    """Print a report and keep it as <results>/<name>.md (bench/results/ unless told otherwise)."""
-    report = "\n".join(lines) + "\n"
-    results.mkdir(parents=True, exist_ok=True)
-    (results / f"{name}.md").write_text(report)
-    print(report)
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - t0, result
-
-
-def median_time(fn: Callable[[], object], repeats: int) -> tuple[float, float, float]:
-    times = [timed(fn)[0] for _ in range(repeats)]
-    return statistics.median(times), min(times), max(times)
-
-
-def fmt_s(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def build_table(root: Path, rows: int) -> castable.Table:
@@ -184,15 +109,6 @@ def scan_throughput(table: castable.Table, repeats: int) -> list[tuple[str, floa
         t_raw = median_time(raw, repeats)
         results.append((name, t_ours[0], t_raw[0], t_raw[0] / t_ours[0], rows / t_ours[0]))
     return results
-
-
-def moto_server() -> tuple[ExitStack, str]:
-    """A moto S3 server on a free loopback port, its conditional writes atomic as on S3 (see
-    tests/s3servers.py); returns what stops it (``close()``) and its endpoint."""
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    stack = ExitStack()
-    return stack, stack.enter_context(moto_s3())
 
 
 def s3_requests() -> dict[str, dict[str, int]]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from bench_core import RESULTS, fmt_s, moto_server, publish, report_header
+from benchlib import RESULTS, fmt_s, moto_server, publish, report_header
 
 import castable
 

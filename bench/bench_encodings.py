@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
-from bench_core import machine_line
+from benchlib import machine_line
 
 from castable.manifest import DataFile
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from bench_core import SCHEMA, event_batches, moto_server, publish, report_header
+from benchlib import SCHEMA, event_batches, moto_server, publish, report_header
 
 import castable
 

@@ -25,13 +25,13 @@ import boto3
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from bench_core import RESULTS, moto_server, publish, report_header
+from benchlib import RESULTS, moto_server, publish, report_header
 
 import castable
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from aws_stubs import sqs_event  # noqa: E402  (tests/, put on sys.path by bench_core)
+from helpers.aws_stubs import sqs_event  # noqa: E402  (tests/, put on sys.path by benchlib)
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("payload", pa.binary())])
 ROW_BYTES = 1024

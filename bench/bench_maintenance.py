@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
-from bench_core import SCHEMA, event_batches, median_time, moto_server, publish, report_header
+from benchlib import SCHEMA, event_batches, median_time, moto_server, publish, report_header
 
 import castable
 import castable.gc
@@ -80,7 +80,7 @@ def gc_table(uri: str, options: dict | None, objects: int) -> Table:
         info = store.put(f"data/2026/01/01/00/{i:07d}.parquet", b"x")
         if i % 2 == 0:
             files.append(DataFile(info.key, info.size, info.etag, 1, 1))
-    table._commit("append", "bench", lambda base: NextState(tuple(files), (), {}))
+    table.commit_change("append", "bench", lambda base: NextState(base.data_files + files, base.tombstones, {}))
     return table
 
 

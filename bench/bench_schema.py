@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from bench_core import RESULTS, fmt_s, median_time, moto_server, publish, report_header
-from bench_scale import BUCKET, build_table, manifest_written, rows
+from benchlib import RESULTS, fmt_s, median_time, moto_server, publish, report_header
+from scale_tables import BUCKET, build_table, manifest_written, rows
 
 import castable
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from bench_core import RESULTS, SCHEMA, event_batches, publish, report_header, timed
+from benchlib import RESULTS, SCHEMA, event_batches, publish, report_header, timed
 
 import castable
 from castable.spark import read_table, register

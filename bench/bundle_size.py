@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_core import publish
+from benchlib import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

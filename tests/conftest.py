@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import boto3
-import pyarrow as pa
 import pytest
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -17,10 +13,10 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
-from s3servers import localstack_s3, moto_s3, s3rver
+from helpers import ROOT
+from helpers.s3servers import localstack_s3, moto_s3, new_bucket, s3rver
 
 from castable.store import LocalStore, ObjectStore, S3Store, make_s3_client
-from castable.tables import load_table
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +27,6 @@ def s3_endpoint() -> Iterator[str]:
         yield endpoint
 
 
-ROOT = Path(__file__).resolve().parent.parent
 LOCALSTACK_PYTHON = Path(os.environ.get("CASTABLE_LOCALSTACK_PYTHON", ROOT / ".venv-localstack" / "bin" / "python"))
 S3RVER = Path(os.environ.get("CASTABLE_S3RVER", ROOT / ".tools" / "node_modules" / ".bin" / "s3rver"))
 
@@ -59,13 +54,6 @@ def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield endpoint
 
 
-def new_bucket(endpoint: str, **credentials: Any) -> str:
-    """A fresh bucket on the S3 server at ``endpoint``."""
-    name = f"castable-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials).create_bucket(Bucket=name)
-    return name
-
-
 @pytest.fixture
 def s3_bucket(s3_endpoint: str) -> str:
     return new_bucket(s3_endpoint)
@@ -91,53 +79,3 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
         return LocalStore(tmp_path / "store")
     bucket = request.getfixturevalue("s3_bucket")
     return S3Store(bucket, "root/prefix", make_s3_client(request.getfixturevalue("s3_options")))
-
-
-EVENTS = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("category", pa.string()),
-        pa.field("value", pa.float64()),
-    ]
-)
-
-
-def events(start: int, stop: int) -> pa.Table:
-    """Deterministic rows with ids in [start, stop)."""
-    ids = list(range(start, stop))
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "category": [("a", "b", "c", None)[i % 4] for i in ids],
-            "value": [i * 0.5 for i in ids],
-        },
-        schema=EVENTS,
-    )
-
-
-def keyed_events(table_uri: tuple[str, dict[str, str] | None], rows: int) -> Any:
-    """A new EVENTS table keyed by ``id`` at ``table_uri``, holding ``events(0, rows)``."""
-    import castable
-
-    uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
-    t.append(events(0, rows))
-    return t
-
-
-def other(t: Any) -> Any:
-    """A second handle on ``t``'s table (another writer), opened now."""
-    return load_table(t.store)
-
-
-def live(t: Any, where: str | None = None) -> dict[int, tuple[str | None, float | None]]:
-    """The newest version's rows of an EVENTS table by key (asserting one live row per key)."""
-    got = t.refresh().scan(filter=where).to_arrow().to_pylist()
-    keys = [r["id"] for r in got]
-    assert len(keys) == len(set(keys)), "one live row per key"
-    return {r["id"]: (r["category"], r["value"]) for r in got}
-
-
-def snapshot_of(store: ObjectStore) -> dict[str, bytes]:
-    """Every object under a store and its bytes: to show an operation changed nothing."""
-    return {info.key: store.get(info.key).data for info in store.list("")}

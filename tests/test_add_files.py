@@ -8,7 +8,7 @@ from dataclasses import replace
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import events, keyed_events, snapshot_of
+from helpers.tables import events, keyed_events, snapshot_of
 
 import castable
 from castable.errors import EmptyWriteError, InvalidInputError, SchemaMismatchError

@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.errors import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events
+from helpers.tables import EVENTS, events
 
 import castable
 from castable.table import Table

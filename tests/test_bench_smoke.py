@@ -14,10 +14,10 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("script", "report", "row_prefixes", "systems", "plots", "also"),
+    ("command", "report", "row_prefixes", "systems", "plots", "also"),
     [
         (
-            "compare.py",
+            "-m compare",
             "compare.md",
             ("| append whole table |", "| upsert 10,000 rows |", "| replace-where 1% (event_time range) |"),
             ("castable", "deltalake", "pyiceberg", "pyarrow"),
@@ -70,7 +70,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 )
 def test_quick_run_writes_report_and_plots(
     tmp_path: Path,
-    script: str,
+    command: str,
     report: str,
     row_prefixes: tuple[str, ...],
     systems: tuple[str, ...],
@@ -78,7 +78,7 @@ def test_quick_run_writes_report_and_plots(
     also: tuple[str, ...],
 ) -> None:
     run = subprocess.run(
-        [sys.executable, script, "--quick", "--out", str(tmp_path)],
+        [sys.executable, *command.split(), "--quick", "--out", str(tmp_path)],
         cwd=BENCH,
         capture_output=True,
         text=True,

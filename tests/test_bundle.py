@@ -15,8 +15,10 @@ from typing import Any
 import boto3
 import pyarrow.parquet as pq
 import pytest
-from aws_stubs import sqs_event
-from conftest import EVENTS, ROOT, events, new_bucket
+from helpers import ROOT
+from helpers.aws_stubs import sqs_event
+from helpers.s3servers import new_bucket
+from helpers.tables import EVENTS, events
 
 import castable
 
@@ -49,7 +51,7 @@ def invoke(bundle: Path, calls: list[dict[str, Any]], env: dict[str, str]) -> di
     if not PYTHON312.exists():
         pytest.fail(f"python3.12 (the Lambda runtime's) is not at {PYTHON312}; set CASTABLE_PYTHON312")
     run = subprocess.run(
-        [str(PYTHON312), "-I", "-S", str(ROOT / "tests" / "bundle_runner.py"), str(bundle)],
+        [str(PYTHON312), "-I", "-S", str(ROOT / "tests" / "helpers" / "bundle_runner.py"), str(bundle)],
         input=json.dumps(calls),
         capture_output=True,
         text=True,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import events
+from helpers.tables import events
 from typer.testing import CliRunner
 
 import castable

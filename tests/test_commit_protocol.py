@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import EVENTS, events, keyed_events, snapshot_of
-from faults import FaultyStore, SimulatedCrash, once
+from helpers.faults import FaultyStore, SimulatedCrash, once
+from helpers.tables import EVENTS, events, keyed_events, snapshot_of
 
 import castable
 from castable.commit import advance_pointer, backoff, read_pointer

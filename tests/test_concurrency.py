@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, new_bucket
-from workers import (
+from helpers.s3servers import new_bucket
+from helpers.tables import EVENTS
+from helpers.workers import (
     ERASABLE,
     INCREMENTED,
     UPSERT_KEYS,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS
+from helpers.tables import EVENTS
 
 from castable.conflicts import Commits, Footprint, Verdict, check_member, check_sources, judge, judge_base
 from castable.errors import CommitConflictError

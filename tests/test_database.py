@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, snapshot_of
-from faults import FaultyStore, SimulatedCrash, once
+from helpers.faults import FaultyStore, SimulatedCrash, once
+from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.commit import read_pointer

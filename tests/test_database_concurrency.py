@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, new_bucket
-from workers import MOVER_IDS, check_snapshots, move_rows
+from helpers.s3servers import new_bucket
+from helpers.tables import EVENTS, events
+from helpers.workers import MOVER_IDS, check_snapshots, move_rows
 
 import castable
 from castable.commit import read_pointer

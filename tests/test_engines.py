@@ -7,7 +7,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
-from conftest import events, keyed_events
+from helpers.tables import events, keyed_events
 
 import castable
 

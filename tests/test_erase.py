@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import snapshot_of
-from faults import FaultyStore, SimulatedCrash, before_first, once
+from helpers.faults import FaultyStore, SimulatedCrash, before_first, once
+from helpers.tables import snapshot_of
 
 import castable
 from castable.manifest import DataFile
@@ -331,7 +331,7 @@ def test_processes_erasing_and_deleting_the_same_file(table_uri: tuple[str, dict
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from workers import erase_or_delete
+    from helpers.workers import erase_or_delete
 
     t = make(table_uri)
     uri, options = table_uri

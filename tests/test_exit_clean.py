@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import EVENTS, events
+from helpers.tables import EVENTS, events
 
 import castable
 from castable.store import s3

@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events
+from helpers.tables import EVENTS, events
 from pyroaring import BitMap
 
 import castable

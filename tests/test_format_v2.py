@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, other, snapshot_of
+from helpers.tables import EVENTS, events, other, snapshot_of
 
 import castable
 from castable import segment

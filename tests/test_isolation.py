@@ -1,6 +1,6 @@
 """The isolation transactions promise, checked the way Jepsen checks databases: histories of
 transactions from several processes with the defaults a user gets, on the local store, moto over
-HTTP and LocalStack (the bank), read by an anomaly checker (``isolation.py``) that is itself
+HTTP and LocalStack (the bank), read by an anomaly checker (``helpers/isolation.py``) that is itself
 tested first.
 
 - Snapshot isolation (the default): no lost update, no read skew, no aborted read; write skew
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import new_bucket, snapshot_of
-from isolation import INITIAL, Txn, anomalies
-from workers import ACCOUNTS, BALANCE, REGISTERS, account, read_totals, registers, transfer
+from helpers.isolation import INITIAL, Txn, anomalies
+from helpers.s3servers import new_bucket
+from helpers.tables import snapshot_of
+from helpers.workers import ACCOUNTS, BALANCE, REGISTERS, account, read_totals, registers, transfer
 
 import castable
 from castable import CommitConflictError

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from aws_stubs import sqs_event
-from conftest import EVENTS, events, snapshot_of
+from helpers.aws_stubs import sqs_event
+from helpers.tables import EVENTS, events, snapshot_of
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import EVENTS, events
-from faults import FaultyStore, SimulatedCrash, before_first, once
+from helpers.faults import FaultyStore, SimulatedCrash, before_first, once
+from helpers.tables import EVENTS, events
 
 import castable
 from castable.errors import VersionNotFoundError
@@ -185,7 +185,7 @@ def test_maintenance_while_processes_write(table_uri: tuple[str, dict | None]) -
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from workers import append_and_delete, expected_ids, maintain
+    from helpers.workers import append_and_delete, expected_ids, maintain
 
     uri, options = table_uri
     castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)

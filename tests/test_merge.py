@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events, keyed_events, live, snapshot_of
+from helpers.tables import EVENTS, events, keyed_events, live, snapshot_of
 
 import castable
 from castable.errors import InvalidInputError, SchemaMismatchError

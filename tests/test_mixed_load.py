@@ -14,8 +14,9 @@ from datetime import timedelta
 import boto3
 import pyarrow.parquet as pq
 import pytest
-from conftest import EVENTS, events, new_bucket
-from workers import append_blocks, ingest_batches, maintain_and_read
+from helpers.s3servers import new_bucket
+from helpers.tables import EVENTS, events
+from helpers.workers import append_blocks, ingest_batches, maintain_and_read
 
 import castable
 from castable.commit import read_pointer

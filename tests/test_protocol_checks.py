@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from conftest import EVENTS, events, snapshot_of
-from faults import FaultyStore, once
+from helpers.faults import FaultyStore, once
+from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.commit import read_pointer

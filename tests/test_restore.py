@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.errors import InvalidInputError, VersionNotFoundError

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from conftest import EVENTS, events, new_bucket, snapshot_of
-from s3servers import S3RVER_KEY
+from helpers.s3servers import S3RVER_KEY, new_bucket
+from helpers.tables import EVENTS, events, snapshot_of
 from test_erase import check_parquet, ids_of, make, rows
 
 import castable

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import EVENTS, events, other, snapshot_of
+from helpers.tables import EVENTS, events, other, snapshot_of
 
 import castable
 from castable.errors import CommitConflictError, InvalidInputError, SchemaMismatchError

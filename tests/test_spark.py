@@ -23,8 +23,8 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from aws_stubs import function_code, run_handler_in_process
-from conftest import EVENTS, events, snapshot_of
+from helpers.aws_stubs import function_code, run_handler_in_process
+from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.spark import register
@@ -527,7 +527,7 @@ def test_data_source_bad_requests_change_nothing(
 
 
 def test_concurrent_spark_and_library_writers_lose_nothing(spark: Any, table: Table, options: dict[str, str]) -> None:
-    from workers import append_and_delete, expected_ids
+    from helpers.workers import append_and_delete, expected_ids
 
     rounds = 4
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:

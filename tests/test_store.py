@@ -112,7 +112,7 @@ def test_s3_error_translation(code: str, status: int, expected: type[Exception])
 
 @pytest.mark.s3
 def test_racing_put_if_absent_has_one_winner_on_the_test_s3(s3_bucket: str, s3_options: dict[str, str]) -> None:
-    """The harness itself: moto's conditional writes are made atomic (tests/s3servers.py), so
+    """The harness itself: moto's conditional writes are made atomic (tests/helpers/s3servers.py), so
     of several racing ``If-None-Match: *`` PUTs of one key exactly one succeeds, as on S3."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events, snapshot_of
+from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable import tombstone

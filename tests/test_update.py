@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events, keyed_events, live, other, snapshot_of
+from helpers.tables import EVENTS, events, keyed_events, live, other, snapshot_of
 
 import castable
 from castable.errors import InvalidInputError, InvalidPredicateError, SchemaMismatchError

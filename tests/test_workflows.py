@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from aws_stubs import function_code, run_handler_in_process
-from conftest import EVENTS, events
+from helpers.aws_stubs import function_code, run_handler_in_process
+from helpers.tables import EVENTS, events
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import EVENTS, events
+from helpers.tables import EVENTS, events
 
 from castable.properties import TableProperties
 from castable.sources import file_batches

@@ -1,8 +1,8 @@
 """S3 servers on 127.0.0.1 for tests and benchmarks: moto (with S3's atomic conditional writes),
 LocalStack's own S3 provider, and s3rver (which ignores conditional writes).
 
-Shared by ``tests/conftest.py`` and ``bench/``; each server is a context manager yielding its
-endpoint URL and stops with it.
+Shared by ``tests/conftest.py`` and ``bench/benchlib.py``; each server is a context manager
+yielding its endpoint URL and stops with it, and ``new_bucket`` makes a bucket on one.
 """
 
 from __future__ import annotations
@@ -17,10 +17,20 @@ import subprocess
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+
+def new_bucket(endpoint: str, **credentials: Any) -> str:
+    """A fresh bucket on the S3 server at ``endpoint``."""
+    import boto3
+
+    name = f"castable-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials).create_bucket(Bucket=name)
+    return name
 
 
 def free_port() -> int:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from conftest import events
-
 import castable
+
+from .tables import events
 
 
 def _test_credentials() -> None:
@@ -97,7 +97,8 @@ def upsert_overlapping(uri: str, options: dict | None, worker: int, rounds: int)
     import random
 
     import pyarrow as pa
-    from conftest import EVENTS
+
+    from .tables import EVENTS
 
     _test_credentials()
     table = castable.open_table(uri, storage_options=options)
@@ -194,7 +195,7 @@ class _LambdaContext:
 
 def _sqs_batch(records: list[tuple[str, str]], bodies: list[str]) -> dict:
     """One SQS batch of S3 notifications for (bucket, key) pairs from any buckets, plus raw bodies."""
-    from aws_stubs import sqs_event
+    from .aws_stubs import sqs_event
 
     messages = []
     for bucket, key in records:
