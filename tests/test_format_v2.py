@@ -19,6 +19,7 @@ from castable.errors import CorruptObjectError
 from castable.filelist import RUN_LIMIT, SEGMENT_TARGET, merge_plan
 from castable.layout import manifest_key
 from castable.predicate import parse_predicate
+from castable.tables import load_table
 
 SMALL = {"write.target-file-size-bytes": 64 * 1024}
 
@@ -326,7 +327,7 @@ def test_a_malformed_root_is_refused_and_changes_nothing(table: castable.Table, 
     table.store.put(key, json.dumps(corrupt(doc)).encode())
     before = snapshot_of(table.store)
     with pytest.raises(CorruptObjectError, match=message):
-        castable.load_table(table.store).manifest_at(table.version)
+        load_table(table.store).manifest_at(table.version)
     with pytest.raises(CorruptObjectError):
-        castable.load_table(table.store).append(events(10, 11))
+        load_table(table.store).append(events(10, 11))
     assert snapshot_of(table.store) == before

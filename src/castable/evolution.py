@@ -132,9 +132,9 @@ def widens(old: pa.DataType, new: pa.DataType) -> bool:
         # uint8 fits int16, uint16 fits int32, uint32 fits int64
         return _UINTS.index(old) < (_UINTS.index(new) if new in _UINTS else _INTS.index(new))
     if pa.types.is_floating(old) and pa.types.is_floating(new):
-        return old.bit_width < new.bit_width
+        return bool(old.bit_width < new.bit_width)
     if pa.types.is_decimal(old) and pa.types.is_decimal(new):
-        return new.scale == old.scale and new.precision >= old.precision and new.byte_width >= old.byte_width
+        return bool(new.scale == old.scale and new.precision >= old.precision and new.byte_width >= old.byte_width)
     if pa.types.is_date32(old) and pa.types.is_timestamp(new):
         return new.tz is None
     return any(old in group and new in group for group in _LAYOUTS)

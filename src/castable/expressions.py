@@ -154,11 +154,11 @@ def _assignable(source: pa.DataType, target: pa.DataType) -> bool:
     if any(kind(source) and kind(target) for kind in kinds):
         return True
     if pa.types.is_integer(source):
-        return pa.types.is_integer(target) or pa.types.is_floating(target) or pa.types.is_decimal(target)
+        return bool(pa.types.is_integer(target) or pa.types.is_floating(target) or pa.types.is_decimal(target))
     if pa.types.is_floating(source) or pa.types.is_decimal(source):
-        return pa.types.is_floating(target) or pa.types.is_decimal(target)
+        return bool(pa.types.is_floating(target) or pa.types.is_decimal(target))
     if pa.types.is_timestamp(source) or pa.types.is_date(source):
-        return pa.types.is_timestamp(target)
+        return bool(pa.types.is_timestamp(target))
     return False
 
 

@@ -123,7 +123,7 @@ class Part(Generic[E]):
     def paths(self, schema: pa.Schema) -> list[str]:
         if self._entries is not None:
             return [e.path for e in self._entries]
-        return self.table(schema).column("path").to_pylist()
+        return list(self.table(schema).column("path").to_pylist())
 
 
 class FileList(Generic[E]):

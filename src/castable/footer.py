@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -80,11 +81,11 @@ class Footer:
     def length_from_tail(tail: bytes) -> int:
         if len(tail) < TAIL_SIZE or tail[-4:] != MAGIC:
             raise FooterError("no Parquet magic at the end of the file")
-        return struct.unpack("<I", tail[-8:-4])[0]
+        return int(struct.unpack("<I", tail[-8:-4])[0])
 
     @property
     def row_groups(self) -> list[Struct]:
-        return self.metadata.get(FILE_ROW_GROUPS).items
+        return cast(list[Struct], self.metadata.get(FILE_ROW_GROUPS).items)
 
     @property
     def columns_bytes(self) -> bytes:

@@ -188,7 +188,7 @@ def _any_within(values: pa.Array, lo: pa.Array, hi: pa.Array) -> pa.Array:
     def rank(bounds: pa.Array, side: Literal["left", "right"]) -> npt.NDArray[np.intp]:
         """How many keys sort before each bound (unknown bounds are filled; the verdict ignores them)."""
         b = pc.fill_null(bounds, values[0]).to_numpy(zero_copy_only=False)
-        at = np.searchsorted(keys, b, side=side)
+        at: npt.NDArray[np.intp] = np.searchsorted(keys, b, side=side)
         if b.dtype.kind == "f":
             at[np.isnan(b)] = 0  # bisect stops at 0 for a NaN bound, where numpy sorts NaN last
         return at

@@ -169,15 +169,15 @@ def _json_values(values: pa.Array, t: pa.DataType) -> list[Any]:
     """Statistics as the manifest's JSON encodes them (``stats.encode_value``, vectorised)."""
     t = value_type(t)
     if pa.types.is_date32(t):
-        return values.cast(pa.int32()).to_pylist()
+        return list(values.cast(pa.int32()).to_pylist())
     if pa.types.is_date64(t) or pa.types.is_timestamp(t):
-        return values.cast(pa.int64()).to_pylist()
+        return list(values.cast(pa.int64()).to_pylist())
     if pa.types.is_decimal(t):
         return [None if v is None else str(v) for v in values.to_pylist()]
     if pa.types.is_floating(t):
         finite = pc.is_finite(values)
-        return pc.if_else(finite, values, pa.scalar(None, values.type)).to_pylist()
-    return values.to_pylist()
+        return list(pc.if_else(finite, values, pa.scalar(None, values.type)).to_pylist())
+    return list(values.to_pylist())
 
 
 def tombstone_table(tombstones: Sequence[TombstoneFile], schema: pa.Schema | None = None) -> pa.Table:
@@ -296,7 +296,7 @@ def encode(table: pa.Table, kind: Kind) -> bytes:
     sink = pa.BufferOutputStream()
     with ipc.new_file(sink, table.schema.with_metadata(meta), options=_OPTIONS) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def decode(data: bytes, kind: Kind, *, key: str) -> pa.Table:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -114,7 +114,7 @@ def to_json_lines(batch: pa.RecordBatch | pa.Table) -> bytes:
 def json_rows(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
     """Rows as dicts for ``json.dumps(..., default=json_value)``: durations as counts of their unit."""
     columns = [c.cast(pa.int64()) if pa.types.is_duration(c.type) else c for c in batch.columns]
-    return pa.table(columns, names=batch.schema.names).to_pylist()
+    return cast(list[dict[str, Any]], pa.table(columns, names=batch.schema.names).to_pylist())
 
 
 def json_value(value: object) -> object:
@@ -229,7 +229,7 @@ def _from_json(column: pa.Array, to: pa.DataType) -> pa.Array:
 
 
 def _is_binary(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
         or pa.types.is_fixed_size_binary(t)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,7 +37,7 @@ def value_type(t: pa.DataType) -> pa.DataType:
 
 def supports_stats(t: pa.DataType) -> bool:
     t = value_type(t)
-    return (
+    return bool(
         pa.types.is_integer(t)
         or pa.types.is_floating(t)
         or pa.types.is_boolean(t)
@@ -61,13 +61,13 @@ def encode_value(value: pa.Scalar) -> JsonValue | None:
     """JSON form of a statistic, or ``None`` when it has none (NaN, infinities)."""
     storage = _storage_type(value.type)
     if storage is not None:
-        return value.cast(storage).as_py()
+        return cast(JsonValue, value.cast(storage).as_py())
     if pa.types.is_decimal(value.type):
         return str(value.as_py())
     py = value.as_py()
     if isinstance(py, float) and not math.isfinite(py):
         return None
-    return py
+    return cast(JsonValue, py)
 
 
 def decode_value(value: JsonValue, t: pa.DataType) -> pa.Scalar:

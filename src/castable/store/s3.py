@@ -302,7 +302,7 @@ class S3Store(ObjectStore):
 
     def create_multipart(self, key: str) -> str:
         self.stats.record("CREATE_MPU")
-        return self._call(key, "create_multipart_upload", Key=self._key(key))["UploadId"]
+        return str(self._call(key, "create_multipart_upload", Key=self._key(key))["UploadId"])
 
     def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> UploadedPart:
         self.stats.record("UPLOAD_PART", bytes_out=len(data))
