@@ -1,8 +1,4 @@
-"""``castable db``: databases on the command line (a thin layer over ``castable.database``).
-
-Member tables are also plain tables to every other command: ``castable scan <db>/<name>``
-reads one, and its writes commit through the database log.
-"""
+"""``castable db``: databases on the command line; a member table is also a plain table (<db>/<name>) to the rest."""
 
 from __future__ import annotations
 
@@ -12,21 +8,21 @@ import typer
 from rich.table import Table as RichTable
 
 import castable
-from castable.cli import AsJson, CommitId, StorageOption, _dumps, _emit, _options, console
+from castable.cli.common import AsJson, CommitId, StorageOption, console, dumps, emit, parse_options
 from castable.types import parse_schema
 
 db_app = typer.Typer(help="Databases: several tables, one commit point, one snapshot.", no_args_is_help=True)
 
 
 def _open_db(uri: str, options: list[str] | None) -> castable.Database:
-    return castable.open_database(uri, storage_options=_options(options))
+    return castable.open_database(uri, storage_options=parse_options(options))
 
 
 @db_app.command("create")
 def create(uri: str, storage_option: StorageOption = None, as_json: AsJson = False) -> None:
     """Create an empty database (a prefix that holds tables and their one log)."""
-    db = castable.create_database(uri, storage_options=_options(storage_option))
-    _emit(as_json, f"created database {db.uri} (version {db.version})", {"uri": db.uri, "version": db.version})
+    db = castable.create_database(uri, storage_options=parse_options(storage_option))
+    emit(as_json, f"created database {db.uri} (version {db.version})", {"uri": db.uri, "version": db.version})
 
 
 @db_app.command("create-table")
@@ -43,10 +39,10 @@ def create_table(
     """Add an empty table to the database (read and write it as <uri>/<name>)."""
     db = _open_db(uri, storage_option)
     table = db.create_table(
-        name, parse_schema(schema), primary_key=primary_key, properties=_options(prop), commit_id=commit_id
+        name, parse_schema(schema), primary_key=primary_key, properties=parse_options(prop), commit_id=commit_id
     )
     doc = {"uri": table.uri, "database_version": db.version, "version": table.version}
-    _emit(as_json, f"created table {table.uri} in database version {db.version}", doc)
+    emit(as_json, f"created table {table.uri} in database version {db.version}", doc)
 
 
 @db_app.command("tables")
@@ -54,7 +50,7 @@ def tables(uri: str, storage_option: StorageOption = None, as_json: AsJson = Fal
     """List the tables with their versions at the newest database version."""
     snap = _open_db(uri, storage_option).snapshot()
     if as_json:
-        console.print(_dumps({"version": snap.version, "tables": snap.tables}))
+        console.print(dumps({"version": snap.version, "tables": snap.tables}))
         return
     shown = RichTable("table", "version", title=f"{snap.database.uri} at database version {snap.version}")
     for name, version in snap.tables.items():
@@ -83,11 +79,11 @@ def history(
             }
             for h in entries
         ]
-        console.print(_dumps(docs))
+        console.print(dumps(docs))
         return
     shown = RichTable("version", "time", "operation", "commit_id", "tables", title=db.uri)
     for h in entries:
-        shown.add_row(str(h.version), h.timestamp.isoformat(), h.operation, h.commit_id, _dumps(h.tables))
+        shown.add_row(str(h.version), h.timestamp.isoformat(), h.operation, h.commit_id, dumps(h.tables))
     console.print(shown)
 
 
@@ -107,7 +103,7 @@ def snapshot(
         doc = {"version": snap.version, "created_at": snap.created_at, "tables": snap.tables}
         if count:
             doc["rows"] = rows
-        console.print(_dumps(doc))
+        console.print(dumps(doc))
         return
     title = f"{snap.database.uri} at database version {snap.version} ({snap.created_at.isoformat()})"
     shown = RichTable("table", "version", *(["rows"] if count else []), title=title)

@@ -1,77 +1,43 @@
-"""The ``castable`` command line: a thin layer over the library (typer for parsing, rich for output)."""
+"""The table commands (create, append, scan, erase, ...): thin layers over ``castable.Table`` and local files."""
 
 from __future__ import annotations
 
-import json
-import signal
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import IO, Annotated, Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 from rich.text import Text
 
 import castable
-from castable.errors import CastableError, InvalidInputError
+from castable.cli.common import (
+    AsJson,
+    CommitId,
+    StorageOption,
+    console,
+    dumps,
+    emit,
+    err_console,
+    parse_options,
+    progress_bar,
+    spinner,
+)
+from castable.errors import InvalidInputError
 from castable.evolution import field_id
 from castable.manifest import LATEST_FORMAT_VERSION
-from castable.sources import CsvOptions, Source, format_of, json_rows, json_value, open_source, to_json_lines
+from castable.sources import CsvOptions, Source, format_of, json_rows, open_source, to_json_lines
 from castable.types import parse_schema, parse_type
 
-app = typer.Typer(
-    help="ACID tables on S3 or a local directory: create, append, delete, scan, time travel.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-# Printed values (types such as ``timestamp[us, tz=UTC]``, predicates, paths) are never read as
-# rich markup, and lines are never hard-wrapped, so piped JSON stays one parseable line. Piped
-# output is as wide as its content: a table is never cut to fit a terminal that is not there.
-_PIPED_WIDTH = 1_000_000
-console = Console(markup=False, highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPED_WIDTH)
-err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
-
-
-def _version(show: bool) -> None:
-    if show:
-        console.print(f"castable {castable.__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
-) -> None:
-    """ACID tables on S3 or a local directory: create, append, delete, scan, time travel."""
-
-
-StorageOption = Annotated[
-    list[str] | None,
-    typer.Option("--storage-option", "-o", help="KEY=VALUE for S3 (endpoint_url, region, ...)."),
-]
-CommitId = Annotated[str | None, typer.Option(help="Idempotency key: a repeated id commits nothing twice.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of text.")]
-
-
-def _dumps(doc: object) -> str:
-    return json.dumps(doc, default=json_value)
-
-
-def _emit(as_json: bool, text: str, doc: Mapping[str, Any]) -> None:
-    """One line for people, or one JSON document for scripts."""
-    console.print(_dumps(doc) if as_json else text)
+tables_app = typer.Typer()
 
 
 def _already(table: castable.Table, commit_id: str | None, as_json: bool) -> bool:
@@ -80,30 +46,18 @@ def _already(table: castable.Table, commit_id: str | None, as_json: bool) -> boo
     if done is None:
         return False
     text = f"commit id {commit_id!r} was already committed as version {done}; nothing was written"
-    _emit(as_json, text, {"version": done, "committed": False, "already_committed": True, "commit_id": commit_id})
+    emit(as_json, text, {"version": done, "committed": False, "already_committed": True, "commit_id": commit_id})
     return True
 
 
 def _committed(table: castable.Table, version: int, as_json: bool) -> None:
     summary = table.manifest_at(version).commit.summary
     doc = {"version": version, "committed": True, "already_committed": False, "summary": summary}
-    _emit(as_json, f"committed version {version}: {_dumps(summary)}", doc)
-
-
-def _options(pairs: list[str] | None) -> dict[str, str] | None:
-    if not pairs:
-        return None
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise InvalidInputError(f"storage option {pair!r} is not KEY=VALUE")
-        out[key] = value
-    return out
+    emit(as_json, f"committed version {version}: {dumps(summary)}", doc)
 
 
 def _open(uri: str, options: list[str] | None) -> castable.Table:
-    return castable.open_table(uri, storage_options=_options(options))
+    return castable.open_table(uri, storage_options=parse_options(options))
 
 
 def _read_source(path: Path, fmt: str | None, schema: pa.Schema | None = None, csv: CsvOptions | None = None) -> Source:
@@ -114,24 +68,7 @@ def _read_source(path: Path, fmt: str | None, schema: pa.Schema | None = None, c
     return open_source(str(path), path.name, fmt=fmt, schema=schema, csv=csv)
 
 
-def _status(what: str) -> AbstractContextManager[object]:
-    """A spinner on a terminal; nothing when stderr is piped."""
-    return err_console.status(what) if err_console.is_terminal else nullcontext()
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    )
-
-
-@app.command()
+@tables_app.command()
 def create(
     uri: str,
     schema: Annotated[
@@ -155,11 +92,11 @@ def create(
         uri,
         arrow_schema,
         primary_key=primary_key,
-        properties=_options(prop),
-        storage_options=_options(storage_option),
+        properties=parse_options(prop),
+        storage_options=parse_options(storage_option),
         format_version=format_version,
     )
-    _emit(as_json, f"created {table.uri} (version {table.version})", {"uri": table.uri, "version": table.version})
+    emit(as_json, f"created {table.uri} (version {table.version})", {"uri": table.uri, "version": table.version})
 
 
 InputFiles = Annotated[list[Path], typer.Argument(help="Parquet, CSV or JSON Lines files (.gz too), in one commit.")]
@@ -190,7 +127,7 @@ def _inputs(
     return (batch for source in opened for batch in source.batches), total
 
 
-@app.command()
+@tables_app.command()
 def append(
     uri: str,
     files: InputFiles,
@@ -212,7 +149,7 @@ def append(
     if schema_mode not in ("strict", "merge"):
         raise InvalidInputError(f"--schema-mode must be strict or merge, not {schema_mode!r}")
     batches, total = _inputs(table, files, fmt, delimiter, header, null_value)
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("appending rows", total=total)
         version = table.append(
             batches,
@@ -223,7 +160,7 @@ def append(
     _committed(table, version, as_json)
 
 
-@app.command()
+@tables_app.command()
 def upsert(
     uri: str,
     files: InputFiles,
@@ -254,7 +191,7 @@ def upsert(
     _committed(table, version, as_json)
 
 
-@app.command()
+@tables_app.command()
 def overwrite(
     uri: str,
     files: InputFiles,
@@ -283,10 +220,10 @@ def _committed_if_matched(table: castable.Table, before: int, version: int, coun
         _committed(table, version, as_json)
         return
     doc = {"version": version, "committed": False, "already_committed": False, "summary": {counter: 0}}
-    _emit(as_json, f"no row matched; table stays at version {version}", doc)
+    emit(as_json, f"no row matched; table stays at version {version}", doc)
 
 
-@app.command()
+@tables_app.command()
 def update(
     uri: str,
     assignments: Annotated[
@@ -316,7 +253,7 @@ def update(
     )
 
 
-@app.command("add-files")
+@tables_app.command("add-files")
 def add_files(
     uri: str,
     paths: Annotated[
@@ -337,7 +274,7 @@ def add_files(
     _committed(table, table.add_files(paths, commit_id=commit_id), as_json)
 
 
-@app.command()
+@tables_app.command()
 def delete(
     uri: str,
     predicate: Annotated[str, typer.Argument(help='SQL predicate, e.g. "id BETWEEN 10 AND 20".')],
@@ -353,7 +290,7 @@ def delete(
     _committed_if_matched(table, before, table.delete(predicate, commit_id=commit_id), "rows_deleted", as_json)
 
 
-@app.command()
+@tables_app.command()
 def erase(
     uri: str,
     predicate: Annotated[str, typer.Argument(help="SQL predicate of the rows to remove physically.")],
@@ -367,10 +304,10 @@ def erase(
     table = _open(uri, storage_option)
     if _already(table, commit_id, as_json):
         return
-    with _status("erasing"):
+    with spinner("erasing"):
         report = table.erase(predicate, commit_id=commit_id, mode=mode, purge=purge)  # type: ignore[arg-type]
     if as_json:
-        console.print(_dumps(report.summary()))
+        console.print(dumps(report.summary()))
         return
     shown = RichTable("old object", "new objects", "method", "row groups edited", "rows", title="erasure")
     for e in report.files:
@@ -382,12 +319,12 @@ def erase(
             str(e.rows_removed),
         )
     console.print(shown)
-    console.print_json(_dumps(report.summary()))
+    console.print_json(dumps(report.summary()))
 
 
 def _print_summary(title: str, summary: Mapping[str, object], as_json: bool) -> None:
     if as_json:
-        console.print(_dumps(summary))
+        console.print(dumps(summary))
         return
     shown = RichTable("", "", title=title, show_header=False)
     for key, value in summary.items():
@@ -395,7 +332,7 @@ def _print_summary(title: str, summary: Mapping[str, object], as_json: bool) -> 
     console.print(shown)
 
 
-@app.command()
+@tables_app.command()
 def compact(
     uri: str,
     sort_by: Annotated[str | None, typer.Option(help="Sort rows by this column within each new file.")] = None,
@@ -408,12 +345,12 @@ def compact(
 ) -> None:
     """Bin-pack small files, rewrite delete-heavy ones and merge tombstones."""
     table = _open(uri, storage_option)
-    with _status("compacting"):
+    with spinner("compacting"):
         report = table.compact(sort_by=sort_by, min_file_size=min_file_size, delete_ratio=delete_ratio)
     _print_summary("compaction", report.summary(), as_json)
 
 
-@app.command()
+@tables_app.command()
 def expire(
     uri: str,
     retain_versions: Annotated[int | None, typer.Option(help="Keep at least the newest N versions.")] = None,
@@ -429,7 +366,7 @@ def expire(
     _print_summary("expire", summary, as_json)
 
 
-@app.command()
+@tables_app.command()
 def gc(
     uri: str,
     grace_hours: Annotated[float | None, typer.Option(help="Only remove orphans older than this.")] = None,
@@ -440,10 +377,10 @@ def gc(
     """Remove files no retained version references, and stale multipart uploads."""
     table = _open(uri, storage_option)
     grace = None if grace_hours is None else timedelta(hours=grace_hours)
-    with _status("collecting garbage"):
+    with spinner("collecting garbage"):
         report = table.gc(orphan_grace=grace, dry_run=dry_run)
     if as_json:
-        console.print(_dumps({**report.summary(), "objects": report.objects}))
+        console.print(dumps({**report.summary(), "objects": report.objects}))
         return
     if dry_run:
         for key in report.objects:
@@ -454,7 +391,7 @@ def gc(
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
 
-@app.command()
+@tables_app.command()
 def scan(
     uri: str,
     columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
@@ -480,7 +417,7 @@ def scan(
     s = table.scan(cols, filter, version=version, as_of=as_of)
     if count:
         n = s.count()
-        _emit(as_json, str(n), {"version": s.version, "count": n})
+        emit(as_json, str(n), {"version": s.version, "count": n})
         return
     if output is not None:
         _write_output(s, output, fmt)
@@ -491,7 +428,7 @@ def scan(
         if len(rows) >= limit:
             break
     if as_json:
-        console.print(_dumps({"version": s.version, "columns": s.schema.names, "rows": rows}))
+        console.print(dumps({"version": s.version, "columns": s.schema.names, "rows": rows}))
         return
     shown = RichTable(*s.schema.names, title=f"{table.uri} @ version {s.version}")
     for row in rows:
@@ -538,7 +475,7 @@ def _write_output(s: castable.Scan, output: str, fmt: str | None) -> None:
     sink: str | IO[bytes] = sys.stdout.buffer if to_stdout else str(partial)
     rows = 0
     try:
-        with _progress() as progress, _writer(kind, sink, s.schema) as writer:
+        with progress_bar() as progress, _writer(kind, sink, s.schema) as writer:
             task = progress.add_task("reading rows", total=sum(f.rows for f in s.files()))
             for batch in s.to_batches():
                 try:
@@ -554,7 +491,7 @@ def _write_output(s: castable.Scan, output: str, fmt: str | None) -> None:
     (err_console if to_stdout else console).print(f"wrote {rows} rows of version {s.version} to {output}")
 
 
-@app.command()
+@tables_app.command()
 def history(
     uri: str,
     limit: Annotated[int | None, typer.Option(help="Most recent commits to show.")] = None,
@@ -576,16 +513,16 @@ def history(
             }
             for h in entries
         ]
-        console.print(_dumps(docs))
+        console.print(dumps(docs))
         return
     shown = RichTable("version", "time", "operation", "commit_id", "summary", title=table.uri)
     for h in entries:
         when = h.timestamp.isoformat() if h.timestamp else "-"
-        shown.add_row(str(h.version), when, h.operation, h.commit_id, h.error or _dumps(h.summary))
+        shown.add_row(str(h.version), when, h.operation, h.commit_id, h.error or dumps(h.summary))
     console.print(shown)
 
 
-@app.command()
+@tables_app.command()
 def info(
     uri: str,
     version: Annotated[int | None, typer.Option(help="Describe this version.")] = None,
@@ -615,7 +552,7 @@ def info(
             "properties": m.properties,
             "damage": table.damage,
         }
-        console.print(_dumps(doc))
+        console.print(dumps(doc))
         return
     if table.damage:
         err_console.print(f"warning: {table.damage}")
@@ -632,10 +569,10 @@ def info(
         f"data files: {len(m.data_files)} ({size:,} bytes, {m.total_rows:,} rows before deletes)    "
         f"tombstone files: {len(m.tombstones)}"
     )
-    console.print(f"properties: {_dumps(m.properties)}")
+    console.print(f"properties: {dumps(m.properties)}")
 
 
-@app.command()
+@tables_app.command()
 def restore(
     uri: str,
     version: Annotated[int | None, typer.Argument(help="The version to restore.")] = None,
@@ -661,7 +598,7 @@ def _pairs(items: list[str] | None, sep: str, what: str) -> list[tuple[str, str]
     return out
 
 
-@app.command()
+@tables_app.command()
 def alter(
     uri: str,
     add: Annotated[list[str] | None, typer.Option(help="NAME:TYPE: add a nullable column (repeatable).")] = None,
@@ -705,7 +642,7 @@ def alter(
     _committed(table, update.commit(), as_json)
 
 
-@app.command()
+@tables_app.command()
 def upgrade(
     uri: str,
     commit_id: CommitId = None,
@@ -718,12 +655,12 @@ def upgrade(
         return
     if table.manifest.format_version == LATEST_FORMAT_VERSION:
         doc: dict[str, Any] = {"version": table.version, "committed": False, "format_version": LATEST_FORMAT_VERSION}
-        _emit(as_json, f"{table.uri} is already in format version {LATEST_FORMAT_VERSION}; nothing to do", doc)
+        emit(as_json, f"{table.uri} is already in format version {LATEST_FORMAT_VERSION}; nothing to do", doc)
         return
     _committed(table, table.upgrade(commit_id=commit_id), as_json)
 
 
-@app.command()
+@tables_app.command()
 def repair(
     uri: str,
     commit_id: CommitId = None,
@@ -739,43 +676,8 @@ def repair(
     damage = table.damage
     if damage is None:
         doc: dict[str, Any] = {"version": table.version, "repaired": False}
-        _emit(as_json, f"{table.uri} is not damaged (version {table.version}); nothing to repair", doc)
+        emit(as_json, f"{table.uri} is not damaged (version {table.version}); nothing to repair", doc)
         return
     version = table.repair(commit_id=commit_id)
     doc = {"version": version, "repaired": True, "damage": damage, "summary": table.manifest.commit.summary}
-    _emit(as_json, f"repaired {table.uri}: version {version} ({_dumps(doc['summary'])})", doc)
-
-
-class _Interrupted(BaseException):
-    """Ctrl-C, raised in place of KeyboardInterrupt, which typer turns into a silent exit 130."""
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise _Interrupted()
-
-
-def _add_db_commands() -> None:
-    """``castable db ...`` lives in its own module, which builds on this one's options."""
-    from castable.cli_db import db_app
-
-    app.add_typer(db_app, name="db")
-
-
-_add_db_commands()
-
-
-def main() -> None:
-    """Entry point that turns castable errors into one line and exit status 1, and Ctrl-C into
-    one line saying what became of a commit in flight and exit status 130."""
-    signal.signal(signal.SIGINT, _interrupt)
-    try:
-        app()
-    except CastableError as e:
-        err_console.print(Text.assemble(("error:", "red"), f" {e}"))
-        raise SystemExit(1) from None
-    except (_Interrupted, KeyboardInterrupt):
-        err_console.print(
-            "interrupted: a commit in flight either landed whole or not at all "
-            "(re-run with the same --commit-id to be sure)"
-        )
-        raise SystemExit(130) from None
+    emit(as_json, f"repaired {table.uri}: version {version} ({dumps(doc['summary'])})", doc)

@@ -1,0 +1,98 @@
+"""What every castable command shares: its common options, its output, storage options, and error handling."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from castable.errors import CastableError, InvalidInputError
+from castable.sources import json_value
+
+# Printed values (types such as ``timestamp[us, tz=UTC]``, predicates, paths) are never read as
+# rich markup, and lines are never hard-wrapped, so piped JSON stays one parseable line. Piped
+# output is as wide as its content: a table is never cut to fit a terminal that is not there.
+_PIPED_WIDTH = 1_000_000
+console = Console(markup=False, highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPED_WIDTH)
+err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+
+StorageOption = Annotated[
+    list[str] | None,
+    typer.Option("--storage-option", "-o", help="KEY=VALUE for S3 (endpoint_url, region, ...)."),
+]
+CommitId = Annotated[str | None, typer.Option(help="Idempotency key: a repeated id commits nothing twice.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of text.")]
+
+
+def dumps(doc: object) -> str:
+    return json.dumps(doc, default=json_value)
+
+
+def emit(as_json: bool, text: str, doc: Mapping[str, Any]) -> None:
+    """One line for people, or one JSON document for scripts."""
+    console.print(dumps(doc) if as_json else text)
+
+
+def spinner(what: str) -> AbstractContextManager[object]:
+    """A spinner on a terminal; nothing when stderr is piped."""
+    return err_console.status(what) if err_console.is_terminal else nullcontext()
+
+
+def progress_bar() -> Progress:
+    """A progress bar on a terminal; nothing when stderr is piped."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, str] | None:
+    """``KEY=VALUE`` options (storage options, table properties) as a dict; None when there are none."""
+    if not pairs:
+        return None
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise InvalidInputError(f"storage option {pair!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+class _Interrupted(BaseException):
+    """Ctrl-C, raised in place of KeyboardInterrupt, which typer turns into a silent exit 130."""
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted()
+
+
+def run(app: typer.Typer) -> None:
+    """Run ``app``, turning castable errors into one line and exit status 1, and Ctrl-C into
+    one line saying what became of a commit in flight and exit status 130."""
+    signal.signal(signal.SIGINT, _interrupt)
+    try:
+        app()
+    except CastableError as e:
+        err_console.print(Text.assemble(("error:", "red"), f" {e}"))
+        raise SystemExit(1) from None
+    except (_Interrupted, KeyboardInterrupt):
+        err_console.print(
+            "interrupted: a commit in flight either landed whole or not at all "
+            "(re-run with the same --commit-id to be sure)"
+        )
+        raise SystemExit(130) from None
