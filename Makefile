@@ -41,10 +41,12 @@ demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs
-	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs
+	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs tools
+	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs tools
 	$(BIN)/mypy
+	$(BIN)/mypy --config-file tests/mypy.ini
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
 
 test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(S3RVER)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
