@@ -6,7 +6,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -159,7 +160,7 @@ def test_an_abandoned_read_ahead_cancels_what_has_not_started_and_waits_for_the_
 
         return run
 
-    reader = read_ahead((task(i) for i in range(100)), 4)
+    reader = cast(Generator[int, None, None], read_ahead((task(i) for i in range(100)), 4))  # closable
     assert next(reader) == 0
     reader.close()
     assert sorted(started) == sorted(finished), "no task is still running once the reader is closed"
