@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +201,7 @@ def transferrer(
         src, dst = rng.sample(range(accounts), 2)
         amount = rng.randint(1, 5)
         try:
-            db.run(lambda tx, s=src, d=dst, a=amount: move(tx, s, d, a), isolation=isolation)  # type: ignore[misc]
+            db.run(partial(move, src=src, dst=dst, amount=amount), isolation=isolation)
             committed += 1
         except castable.CommitConflictError:
             pass
