@@ -19,6 +19,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ def delete_costs(table: castable.Table, rows: int, repeats: int) -> dict[str, di
         for i in range(repeats):
             p = predicate(i + 1)
             table.store.stats.reset()
-            seconds, _ = timed(lambda p=p: table.delete(p))
+            seconds, _ = timed(partial(table.delete, p))
             s = table.store.stats.snapshot()
             times.append(seconds)
             written.append(s["bytes_out"])

@@ -17,6 +17,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -123,7 +124,7 @@ def main() -> None:
     ]
     for name, write, read in encodings:
         written, data = median_time(write, args.repeats)
-        took, _ = median_time(lambda read=read, data=data: read(data), args.repeats)
+        took, _ = median_time(partial(read, data), args.repeats)
         print(
             f"| {name} | {len(data) / args.entries:.0f} | {len(data) / 1e6:.1f} MB | "
             f"{written * 1000:.1f} ms | {took * 1000:.1f} ms |"

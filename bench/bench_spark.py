@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +93,21 @@ def throughput_table(
     return [*lines, ""]
 
 
+def write_noop(load: Callable[[], Any]) -> None:
+    """The DataFrame ``load`` gives, every column of every row read into Spark's noop sink."""
+    load().write.format("noop").mode("overwrite").save()
+
+
+def write_parquet(df: Any, out: Path) -> None:
+    """Spark's own ``df.write.parquet``, with the codec the castable job writes (zstd)."""
+    df.write.parquet(str(out), compression="zstd")
+
+
 def run_scans(scans: dict[str, Callable[[], Any]], times: dict[str, list[float]], repeats: int) -> None:
     """Each scan into the noop sink, round-robin; the first round warms up and is not counted."""
     for r in range(repeats + 1):
         for name, load in scans.items():
-            elapsed, _ = timed(lambda load=load: load().write.format("noop").mode("overwrite").save())
+            elapsed, _ = timed(partial(write_noop, load))
             if r:
                 times[name].append(elapsed)
 
@@ -122,12 +133,12 @@ def main() -> None:
         for r in range(args.repeats + 1):  # the first round warms both up and is not counted
             table_dir = root / f"table-{r}"
             castable.create_table(str(table_dir), SCHEMA, primary_key="id")
-            elapsed, _ = timed(lambda d=table_dir, c=f"bench-{r}": ingest(df, str(d), c))
+            elapsed, _ = timed(partial(ingest, df, str(table_dir), f"bench-{r}"))
             if r:
                 ingest_times["castable job"].append(elapsed)
             written["castable job"] = tree_bytes(table_dir / "data")
             out = root / f"spark-{r}"
-            elapsed, _ = timed(lambda o=out: df.write.parquet(str(o), compression="zstd"))
+            elapsed, _ = timed(partial(write_parquet, df, out))
             if r:
                 ingest_times["df.write.parquet"].append(elapsed)
             written["df.write.parquet"] = tree_bytes(out)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -48,7 +49,7 @@ def fails(*args: str) -> str:
     return err
 
 
-def run_json(*args: str) -> object:
+def run_json(*args: str) -> Any:
     return json.loads(run(*args, "--json"))
 
 
@@ -228,7 +229,7 @@ def test_a_failed_scan_output_leaves_no_file(tmp_path: Path, monkeypatch: pytest
 def test_cli_json_output_for_scripts(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     """Every command's --json prints one JSON document; a dry-run gc names what it would remove."""
     uri = str(tmp_path / "t")
-    assert run_json("create", uri, "--like", str(inputs[0]), "-k", "id")["version"] == 0  # type: ignore[index]
+    assert run_json("create", uri, "--like", str(inputs[0]), "-k", "id")["version"] == 0
     appended = run_json("append", uri, str(inputs[0]), "--commit-id", "a")
     assert appended == {
         "version": 1,
@@ -236,20 +237,20 @@ def test_cli_json_output_for_scripts(tmp_path: Path, inputs: tuple[Path, Path]) 
         "already_committed": False,
         "summary": castable.open_table(uri).manifest.commit.summary,
     }
-    assert run_json("delete", uri, "value < 5")["summary"]["rows_deleted"] == 10  # type: ignore[index]
-    assert run_json("delete", uri, "id < 0")["committed"] is False  # type: ignore[index]
+    assert run_json("delete", uri, "value < 5")["summary"]["rows_deleted"] == 10
+    assert run_json("delete", uri, "id < 0")["committed"] is False
     assert run_json("scan", uri, "--count") == {"version": 2, "count": 490}
     scanned = run_json("scan", uri, "--filter", "id = 11")
     assert scanned == {"version": 2, "columns": ["id", "category", "value"], "rows": [events(11, 12).to_pylist()[0]]}
-    assert [h["operation"] for h in run_json("history", uri)] == ["delete", "append", "create"]  # type: ignore[index,union-attr]
+    assert [h["operation"] for h in run_json("history", uri)] == ["delete", "append", "create"]
     info = run_json("info", uri)
-    assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False, "id": 1} and info["damage"] is None  # type: ignore[index]
-    assert run_json("compact", uri, "--min-file-size", "1000000")["files_rewritten"] == 1  # type: ignore[index]
-    assert run_json("expire", uri, "--retain-versions", "1")["versions_expired"] == 3  # type: ignore[index]
+    assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False, "id": 1} and info["damage"] is None
+    assert run_json("compact", uri, "--min-file-size", "1000000")["files_rewritten"] == 1
+    assert run_json("expire", uri, "--retain-versions", "1")["versions_expired"] == 3
     preview = run_json("gc", uri, "--grace-hours", "0", "--dry-run")
     # the compacted data file and the tombstone, and the two manifest segments that listed them
-    assert preview["objects_to_remove"] == 4 and "objects_removed" not in preview  # type: ignore[index,operator]
-    assert run_json("gc", uri, "--grace-hours", "0")["objects_removed"] == 4  # type: ignore[index]
+    assert preview["objects_to_remove"] == 4 and "objects_removed" not in preview
+    assert run_json("gc", uri, "--grace-hours", "0")["objects_removed"] == 4
     assert run_json("repair", uri) == {"version": 3, "repaired": False}
 
 
@@ -315,9 +316,9 @@ def test_cli_history_and_versions_after_expiry(tmp_path: Path, inputs: tuple[Pat
     run("append", uri, str(inputs[0]))
     run("delete", uri, "id = 1")
     (tmp_path / "t" / manifest_key(1)).unlink()  # as a failed expiry or a hand might leave it
-    assert [h["version"] for h in run_json("history", uri)] == [2, 0]  # type: ignore[index,union-attr]
+    assert [h["version"] for h in run_json("history", uri)] == [2, 0]
     run("erase", uri, "id = 2", "--purge")
-    assert [h["version"] for h in run_json("history", uri)] == [3]  # type: ignore[index,union-attr]
+    assert [h["version"] for h in run_json("history", uri)] == [3]
     assert "version 0 of file://" in fails("scan", uri, "--version", "0")
     assert "has expired" in fails("scan", uri, "--version", "0")
     assert not (tmp_path / "t" / manifest_key(0)).exists()
@@ -331,7 +332,7 @@ def test_cli_schema_types_with_commas(tmp_path: Path) -> None:
         "--schema",
         "id:int64, at:timestamp[us, tz=UTC], amount:decimal128(10,2), tags:list<item: string>",
     )
-    types = [c["type"] for c in run_json("info", uri)["schema"]]  # type: ignore[index]
+    types = [c["type"] for c in run_json("info", uri)["schema"]]
     assert types == ["int64", "timestamp[us, tz=UTC]", "decimal128(10, 2)", "list<item: string>"]
     out = run("info", uri)
     assert "timestamp[us, tz=UTC]" in out and "decimal128(10, 2)" in out
@@ -357,10 +358,10 @@ def test_cli_damaged_table_reads_and_repairs(tmp_path: Path, inputs: tuple[Path,
     assert "versions up to 1 can still be read" in fails("scan", uri)
     assert run("scan", uri, "--version", "1", "--count").strip() == "500"
     history = run_json("history", uri)
-    assert [(h["version"], h["operation"]) for h in history] == [(2, "unreadable"), (1, "append"), (0, "create")]  # type: ignore[index]
+    assert [(h["version"], h["operation"]) for h in history] == [(2, "unreadable"), (1, "append"), (0, "create")]
     assert "castable repair" in fails("append", uri, str(inputs[0]))
     repaired = run_json("repair", uri)
-    assert repaired["version"] == 3 and repaired["summary"] == {"restored_from": 1, "unreadable_versions": [2]}  # type: ignore[index]
+    assert repaired["version"] == 3 and repaired["summary"] == {"restored_from": 1, "unreadable_versions": [2]}
     assert run("scan", uri, "--count").strip() == "500"
     run("append", uri, str(inputs[1]))
     assert run("scan", uri, "--count").strip() == "600"
@@ -392,7 +393,7 @@ def test_cli_restore(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     run("append", uri, str(inputs[0]))
     run("delete", uri, "id < 100")
     restored = run_json("restore", uri, "1", "--commit-id", "undo-delete")
-    assert restored["version"] == 3 and restored["summary"]["restored_version"] == 1  # type: ignore[index]
+    assert restored["version"] == 3 and restored["summary"]["restored_version"] == 1
     assert "already committed as version 3" in run("restore", uri, "1", "--commit-id", "undo-delete")
     assert run("scan", uri, "--count").strip() == "500"
     assert "a version or as_of" in fails("restore", uri)
@@ -406,7 +407,7 @@ def test_cli_upsert_and_overwrite(tmp_path: Path, inputs: tuple[Path, Path]) -> 
     (tmp_path / "a.csv").write_text("id,category,value\n9,a,9.0\n")
     run("append", uri, str(tmp_path / "day1.csv"))
     upserted = run_json("upsert", uri, str(tmp_path / "fix.csv"), "--commit-id", "fix-1")
-    assert upserted["summary"]["rows_added"] == 2  # type: ignore[index]
+    assert upserted["summary"]["rows_added"] == 2
     assert "already committed" in run("upsert", uri, str(tmp_path / "fix.csv"), "--commit-id", "fix-1")
     run("overwrite", uri, str(tmp_path / "a.csv"), "--where", "category = 'a'")
     got = json.loads(run("scan", uri, "--json"))["rows"]
@@ -424,7 +425,7 @@ def test_cli_update_and_change_feed_upsert(tmp_path: Path) -> None:
     (tmp_path / "orders.csv").write_text("id,status,amount,day\n1,open,10,2026-11-20\n2,open,20,2026-11-21\n")
     run("append", uri, str(tmp_path / "orders.csv"))
     updated = run_json("update", uri, "status='closed'", "amount = amount * 1.5", "--where", "id = 2", "--json")
-    assert updated["summary"]["rows_updated"] == 1  # type: ignore[index]
+    assert updated["summary"]["rows_updated"] == 1
     assert "no row matched; table stays at version 2" in run("update", uri, "status='x'", "--where", "id > 10")
     run("update", uri, "day='2026-11-22'", "--where", "status = 'open'")
     rows = {r["id"]: r for r in json.loads(run("scan", uri, "--json"))["rows"]}
@@ -445,9 +446,9 @@ def test_cli_alter_changes_the_schema_in_one_commit(tmp_path: Path, inputs: tupl
     run("create", uri, "--like", str(inputs[0]), "--primary-key", "id")
     run("append", uri, str(inputs[0]))
     doc = run_json("alter", uri, "--add", "note:string", "--default", "note=n/a", "--rename", "value=amount")
-    assert doc["summary"] == {"changes": ["add note string", "rename value to amount"]}  # type: ignore[index]
+    assert doc["summary"] == {"changes": ["add note string", "rename value to amount"]}
     info = run_json("info", uri)
-    assert [(c["name"], c["id"]) for c in info["schema"]] == [  # type: ignore[index]
+    assert [(c["name"], c["id"]) for c in info["schema"]] == [
         ("id", 1),
         ("category", 2),
         ("amount", 3),
@@ -464,13 +465,13 @@ def test_cli_alter_changes_the_schema_in_one_commit(tmp_path: Path, inputs: tupl
     assert "unknown columns ['source']" in fails("append", uri, str(wider))
     assert "--schema-mode must be" in fails("append", uri, str(wider), "--schema-mode", "loose")
     doc = run_json("append", uri, str(wider), "--schema-mode", "merge")
-    assert doc["summary"]["columns_added"] == ["source"]  # type: ignore[index]
+    assert doc["summary"]["columns_added"] == ["source"]
     assert run("scan", uri, "--filter", "source = 'cli'", "--count").strip() == "1"
 
 
 def test_db_commands(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     db = str(tmp_path / "shop")
-    assert run_json("db", "create", db)["version"] == 0  # type: ignore[index]
+    assert run_json("db", "create", db)["version"] == 0
     made = run_json(
         "db", "create-table", db, "orders", "--schema", "id:int64, category:string, value:float64", "-k", "id"
     )
@@ -479,10 +480,10 @@ def test_db_commands(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     run("append", f"{db}/orders", str(inputs[0]))
     assert run_json("db", "tables", db) == {"version": 3, "tables": {"lines": 0, "orders": 1}}
     history = run_json("db", "history", db, "--limit", "1")
-    assert [(h["version"], h["operation"], list(h["tables"])) for h in history] == [(3, "append", ["orders"])]  # type: ignore[union-attr, index]
+    assert [(h["version"], h["operation"], list(h["tables"])) for h in history] == [(3, "append", ["orders"])]
     now = run_json("db", "snapshot", db, "--count")
-    assert now["rows"] == {"lines": 0, "orders": 500}  # type: ignore[index]
-    assert run_json("db", "snapshot", db, "--version", "2", "--count")["rows"] == {"lines": 0, "orders": 0}  # type: ignore[index]
+    assert now["rows"] == {"lines": 0, "orders": 500}
+    assert run_json("db", "snapshot", db, "--version", "2", "--count")["rows"] == {"lines": 0, "orders": 0}
     assert "orders" in run("db", "tables", db) and "create_table" in run("db", "history", db)
     assert "not a table name inside the database" in fails("db", "create-table", db, "../x", "--schema", "a:int64")
     assert "no castable database" in fails("db", "tables", str(tmp_path / "nothing"))

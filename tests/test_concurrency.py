@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pytest
@@ -61,7 +62,7 @@ def _spawn_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _assert_dense(table: Table, commits: int) -> None:
-    manifests = sorted(version_of_manifest_key(i.key) for i in table.store.list("manifest/"))
+    manifests = sorted(cast(int, version_of_manifest_key(i.key)) for i in table.store.list("manifest/"))
     assert manifests == list(range(commits + 1)), "versions are dense"
     assert read_pointer(table.store).version == commits, "the pointer ends at the last version"
 
@@ -159,7 +160,7 @@ def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(
     got = {r["id"]: r["value"] for r in rows}
     assert {k: got[k] for k in range(UPSERT_KEYS)} == {k: last.get(k, -1.0) for k in range(UPSERT_KEYS)}
     assert set(got) == set(initial) - set(erased)
-    manifests = sorted(version_of_manifest_key(i.key) for i in table.store.list("manifest/"))
+    manifests = sorted(cast(int, version_of_manifest_key(i.key)) for i in table.store.list("manifest/"))
     assert manifests == list(range(manifests[-1] + 1)) and read_pointer(table.store).version == manifests[-1]
     history = castable.open_table(uri, storage_options=options).history()
     assert sum(h.summary["replans"] for h in history if h.operation == "upsert") > 0, "the upserts did race"

@@ -13,7 +13,7 @@ from helpers.faults import FaultyStore, SimulatedCrash, once
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
-from castable.commit import read_pointer
+from castable.commit import NextState, read_pointer
 from castable.database import Database
 from castable.dblog import LOG_PREFIX
 from castable.errors import (
@@ -29,6 +29,7 @@ from castable.errors import (
     VersionNotFoundError,
 )
 from castable.layout import POINTER_KEY, manifest_key
+from castable.manifest import Manifest
 
 LINES = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("qty", pa.int64())])
 
@@ -191,11 +192,14 @@ def test_transactions_on_disjoint_tables_both_commit_without_rebuilding(shop: Da
     a.begin(), b.begin()
     a.table("orders").append(events(10, 11))
     b.table("lines").append(lines([10]))
-    builds = []
+    builds: list[int] = []
     original = b._writes["lines"].changes[0].build
-    b._writes["lines"].changes[0] = type(b._writes["lines"].changes[0])(
-        "append", lambda m: builds.append(m.version) or original(m)
-    )
+
+    def counting_build(m: Manifest) -> NextState:
+        builds.append(m.version)
+        return original(m)
+
+    b._writes["lines"].changes[0] = type(b._writes["lines"].changes[0])("append", counting_build)
     assert (a.commit(), b.commit()) == (5, 6)
     assert builds == [1], "the lines table was built once: the orders commit did not touch it"
     assert shop.snapshot().tables == {"orders": 2, "lines": 2}

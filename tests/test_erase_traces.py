@@ -87,8 +87,8 @@ def datafusion_agrees(path: Path, victim: int) -> None:
         want = ids[(ids >= lo) & (ids < hi)]
         assert list(got.values()) == [len(want), int(want.sum()) if len(want) else None]
     for i in [victim + 1 if victim + 1 < ROWS else victim - 1, 5 * GROUP + 7, 3]:
-        got = ctx.sql(f"select id from t where name = '{name(i)}'").to_pylist()
-        assert got == [{"id": i}]
+        found = ctx.sql(f"select id from t where name = '{name(i)}'").to_pylist()
+        assert found == [{"id": i}]
     plan = ctx.sql(f"explain analyze select * from t where id >= {ROWS - 3000} and id < {ROWS - 2000}").to_pylist()
     metrics = str(plan)
     pruned = re.search(r"page_index_pages_pruned=(\d+) total → (\d+) matched", metrics)

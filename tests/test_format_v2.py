@@ -175,9 +175,12 @@ def test_segment_summaries_prune_whole_segments(table: castable.Table, monkeypat
     assert [s["stats"]["id"]["min"] for s in doc["segments"]] == [0, 1000, 2000]
     decoded: list[str] = []
     decode = segment.decode
-    monkeypatch.setattr(
-        segment, "decode", lambda data, kind, *, key: decoded.append(key) or decode(data, kind, key=key)
-    )
+
+    def recording_decode(data: bytes, kind: segment.Kind, *, key: str) -> pa.Table:
+        decoded.append(key)
+        return decode(data, kind, key=key)
+
+    monkeypatch.setattr(segment, "decode", recording_decode)
     assert other(table).count(filter="id = 1500") == 1
     assert decoded == [doc["segments"][1]["path"]]  # the other two are pruned by their summaries, unread
 

@@ -273,7 +273,8 @@ def test_run_reads_the_log_after_an_unknown_outcome_before_running_again(
     """A commit whose outcome is unknown is looked up by its commit id: one that landed is not
     run again; one that did not is run again, and lands once."""
     db = _bank(str(tmp_path / "bank"), None)
-    start, calls = db.version, []
+    start = db.version
+    calls: list[int] = []
     real_commit = castable.Transaction.commit
 
     def unknown_once(tx: castable.Transaction) -> int:

@@ -318,6 +318,4 @@ TableModel.TestCase.settings = settings(
 )
 
 
-@pytest.mark.slow
-class TestTableModel(TableModel.TestCase):
-    pass
+TestTableModel = pytest.mark.slow(TableModel.TestCase)

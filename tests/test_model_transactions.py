@@ -151,5 +151,7 @@ class DatabaseModel(RuleBasedStateMachine):
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class TestDatabaseModel(DatabaseModel.TestCase):
-    settings = settings(max_examples=25, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck))
+DatabaseModel.TestCase.settings = settings(
+    max_examples=25, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck)
+)
+TestDatabaseModel = DatabaseModel.TestCase

@@ -181,7 +181,7 @@ def test_an_empty_multipart_etag_is_read_back_with_head() -> None:
 
 def test_a_store_that_ignores_conditions_is_refused_unless_single_writer() -> None:
     class IgnoringClient(CephLikeClient):
-        def put_object(self, Bucket: str, Key: str, Body: bytes, **conditions: str) -> Any:
+        def put_object(self, Bucket: str, Key: str, Body: bytes, IfNoneMatch: str = "", IfMatch: str = "") -> Any:
             return {"ETag": self._store(Key, Body)}
 
     refused = S3Store("ignoring", "t", IgnoringClient())

@@ -128,7 +128,8 @@ def feed(changes: list[tuple[int, str | None, float]]) -> pa.Table:
 
 
 def test_a_change_feed_deletes_its_delete_rows_and_keeps_each_keys_last_change_if_asked(table: Table) -> None:
-    changes = [(5, "c", 1.0), (5, "u", 2.0), (6, "d", 0.0), (500, "c", 3.0), (501, "c", 4.0), (501, "D", 0.0)]
+    changes: list[tuple[int, str | None, float]] = [(5, "c", 1.0), (5, "u", 2.0), (6, "d", 0.0)]
+    changes += [(500, "c", 3.0), (501, "c", 4.0), (501, "D", 0.0)]
     changes += [(7, "D", 0.0), (7, "u", 5.0), (8, None, 6.0), (9, "delete", 0.0)]
     before = snapshot_of(table.store)
     with pytest.raises(InvalidInputError, match=r"key 5 more than once.*last_wins=True"):

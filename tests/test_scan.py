@@ -4,9 +4,12 @@ or cold; the shared reader pool survives forks, nesting and abandoned scans."""
 from __future__ import annotations
 
 import multiprocessing
+import operator
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from functools import partial
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -115,11 +118,11 @@ def test_clear_caches_makes_the_next_scan_read_the_footer_and_tombstones_again(o
 
 
 def _in_child(queue: multiprocessing.Queue[list[int]]) -> None:
-    queue.put(list(read_ahead((lambda i=i: i * i for i in range(20)), 4)))
+    queue.put(list(read_ahead((partial(pow, i, 2) for i in range(20)), 4)))
 
 
 def test_the_pool_works_in_a_forked_child() -> None:
-    assert list(read_ahead((lambda i=i: i for i in range(10)), 4)) == list(range(10))  # the parent's pool is up
+    assert list(read_ahead((partial(int, i) for i in range(10)), 4)) == list(range(10))  # the parent's pool is up
     context = multiprocessing.get_context("fork")
     queue: multiprocessing.Queue[list[int]] = context.Queue()
     child = context.Process(target=_in_child, args=(queue,))
@@ -134,11 +137,11 @@ def test_tasks_that_read_ahead_themselves_do_not_wait_behind_each_other() -> Non
     inline on the worker, so nothing waits for a thread that is waiting for it."""
 
     def outer(i: int) -> int:
-        return sum(read_ahead((lambda j=j: i + j for j in range(5)), 3))
+        return sum(read_ahead((partial(operator.add, i, j) for j in range(5)), 3))
 
     result: list[int] = []
     runner = threading.Thread(
-        target=lambda: result.extend(read_ahead((lambda i=i: outer(i) for i in range(3 * WORKERS)), WORKERS))
+        target=lambda: result.extend(read_ahead((partial(outer, i) for i in range(3 * WORKERS)), WORKERS))
     )
     runner.start()
     runner.join(60)
@@ -159,7 +162,7 @@ def test_an_abandoned_read_ahead_cancels_what_has_not_started_and_waits_for_the_
 
         return run
 
-    reader = read_ahead((task(i) for i in range(100)), 4)
+    reader = cast(Generator[int, None, None], read_ahead((task(i) for i in range(100)), 4))  # closable
     assert next(reader) == 0
     reader.close()
     assert sorted(started) == sorted(finished), "no task is still running once the reader is closed"

@@ -6,6 +6,7 @@ import pickle
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -232,7 +233,7 @@ def test_commit_id_makes_retries_idempotent(table: castable.Table) -> None:
 def test_created_at_is_monotonic(table: castable.Table) -> None:
     for i in range(5):
         table.append(events(i, i + 1))
-    times = [e.timestamp for e in table.history()]
+    times = cast(list[datetime], [e.timestamp for e in table.history()])  # every version is readable
     assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
 
 

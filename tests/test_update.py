@@ -24,6 +24,7 @@ def test_update_sets_expressions_of_the_old_values_on_the_matching_rows_only(tab
     assert len(now) == 100
     for k in range(100):
         old_category, old_value = before[k]
+        assert old_value is not None  # every EVENTS row has a value
         assert now[k] == (("closed", old_value * 2 + k) if 10 <= k <= 14 else (old_category, old_value))
     entry = table.history(limit=1)[0]
     assert (entry.version, entry.operation) == (version, "update")

@@ -201,7 +201,7 @@ def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeyp
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
 
     def burst(n: int) -> dict[str, Any]:
-        body = {"detail-type": "Object Created", "detail": {"object": {"key": ""}}}
+        body: dict[str, Any] = {"detail-type": "Object Created", "detail": {"object": {"key": ""}}}
         records = []
         for i in range(n):
             body["detail"]["object"]["key"] = f"tables/events/tombstone/2026/11/22/06/{i}.del"

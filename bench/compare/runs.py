@@ -232,7 +232,7 @@ def run_s3(rows: int, repeats: int, results: Results) -> list[tuple[str, float, 
         new_rows, case = next(upsert_rows(rows, 1)), replace_cases(rows, 1)[0]
         lo, hi = scan_range(rows)
         out = []
-        for name, op in [
+        for name, operation in [
             (f"append {rows:,} rows", lambda: table.append(data)),
             (SCATTERED, lambda: table.delete(scattered.sql())),
             (f"{RANGE} ({key_range.hi - key_range.lo + 1:,} keys)", lambda: table.delete(key_range.sql())),
@@ -248,7 +248,7 @@ def run_s3(rows: int, repeats: int, results: Results) -> list[tuple[str, float, 
             ("open latest version", lambda: castable.open_table("s3://bench/events", storage_options=options)),
         ]:
             table.store.stats.reset()
-            seconds, opened = timed(op)
+            seconds, opened = timed(operation)
             store = opened.store if isinstance(opened, castable.Table) else table.store
             out.append((name, seconds, store.stats.snapshot()))
             log(f"S3: {name} in {fmt_s(seconds)}")

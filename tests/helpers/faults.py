@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -96,7 +97,7 @@ class FaultyStore(ObjectStore):
         rule = self.rule
         return FaultyStore(self.inner.child(name), lambda op, key: rule(op, f"{name}/{key}"))
 
-    def parents(self) -> list[ObjectStore]:
+    def parents(self) -> builtins.list[ObjectStore]:
         return self.inner.parents()
 
     def put(self, key: str, data: bytes, **kwargs: Any) -> ObjectInfo:
@@ -118,7 +119,7 @@ class FaultyStore(ObjectStore):
     def delete(self, key: str) -> None:
         return self._run("delete", key, lambda: self.inner.delete(key))
 
-    def sweep_temporaries(self, older_than: Any, *, dry_run: bool) -> list[str]:
+    def sweep_temporaries(self, older_than: Any, *, dry_run: bool) -> builtins.list[str]:
         return self.inner.sweep_temporaries(older_than, dry_run=dry_run)
 
     def open_input(self, key: str, **kwargs: Any) -> pa.NativeFile:
@@ -138,7 +139,7 @@ class FaultyStore(ObjectStore):
             "upload_part_copy", key, lambda: self.inner.upload_part_copy(key, upload_id, number, *args, **kwargs)
         )
 
-    def complete_multipart(self, key: str, upload_id: str, parts: list[UploadedPart]) -> ObjectInfo:
+    def complete_multipart(self, key: str, upload_id: str, parts: builtins.list[UploadedPart]) -> ObjectInfo:
         return self._run("complete_multipart", key, lambda: self.inner.complete_multipart(key, upload_id, parts))
 
     def abort_multipart(self, key: str, upload_id: str) -> None:

@@ -441,7 +441,8 @@ def read_totals(uri: str, options: dict | None, seconds: float) -> list[dict]:
 
     _test_credentials()
     db = castable.open_database(uri, storage_options=options)
-    seen, deadline = [], time.monotonic() + seconds
+    seen: list[dict] = []
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline or len(seen) < 3:
         snap = db.refresh().snapshot()
         rows = {f"{name}/{r['id']}": r for name in ("a", "b") for r in snap.table(name).scan().to_arrow().to_pylist()}
