@@ -101,7 +101,7 @@ def _bounds(s: ColumnStats | None) -> tuple[Any, Any, bool] | None:
     if s is None or not s.has_bounds:
         return None
     exact = s.null_count == 0 and not pa.types.is_floating(s.min.type)  # type: ignore[union-attr]
-    return ordered(s.min), ordered(s.max), exact  # type: ignore[arg-type]
+    return ordered(s.min), ordered(s.max), exact
 
 
 def _all_null(s: ColumnStats | None, rows: int) -> bool:

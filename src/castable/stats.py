@@ -66,11 +66,21 @@ def _storage_type(t: pa.DataType) -> pa.DataType | None:
     return None
 
 
+_SCALE = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
 def ordered(value: pa.Scalar) -> Any:
-    """A Python value that orders as ``value`` does, to compare statistics and literals: dates and
-    timestamps as their integer counts (``as_py`` would drop nanoseconds, or fail without pandas)."""
-    storage = _storage_type(value.type)
-    return value.cast(storage).as_py() if storage is not None else value.as_py()
+    """A Python value that orders as ``value`` does, to compare statistics and literals of any
+    unit: dates as milliseconds, timestamps as nanoseconds, both as exact integers (``as_py``
+    would drop nanoseconds, or fail without pandas)."""
+    t = value.type
+    if pa.types.is_timestamp(t):
+        return value.cast(pa.int64()).as_py() * _SCALE[t.unit]
+    if pa.types.is_date32(t):
+        return value.cast(pa.int32()).as_py() * 86_400_000
+    if pa.types.is_date64(t):
+        return value.cast(pa.int64()).as_py()
+    return value.as_py()
 
 
 def encode_value(value: pa.Scalar) -> JsonValue | None:
@@ -179,8 +189,8 @@ def merge(a: ColumnStats, b: ColumnStats) -> ColumnStats:
     """Statistics of the union of two units (a file from its row groups)."""
     lo = hi = None
     if a.has_bounds and b.has_bounds:
-        lo = a.min if ordered(a.min) <= ordered(b.min) else b.min  # type: ignore[arg-type]
-        hi = a.max if ordered(a.max) >= ordered(b.max) else b.max  # type: ignore[arg-type]
+        lo = a.min if ordered(a.min) <= ordered(b.min) else b.min
+        hi = a.max if ordered(a.max) >= ordered(b.max) else b.max
     nulls = None if a.null_count is None or b.null_count is None else a.null_count + b.null_count
     return ColumnStats(lo, hi, nulls)
 
