@@ -103,6 +103,11 @@ class Footer:
         raw = encode_struct(self.metadata)
         return raw + struct.pack("<I", len(raw)) + MAGIC
 
+    def int96_columns(self) -> list[str]:
+        """The columns stored as INT96 timestamps (Spark's and Impala's default), by dotted path."""
+        schema = self.pyarrow_metadata().schema
+        return [schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "INT96"]
+
     def pyarrow_metadata(self) -> pq.FileMetaData:
         """The same footer parsed by pyarrow (for statistics and row counts)."""
         return pq.read_metadata(pa.BufferReader(self.serialize()))
