@@ -54,6 +54,7 @@ test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(S3RVER)
 bench: $(VENV)/.installed
 	cd bench && ../$(BIN)/python bench_core.py
 	cd bench && ../$(BIN)/python bench_erase.py
+	cd bench && ../$(BIN)/python bench_register.py
 	cd bench && ../$(BIN)/python bench_maintenance.py
 	cd bench && ../$(BIN)/python bench_contention.py
 	cd bench && ../$(BIN)/python bench_ingest_memory.py

@@ -5,8 +5,9 @@ Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ..
 (the files' rows replace the live rows with their primary keys) or ``overwrite`` (they replace
 the whole table, or with ``"where": "<predicate>"`` the rows matching it), as
 ``Table.add_files``. The ``commit_id`` makes retried invocations idempotent.
-Every file must exist under the table's ``data/`` prefix and match the table schema (only
-footers are read); otherwise the function fails with a clear error and changes nothing.
+Every file must exist under the table's ``data/`` prefix, match the table schema and decode
+(``"verify": "footer"`` reads footers only, as the Spark ingest job asks for the files it has
+just written); otherwise the function fails with a clear error and changes nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
+from castable.register import Verify
 from castable.writes import AddMode
 from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
@@ -28,13 +30,16 @@ class CommitEvent(BaseModel):
     commit_id: str = Field(min_length=1, max_length=256)
     mode: AddMode = "append"
     where: str | None = Field(default=None, min_length=1, max_length=65_536)
+    verify: Verify = "decode"
 
 
 @lambda_handler(CommitEvent)
 @tracer.capture_method
 def handler(event: CommitEvent) -> dict[str, Any]:
     table = open_table(event.table)
-    version = table.add_files(event.files, mode=event.mode, where=event.where, commit_id=event.commit_id)
+    version = table.add_files(
+        event.files, mode=event.mode, where=event.where, commit_id=event.commit_id, verify=event.verify
+    )
     summary = table.manifest_at(version).commit.summary
     logger.info("committed", extra={"version": version, "commit_id": event.commit_id, "summary": summary})
     metrics.add_metric(name="FilesCommitted", unit=MetricUnit.Count, value=len(event.files))

@@ -95,3 +95,27 @@ def test_quick_run_writes_report_and_plots(
         assert line in text, line
     for name in plots:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_register_benchmark_reports_both_verifications(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench_register.py",
+            "--files",
+            "2",
+            "--rows",
+            "1000",
+            "--repeats",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=BENCH,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    rows = [line for line in (tmp_path / "register.md").read_text().splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[0] for row in rows[2:]] == ["| local", "| moto"]

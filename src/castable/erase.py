@@ -39,6 +39,7 @@ from castable.splice import (
     FileErasure,
     SpliceNotPossibleError,
     Transfer,
+    check_int96_file,
     doomed_rows,
     file_columns,
     matching_rows,
@@ -161,6 +162,7 @@ def erase_file(
             log.info("cannot splice %s; rewriting it", f.path)
             method = "rewrite"
     if method == "rewrite":
+        check_int96_file(store, f, footer, transfer)
         new, row_map = rewrite_file(store, f, footer, edits, schema, where, props, transfer)
     return FileErasure(f, new, method, removed, sorted(edits), transfer, row_map)
 

@@ -39,6 +39,10 @@ class CorruptObjectError(CastableError):
     """An object of the table (pointer, manifest, tombstone, data file) is malformed or changed."""
 
 
+class UnsupportedFileError(CastableError):
+    """A data file holds values castable cannot rewrite without changing them (erase refuses it)."""
+
+
 class CommitConflictError(CastableError):
     """A commit kept losing to concurrent writers until its retries ran out; nothing was committed."""
 

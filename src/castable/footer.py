@@ -95,13 +95,29 @@ class Footer:
         return encode_struct(Struct([[FILE_SCHEMA, LIST, columns]]))
 
     def row_group_span(self, index: int) -> tuple[int, int]:
-        """Byte range [start, end) of a row group's column chunks."""
-        return row_group_span(self.row_groups[index])
+        """Byte range [start, end) of a row group's column chunks, up to whatever the file holds
+        next (another row group, an index, a bloom filter or the footer): some writers record a
+        chunk's size a few bytes short, and readers pad their reads for them, so must castable."""
+        start, end = row_group_span(self.row_groups[index])
+        following = [self.offset]
+        for i, rg in enumerate(self.row_groups):
+            if i != index:
+                following.append(row_group_span(rg)[0])
+            for chunk in rg.get(RG_COLUMNS).items:
+                following += [extent[0] for kind in _INDEX_FIELDS if (extent := index_extent(chunk, kind))]
+                bloom = chunk.get(CC_META_DATA).get(CMD_BLOOM_FILTER_OFFSET)
+                following += [bloom] if bloom else []
+        return start, min(p for p in following if p >= end)
 
     def serialize(self) -> bytes:
         """The footer as it ends a file: Thrift bytes, their length, ``PAR1``."""
         raw = encode_struct(self.metadata)
         return raw + struct.pack("<I", len(raw)) + MAGIC
+
+    def int96_columns(self) -> list[str]:
+        """The columns stored as INT96 timestamps (Spark's and Impala's default), by dotted path."""
+        schema = self.pyarrow_metadata().schema
+        return [schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "INT96"]
 
     def pyarrow_metadata(self) -> pq.FileMetaData:
         """The same footer parsed by pyarrow (for statistics and row counts)."""

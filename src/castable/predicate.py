@@ -31,7 +31,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from castable.errors import InvalidPredicateError
-from castable.stats import ColumnStats, value_type
+from castable.stats import ColumnStats, compared_type, ordered, value_type
 
 StatsLookup = Callable[[str], ColumnStats | None]
 
@@ -101,7 +101,7 @@ def _bounds(s: ColumnStats | None) -> tuple[Any, Any, bool] | None:
     if s is None or not s.has_bounds:
         return None
     exact = s.null_count == 0 and not pa.types.is_floating(s.min.type)  # type: ignore[union-attr]
-    return s.min.as_py(), s.max.as_py(), exact  # type: ignore[union-attr]
+    return ordered(s.min), ordered(s.max), exact
 
 
 def _all_null(s: ColumnStats | None, rows: int) -> bool:
@@ -138,14 +138,15 @@ def _judge_many(s: StatsColumns, rows: pa.Array, none: pa.Array, every: pa.Array
 
 
 def _as_type(values: pa.Array, t: pa.DataType) -> pa.Array | None:
-    """``values`` cast to ``t`` if Python sees the same values after (``match`` compares Python values), else None.
+    """``values`` cast to ``t`` if that loses nothing (they cast back to themselves), else None.
 
-    NaN is never equal to itself, so values holding NaN (which Python cannot sort) return None too."""
+    NaN is never equal to itself, so values holding NaN (which cannot be ordered) return None too."""
     try:
         cast = values.cast(t)
+        back = cast.cast(values.type)
     except pa.ArrowException:
         return None
-    return cast if cast.to_pylist() == values.to_pylist() else None
+    return cast if pc.all(pc.equal(back, values)).as_py() is not False else None
 
 
 def _one_by_one(predicate: Compare | InList, s: StatsColumns, rows: pa.Array) -> pa.Array:
@@ -197,6 +198,13 @@ def _any_within(values: pa.Array, lo: pa.Array, hi: pa.Array) -> pa.Array:
     return pa.array(rank(lo, "left") < rank(hi, "right"))
 
 
+def _ref(column: str, compared: pa.DataType) -> pc.Expression:
+    """``column`` as compared with values of type ``compared``: a float column is cast to it, which
+    widens float16 (Arrow cannot compare it) and leaves any other float column as it is."""
+    field = pc.field(column)
+    return field.cast(compared) if pa.types.is_floating(compared) else field
+
+
 @dataclass(frozen=True)
 class Compare(Predicate):
     column: str
@@ -204,7 +212,7 @@ class Compare(Predicate):
     value: pa.Scalar
 
     def to_expression(self) -> pc.Expression:
-        return _OPS[self.op](pc.field(self.column), pc.scalar(self.value))
+        return _OPS[self.op](_ref(self.column, self.value.type), pc.scalar(self.value))
 
     def columns(self) -> set[str]:
         return {self.column}
@@ -214,7 +222,7 @@ class Compare(Predicate):
         if isinstance(b, Match):
             return b
         lo, hi, exact = b
-        v = self.value.as_py()
+        v = ordered(self.value)
         none, every = {
             "=": (v < lo or v > hi, lo == hi == v),
             "!=": (lo == hi == v and exact, v < lo or v > hi),
@@ -258,7 +266,7 @@ class InList(Predicate):
     negated: bool = False
 
     def to_expression(self) -> pc.Expression:
-        field = pc.field(self.column)
+        field = _ref(self.column, self.values.type)
         inside = field.isin(self.values)
         return (~inside if self.negated else inside) & field.is_valid()
 
@@ -296,7 +304,7 @@ class InList(Predicate):
     @cached_property
     def _sorted(self) -> list[Any]:
         """The listed values as Python values, sorted, once (a file's bounds are searched in it)."""
-        return sorted(v for v in self.values.to_pylist() if v is not None)
+        return sorted(ordered(v) for v in self.values if v.is_valid)
 
     def key_points(self, key: str) -> pa.Array | None:
         if self.column != key or self.negated:
@@ -409,9 +417,9 @@ class And(_Junction):
             r = p.key_range(key)
             if r is None:
                 return None
-            if r[0] is not None and (lo is None or r[0].as_py() > lo.as_py()):
+            if r[0] is not None and (lo is None or ordered(r[0]) > ordered(lo)):
                 lo = r[0]
-            if r[1] is not None and (hi is None or r[1].as_py() < hi.as_py()):
+            if r[1] is not None and (hi is None or ordered(r[1]) < ordered(hi)):
                 hi = r[1]
         return lo, hi
 
@@ -556,7 +564,7 @@ class _SqlConverter:
             values = [self.literal(v, column) for v in node.expressions]
             if not values:
                 raise self.fail("IN needs at least one value")
-            return InList(column, pa.array([v.as_py() for v in values], type=values[0].type))
+            return InList(column, pa.array(values, type=values[0].type))
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
                 raise self.fail("only IS NULL / IS NOT NULL are supported")
@@ -610,7 +618,7 @@ class _SqlConverter:
         raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)})")
 
     def literal(self, node: exp.Expression, column: str) -> pa.Scalar:
-        target = value_type(self.schema.field(column).type)
+        target = compared_type(self.schema.field(column).type)
         if isinstance(node, exp.Cast):
             node = node.this
         try:

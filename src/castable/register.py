@@ -1,9 +1,11 @@
 """Registering Parquet files written elsewhere (Spark on EMR, other tools) as an append.
 
 Each file must already exist under the table's ``data/`` prefix, be valid Parquet, and have
-exactly the table's columns and types; only its footer is read (one or two range GETs).
-Entries that castable's own writer produced in another process (Spark executors) carry their
-statistics already: for those one HEAD checks that the object is the one described.
+exactly the table's columns and types. By default every page is decoded, a row group at a time,
+so a file that does not decode is refused before it is committed; ``verify="footer"`` reads only
+the footer (one or two range GETs), for files a trusted writer has just written. Entries that
+castable's own writer produced in another process (Spark executors) carry their statistics
+already: for those one HEAD checks that the object is the one described.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, get_args
 
 import pyarrow as pa
 
 from castable.errors import CorruptObjectError, InvalidInputError, SchemaMismatchError
+from castable.footer import Footer
 from castable.layout import DATA_PREFIX
 from castable.manifest import DataFile
 from castable.schema import describe_mismatch
-from castable.splice import Transfer, read_footer
+from castable.splice import Transfer, read_footer, read_row_group
 from castable.stats import ColumnStats
 from castable.store import ObjectNotFoundError, ObjectStore
 from castable.writer import data_file_from_metadata
@@ -39,6 +43,8 @@ def table_key(store: ObjectStore, path: str) -> str:
 
 
 _CHECK_THREADS = 16
+Verify = Literal["decode", "footer"]
+VERIFY_MODES: tuple[str, ...] = get_args(Verify)
 
 
 def check_schema(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
@@ -48,9 +54,11 @@ def check_schema(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
         raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))
 
 
-def check_key(path: str, key: str, stats: ColumnStats | None) -> None:
-    """Refuse a file whose primary-key column holds NULLs by its statistics, or whose statistics do not say."""
-    if stats is None or stats.null_count is None or stats.null_count:
+def check_key(path: str, key: str, stats: ColumnStats | None, decoded_nulls: int | None = None) -> None:
+    """Refuse a file whose primary-key column holds NULLs by its statistics (or, when they do not
+    say, by the ``decoded_nulls`` its decoded pages hold), or when neither says."""
+    nulls = decoded_nulls if stats is None or stats.null_count is None else stats.null_count
+    if nulls is None or nulls:
         raise SchemaMismatchError(
             f"{path}: its primary key column {key!r} holds NULLs (or its footer does not say it holds none); "
             "a row needs a key"
@@ -58,28 +66,38 @@ def check_key(path: str, key: str, stats: ColumnStats | None) -> None:
 
 
 def check_files(
-    store: ObjectStore, files: Sequence[str | DataFile], schema: pa.Schema, primary_key: str | None
+    store: ObjectStore,
+    files: Sequence[str | DataFile],
+    schema: pa.Schema,
+    primary_key: str | None,
+    verify: Verify = "decode",
 ) -> list[DataFile]:
     """The manifest entries of files to register, each checked, a few in parallel.
 
-    A path is described from its footer (:func:`describe_data_file`); a ``DataFile`` written by
-    castable's writer is checked against the object's size and ETag (:func:`verify_data_file`).
-    Either way a keyed table takes no file whose key column holds NULLs.
+    A path is described from its footer and, unless ``verify="footer"``, decoded in full
+    (:func:`describe_data_file`); a ``DataFile`` written by castable's writer is checked against
+    the object's size and ETag (:func:`verify_data_file`). Either way a keyed table takes no file
+    whose key column holds NULLs.
     """
+    if verify not in VERIFY_MODES:
+        raise InvalidInputError(f"verify must be one of {', '.join(VERIFY_MODES)}, not {verify!r}")
     keys = [table_key(store, f.path if isinstance(f, DataFile) else f) for f in files]
     if len(set(keys)) != len(keys):
         raise InvalidInputError("the same file is listed twice")
 
-    def check(item: tuple[str, str | DataFile]) -> DataFile:
+    def check(item: tuple[str, str | DataFile]) -> tuple[DataFile, dict[str, int] | None]:
         key, f = item
-        return verify_data_file(store, f) if isinstance(f, DataFile) else describe_data_file(store, key, schema)
+        if isinstance(f, DataFile):
+            return verify_data_file(store, f), None
+        return describe_data_file(store, key, schema, decode=verify == "decode")
 
     with ThreadPoolExecutor(max(1, min(_CHECK_THREADS, len(keys)))) as pool:
         checked = list(pool.map(check, zip(keys, files, strict=True)))
     if primary_key is not None:
-        for f in checked:
-            check_key(f.path, primary_key, f.column_stats(primary_key, schema))
-    return checked
+        for f, nulls in checked:
+            decoded = None if nulls is None else nulls.get(primary_key)
+            check_key(f.path, primary_key, f.column_stats(primary_key, schema), decoded)
+    return [f for f, _ in checked]
 
 
 def _missing(store: ObjectStore, key: str) -> str:
@@ -105,17 +123,36 @@ def verify_data_file(store: ObjectStore, entry: DataFile) -> DataFile:
     return entry
 
 
-def describe_data_file(store: ObjectStore, key: str, schema: pa.Schema) -> DataFile:
-    """The manifest entry for an existing Parquet file, checked against the table schema."""
+def describe_data_file(
+    store: ObjectStore, key: str, schema: pa.Schema, *, decode: bool = False
+) -> tuple[DataFile, dict[str, int] | None]:
+    """The manifest entry for an existing Parquet file, checked against the table schema; with
+    ``decode``, every page decoded too, and the NULLs each top-level column holds."""
     try:
         info = store.head(key)
     except ObjectNotFoundError:
         raise InvalidInputError(_missing(store, key)) from None
     probe = DataFile(key, info.size, info.etag, rows=0, row_groups=0)
     try:
-        metadata = read_footer(store, probe, Transfer()).pyarrow_metadata()
+        footer = read_footer(store, probe, Transfer())
+        metadata = footer.pyarrow_metadata()
         file_schema = metadata.schema.to_arrow_schema()
     except (CorruptObjectError, OSError, ValueError) as e:
         raise InvalidInputError(f"{key} is not valid Parquet: {e}") from None
     check_schema(key, file_schema, schema)
-    return data_file_from_metadata(info, metadata, schema)
+    entry = data_file_from_metadata(info, metadata, schema)
+    return entry, decoded_nulls(store, entry, footer) if decode else None
+
+
+def decoded_nulls(store: ObjectStore, entry: DataFile, footer: Footer) -> dict[str, int]:
+    """Decode every page of ``entry``, a row group at a time; the NULLs of each top-level column.
+    ``InvalidInputError`` naming the file if a page does not decode."""
+    nulls: dict[str, int] = {}
+    for index in range(len(footer.row_groups)):
+        try:
+            rows = read_row_group(store, entry, footer, index, Transfer())
+        except (CorruptObjectError, OSError, pa.ArrowException) as e:
+            raise InvalidInputError(f"{entry.path} does not decode (row group {index}): {e}") from None
+        for name, column in zip(rows.column_names, rows.columns, strict=True):
+            nulls[name] = nulls.get(name, 0) + column.null_count
+    return nulls

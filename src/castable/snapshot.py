@@ -19,7 +19,7 @@ from castable.filelist import DATA, read_all
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
 from castable.segment import SegmentRef
-from castable.stats import ColumnStats, row_group_stats, stats_from_json, value_type
+from castable.stats import ColumnStats, compared_type, row_group_stats, stats_from_json
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
 _TOMBSTONES: LruCache[tuple[str, str, str], tuple[tombstone.Entry, ...]] = LruCache(256)
@@ -268,7 +268,7 @@ def segment_stats(table: pa.Table, schema: pa.Schema) -> StatsColumnsLookup:
         column = stats.field(index)
         nulls = column.field("nulls")
         if column.type.get_field_index("min") < 0:
-            unknown = pa.nulls(rows, value_type(schema.field(name).type))
+            unknown = pa.nulls(rows, compared_type(schema.field(name).type))
             return StatsColumns(unknown, unknown, nulls)
         return StatsColumns(column.field("min"), column.field("max"), nulls)
 

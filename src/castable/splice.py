@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from castable.errors import CastableError, CorruptObjectError
+from castable.errors import CastableError, CorruptObjectError, UnsupportedFileError
 from castable.evolution import conform_read, resolve
 from castable.footer import (
     CC_META_DATA,
@@ -162,13 +162,39 @@ def file_columns(footer: Footer, schema: pa.Schema, f: DataFile) -> dict[str, st
 
 
 def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, transfer: Transfer) -> pa.Table:
-    """Decode one row group from its bytes alone, by framing them as a one-row-group file."""
+    """Decode one row group from its bytes alone, by framing them as a one-row-group file.
+
+    INT96 timestamps are read as nanoseconds, exact from 1677 to 2262; a row group holding one
+    outside that range raises ``UnsupportedFileError`` (as nanoseconds it would wrap around, and
+    a rewrite would change it)."""
     start, end = footer.row_group_span(index)
     data = _get(store, f, start, end, transfer)
     rg = copy_struct(footer.row_groups[index])
     relocate_row_group(rg, lambda p: p - start + len(MAGIC))
-    mini = MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize()
-    return pq.read_table(pa.BufferReader(mini))
+    mini = pa.BufferReader(MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize())
+    int96 = footer.int96_columns()
+    if int96:
+        _check_int96_range(pq.read_table(mini, columns=int96, coerce_int96_timestamp_unit="s"), f)
+        mini.seek(0)
+    return pq.read_table(mini)
+
+
+def check_int96_file(store: ObjectStore, f: DataFile, footer: Footer, transfer: Transfer) -> None:
+    """Refuse, before anything is written, a file whose INT96 timestamps a rewrite would change."""
+    for index in range(len(footer.row_groups)) if footer.int96_columns() else ():
+        read_row_group(store, f, footer, index, transfer)
+
+
+def _check_int96_range(seconds: pa.Table, f: DataFile) -> None:
+    lowest, highest = -(2**63) // 10**9, (2**63 - 1) // 10**9
+    for name, column in zip(seconds.column_names, seconds.columns, strict=True):
+        values = column.cast(pa.int64())
+        lo, hi = pc.min(values).as_py(), pc.max(values).as_py()
+        if lo is not None and (lo < lowest or hi > highest):
+            raise UnsupportedFileError(
+                f"{f.path}: INT96 timestamp column {name!r} holds values outside 1677-09-21 to 2262-04-11, which "
+                "castable reads as nanoseconds; erase cannot rewrite them unchanged, so nothing was erased"
+            )
 
 
 def matching_rows(table: pa.Table, expression: pc.Expression) -> np.ndarray:
@@ -242,6 +268,8 @@ def encode_row_group(table: pa.Table, footer: Footer, index: int) -> EncodedRowG
     and page indexes and bloom filters where the original had them)."""
     sink = pa.BufferOutputStream()
     options = writer_options(footer.row_groups[index])
+    if footer.int96_columns():  # kept as Spark and Impala wrote them
+        options["use_deprecated_int96_timestamps"] = True
     rows = max(table.num_rows, 1)
     with pq.ParquetWriter(sink, table.schema, **options) as writer:
         writer.write_table(table, row_group_size=rows)

@@ -35,11 +35,20 @@ def value_type(t: pa.DataType) -> pa.DataType:
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
+def compared_type(t: pa.DataType) -> pa.DataType:
+    """The type a column's values are compared as: its own, but float16 (which Arrow's compute
+    kernels do not support) as float32."""
+    t = value_type(t)
+    return pa.float32() if pa.types.is_float16(t) else t
+
+
 def supports_stats(t: pa.DataType) -> bool:
+    """Whether castable keeps min/max statistics of a column of type ``t`` (not float16: Arrow
+    cannot compare it)."""
     t = value_type(t)
     return bool(
         pa.types.is_integer(t)
-        or pa.types.is_floating(t)
+        or (pa.types.is_floating(t) and not pa.types.is_float16(t))
         or pa.types.is_boolean(t)
         or pa.types.is_string(t)
         or pa.types.is_large_string(t)
@@ -55,6 +64,23 @@ def _storage_type(t: pa.DataType) -> pa.DataType | None:
     if pa.types.is_date64(t) or pa.types.is_timestamp(t):
         return pa.int64()
     return None
+
+
+_SCALE = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def ordered(value: pa.Scalar) -> Any:
+    """A Python value that orders as ``value`` does, to compare statistics and literals of any
+    unit: dates as milliseconds, timestamps as nanoseconds, both as exact integers (``as_py``
+    would drop nanoseconds, or fail without pandas)."""
+    t = value.type
+    if pa.types.is_timestamp(t):
+        return value.cast(pa.int64()).as_py() * _SCALE[t.unit]
+    if pa.types.is_date32(t):
+        return value.cast(pa.int32()).as_py() * 86_400_000
+    if pa.types.is_date64(t):
+        return value.cast(pa.int64()).as_py()
+    return value.as_py()
 
 
 def encode_value(value: pa.Scalar) -> JsonValue | None:
@@ -163,8 +189,8 @@ def merge(a: ColumnStats, b: ColumnStats) -> ColumnStats:
     """Statistics of the union of two units (a file from its row groups)."""
     lo = hi = None
     if a.has_bounds and b.has_bounds:
-        lo = a.min if a.min.as_py() <= b.min.as_py() else b.min  # type: ignore[union-attr]
-        hi = a.max if a.max.as_py() >= b.max.as_py() else b.max  # type: ignore[union-attr]
+        lo = a.min if ordered(a.min) <= ordered(b.min) else b.min
+        hi = a.max if ordered(a.max) >= ordered(b.max) else b.max
     nulls = None if a.null_count is None or b.null_count is None else a.null_count + b.null_count
     return ColumnStats(lo, hi, nulls)
 

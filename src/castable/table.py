@@ -32,6 +32,7 @@ from castable.manifest import DataFile, Manifest
 from castable.merge import MergeBuilder
 from castable.predicate import Constant, Predicate, parse_predicate
 from castable.properties import TableProperties
+from castable.register import Verify
 from castable.replacement import Rewrite
 from castable.scan import Scan
 from castable.snapshot import Snapshot
@@ -289,10 +290,12 @@ class Table:
         mode: AddMode = "append",
         where: Where | None = None,
         commit_id: str | None = None,
+        verify: Verify = "decode",
     ) -> int:
         """Register Parquet files already written under the table's ``data/`` prefix, in ``mode``
-        (append, upsert or overwrite); return the version (see :func:`castable.writes.add_files`)."""
-        return writes.add_files(self, files, mode=mode, where=where, commit_id=commit_id)
+        (append, upsert or overwrite), each decoded in full unless ``verify="footer"``; return the
+        version (see :func:`castable.writes.add_files`)."""
+        return writes.add_files(self, files, mode=mode, where=where, commit_id=commit_id, verify=verify)
 
     def check_add_mode(self, mode: str, where: Where | None = None) -> Predicate | None:
         """What :meth:`add_files` refuses in ``mode`` and ``where`` whatever the files hold (so an

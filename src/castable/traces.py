@@ -72,6 +72,11 @@ class Needles:
         return any(self.encoded.values())
 
 
+def _bits(values: pa.Array) -> pa.Array:
+    """``values`` as Arrow can match them: float16 (which no compute kernel takes) as its bits."""
+    return values.view(pa.uint16()) if pa.types.is_float16(values.type) else values
+
+
 def needles(erased: pa.Table, kept: pq.ParquetFile) -> Needles:
     """The values of ``erased`` rows held by no row of ``kept``, read a column at a time."""
     encoded: dict[str, set[bytes]] = {}
@@ -84,7 +89,7 @@ def needles(erased: pa.Table, kept: pq.ParquetFile) -> Needles:
             strict=True,
         ):
             only = pc.unique(gone.drop_null())
-            only = only.filter(pc.invert(pc.is_in(only, value_set=there.drop_null())))
+            only = only.filter(pc.invert(pc.is_in(_bits(only), value_set=_bits(there.drop_null()))))
             encoded[path] = _parquet_encoded(only)
             if pa.types.is_string(only.type) or pa.types.is_large_string(only.type):
                 strings[path] = {

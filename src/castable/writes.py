@@ -28,7 +28,7 @@ from castable.handle import Handle, SchemaMode, Where
 from castable.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
 from castable.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
 from castable.predicate import Constant, InList, Predicate, parse_predicate
-from castable.register import check_files
+from castable.register import Verify, check_files
 from castable.replacement import ReplaceChange, Rewrite, RewriteChange, check_new_files
 from castable.scan import Scan
 from castable.snapshot import Snapshot
@@ -240,14 +240,18 @@ def add_files(
     mode: AddMode = "append",
     where: Where | None = None,
     commit_id: str | None = None,
+    verify: Verify = "decode",
 ) -> int:
     """Register Parquet files already written under the table's ``data/`` prefix; return the version.
 
     For writers that produce files themselves (Spark on EMR, other engines): each path must
     exist, lie under ``data/``, be valid Parquet with exactly the table's columns and types,
-    and not already belong to the table; only footers are read. ``DataFile`` entries made by
-    castable's writer in another process (Spark executors) keep their statistics and are
-    checked by one HEAD each. With a ``commit_id`` a retried registration commits nothing twice.
+    and not already belong to the table. Every page of each path is decoded first, a row group
+    at a time, so a file that does not decode is refused and nothing is committed;
+    ``verify="footer"`` reads footers only, for files a trusted writer has just written.
+    ``DataFile`` entries made by castable's writer in another process (Spark executors) keep
+    their statistics and are checked by one HEAD each. With a ``commit_id`` a retried
+    registration commits nothing twice.
 
     ``mode`` says what the files' rows do, as the write methods of the same names: ``append``
     (the default), ``upsert`` (replace the live rows with their primary keys: the key column
@@ -260,7 +264,7 @@ def add_files(
     predicate = check_add_mode(t, mode, where)
     if not files:
         raise EmptyWriteError("add_files was given no files; nothing was committed")
-    checked = check_files(t.store, files, t.schema, t.primary_key)
+    checked = check_files(t.store, files, t.schema, t.primary_key, verify)
     check_new_files(t.manifest.data_files, checked)
     if mode == "upsert":
         key = key_for(t, "upsert")
