@@ -1,4 +1,4 @@
-"""Compaction: rewrite small or delete-heavy data files, and coalesce tombstone files.
+"""Compaction: rewrite small or delete-heavy data files, and coalesce tombstone files (docs/format.md section 12).
 
 A data file is rewritten when it is smaller than ``compaction.min-file-size-bytes`` or when
 at least ``compaction.delete-ratio`` of its rows are deleted. Its live rows stream through a

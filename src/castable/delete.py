@@ -1,4 +1,4 @@
-"""Soft deletes: plan the cheapest tombstone entries for a predicate, and rebase them.
+"""Soft deletes: plan the cheapest tombstone entries for a predicate, and rebase them (docs/format.md section 6).
 
 - A range of the primary key needs no data at all: one key-range entry per file whose
   manifest statistics overlap it (a file entirely inside the range is dropped from the

@@ -1,4 +1,4 @@
-"""The entries a manifest lists: data files, tombstone files, and what a commit did."""
+"""The entries a manifest lists: data files, tombstone files, and what a commit did (docs/format.md section 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hard deletes: erase matching rows physically, commit the new files, purge the old ones.
+"""Hard deletes: erase matching rows physically, commit the new files, purge the old ones (docs/format.md section 11).
 
 Planning reads each candidate file's footer and only the row groups its statistics cannot
 rule out; a row group with a matching row is re-encoded without the matching rows and

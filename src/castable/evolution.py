@@ -1,5 +1,5 @@
 """Schema evolution: column identity by field id, the changes a table allows, and resolving a
-data file's columns against a later schema.
+data file's columns against a later schema (docs/format.md section 4.1).
 
 Every column has a stable id, kept in the manifest schema's field metadata as
 ``PARQUET:field_id`` (pyarrow writes it into Parquet files as the field id) with the names

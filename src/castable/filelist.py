@@ -1,4 +1,4 @@
-"""A version's data files or tombstones, held as segments read only when needed.
+"""A version's data files or tombstones, held as segments read only when needed (docs/format.md section 3.1).
 
 Format version 2 lists a version's entries in immutable segments (see ``castable.segment``).
 A :class:`FileList` is that list in memory: written segments, read on first use and shared

@@ -1,4 +1,4 @@
-"""Parquet footers as editable Thrift structs: the hand-written part of the splice.
+"""Parquet footers as editable Thrift structs: the hand-written part of the splice (docs/format.md section 11).
 
 A Parquet file is ``PAR1``, the row groups' column chunks, optional page indexes and bloom
 filters, then the footer: a compact-protocol ``FileMetaData``, its 4-byte little-endian

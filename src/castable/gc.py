@@ -1,4 +1,4 @@
-"""Snapshot expiry and garbage collection.
+"""Snapshot expiry and garbage collection (docs/format.md section 12).
 
 - ``expire`` deletes the manifests of versions outside the retention window (by count and by
   age; the newest version is always kept). Only a prefix of the history is ever expired, so

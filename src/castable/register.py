@@ -1,4 +1,4 @@
-"""Registering Parquet files written elsewhere (Spark on EMR, other tools) as an append.
+"""Registering Parquet files written elsewhere (Spark on EMR, other tools) (docs/format.md section 5).
 
 Each file must already exist under the table's ``data/`` prefix, be valid Parquet, and have
 exactly the table's columns and types. By default every page is decoded, a row group at a time,

@@ -1,4 +1,4 @@
-"""Table schemas: their JSON form in the manifest, and checking written data against them."""
+"""Table schemas: their JSON form in the manifest, and checking written data against them (docs/format.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Manifest segments (format version 2): immutable Arrow IPC files of file entries.
+"""Manifest segments (format version 2): immutable Arrow IPC files of file entries (docs/format.md section 3.1).
 
 A version-2 manifest lists segments instead of entries. A segment holds one row per data file
 (or tombstone file, or recent commit id), in columns, so a reader prunes thousands of entries

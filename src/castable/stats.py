@@ -1,4 +1,4 @@
-"""Column statistics: reading them from Parquet footers and their JSON form in the manifest.
+"""Column statistics: reading them from Parquet footers and their JSON form in the manifest (docs/format.md section 5).
 
 Min/max are kept only for types whose order is well defined and cheap to compare: integers,
 floats, booleans, strings, dates, timestamps and decimals. Temporal values are stored as the

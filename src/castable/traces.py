@@ -1,4 +1,5 @@
-"""Traces of erased rows in a Parquet object: the byte-level check behind a verified erasure.
+"""Traces of erased rows in a Parquet object: the byte-level check behind a verified erasure
+(docs/format.md section 11).
 
 An erasure is complete when no value of an erased row survives in the objects it produced. The
 values looked for are those of the erased rows that no surviving row of the object holds (a value

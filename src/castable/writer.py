@@ -1,4 +1,4 @@
-"""Writing data files: stream Arrow batches into Parquet files of a target size.
+"""Writing data files: stream Arrow batches into Parquet files of a target size (docs/format.md section 5).
 
 Row groups are cut at ``write.row-group-size-bytes`` of Arrow data and files at
 ``write.target-file-size-bytes`` of Parquet bytes, so memory stays bounded by about one row

@@ -1,4 +1,4 @@
-"""The embedded default store: a local directory with the same conditional semantics as S3.
+"""The embedded default store: a local directory with the same conditional semantics as S3 (docs/format.md section 10).
 
 Put-if-absent writes a temporary file and hard-links it to the final name (``link`` fails if
 the name exists, atomically). Put-if-match runs under a per-key file lock, so it is safe

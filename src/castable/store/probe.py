@@ -1,4 +1,4 @@
-"""Check that a store honours the conditional writes the commit protocol stands on.
+"""Check that a store honours the conditional writes the commit protocol stands on (docs/format.md section 7).
 
 Some S3-compatible servers accept ``If-None-Match`` and ``If-Match`` and ignore them: every
 racing writer "wins", commits vanish and deleted rows come back. Others need the ETag in
