@@ -10,6 +10,9 @@ and no erased row comes back.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
@@ -18,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap
@@ -29,8 +33,8 @@ from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.evolution import conform_read
 from castable.filelist import prune_tombstones
 from castable.footer import Footer
-from castable.gc import retained_versions
-from castable.layout import manifest_key, new_tombstone_key
+from castable.gc import metadata_objects, retained_versions
+from castable.layout import ERASURE_PREFIX, manifest_key, new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate
 from castable.properties import TableProperties
@@ -49,11 +53,15 @@ from castable.splice import (
     splice_file,
 )
 from castable.stats import encode_value, row_group_stats
-from castable.store import MIN_PART_SIZE, ObjectNotFoundError, ObjectStore
+from castable.store import MIN_PART_SIZE, ObjectNotFoundError, ObjectStore, PreconditionFailedError
 from castable.traces import find_traces, needles
 
 log = logging.getLogger(__name__)
 
+_SOURCE = "_castable_source"
+"""The column of an ``erasure/`` object naming the old object each erased row came from."""
+_LOST = "castable.lost"
+"""Its metadata key listing the old objects that were gone, their rows unknown, when it was made."""
 EraseMode = Literal["auto", "splice", "rewrite"]
 MODES: tuple[EraseMode, ...] = ("auto", "splice", "rewrite")
 
@@ -68,10 +76,15 @@ class PurgeReport:
     remaining: dict[str, int]
     traces: dict[str, list[str]] = field(default_factory=dict)
     """For each object an erase produced, where its bytes still hold a value of an erased row."""
+    unchecked: list[str] = field(default_factory=list)
+    """Objects an erase produced that could not be searched: the erased rows were gone (deleted
+    by a purge that kept no record of them) before this purge could read them."""
 
     @property
     def verified(self) -> bool:
-        return not self.remaining and not self.traces
+        """Whether no retained file matches and every object the erasures produced was searched
+        and holds no erased value."""
+        return not self.remaining and not self.traces and not self.unchecked
 
     def summary(self) -> dict[str, object]:
         return {
@@ -81,6 +94,7 @@ class PurgeReport:
             "verified": self.verified,
             "remaining_matches": self.remaining,
             "traces": self.traces,
+            "unchecked": self.unchecked,
         }
 
 
@@ -327,29 +341,76 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     that lists such a file are expired. Files the newest
     version still references (nothing matched in them) are left alone. With a ``predicate``,
     the objects the erasures produced are then searched, byte by byte, for the erased rows'
-    values (read from the old objects before they go)."""
+    values, read from the old objects and kept in an ``erasure/`` object before anything is
+    deleted: a purge that stops half way is resumed by the next call, which searches with the
+    kept values, and the object is deleted once the purge is verified."""
     retained = retained_versions(store)
     latest = read_manifest(store, retained[-1])
     live = {f.path for f in latest.data_files}
     old = {path: added for path, added in old.items() if path not in live}
-    erased = _erased_rows(store, old, predicate, latest.schema) if predicate is not None else {}
+    record = erasure_key(old)
+    erased = _kept_erased_rows(store, record, old, predicate, latest.schema) if predicate is not None else {}
     holding = [v for v in retained for added in old.values() if added <= v < version]
     # Expiry is always a prefix of the history (the floor hides every version below it), so the
     # versions before those that hold the erased objects go too rather than linger unlisted.
     versions = [v for v in retained if v <= max(holding)] if holding else []
     produced = _produced(store, [v for v in retained if v >= min(old.values(), default=version)], set(old))
+    expired_metadata = metadata_objects(store, versions)
     if versions:
         raise_floor(store, versions[-1] + 1, version)
     for v in versions:
         store.purge(manifest_key(v))
+    # Segments only the expired versions listed hold the erased rows' values as statistics.
+    for path in expired_metadata - metadata_objects(store, retained_versions(store)):
+        store.purge(path)
     removed = sum(store.purge(path) for path in old)
     remaining = verify_erased(store, predicate) if predicate is not None else {}
     traces = {}
+    lost = {path for path, rows in erased.items() if rows is None}
+    unchecked = sorted(new.path for new, ancestors in produced.items() if ancestors & lost)
     for new, ancestors in produced.items():
         rows = [t for a in ancestors if (t := erased.get(a)) is not None and t.num_rows]
         if rows and (found := _traces(store, new, pa.concat_tables(rows))):
             traces[new.path] = found
-    return PurgeReport(versions, sorted(old), removed, remaining, traces)
+    report = PurgeReport(versions, sorted(old), removed, remaining, traces, unchecked)
+    if predicate is not None and report.verified:
+        store.purge(record)
+    return report
+
+
+def erasure_key(old: dict[str, int]) -> str:
+    """Where the search targets of a purge of the ``old`` objects are kept: named by those objects,
+    so a retried purge of the same erasure finds them."""
+    digest = hashlib.sha256("\n".join(sorted(old)).encode()).hexdigest()
+    return f"{ERASURE_PREFIX}{digest}.parquet"
+
+
+def _kept_erased_rows(
+    store: ObjectStore, record: str, old: dict[str, int], predicate: Predicate, schema: pa.Schema
+) -> dict[str, pa.Table | None]:
+    """The erased rows of each old object: as kept at ``record`` by an earlier attempt of this
+    purge, or read from the objects now and kept there before anything is deleted (an object
+    already gone, with no record, maps to ``None``: its rows cannot be searched for)."""
+    try:
+        kept = pq.read_table(pa.BufferReader(store.get(record).data))
+    except ObjectNotFoundError:
+        erased = _erased_rows(store, old, predicate, schema)
+        tagged = [
+            t.append_column(_SOURCE, pa.repeat(pa.scalar(path), t.num_rows))
+            for path, t in erased.items()
+            if t is not None
+        ]
+        kept = pa.concat_tables(tagged) if tagged else schema.append(pa.field(_SOURCE, pa.string())).empty_table()
+        gone = sorted(path for path, t in erased.items() if t is None)
+        sink = pa.BufferOutputStream()
+        pq.write_table(kept.replace_schema_metadata({_LOST: json.dumps(gone)}), sink)
+        with contextlib.suppress(PreconditionFailedError):  # a concurrent attempt kept the same rows
+            store.put(record, sink.getvalue().to_pybytes(), if_none_match=True)
+        return erased
+    lost = set(json.loads((kept.schema.metadata or {}).get(_LOST.encode(), b"[]")))
+    source = kept.column(_SOURCE)
+    rows = kept.drop_columns([_SOURCE]).replace_schema_metadata(None)
+    return {path: None if path in lost else rows.filter(pc.equal(source, path)) for path in old}
 
 
 def _erased_rows(

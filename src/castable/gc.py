@@ -135,7 +135,7 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
     ]
     versions = retained_versions(store)
     with ThreadPoolExecutor(_THREADS) as pool:
-        roots = list(pool.map(lambda v: _references(store, v), versions))
+        roots = list(pool.map(lambda v: references(store, v), versions))
         referenced = set().union(*(direct for direct, _ in roots))
         segments = {part.ref.path: (part, schema) for _, parts in roots for part, schema in parts if part.ref}
         for paths in pool.map(lambda item: item[0].paths(item[1]), segments.values()):
@@ -157,7 +157,14 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
     return report
 
 
-def _references(store: ObjectStore, version: int) -> tuple[set[str], list[tuple[Part[Any], pa.Schema]]]:
+def metadata_objects(store: ObjectStore, versions: list[int]) -> set[str]:
+    """The segments (of file lists and of recent commits) the manifests of ``versions`` list."""
+    with ThreadPoolExecutor(_THREADS) as pool:
+        roots = list(pool.map(lambda v: references(store, v), versions))
+    return {path for direct, _ in roots for path in direct if path.startswith(SEGMENT_PREFIX)}
+
+
+def references(store: ObjectStore, version: int) -> tuple[set[str], list[tuple[Part[Any], pa.Schema]]]:
     """What a retained version references directly (its segments, or a version-1 manifest's
     entries) and the segments whose entries it references. Segments are shared across versions,
     so the caller reads each distinct one once: the cost grows with the segments written in

@@ -9,6 +9,9 @@ POINTER_KEY = "_latest_manifest"
 MANIFEST_PREFIX = "manifest/"
 DATA_PREFIX = "data/"
 TOMBSTONE_PREFIX = "tombstone/"
+ERASURE_PREFIX = "erasure/"
+"""An erasure's search targets (the erased rows), kept from before its purge deletes anything
+until the purge has verified it (docs/format.md section 11)."""
 _VERSION_DIGITS = 20
 
 
