@@ -1,7 +1,8 @@
 """Erase on files Spark writes by default (INT96 timestamps): a surviving value is never
 changed. In range (1677 to 2262), splice keeps the INT96 column as it was and rewrite keeps
 every instant; a file holding a value outside that range is refused by any erase that would
-re-encode it, before anything is written (issue: files the world writes)."""
+re-encode it, before anything is written, and add_files (which decodes) refuses such a file
+(issue: files the world writes)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def spark_like(root: Path, last: dt.datetime) -> castable.Table:
     pq.write_table(
         rows, root / "data" / "spark.parquet", use_deprecated_int96_timestamps=True, row_group_size=ROW_GROUP
     )
-    t.add_files(["data/spark.parquet"])
+    t.add_files(["data/spark.parquet"], verify="footer")  # as the Spark job registers what it wrote
     return t
 
 
@@ -77,3 +78,12 @@ def test_a_splice_away_from_out_of_range_values_copies_them_unchanged(tmp_path: 
     before = duckdb_rows(tmp_path, t)
     t.erase("id = 5", mode="splice")
     assert duckdb_rows(tmp_path, t) == [row for row in before if row[0] != 5]
+
+
+def test_add_files_refuses_int96_values_castable_would_misread(tmp_path: Path) -> None:
+    t = spark_like(tmp_path, dt.datetime(9999, 12, 31, 3))
+    (tmp_path / "data" / "again.parquet").write_bytes((tmp_path / "data" / "spark.parquet").read_bytes())
+    before = snapshot_of(t.store)
+    with pytest.raises(UnsupportedFileError, match="outside 1677-09-21 to 2262-04-11"):
+        t.add_files(["data/again.parquet"])
+    assert snapshot_of(t.store) == before
