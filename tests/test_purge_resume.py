@@ -69,3 +69,17 @@ def test_a_verified_purge_leaves_no_record(tmp_path: Path) -> None:
     purged = t.erase("id = 5", purge=True).purge
     assert purged is not None and purged.verified and purged.unchecked == []
     assert records(t) == [] and holders(t) == []
+
+
+def test_a_purge_deletes_what_only_the_expired_versions_referenced(tmp_path: Path) -> None:
+    """A file an earlier compaction replaced (and the segments that listed it) still held the
+    erased row; only expired versions referenced it, so the purge deletes it too."""
+    t = table_with_secret(tmp_path)
+    t.append(pa.table({"id": [2_000], "email": ["late@example.com"]}, schema=SCHEMA))
+    t.compact(min_file_size=10**9)
+    report = t.erase("id = 5")
+    purged = t.purge_erased(report)
+    assert purged.verified
+    assert any(path.startswith("data/") for path in purged.unreferenced_deleted)
+    assert holders(t) == []
+    assert t.count() == 1_000

@@ -33,7 +33,7 @@ from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.evolution import conform_read
 from castable.filelist import prune_tombstones
 from castable.footer import Footer
-from castable.gc import metadata_objects, retained_versions
+from castable.gc import referenced_objects, retained_versions
 from castable.layout import ERASURE_PREFIX, manifest_key, new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate
@@ -79,6 +79,9 @@ class PurgeReport:
     unchecked: list[str] = field(default_factory=list)
     """Objects an erase produced that could not be searched: the erased rows were gone (deleted
     by a purge that kept no record of them) before this purge could read them."""
+    unreferenced_deleted: list[str] = field(default_factory=list)
+    """Objects only the expired versions referenced (segments, tombstones, data files replaced
+    earlier), deleted with every version since they can hold erased values."""
 
     @property
     def verified(self) -> bool:
@@ -95,6 +98,7 @@ class PurgeReport:
             "remaining_matches": self.remaining,
             "traces": self.traces,
             "unchecked": self.unchecked,
+            "unreferenced_deleted": self.unreferenced_deleted,
         }
 
 
@@ -355,13 +359,15 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     # versions before those that hold the erased objects go too rather than linger unlisted.
     versions = [v for v in retained if v <= max(holding)] if holding else []
     produced = _produced(store, [v for v in retained if v >= min(old.values(), default=version)], set(old))
-    expired_metadata = metadata_objects(store, versions)
+    expired_objects = referenced_objects(store, versions)
     if versions:
         raise_floor(store, versions[-1] + 1, version)
     for v in versions:
         store.purge(manifest_key(v))
-    # Segments only the expired versions listed hold the erased rows' values as statistics.
-    for path in expired_metadata - metadata_objects(store, retained_versions(store)):
+    # What only the expired versions referenced can hold erased values: segments (as statistics),
+    # tombstones (as keys), data files an earlier compaction or erase replaced (as rows).
+    unreferenced = sorted(expired_objects - referenced_objects(store, retained_versions(store)) - set(old))
+    for path in unreferenced:
         store.purge(path)
     removed = sum(store.purge(path) for path in old)
     remaining = verify_erased(store, predicate) if predicate is not None else {}
@@ -372,7 +378,7 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
         rows = [t for a in ancestors if (t := erased.get(a)) is not None and t.num_rows]
         if rows and (found := _traces(store, new, pa.concat_tables(rows))):
             traces[new.path] = found
-    report = PurgeReport(versions, sorted(old), removed, remaining, traces, unchecked)
+    report = PurgeReport(versions, sorted(old), removed, remaining, traces, unchecked, unreferenced)
     if predicate is not None and report.verified:
         store.purge(record)
     return report

@@ -134,12 +134,7 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
         *store.list(PROBE_PREFIX),
     ]
     versions = retained_versions(store)
-    with ThreadPoolExecutor(_THREADS) as pool:
-        roots = list(pool.map(lambda v: references(store, v), versions))
-        referenced = set().union(*(direct for direct, _ in roots))
-        segments = {part.ref.path: (part, schema) for _, parts in roots for part, schema in parts if part.ref}
-        for paths in pool.map(lambda item: item[0].paths(item[1]), segments.values()):
-            referenced.update(paths)
+    referenced, segments = _marked(store, versions)
     report = GcReport(
         dry_run=dry_run, objects_scanned=len(objects), versions_scanned=len(versions), segments_scanned=len(segments)
     )
@@ -157,14 +152,24 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
     return report
 
 
-def metadata_objects(store: ObjectStore, versions: list[int]) -> set[str]:
-    """The segments (of file lists and of recent commits) the manifests of ``versions`` list."""
+def referenced_objects(store: ObjectStore, versions: list[int]) -> set[str]:
+    """Every object the manifests of ``versions`` reference: data and tombstone files, and the
+    segments that list them and their recent commits."""
+    return _marked(store, versions)[0]
+
+
+def _marked(store: ObjectStore, versions: list[int]) -> tuple[set[str], dict[str, tuple[Part[Any], pa.Schema]]]:
+    """What ``versions`` reference, and the distinct segments read to find it (each once)."""
     with ThreadPoolExecutor(_THREADS) as pool:
-        roots = list(pool.map(lambda v: references(store, v), versions))
-    return {path for direct, _ in roots for path in direct if path.startswith(SEGMENT_PREFIX)}
+        roots = list(pool.map(lambda v: _references(store, v), versions))
+        referenced = set().union(*(direct for direct, _ in roots))
+        segments = {part.ref.path: (part, schema) for _, parts in roots for part, schema in parts if part.ref}
+        for paths in pool.map(lambda item: item[0].paths(item[1]), segments.values()):
+            referenced.update(paths)
+    return referenced, segments
 
 
-def references(store: ObjectStore, version: int) -> tuple[set[str], list[tuple[Part[Any], pa.Schema]]]:
+def _references(store: ObjectStore, version: int) -> tuple[set[str], list[tuple[Part[Any], pa.Schema]]]:
     """What a retained version references directly (its segments, or a version-1 manifest's
     entries) and the segments whose entries it references. Segments are shared across versions,
     so the caller reads each distinct one once: the cost grows with the segments written in
