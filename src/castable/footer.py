@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import cast
 
 import pyarrow as pa
@@ -114,8 +115,10 @@ class Footer:
         raw = encode_struct(self.metadata)
         return raw + struct.pack("<I", len(raw)) + MAGIC
 
+    @cached_property
     def int96_columns(self) -> list[str]:
-        """The columns stored as INT96 timestamps (Spark's and Impala's default), by dotted path."""
+        """The columns stored as INT96 timestamps (Spark's and Impala's default), by dotted path:
+        worked out once per footer, since every row group read asks."""
         schema = self.pyarrow_metadata().schema
         return [schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "INT96"]
 

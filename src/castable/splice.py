@@ -172,7 +172,7 @@ def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, 
     rg = copy_struct(footer.row_groups[index])
     relocate_row_group(rg, lambda p: p - start + len(MAGIC))
     mini = pa.BufferReader(MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize())
-    int96 = footer.int96_columns()
+    int96 = footer.int96_columns
     if int96:
         _check_int96_range(pq.read_table(mini, columns=int96, coerce_int96_timestamp_unit="s"), f)
         mini.seek(0)
@@ -181,7 +181,7 @@ def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, 
 
 def check_int96_file(store: ObjectStore, f: DataFile, footer: Footer, transfer: Transfer) -> None:
     """Refuse, before anything is written, a file whose INT96 timestamps a rewrite would change."""
-    for index in range(len(footer.row_groups)) if footer.int96_columns() else ():
+    for index in range(len(footer.row_groups)) if footer.int96_columns else ():
         read_row_group(store, f, footer, index, transfer)
 
 
@@ -268,7 +268,7 @@ def encode_row_group(table: pa.Table, footer: Footer, index: int) -> EncodedRowG
     and page indexes and bloom filters where the original had them)."""
     sink = pa.BufferOutputStream()
     options = writer_options(footer.row_groups[index])
-    if footer.int96_columns():  # kept as Spark and Impala wrote them
+    if footer.int96_columns:  # kept as Spark and Impala wrote them
         options["use_deprecated_int96_timestamps"] = True
     rows = max(table.num_rows, 1)
     with pq.ParquetWriter(sink, table.schema, **options) as writer:
