@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 SPARK35 := .venv-spark35
 LOCALSTACK := .venv-localstack
 S3RVER := .tools/node_modules/.bin/s3rver
+IAMSIM := .tools/node_modules/@cloud-copilot/iam-simulate/package.json
 # LocalStack needs Python 3.13 (pyenv's on these machines, else python3.13 on PATH).
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
 PYTEST_WORKERS ?= 2
@@ -37,6 +38,10 @@ $(LOCALSTACK)/.installed: Makefile
 $(S3RVER):
 	npm install --silent --no-audit --no-fund --prefix .tools s3rver@3.7.1
 
+# An IAM policy simulator: tests/test_iam.py runs every handler under its synthesised role's policies.
+$(IAMSIM):
+	npm install --silent --no-audit --no-fund --prefix .tools @cloud-copilot/iam-simulate@0.1.173
+
 demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
@@ -48,7 +53,7 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
 
-test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(S3RVER)
+test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(S3RVER) $(IAMSIM)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
 bench: $(VENV)/.installed

@@ -27,6 +27,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
         prefixes += [f"{root}*", f"{root}data/*", f"landing/{name}/*"]
         prefixes += [f"landing-failed/landing/{name}/*", f"{root}{PROBE_PREFIX}*"]
     prefixes += [f"databases/{d.name}/*/data/*" for d in stack.config.databases]
+    prefixes += [f"databases/{d.name}/*/{PROBE_PREFIX}*" for d in stack.config.databases]
     findings = {
         f"AwsSolutions-IAM4[{BASIC_EXECUTION}]": "AWSLambdaBasicExecutionRole only lets a function write its own "
         "logs, as AWS recommends; every data permission is an inline, prefix-scoped statement.",

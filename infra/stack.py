@@ -28,6 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from castable.layout import MANIFEST_PREFIX, POINTER_KEY
 from castable.sources import EXTENSIONS, MANIFEST_SUFFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
@@ -140,6 +141,7 @@ class CastableStack(Stack):
         self.prefixes = [f"tables/{t.name}/" for t in config.tables] + [
             f"databases/{d.name}/" for d in config.databases
         ]
+        self._protect_logs()
         code = function_code()
         self.ingest_functions: dict[str, lambda_.Function] = {}
         self.functions = {
@@ -156,6 +158,11 @@ class CastableStack(Stack):
         for name, fn in self.functions.items():
             if name != "trigger":
                 self._grant_tables(fn)
+        # gc aborts stale multipart uploads. s3:prefix is no condition key of this listing, so it
+        # is granted on the bucket: it names upload keys, never data.
+        self.functions["maintenance"].add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:ListBucketMultipartUploads"], resources=[self.bucket.bucket_arn])
+        )
         for table in config.tables:
             self._ingest_table(table, code)
         for database in config.databases:
@@ -166,6 +173,32 @@ class CastableStack(Stack):
         self.emr_job_role = self._emr_role()
         self.emr_application = self._emr_application()
         self._outputs()
+
+    def _protect_logs(self) -> None:
+        """No principal may write a table's or database's pointer or manifests except by
+        compare-and-swap, the only way castable writes them (docs/format.md section 7): a pointer
+        PUT must carry If-Match or If-None-Match, a manifest PUT If-None-Match. So no role,
+        however broad its grant on the prefix, can overwrite a committed version or move the
+        pointer blindly (CopyObject and multipart uploads are PutObject too, and refused alike)."""
+        logs = [f"{p}{member}" for p in self.prefixes for member in ("", "*/")]
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[self.bucket.arn_for_objects(f"{log}{POINTER_KEY}") for log in logs],
+                conditions={"Null": {"s3:if-match": "true", "s3:if-none-match": "true"}},
+            )
+        )
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[self.bucket.arn_for_objects(f"{log}{MANIFEST_PREFIX}*") for log in logs],
+                conditions={"Null": {"s3:if-none-match": "true"}},
+            )
+        )
 
     # ------------------------------------------------------------------ functions
 
@@ -208,7 +241,13 @@ class CastableStack(Stack):
             fn.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["s3:DeleteObject"],
-                    resources=[self.bucket.arn_for_objects(f"{p}{PROBE_PREFIX}*") for p in prefixes],
+                    # a database's member tables probe under their own prefixes
+                    resources=[self.bucket.arn_for_objects(f"{p}{PROBE_PREFIX}*") for p in prefixes]
+                    + [
+                        self.bucket.arn_for_objects(f"{p}*/{PROBE_PREFIX}*")
+                        for p in prefixes
+                        if p.startswith("databases/")
+                    ],
                 )
             )
         fn.add_to_role_policy(
@@ -216,7 +255,7 @@ class CastableStack(Stack):
         )
         fn.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads"],
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
                 resources=[self.bucket.bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
             )
@@ -319,6 +358,15 @@ class CastableStack(Stack):
                     self.bucket.arn_for_objects(f"landing/{name}/*"),
                     self.bucket.arn_for_objects(f"landing-failed/landing/{name}/*"),
                 ],
+            )
+        )
+        # Without listing, S3 answers 403 instead of 404 for a landed file already ingested (a
+        # duplicate delivery): the function could not tell it from a refusal.
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"landing/{name}/*"]}},
             )
         )
         return fn

@@ -14,6 +14,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
 from helpers import ROOT
+from helpers.bundles import build_bundle
 from helpers.s3servers import localstack_s3, moto_s3, new_bucket, s3rver
 
 from castable.store import LocalStore, ObjectStore, S3Store, make_s3_client
@@ -52,6 +53,12 @@ def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = _installed(S3RVER, "s3rver (npm)")
     with s3rver(binary, tmp_path_factory.mktemp("s3rver")) as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Lambda bundle, built once per session (tests using it share the "bundle" xdist group)."""
+    return build_bundle(tmp_path_factory.mktemp("bundle"))
 
 
 @pytest.fixture

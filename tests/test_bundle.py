@@ -6,61 +6,23 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pyarrow.parquet as pq
 import pytest
 from helpers import ROOT
 from helpers.aws_stubs import sqs_event
+from helpers.bundles import invoke
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
 
 import castable
 
-PYTHON312 = Path(os.environ.get("CASTABLE_PYTHON312", Path.home() / ".pyenv/versions/3.12.1/bin/python3.12"))
 LAMBDA_LIMIT = 262_144_000
 """Lambda's limit on a function's unzipped code, in bytes (250 MiB)."""
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]
-
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("bundle")
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path; from infra.bundling import install; install(Path(sys.argv[1]))",
-            str(target),
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
-    )
-    return target
-
-
-def invoke(bundle: Path, calls: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
-    if not PYTHON312.exists():
-        pytest.fail(f"python3.12 (the Lambda runtime's) is not at {PYTHON312}; set CASTABLE_PYTHON312")
-    run = subprocess.run(
-        [str(PYTHON312), "-I", "-S", str(ROOT / "tests" / "helpers" / "bundle_runner.py"), str(bundle)],
-        input=json.dumps(calls),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=bundle,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(bundle), "POWERTOOLS_TRACE_DISABLED": "true", **env},
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    return json.loads(run.stdout.splitlines()[-1])
 
 
 def test_the_bundle_fits_lambda(bundle: Path) -> None:

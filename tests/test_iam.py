@@ -1,0 +1,248 @@
+"""Every Lambda handler from the bundle, run under the IAM policies the synthesised template gives
+its role, against S3 that enforces them (helpers/iam.py): each path works under its own role,
+and each role is refused what it must not do."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+from botocore.exceptions import ClientError
+from helpers.aws_stubs import sqs_event
+from helpers.bundles import invoke
+from helpers.cdk import synth
+from helpers.iam import IamFront, Principal, Template, principal_of, role_principal
+from helpers.s3servers import new_bucket
+from helpers.tables import EVENTS, events
+
+import castable
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]
+
+TABLES = [{"name": "events", "schedule": "rate(6 hours)"}]
+DATABASES = [{"name": "shop", "tables": [{"name": "orders"}]}]
+
+
+@dataclass
+class Deployment:
+    """The synthesised stack resolved for one bucket on the moto server, behind an IAM front."""
+
+    template: Template
+    front: IamFront
+    bucket: str
+    moto: str
+
+    @property
+    def admin(self) -> dict[str, str]:
+        """Storage options that reach moto directly (setup, as an administrator would)."""
+        return {"endpoint_url": self.moto, "region": "us-east-1"}
+
+    def run(self, bundle: Path, function: str, *events: dict[str, Any]) -> list[dict[str, Any]]:
+        """Invoke the function whose logical id starts with ``function`` on each event, in one
+        bundle process with the function's deployed environment and its role's credentials."""
+        fn = self.template.function(function)
+        handler = self.template.resources[fn]["Properties"]["Handler"]
+        env = {**self.template.environment(fn), **self.front.add(principal_of(self.template, function))}
+        outcomes: list[dict[str, Any]] = invoke(bundle, [{"handler": handler, "event": e} for e in events], env)[
+            "calls"
+        ]
+        for outcome in outcomes:
+            assert "errorType" not in outcome, f"{function}: {outcome.get('trace')}"
+        return [o["result"] for o in outcomes]
+
+    def s3_as(self, who: str | Principal) -> Any:
+        """An S3 client calling through the front as a function's role, a role by logical id, or
+        any principal."""
+        if isinstance(who, Principal):
+            principal = who
+        elif who in self.template.resources:
+            principal = role_principal(self.template, who)
+        else:
+            principal = principal_of(self.template, who)
+        env = self.front.add(principal)
+        return boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            region_name="us-east-1",
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def refused(self) -> list[str]:
+        """The refusals so far, readable, and forget them."""
+        out = [
+            f"{r.principal}: {r.method} {r.path} needs {r.need.action} on {r.need.resource}"
+            for r in self.front.refusals
+        ]
+        self.front.refusals.clear()
+        return out
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: str) -> Iterator[Deployment]:
+    raw = synth(tmp_path_factory.mktemp("cdk"), tables=TABLES, databases=DATABASES)
+    bucket = new_bucket(s3_endpoint)
+    machine_id = next(
+        k
+        for k, v in raw["Resources"].items()
+        if v["Type"] == "AWS::StepFunctions::StateMachine" and k.startswith("MaintenanceWorkflow")
+    )
+    machine = boto3.client("stepfunctions", endpoint_url=s3_endpoint, region_name="us-east-1").create_state_machine(
+        name=f"maintenance-{bucket}",
+        definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}',
+        roleArn="arn:aws:iam::123456789012:role/castable",
+    )["stateMachineArn"]
+    template = Template(raw, bucket, {machine_id: machine})
+    front = IamFront(s3_endpoint, bucket, template.bucket_policy())
+    with front.serving():
+        yield Deployment(template, front, bucket, s3_endpoint)
+
+
+@pytest.fixture(scope="module")
+def events_uri(deployment: Deployment) -> str:
+    """The ``events`` table of the deployment, with 200 rows in two files."""
+    uri = deployment.template.environment(deployment.template.function("IngestEvents"))["CASTABLE_TABLE"]
+    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=deployment.admin)
+    table.append(events(0, 100))
+    table.append(events(100, 200))
+    return uri
+
+
+@pytest.fixture(scope="module")
+def shop(deployment: Deployment) -> castable.Database:
+    """The ``shop`` database of the deployment, with its member table ``orders``."""
+    uri = deployment.template.environment(deployment.template.function("IngestShop"))["CASTABLE_DATABASE"]
+    db = castable.create_database(uri, storage_options=deployment.admin)
+    db.create_table("orders", EVENTS, primary_key="id")
+    return db
+
+
+def _parquet(table: Any) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def _ids(uri: str, options: dict[str, str]) -> list[int]:
+    return sorted(castable.open_table(uri, storage_options=options).scan(["id"]).to_arrow().column("id").to_pylist())
+
+
+def test_table_functions_work_under_their_own_roles(bundle: Path, deployment: Deployment, events_uri: str) -> None:
+    d, uri = deployment, events_uri
+    table = castable.open_table(uri, storage_options=d.admin)
+    before = _ids(uri, d.admin)
+    table.store.put("data/ext/part-0.parquet", _parquet(events(1000, 1010)))
+
+    d.run(bundle, "CommitFunction", {"table": uri, "files": ["data/ext/part-0.parquet"], "commit_id": "emr-1"})
+    (tombstoned,) = d.run(
+        bundle, "TombstoneFunction", {"table": uri, "predicate": "id = 50 or id < 5", "commit_id": "er-1/tombstone"}
+    )
+    step = {"table": uri, "predicate": "id = 50"}
+    (plan,) = d.run(bundle, "ErasureFunction", {"action": "plan", **step})
+    d.run(bundle, "SpliceFunction", *({**step, "commit_id": "er-1", "file": f} for f in plan["files"]))
+    purge = {"action": "purge", **step, "old": plan["old"], "version": tombstoned["version"]}
+    _, verified = d.run(bundle, "ErasureFunction", purge, {"action": "verify", **step})
+    assert verified["verified"], verified
+    (groups,) = d.run(bundle, "MaintenanceFunction", {"action": "plan", "table": uri})
+    d.run(
+        bundle,
+        "MaintenanceFunction",
+        *({"action": "compact", "table": uri, "files": g} for g in groups["groups"]),
+        {"action": "coalesce", "table": uri},
+        {"action": "expire", "table": uri, "retain_versions": 1, "retain_hours": 0},
+        {"action": "gc", "table": uri, "grace_hours": 0},
+    )
+    assert d.refused() == []
+    assert _ids(uri, d.admin) == sorted({*before, *range(1000, 1010)} - {50, *range(5)})
+
+
+def test_ingest_of_a_table_under_its_role_with_duplicate_and_missing_keys(
+    bundle: Path, deployment: Deployment, events_uri: str
+) -> None:
+    d, uri = deployment, events_uri
+    before = _ids(uri, d.admin)
+    s3 = boto3.client("s3", endpoint_url=d.moto, region_name="us-east-1")
+    s3.put_object(Bucket=d.bucket, Key="landing/events/a.parquet", Body=_parquet(events(5000, 5005)))
+    landed = sqs_event(d.bucket, ["landing/events/a.parquet"])
+    never = sqs_event(d.bucket, ["landing/events/never-landed.parquet"])
+    results = d.run(bundle, "IngestEvents", landed, landed, never)
+    assert results == [{"batchItemFailures": []}] * 3, "a duplicate delivery and a vanished key are not failures"
+    assert d.refused() == []
+    assert _ids(uri, d.admin) == sorted({*before, *range(5000, 5005)})
+
+
+def test_ingest_of_a_database_batch_under_its_role(
+    bundle: Path, deployment: Deployment, shop: castable.Database
+) -> None:
+    d, db = deployment, shop
+    before = db.refresh().snapshot().table("orders").count()
+    s3 = boto3.client("s3", endpoint_url=d.moto, region_name="us-east-1")
+    s3.put_object(Bucket=d.bucket, Key="landing/shop/b1/orders.parquet", Body=_parquet(events(1, 4)))
+    manifest = {"tables": {"orders": ["orders.parquet"]}}
+    s3.put_object(Bucket=d.bucket, Key="landing/shop/b1/batch.manifest.json", Body=json.dumps(manifest).encode())
+    batch = sqs_event(d.bucket, ["landing/shop/b1/batch.manifest.json"])
+    assert d.run(bundle, "IngestShop", batch, batch) == [{"batchItemFailures": []}] * 2
+    assert d.refused() == []
+    assert db.refresh().snapshot().table("orders").count() == before + 3
+
+
+def test_trigger_starts_maintenance_under_its_role(bundle: Path, deployment: Deployment) -> None:
+    d = deployment
+    note = {"detail": {"object": {"key": "tables/events/tombstone/2026/11/24/01/x.del"}}}
+    record = sqs_event(d.bucket, ["unused"])["Records"][0]
+    event = {"Records": [{**record, "body": json.dumps(note)}]}
+    (result,) = d.run(bundle, "TriggerFunction", event)
+    assert result == {"started": ["events"], "debounced": []}
+    assert d.refused() == []
+
+
+ADMINISTRATOR = Principal(
+    "Administrator",
+    {"admin": {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}},
+)
+
+
+@pytest.mark.parametrize(
+    ("role", "log", "kind"),
+    [
+        ("IngestEvents", "tables/events/", "pointer"),
+        ("IngestEvents", "tables/events/", "manifest"),
+        ("CommitFunction", "tables/events/", "pointer"),
+        ("TombstoneFunction", "tables/events/", "manifest"),
+        ("MaintenanceFunction", "tables/events/", "pointer"),
+        ("IngestShop", "databases/shop/_database/", "pointer"),
+        ("IngestShop", "databases/shop/orders/", "manifest"),
+        (ADMINISTRATOR, "tables/events/", "pointer"),
+        (ADMINISTRATOR, "databases/shop/orders/", "manifest"),
+    ],
+)
+def test_pointers_and_manifests_are_written_only_by_compare_and_swap(
+    deployment: Deployment, events_uri: str, shop: castable.Database, role: str | Principal, log: str, kind: str
+) -> None:
+    """Every role may write these keys conditionally (the stale condition below fails with 412,
+    after IAM let it through) and none may overwrite them unconditionally: the bucket policy
+    refuses it to every principal, an administrator included."""
+    d = deployment
+    admin = boto3.client("s3", endpoint_url=d.moto, region_name="us-east-1")
+    if kind == "pointer":
+        key, stale = f"{log}_latest_manifest", {"IfMatch": '"0"'}
+    else:
+        key = admin.list_objects_v2(Bucket=d.bucket, Prefix=f"{log}manifest/")["Contents"][-1]["Key"]
+        stale = {"IfNoneMatch": "*"}
+    s3 = d.s3_as(role)
+    with pytest.raises(ClientError) as conditional:
+        s3.put_object(Bucket=d.bucket, Key=key, Body=b"{}", **stale)
+    assert conditional.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert d.refused() == []
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.copy_object(Bucket=d.bucket, Key=key, CopySource={"Bucket": d.bucket, "Key": key})
+    assert len(d.refused()) == 2
