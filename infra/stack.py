@@ -458,12 +458,23 @@ class CastableStack(Stack):
         """The job role of the Spark ingest job: read its inputs and the tables, write data files
         (``tables/*/data/``, and ``databases/*/<member>/data/``) and logs, and commit only through the
         commit function."""
+        here = f"arn:{self.partition}:"
         role = iam.Role(
             self,
             "EmrJobRole",
+            # Only this account's EMR may assume it (no confused deputy): EMR Serverless for its
+            # applications here, EMR on EC2 for its clusters here.
             assumed_by=iam.CompositePrincipal(
-                iam.ServicePrincipal("emr-serverless.amazonaws.com"),
-                iam.ServicePrincipal("elasticmapreduce.amazonaws.com"),
+                *(
+                    iam.ServicePrincipal(
+                        f"{service}.amazonaws.com",
+                        conditions={
+                            "StringEquals": {"aws:SourceAccount": self.account},
+                            "ArnLike": {"aws:SourceArn": f"{here}{service}:{self.region}:{self.account}:{what}"},
+                        },
+                    )
+                    for service, what in (("emr-serverless", "/applications/*"), ("elasticmapreduce", "cluster/*"))
+                )
             ),
             description="castable Spark jobs: write Parquet under tables/*/data/ and call the commit function",
         )

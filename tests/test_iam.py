@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from helpers.aws_stubs import sqs_event
 from helpers.bundles import invoke
 from helpers.cdk import synth
-from helpers.iam import IamFront, Principal, Template, principal_of, role_principal
+from helpers.iam import IamFront, Need, Principal, Template, principal_of, role_principal
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
 
@@ -246,3 +246,31 @@ def test_pointers_and_manifests_are_written_only_by_compare_and_swap(
     with pytest.raises(ClientError, match="AccessDenied"):
         s3.copy_object(Bucket=d.bucket, Key=key, CopySource={"Bucket": d.bucket, "Key": key})
     assert len(d.refused()) == 2
+
+
+def test_the_emr_job_role_writes_data_files_and_commits_only_through_the_commit_function(
+    deployment: Deployment, events_uri: str
+) -> None:
+    d = deployment
+    role = next(
+        k for k, v in d.template.resources.items() if v["Type"] == "AWS::IAM::Role" and k.startswith("EmrJobRole")
+    )
+    s3 = d.s3_as(role)
+    s3.put_object(Bucket=d.bucket, Key="tables/events/data/emr/run-1/part-0.parquet", Body=_parquet(events(0, 2)))
+    assert s3.list_objects_v2(Bucket=d.bucket, Prefix="tables/events/manifest/")["KeyCount"] > 0
+    with pytest.raises(ClientError) as missing:
+        s3.get_object(Bucket=d.bucket, Key="tables/events/manifest/v99999999999999999999.json")
+    assert missing.value.response["Error"]["Code"] == "NoSuchKey", "the probe for a newer version sees a 404"
+    assert d.refused() == []
+    for write in (
+        lambda: s3.put_object(Bucket=d.bucket, Key="tables/events/_latest_manifest", Body=b"{}", IfMatch='"0"'),
+        lambda: s3.put_object(Bucket=d.bucket, Key="tables/events/tombstone/x.del", Body=b""),
+        lambda: s3.put_object(Bucket=d.bucket, Key="landing/events/x.parquet", Body=b""),
+        lambda: s3.delete_object(Bucket=d.bucket, Key="tables/events/data/emr/run-1/part-0.parquet"),
+    ):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            write()
+    principal = role_principal(d.template, role)
+    functions = {f: d.template.arn(d.template.function(f)) for f in ("CommitFunction", "MaintenanceFunction")}
+    assert d.front.allows(principal, Need("lambda:InvokeFunction", functions["CommitFunction"]))
+    assert not d.front.allows(principal, Need("lambda:InvokeFunction", functions["MaintenanceFunction"]))

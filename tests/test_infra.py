@@ -240,6 +240,12 @@ def test_emr_job_role_writes_data_and_invokes_commit(template: dict[str, Any]) -
     ]
     text = json.dumps(stmts)
     assert "lambda:InvokeFunction" in text and "CommitFunction" in text
+    trust = roles[emr[0]]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert len(trust) == 2 and all(
+        {"aws:SourceAccount": {"Ref": "AWS::AccountId"}} == t["Condition"]["StringEquals"]
+        and "aws:SourceArn" in t["Condition"]["ArnLike"]
+        for t in trust
+    ), "only this account's EMR may assume the job role"
 
 
 def test_emr_serverless_application_runs_spark_35_and_stops_when_idle(template: dict[str, Any]) -> None:

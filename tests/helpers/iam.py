@@ -60,7 +60,7 @@ class Template:
             if op == "Ref":
                 return self._ref(arg)
             if op == "Fn::GetAtt":
-                return self._arn(arg[0])
+                return self.arn(arg[0])
             if op == "Fn::Join":
                 return str(arg[0]).join(str(self.resolve(v)) for v in arg[1])
         return {k: self.resolve(v) for k, v in value.items()}
@@ -73,10 +73,19 @@ class Template:
             return self.bucket
         return self.refs.get(name, f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/Castable/{name}")
 
-    def _arn(self, name: str) -> str:
+    def arn(self, name: str) -> str:
+        """The ARN of the resource ``name`` (a logical id) in the test account."""
         if name == self.bucket_id:
             return f"arn:aws:s3:::{self.bucket}"
-        return self.refs.get(name, f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/Castable/{name}")
+        kinds = {
+            "AWS::Lambda::Function": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}",
+            "AWS::SQS::Queue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}",
+            "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
+        }
+        default = kinds.get(
+            self.resources.get(name, {}).get("Type", ""), f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:{name}"
+        )
+        return self.refs.get(name, default)
 
     def function(self, prefix: str) -> str:
         """The logical id of the one Lambda function whose id starts with ``prefix``."""
