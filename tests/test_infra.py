@@ -242,7 +242,7 @@ def test_emr_job_role_writes_data_and_invokes_commit(template: dict[str, Any]) -
     assert "lambda:InvokeFunction" in text and "CommitFunction" in text
     trust = roles[emr[0]]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert len(trust) == 2 and all(
-        {"aws:SourceAccount": {"Ref": "AWS::AccountId"}} == t["Condition"]["StringEquals"]
+        t["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
         and "aws:SourceArn" in t["Condition"]["ArnLike"]
         for t in trust
     ), "only this account's EMR may assume the job role"

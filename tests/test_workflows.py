@@ -163,6 +163,9 @@ def test_maintenance_workflow_compacts_expires_and_collects(aws: dict[str, str],
     assert ids(table) == before
     assert latest.manifest.tombstones == (), "deleted rows were compacted away"
     assert len(out["groups_compacted"]) == 3, "the three files holding deleted rows were compacted in parallel"
+    execution = d["executionArn"].rpartition(":")[2]
+    compactions = sorted(c for c in latest.manifest.recent_commits if c.startswith(f"{execution}/compact/"))
+    assert compactions == [f"{execution}/compact/{i}" for i in range(3)], "each group commits with an id a retry reuses"
 
 
 def test_maintenance_workflow_retries_a_conflict_then_succeeds(
@@ -267,3 +270,39 @@ def test_erasure_workflow_refuses_a_table_name_outside_the_database(
     assert d["status"] == "FAILED"
     assert "not a table name inside the database" in json.dumps(failures(d))
     assert shop.refresh().version == version
+
+
+TRANSIENT = {
+    "CommitConflictError",
+    "CommitStateUnknownError",
+    "StoreError",
+    "StoreUnavailableError",
+    "Lambda.TooManyRequestsException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.ClientExecutionTimeoutException",
+    "Sandbox.Timedout",
+}
+"""What every task retries. Step Functions matches an error's exact class name, never a base class."""
+NOT_TRANSIENT = {"ObjectNotFoundError", "PreconditionFailedError", "ConcurrentModificationError", "PartTooSmallError"}
+
+
+def _tasks(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, state in states.items():
+        if state["Type"] == "Task":
+            yield name, state
+        if state["Type"] == "Map":
+            yield from _tasks(state["ItemProcessor"]["States"])
+
+
+@pytest.mark.parametrize("machine", ["erasure", "maintenance"])
+def test_every_task_retries_every_transient_error_by_its_exact_name(machine: str) -> None:
+    from castable.store import StoreError
+
+    subclasses = {c.__name__ for c in StoreError.__subclasses__()}
+    assert subclasses <= TRANSIENT | NOT_TRANSIENT, "decide whether a new StoreError subclass is transient"
+    definition = json.loads((ROOT / "statemachines" / f"{machine}.asl.json").read_text())
+    for name, task in _tasks(definition["States"]):
+        retried = {e for r in task.get("Retry", []) for e in r["ErrorEquals"]}
+        assert retried >= TRANSIENT, f"{name} does not retry {sorted(TRANSIENT - retried)}"
