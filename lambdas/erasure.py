@@ -1,5 +1,7 @@
 """Erasure Lambda: the planning, purge and verification steps of the erasure workflow.
 
+- ``{"action": "validate", "input": <the workflow's input>}`` checks the request before anything
+  runs: its commit id, the table or database and its tables, each predicate against its schema;
 - ``{"action": "plan", "table", "predicate"}`` -> the data files that may hold matching rows
   and the versions that added them (``old``), for the Map over ``splice``;
 - ``{"action": "purge", "table", "predicate", "old", "version"}`` expires the versions that
@@ -12,11 +14,38 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
+import castable
 from castable.erase import purge_objects, verify_erased
 from castable.predicate import parse_predicate
-from lambdas.runtime import TableUri, lambda_handler, logger, open_table, tracer
+from lambdas.runtime import ERASURE_COMMIT_ID_LIMIT, TableUri, lambda_handler, logger, open_table, tracer
+
+
+class Request(BaseModel):
+    """What the erasure workflow is started with: one table and a predicate, or a database and a
+    predicate per table, and the request's commit id."""
+
+    model_config = ConfigDict(extra="forbid")
+    commit_id: str = Field(min_length=1, max_length=ERASURE_COMMIT_ID_LIMIT)
+    table: TableUri | None = None
+    predicate: str | None = Field(default=None, min_length=1)
+    database: TableUri | None = None
+    tables: dict[str, Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Request:
+        if (self.table is None) == (self.database is None):
+            raise ValueError("give either table and predicate, or database and tables")
+        if (self.table is None) != (self.predicate is None) or (self.database is None) != (self.tables is None):
+            raise ValueError("a table needs a predicate, a database its tables' predicates")
+        return self
+
+
+class Validate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["validate"]
+    input: Request
 
 
 class _Step(BaseModel):
@@ -39,7 +68,7 @@ class Verify(_Step):
     action: Literal["verify"]
 
 
-class ErasureEvent(RootModel[Annotated[Plan | Purge | Verify, Field(discriminator="action")]]):
+class ErasureEvent(RootModel[Annotated[Validate | Plan | Purge | Verify, Field(discriminator="action")]]):
     pass
 
 
@@ -47,6 +76,8 @@ class ErasureEvent(RootModel[Annotated[Plan | Purge | Verify, Field(discriminato
 @tracer.capture_method
 def handler(event: ErasureEvent) -> dict[str, Any]:
     step = event.root
+    if isinstance(step, Validate):
+        return {"valid": True, "tables": _validate(step.input)}
     table = open_table(step.table)
     predicate = parse_predicate(step.predicate, table.schema)
     logger.append_keys(action=step.action)
@@ -58,3 +89,16 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
         return report.summary()
     remaining = verify_erased(table.store, predicate)
     return {"verified": not remaining, "remaining_matches": remaining}
+
+
+def _validate(request: Request) -> int:
+    """How many tables ``request`` erases from, once each exists and each predicate parses
+    against its table's schema; a castable error naming the problem otherwise."""
+    if request.table is not None and request.predicate is not None:
+        parse_predicate(request.predicate, open_table(request.table).schema)
+        return 1
+    assert request.database is not None and request.tables is not None
+    snapshot = castable.open_database(request.database).snapshot()
+    for name, predicate in request.tables.items():
+        parse_predicate(predicate, snapshot.table(name).schema)  # TableNotFoundError for a name it lacks
+    return len(request.tables)

@@ -26,6 +26,9 @@ metrics = Metrics(namespace="castable")
 
 M = TypeVar("M", bound=BaseModel)
 
+ERASURE_COMMIT_ID_LIMIT = 200
+"""The longest commit id an erasure takes: its steps commit as ``<id>/tombstone`` and
+``<id>/splice/<16 hex digits>``, within the library's 256 characters."""
 TableUri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")]
 """An ``s3://bucket/prefix`` table location (functions only serve tables on S3)."""
 

@@ -20,6 +20,7 @@ from helpers.tables import EVENTS, events
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 import castable
+from castable.errors import CorruptObjectError
 from castable.table import Table
 from castable.tables import load_table
 
@@ -122,11 +123,41 @@ def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dic
         assert not {10, 2500, 3999} & set(data)
 
 
-def test_erasure_workflow_catch_path(aws: dict[str, str], table: Table) -> None:
-    d = run(aws["erasure"], {"table": table.uri, "predicate": "nope = 1", "commit_id": "bad"})
+def test_erasure_workflow_catch_path(aws: dict[str, str], table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise CorruptObjectError("a data file could not be read")
+
+    monkeypatch.setattr(Table, "erase", broken)
+    d = run(aws["erasure"], {"table": table.uri, "predicate": "id = 7", "commit_id": "bad"})
     assert d["status"] == "FAILED"
     failed = [e for e in history(d) if e["type"] == "ExecutionFailed"]
     assert failed and failed[0]["executionFailedEventDetails"]["error"] == "ErasureFailed"
+    assert ids(table) == [i for i in range(4000) if i != 7], "the tombstone landed; the splice failed and said so"
+
+
+@pytest.mark.parametrize(
+    ("request_", "error"),
+    [
+        ({"predicate": "id = 7", "commit_id": "x" * 201}, "InvalidEventError"),
+        ({"predicate": "id = 7"}, "InvalidEventError"),
+        ({"predicate": "nope = 1", "commit_id": "bad-column"}, "InvalidPredicateError"),
+        (
+            {"predicate": "id = 7", "commit_id": "both", "database": "s3://b/db", "tables": {"t": "id = 7"}},
+            "InvalidEventError",
+        ),
+        ({"predicate": "id = 7", "commit_id": "stray", "extra": 1}, "InvalidEventError"),
+    ],
+)
+def test_erasure_workflow_refuses_a_bad_request_before_anything_runs(
+    aws: dict[str, str], table: Table, request_: dict[str, Any], error: str
+) -> None:
+    d = run(aws["erasure"], {"table": table.uri, **request_})
+    assert d["status"] == "FAILED"
+    events = history(d)
+    failed = [e for e in events if e["type"] == "ExecutionFailed"]
+    assert failed and failed[0]["executionFailedEventDetails"]["error"] == error
+    entered = [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
+    assert entered == ["Validate"]
     assert load_table(table.store).version == table.version
 
 
