@@ -35,6 +35,7 @@ class Compact(_Step):
 
 class Coalesce(_Step):
     action: Literal["coalesce"]
+    commit_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class Expire(_Step):
@@ -67,7 +68,7 @@ def handler(event: MaintenanceEvent) -> dict[str, Any]:
         metrics.add_metric(name="FilesCompacted", unit=MetricUnit.Count, value=len(report.files_rewritten))
         return {"table": step.table, **report.summary()}
     if isinstance(step, Coalesce):
-        report = table.compact(min_file_size=1, delete_ratio=1.0)
+        report = table.compact(min_file_size=1, delete_ratio=1.0, commit_id=step.commit_id)
         return {"table": step.table, **report.summary()}
     if isinstance(step, Expire):
         retain_for = None if step.retain_hours is None else timedelta(hours=step.retain_hours)

@@ -483,3 +483,23 @@ def test_commit_registers_files_in_a_database_member_through_its_log(db_ingest_e
     assert result["version"] == 1 and db.refresh().version == before + 1
     assert db.history(limit=1)[0].commit_id == "emr-run-9"
     assert db.snapshot().table("orders").count() == 10
+
+
+def test_maintenance_coalesce_with_a_commit_id_commits_once(
+    s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The maintenance workflow passes ``<execution>/coalesce``: a retried step commits nothing twice."""
+    from lambdas import maintenance
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    table = castable.create_table(f"s3://{s3_bucket}/t", EVENTS, primary_key="id")
+    table.append(events(0, 3000))
+    table.delete("id = 5")
+    table.delete("id = 2500")
+    step = {"action": "coalesce", "table": table.uri, "commit_id": "exec-1/coalesce"}
+    first = maintenance.handler(step, Context())
+    assert first["tombstones_coalesced"] == 2
+    version = table.refresh().version
+    assert table.manifest.recent_commits["exec-1/coalesce"] == version
+    maintenance.handler(step, Context())
+    assert table.refresh().version == version
