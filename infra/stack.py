@@ -29,7 +29,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from castable.layout import MANIFEST_PREFIX, POINTER_KEY
-from castable.sources import EXTENSIONS, MANIFEST_SUFFIX
+from castable.sources import MANIFEST_SUFFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
 
@@ -37,12 +37,6 @@ STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
 EMR_ARTIFACTS = "artifacts/"
 """Where the ingest job's entry script and packed Python environment are uploaded."""
 EMR_LOGS = "emr-logs/"
-
-
-LANDING_SUFFIXES = tuple(
-    ext + gz for ext, fmt in EXTENSIONS.items() for gz in ("", ".gz") if fmt != "parquet" or not gz
-)
-"""Landed keys that notify the ingest queue: data files only (not Spark's ``_SUCCESS`` markers)."""
 
 
 @dataclass(frozen=True)
@@ -288,7 +282,7 @@ class CastableStack(Stack):
             table.name,
             f"tables/{table.name}/",
             environment,
-            LANDING_SUFFIXES,
+            None,
             description,
             code,
             memory=table.ingest_memory_mb,
@@ -302,7 +296,7 @@ class CastableStack(Stack):
             database.name,
             f"databases/{database.name}/",
             {"CASTABLE_DATABASE": self.database_uris[database.name]},
-            (MANIFEST_SUFFIX,),
+            MANIFEST_SUFFIX,
             description,
             code,
             memory=database.ingest_memory_mb,
@@ -314,7 +308,7 @@ class CastableStack(Stack):
         name: str,
         prefix: str,
         environment: dict[str, str],
-        suffixes: tuple[str, ...],
+        suffix: str | None,
         description: str,
         code: lambda_.Code,
         *,
@@ -322,7 +316,9 @@ class CastableStack(Stack):
         concurrency: int,
     ) -> lambda_.Function:
         """A landing queue with its dead letters, fed by ``landing/<name>/`` keys ending in
-        ``suffixes``, and an ingest function scoped to ``prefix`` and that landing prefix."""
+        ``suffix`` (every key if ``None``: S3's suffix filters are case-sensitive, so a table's
+        function picks its data files itself, in any case), and an ingest function scoped to
+        ``prefix`` and that landing prefix."""
         construct = name.replace("-", " ").replace("_", " ").title().replace(" ", "")
         dead_letters = self._queue(f"Landing{construct}DeadLetters", retention_period=Duration.days(14))
         queue = self._queue(
@@ -336,12 +332,11 @@ class CastableStack(Stack):
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
         for key, value in environment.items():
             fn.add_environment(key, value)
-        for suffix in suffixes:
-            self.bucket.add_event_notification(
-                s3.EventType.OBJECT_CREATED,
-                s3n.SqsDestination(queue),
-                s3.NotificationKeyFilter(prefix=f"landing/{name}/", suffix=suffix),
-            )
+        self.bucket.add_event_notification(
+            s3.EventType.OBJECT_CREATED,
+            s3n.SqsDestination(queue),
+            s3.NotificationKeyFilter(prefix=f"landing/{name}/", suffix=suffix),
+        )
         fn.add_event_source(
             sources.SqsEventSource(
                 queue,

@@ -223,6 +223,10 @@ def _make_record_handler(batch: _Batch) -> Any:
                 metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
                 logger.warning("skipped: outside the landing prefix", extra={"bucket": bucket, "key": key})
                 continue
+            if not sources.is_data_file(key):  # _SUCCESS markers, .crc files: left where they are
+                metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
+                logger.info("skipped: not a data file", extra={"key": key})
+                continue
             try:
                 landed = _open(batch, bucket, key)
             except BadFileError as e:

@@ -247,9 +247,10 @@ def test_ingest_dead_letters_a_file_with_null_keys_from_its_footer(ingest_env: T
 
 
 def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -> None:
-    """CSV (a double written `1`, a string written `123`), gzipped TSV and JSON Lines append in
-    the batch's one commit; a CSV with a bad value and one with a NULL key are dead-lettered with
-    the file, row and column in the reason, and append nothing."""
+    """CSV (a double written `1`, a string written `123`, a name in upper case), gzipped TSV and
+    JSON Lines append in the batch's one commit; a _SUCCESS marker and a .crc are skipped; a CSV
+    with a bad value and one with a NULL key are dead-lettered with the file, row and column in
+    the reason, and append nothing."""
     from lambdas import ingest
 
     t = ingest_env
@@ -259,6 +260,9 @@ def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -
         "landing/a.csv": b"id,category,value\n100,123,1\n101,,2.5\n",
         "landing/b.tsv.gz": gzip.compress(b"id\tcategory\tvalue\n102\tx\t3\n"),
         "landing/c.jsonl": b'{"id": 103, "category": "y", "value": 4}\n{"id": 104}\n',
+        "landing/D.CSV": b"id,category,value\n105,z,5\n",
+        "landing/_SUCCESS": b"",
+        "landing/.part-0.parquet.crc": b"crc",
         "landing/bad.csv": b"id,category,value\n200,a,1\n201,b,one\n",
         "landing/nokey.csv": b"id,category,value\n300,a,1\n,b,2\n",
     }
@@ -273,6 +277,7 @@ def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -
         {"id": 102, "category": "x", "value": 3.0},
         {"id": 103, "category": "y", "value": 4.0},
         {"id": 104, "category": None, "value": None},
+        {"id": 105, "category": "z", "value": 5.0},
     ]
     assert table.version == t.version + 1, "one commit for the batch"
     reason = json.loads(s3.get_object(Bucket=bucket, Key="landing-failed/landing/bad.csv.reason.json")["Body"].read())
@@ -280,7 +285,7 @@ def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -
     nokey = s3.get_object(Bucket=bucket, Key="landing-failed/landing/nokey.csv.reason.json")["Body"].read()
     assert json.loads(nokey)["reason"] == "landing/nokey.csv: column 'id' is not nullable but has 1 nulls"
     left = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing/").get("Contents", [])}
-    assert left == set(), "ingested and dead-lettered files left the landing prefix"
+    assert left == {"landing/_SUCCESS", "landing/.part-0.parquet.crc"}, "what is not a data file is left alone"
 
 
 def test_ingest_appends_a_file_once_whatever_the_deliveries(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -45,6 +45,16 @@ EXTENSIONS: dict[str, Format] = {
 _BLOCK_SIZE = 4 * 1024 * 1024
 """Bytes of CSV or JSON parsed at a time (one read each, a ranged GET on S3)."""
 
+DATA_SUFFIXES = tuple(ext + gz for ext, fmt in EXTENSIONS.items() for gz in ("", ".gz") if fmt != "parquet" or not gz)
+"""Names that are data files (matched case-insensitively): not Spark's ``_SUCCESS`` markers,
+``.crc`` checksums or anything else landing beside them."""
+
+
+def is_data_file(name: str) -> bool:
+    """Whether ``name`` ends like a data file of a format castable reads, in any letter case."""
+    return name.lower().endswith(DATA_SUFFIXES)
+
+
 MANIFEST_SUFFIX = ".manifest.json"
 """A landed object whose name ends so is a batch manifest: it names files landed beside it and
 the table of a database each goes to (the ingest function appends them in one transaction)."""
