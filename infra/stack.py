@@ -175,24 +175,20 @@ class CastableStack(Stack):
         however broad its grant on the prefix, can overwrite a committed version or move the
         pointer blindly (CopyObject and multipart uploads are PutObject too, and refused alike)."""
         logs = [f"{p}{member}" for p in self.prefixes for member in ("", "*/")]
-        self.bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["s3:PutObject"],
-                resources=[self.bucket.arn_for_objects(f"{log}{POINTER_KEY}") for log in logs],
-                conditions={"Null": {"s3:if-match": "true", "s3:if-none-match": "true"}},
+        required = {
+            POINTER_KEY: {"s3:if-match": "true", "s3:if-none-match": "true"},
+            f"{MANIFEST_PREFIX}*": {"s3:if-none-match": "true"},
+        }
+        for key, absent in required.items():
+            self.bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:PutObject"],
+                    resources=[self.bucket.arn_for_objects(f"{log}{key}") for log in logs],
+                    conditions={"Null": absent},
+                )
             )
-        )
-        self.bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["s3:PutObject"],
-                resources=[self.bucket.arn_for_objects(f"{log}{MANIFEST_PREFIX}*") for log in logs],
-                conditions={"Null": {"s3:if-none-match": "true"}},
-            )
-        )
 
     # ------------------------------------------------------------------ functions
 
