@@ -4,18 +4,16 @@ once against S3 on the moto server over HTTP. A dependency the dev venv happens 
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import boto3
-import pyarrow.parquet as pq
 import pytest
 from helpers import ROOT
 from helpers.aws_stubs import sqs_event
 from helpers.bundles import invoke
 from helpers.s3servers import new_bucket
-from helpers.tables import EVENTS, events
+from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
 
@@ -36,13 +34,9 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
     options = {"endpoint_url": s3_endpoint, "region": "us-east-1"}
     table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
     table.append(events(0, 100))
-    registered = io.BytesIO()
-    pq.write_table(events(1000, 1010), registered)
-    table.store.put("data/ext/part-0.parquet", registered.getvalue())
-    landed = io.BytesIO()
-    pq.write_table(events(2000, 2005), landed)
+    table.store.put("data/ext/part-0.parquet", parquet_bytes(events(1000, 1010)))
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
-    s3.put_object(Bucket=bucket, Key="landing/events/a.parquet", Body=landed.getvalue())
+    s3.put_object(Bucket=bucket, Key="landing/events/a.parquet", Body=parquet_bytes(events(2000, 2005)))
     machine = boto3.client("stepfunctions", endpoint_url=s3_endpoint, region_name="us-east-1").create_state_machine(
         name=f"maintenance-{bucket}",
         definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}',

@@ -4,7 +4,6 @@ and each role is refused what it must not do."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import pyarrow.parquet as pq
 import pytest
 from botocore.exceptions import ClientError
 from helpers.aws_stubs import sqs_event
@@ -20,7 +18,7 @@ from helpers.bundles import invoke
 from helpers.cdk import synth
 from helpers.iam import IamFront, Need, Principal, Template, principal_of, role_principal
 from helpers.s3servers import new_bucket
-from helpers.tables import EVENTS, events
+from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
 
@@ -124,12 +122,6 @@ def shop(deployment: Deployment) -> castable.Database:
     return db
 
 
-def _parquet(table: Any) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    return buf.getvalue()
-
-
 def _ids(uri: str, options: dict[str, str]) -> list[int]:
     return sorted(castable.open_table(uri, storage_options=options).scan(["id"]).to_arrow().column("id").to_pylist())
 
@@ -138,7 +130,7 @@ def test_table_functions_work_under_their_own_roles(bundle: Path, deployment: De
     d, uri = deployment, events_uri
     table = castable.open_table(uri, storage_options=d.admin)
     before = _ids(uri, d.admin)
-    table.store.put("data/ext/part-0.parquet", _parquet(events(1000, 1010)))
+    table.store.put("data/ext/part-0.parquet", parquet_bytes(events(1000, 1010)))
 
     d.run(bundle, "CommitFunction", {"table": uri, "files": ["data/ext/part-0.parquet"], "commit_id": "emr-1"})
     (tombstoned,) = d.run(
@@ -169,7 +161,7 @@ def test_ingest_of_a_table_under_its_role_with_duplicate_and_missing_keys(
     d, uri = deployment, events_uri
     before = _ids(uri, d.admin)
     s3 = boto3.client("s3", endpoint_url=d.moto, region_name="us-east-1")
-    s3.put_object(Bucket=d.bucket, Key="landing/events/a.parquet", Body=_parquet(events(5000, 5005)))
+    s3.put_object(Bucket=d.bucket, Key="landing/events/a.parquet", Body=parquet_bytes(events(5000, 5005)))
     landed = sqs_event(d.bucket, ["landing/events/a.parquet"])
     never = sqs_event(d.bucket, ["landing/events/never-landed.parquet"])
     results = d.run(bundle, "IngestEvents", landed, landed, never)
@@ -184,7 +176,7 @@ def test_ingest_of_a_database_batch_under_its_role(
     d, db = deployment, shop
     before = db.refresh().snapshot().table("orders").count()
     s3 = boto3.client("s3", endpoint_url=d.moto, region_name="us-east-1")
-    s3.put_object(Bucket=d.bucket, Key="landing/shop/b1/orders.parquet", Body=_parquet(events(1, 4)))
+    s3.put_object(Bucket=d.bucket, Key="landing/shop/b1/orders.parquet", Body=parquet_bytes(events(1, 4)))
     manifest = {"tables": {"orders": ["orders.parquet"]}}
     s3.put_object(Bucket=d.bucket, Key="landing/shop/b1/batch.manifest.json", Body=json.dumps(manifest).encode())
     batch = sqs_event(d.bucket, ["landing/shop/b1/batch.manifest.json"])
@@ -256,7 +248,7 @@ def test_the_emr_job_role_writes_data_files_and_commits_only_through_the_commit_
         k for k, v in d.template.resources.items() if v["Type"] == "AWS::IAM::Role" and k.startswith("EmrJobRole")
     )
     s3 = d.s3_as(role)
-    s3.put_object(Bucket=d.bucket, Key="tables/events/data/emr/run-1/part-0.parquet", Body=_parquet(events(0, 2)))
+    s3.put_object(Bucket=d.bucket, Key="tables/events/data/emr/run-1/part-0.parquet", Body=parquet_bytes(events(0, 2)))
     assert s3.list_objects_v2(Bucket=d.bucket, Prefix="tables/events/manifest/")["KeyCount"] > 0
     with pytest.raises(ClientError) as missing:
         s3.get_object(Bucket=d.bucket, Key="tables/events/manifest/v99999999999999999999.json")

@@ -69,9 +69,7 @@ class Template:
         pseudo = {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::URLSuffix": ""}
         if name in pseudo:
             return pseudo[name]
-        if name == self.bucket_id:
-            return self.bucket
-        return self.refs.get(name, f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/Castable/{name}")
+        return self.bucket if name == self.bucket_id else self.arn(name)
 
     def arn(self, name: str) -> str:
         """The ARN of the resource ``name`` (a logical id) in the test account."""
@@ -297,7 +295,7 @@ class IamFront:
 
     def add(self, principal: Principal) -> dict[str, str]:
         """Register ``principal``; the environment a process calls the front with as that role."""
-        key = f"AKIA{principal.name.upper()[:16]}".ljust(20, "X")
+        key = f"AKIA{hashlib.sha256(principal.name.encode()).hexdigest()[:16].upper()}"
         self.principals[key] = principal
         return {
             "AWS_ACCESS_KEY_ID": key,

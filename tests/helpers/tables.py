@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from castable.store import ObjectStore
 from castable.tables import load_table
@@ -29,6 +31,13 @@ def events(start: int, stop: int) -> pa.Table:
         },
         schema=EVENTS,
     )
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """``table`` as a Parquet file, as another engine would land or write it."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
 
 
 def keyed_events(table_uri: tuple[str, dict[str, str] | None], rows: int) -> Any:
