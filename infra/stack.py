@@ -152,6 +152,11 @@ class CastableStack(Stack):
         for name, fn in self.functions.items():
             if name != "trigger":
                 self._grant_tables(fn)
+        # Erase is refused on a bucket with Object Lock (its versions would outlive a purge).
+        for name in ("erasure", "splice"):
+            self.functions[name].add_to_role_policy(
+                iam.PolicyStatement(actions=["s3:GetBucketObjectLockConfiguration"], resources=[self.bucket.bucket_arn])
+            )
         # gc aborts stale multipart uploads. s3:prefix is no condition key of this listing, so it
         # is granted on the bucket: it names upload keys, never data.
         self.functions["maintenance"].add_to_role_policy(
@@ -230,7 +235,7 @@ class CastableStack(Stack):
         else:
             fn.add_to_role_policy(
                 iam.PolicyStatement(
-                    actions=["s3:DeleteObject"],
+                    actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
                     # a database's member tables probe under their own prefixes
                     resources=[self.bucket.arn_for_objects(f"{p}{PROBE_PREFIX}*") for p in prefixes]
                     + [
@@ -249,6 +254,10 @@ class CastableStack(Stack):
                 resources=[self.bucket.bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
             )
+        )
+        # Whether the bucket keeps versions: castable's deletes then delete every version.
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:GetBucketVersioning"], resources=[self.bucket.bucket_arn])
         )
 
     # --------------------------------------------------------------------- ingest

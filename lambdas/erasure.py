@@ -1,13 +1,14 @@
 """Erasure Lambda: the planning, purge and verification steps of the erasure workflow.
 
 - ``{"action": "validate", "input": <the workflow's input>}`` checks the request before anything
-  runs: its commit id, the table or database and its tables, each predicate against its schema;
+  runs: its commit id, the table or database and its tables, each predicate against its schema,
+  and that the bucket has no Object Lock (which would keep the erased rows' versions);
 - ``{"action": "plan", "table", "predicate"}`` -> the data files that may hold matching rows
   and the versions that added them (``old``), for the Map over ``splice``;
 - ``{"action": "purge", "table", "predicate", "old", "version"}`` expires the versions that
   still reference the replaced files and deletes those objects (every version of them);
 - ``{"action": "verify", "table", "predicate"}`` checks every file of every retained version
-  for a physically present matching row.
+  for a physically present matching row, and lists noncurrent copies left under the table.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 import castable
-from castable.erase import purge_objects, verify_erased
+from castable.erase import check_erasable, noncurrent_copies, purge_objects, verify_erased
 from castable.predicate import parse_predicate
 from lambdas.runtime import ERASURE_COMMIT_ID_LIMIT, TableUri, lambda_handler, logger, open_table, tracer
 
@@ -88,17 +89,25 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
         report = purge_objects(table.store, step.old, max(step.version, table.refresh().version), predicate)
         return report.summary()
     remaining = verify_erased(table.store, predicate)
-    return {"verified": not remaining, "remaining_matches": remaining}
+    noncurrent = noncurrent_copies(table.store)
+    return {
+        "verified": not remaining and not noncurrent,
+        "remaining_matches": remaining,
+        "noncurrent_copies": noncurrent,
+    }
 
 
 def _validate(request: Request) -> int:
     """How many tables ``request`` erases from, once each exists and each predicate parses
     against its table's schema; a castable error naming the problem otherwise."""
     if request.table is not None and request.predicate is not None:
-        parse_predicate(request.predicate, open_table(request.table).schema)
+        table = open_table(request.table)
+        parse_predicate(request.predicate, table.schema)
+        check_erasable(table.store)
         return 1
     assert request.database is not None and request.tables is not None
     snapshot = castable.open_database(request.database).snapshot()
     for name, predicate in request.tables.items():
         parse_predicate(predicate, snapshot.table(name).schema)  # TableNotFoundError for a name it lacks
+        check_erasable(snapshot.table(name).store)
     return len(request.tables)

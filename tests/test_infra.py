@@ -73,16 +73,24 @@ def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> No
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "castable"
 
 
+BUCKET_WIDE = (
+    "s3:ListBucket",
+    "s3:ListBucketVersions",
+    "s3:ListBucketMultipartUploads",
+    "s3:GetBucketVersioning",  # whether deletes must delete every version
+    "s3:GetBucketObjectLockConfiguration",  # erase refuses a bucket with Object Lock
+)
+"""Actions on the bucket itself: listings (conditioned on s3:prefix where S3 allows it) and two
+settings castable reads; none gives an object's bytes."""
+
+
 def test_permissions_are_scoped_to_table_prefixes(template: dict[str, Any]) -> None:
     for s in statements(template):
         actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
         assert not any(a in ("s3:*", "*") for a in actions), s
         if actions == ["s3:PutBucketNotification"]:  # CDK's notification custom resource configures the bucket
             continue
-        if any(
-            a.startswith("s3:") and a not in ("s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads")
-            for a in actions
-        ):
+        if any(a.startswith("s3:") and a not in BUCKET_WIDE for a in actions):
             text = json.dumps(s["Resource"])
             assert any(p in text for p in ("/tables/events/", "/tables/orders/", "/landing/", "/landing-failed/")), s
     listing = [s for s in statements(template) if s["Action"] != "s3:ListBucketMultipartUploads"]

@@ -161,6 +161,31 @@ def test_erasure_workflow_refuses_a_bad_request_before_anything_runs(
     assert load_table(table.store).version == table.version
 
 
+def test_erasure_workflow_refuses_a_bucket_with_object_lock(aws: dict[str, str], s3_endpoint: str) -> None:
+    """Object Lock would keep the erased rows' versions past the purge: Validate refuses the
+    request and no step that writes runs."""
+    import boto3
+
+    name = f"castable-lock-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(
+        Bucket=name, ObjectLockEnabledForBucket=True
+    )
+    t = castable.create_table(
+        f"s3://{name}/events",
+        EVENTS,
+        primary_key="id",
+        storage_options={"endpoint_url": s3_endpoint, "region": "us-east-1"},
+    )
+    t.append(events(0, 100))
+    d = run(aws["erasure"], {"table": t.uri, "predicate": "id = 7", "commit_id": "locked"})
+    assert d["status"] == "FAILED"
+    events_ = history(d)
+    failed = [e for e in events_ if e["type"] == "ExecutionFailed"]
+    assert failed and failed[0]["executionFailedEventDetails"]["error"] == "ObjectLockedError"
+    assert [e["stateEnteredEventDetails"]["name"] for e in events_ if "stateEnteredEventDetails" in e] == ["Validate"]
+    assert load_table(t.store).version == t.version
+
+
 def test_erasure_workflow_fails_when_the_purge_finds_a_trace(
     aws: dict[str, str], table: Table, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,7 +34,7 @@ from castable.create import check_not_nested, initial_manifest
 from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
 from castable.entries import CommitInfo
 from castable.erase import MODES as ERASE_MODES
-from castable.erase import EraseChange, EraseMode, EraseReport
+from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -352,6 +352,7 @@ class Database:
         tables = {name: self.table(name) for name in predicates}
         self.store.check_conditional_writes()
         parsed = {name: parse_predicate(p, tables[name].schema) for name, p in predicates.items()}
+        check_erasable(self.store)
         changes = {
             name: EraseChange(t.store, parsed[name], t.manifest, mode, t.settings, None) for name, t in tables.items()
         }

@@ -29,15 +29,23 @@ from pyroaring import BitMap
 from castable import tombstone
 from castable.commit import NextState, raise_floor, read_manifest
 from castable.conflicts import Footprint, PlannedChange
-from castable.errors import CorruptObjectError, VersionNotFoundError
+from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFoundError
 from castable.evolution import conform_read
 from castable.filelist import prune_tombstones
 from castable.footer import Footer
 from castable.gc import referenced_objects, retained_versions
-from castable.layout import ERASURE_PREFIX, manifest_key, new_tombstone_key
+from castable.layout import (
+    DATA_PREFIX,
+    ERASURE_PREFIX,
+    MANIFEST_PREFIX,
+    TOMBSTONE_PREFIX,
+    manifest_key,
+    new_tombstone_key,
+)
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate
 from castable.properties import TableProperties
+from castable.segment import SEGMENT_PREFIX
 from castable.snapshot import Snapshot
 from castable.splice import (
     FileErasure,
@@ -62,6 +70,9 @@ _SOURCE = "_castable_source"
 """The column of an ``erasure/`` object naming the old object each erased row came from."""
 _LOST = "castable.lost"
 """Its metadata key listing the old objects that were gone, their rows unknown, when it was made."""
+ROW_PREFIXES = (DATA_PREFIX, SEGMENT_PREFIX, TOMBSTONE_PREFIX, MANIFEST_PREFIX, ERASURE_PREFIX)
+"""Where a table's objects can hold row values (as rows, statistics or keys); the pointer holds
+only version numbers."""
 EraseMode = Literal["auto", "splice", "rewrite"]
 MODES: tuple[EraseMode, ...] = ("auto", "splice", "rewrite")
 
@@ -82,12 +93,18 @@ class PurgeReport:
     unreferenced_deleted: list[str] = field(default_factory=list)
     """Objects only the expired versions referenced (segments, tombstones, data files replaced
     earlier), deleted with every version since they can hold erased values."""
+    noncurrent_deleted: int = 0
+    """Noncurrent versions and delete markers deleted under the table (a versioned bucket keeps
+    a copy of every object deleted or overwritten, by castable before it deleted every version,
+    or by anyone else)."""
+    noncurrent: list[str] = field(default_factory=list)
+    """Keys under the table of which the bucket still held a noncurrent version when verified."""
 
     @property
     def verified(self) -> bool:
-        """Whether no retained file matches and every object the erasures produced was searched
-        and holds no erased value."""
-        return not self.remaining and not self.traces and not self.unchecked
+        """Whether no retained file matches, every object the erasures produced was searched
+        and holds no erased value, and no noncurrent copy of any object is left."""
+        return not self.remaining and not self.traces and not self.unchecked and not self.noncurrent
 
     def summary(self) -> dict[str, object]:
         return {
@@ -99,6 +116,8 @@ class PurgeReport:
             "traces": self.traces,
             "unchecked": self.unchecked,
             "unreferenced_deleted": self.unreferenced_deleted,
+            "noncurrent_deleted": self.noncurrent_deleted,
+            "noncurrent_copies": self.noncurrent,
         }
 
 
@@ -310,6 +329,21 @@ def still_referenced(store: ObjectStore, erased: list[FileErasure], version: int
     return {e.old.path: [v for v in retained if e.old.added_version <= v < version] for e in erased}
 
 
+def check_erasable(store: ObjectStore) -> None:
+    """Refuse an erase (``ObjectLockedError``) on a bucket with Object Lock, before anything is
+    written: its retention would keep the old objects' versions, rows and all, after a purge."""
+    if store.object_lock_enabled():
+        raise ObjectLockedError(
+            f"{store.uri} is in a bucket with S3 Object Lock: deleted objects keep locked versions until their "
+            "retention ends, so erased rows could not be removed; erase is refused and nothing was written"
+        )
+
+
+def noncurrent_copies(store: ObjectStore) -> list[str]:
+    """Keys under the table's row-holding prefixes with noncurrent versions (versioned buckets)."""
+    return [key for prefix in ROW_PREFIXES for key in store.noncurrent_copies(prefix)]
+
+
 def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
     """Physical rows (tombstones ignored) still matching in any file of any retained version."""
     remaining: dict[str, int] = {}
@@ -370,6 +404,8 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     for path in unreferenced:
         store.purge(path)
     removed = sum(store.purge(path) for path in old)
+    # No version references a noncurrent copy, and each can hold rows (erased ones among them).
+    noncurrent_deleted = sum(store.delete_noncurrent(prefix) for prefix in ROW_PREFIXES)
     remaining = verify_erased(store, predicate) if predicate is not None else {}
     traces = {}
     lost = {path for path, rows in erased.items() if rows is None}
@@ -378,7 +414,17 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
         rows = [t for a in ancestors if (t := erased.get(a)) is not None and t.num_rows]
         if rows and (found := _traces(store, new, pa.concat_tables(rows))):
             traces[new.path] = found
-    report = PurgeReport(versions, sorted(old), removed, remaining, traces, unchecked, unreferenced)
+    report = PurgeReport(
+        versions,
+        sorted(old),
+        removed,
+        remaining,
+        traces,
+        unchecked,
+        unreferenced,
+        noncurrent_deleted,
+        noncurrent_copies(store),
+    )
     if predicate is not None and report.verified:
         store.purge(record)
     return report

@@ -76,3 +76,8 @@ class DatabaseAlreadyExistsError(CastableError):
 
 class TransactionClosedError(CastableError):
     """A transaction was used before it began or after it committed or was aborted."""
+
+
+class ObjectLockedError(CastableError):
+    """The bucket has S3 Object Lock, which keeps object versions until their retention ends: an
+    erasure could not remove the erased rows, so erase is refused before anything is written."""

@@ -20,7 +20,7 @@ from castable.commit import NextState
 from castable.conflicts import Access, Rows, check_sources
 from castable.delete import DeleteChange
 from castable.erase import MODES as ERASE_MODES
-from castable.erase import EraseChange, EraseMode, EraseReport
+from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
 from castable.evolution import SchemaUpdate, columns_added, restored, same_schema, translate_stats
 from castable.expressions import Assignments
@@ -227,6 +227,7 @@ def erase(
     parsed = parse_predicate(predicate, t.schema)
     if start.landed is not None:
         return EraseReport(start.landed, 0, [], parsed)
+    check_erasable(t.store)
     only = None if files is None else frozenset(files)
     change = EraseChange(t.store, parsed, t.manifest, mode, t.settings, only)
     version = t.version if change.is_empty else t.commit_change("erase", start.commit_id, change.build).version

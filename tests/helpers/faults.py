@@ -128,6 +128,15 @@ class FaultyStore(ObjectStore):
     def purge(self, key: str) -> int:
         return self._run("purge", key, lambda: self.inner.purge(key))
 
+    def noncurrent_copies(self, prefix: str) -> builtins.list[str]:
+        return self.inner.noncurrent_copies(prefix)
+
+    def delete_noncurrent(self, prefix: str) -> int:
+        return self._run("delete_noncurrent", prefix, lambda: self.inner.delete_noncurrent(prefix))
+
+    def object_lock_enabled(self) -> bool:
+        return self.inner.object_lock_enabled()
+
     def create_multipart(self, key: str) -> str:
         return self._run("create_multipart", key, lambda: self.inner.create_multipart(key))
 

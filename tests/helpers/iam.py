@@ -188,6 +188,10 @@ def s3_needs(method: str, path: str, query: dict[str, str], headers: Any, body: 
             return [Need("s3:ListBucket", bucket_arn)]
         if method == "GET" and "versions" in query:
             return [Need("s3:ListBucketVersions", bucket_arn, prefix)]
+        if method == "GET" and "versioning" in query:
+            return [Need("s3:GetBucketVersioning", bucket_arn)]
+        if method == "GET" and "object-lock" in query:
+            return [Need("s3:GetBucketObjectLockConfiguration", bucket_arn)]
         if method == "GET" and "uploads" in query:  # s3:prefix is no condition key of this action
             return [Need("s3:ListBucketMultipartUploads", bucket_arn)]
         if method == "GET" and not set(query) - {
@@ -392,8 +396,8 @@ def _handler(front: IamFront) -> type[BaseHTTPRequestHandler]:
                 service == "s3"
                 and status == 404
                 and self.command in ("GET", "HEAD")
-                and needs[0].action.startswith("s3:Get")
-            ):
+                and needs[0].action in ("s3:GetObject", "s3:GetObjectVersion")
+            ):  # a missing bucket setting (no Object Lock configuration) is a 404 whoever asks
                 bucket, _, missing = split.path.lstrip("/").partition("/")
                 listing = Need(
                     "s3:ListBucket", f"arn:aws:s3:::{bucket}", (("s3:prefix", urllib.parse.unquote(missing)),)

@@ -169,12 +169,27 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def delete(self, key: str) -> None:
-        """Delete an object; deleting a missing key is not an error (as on S3)."""
+        """Delete an object and, in a versioned bucket, every version of it: castable deletes
+        only what no version references, and a noncurrent copy could keep erased rows. Deleting
+        a missing key is not an error (as on S3)."""
 
     def delete_many(self, keys: builtins.list[str]) -> None:
-        """Delete several objects (S3 batches them 1,000 to a request)."""
+        """Delete several objects as :meth:`delete` does (S3 batches them 1,000 to a request)."""
         for key in keys:
             self.delete(key)
+
+    @abstractmethod
+    def noncurrent_copies(self, prefix: str) -> builtins.list[str]:
+        """Keys under ``prefix`` that a versioned bucket still holds noncurrent versions (or
+        delete markers) of, in key order; none on a store without versions."""
+
+    @abstractmethod
+    def delete_noncurrent(self, prefix: str) -> int:
+        """Delete every noncurrent version and delete marker under ``prefix``; return how many."""
+
+    @abstractmethod
+    def object_lock_enabled(self) -> bool:
+        """Whether the bucket has S3 Object Lock, which can keep versions past their deletion."""
 
     @abstractmethod
     def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> builtins.list[str]:

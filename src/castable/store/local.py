@@ -190,6 +190,16 @@ class LocalStore(ObjectStore):
         self.delete(key)
         return int(existed)
 
+    def noncurrent_copies(self, prefix: str) -> builtins.list[str]:
+        """None: a directory keeps no versions."""
+        return []
+
+    def delete_noncurrent(self, prefix: str) -> int:
+        return 0
+
+    def object_lock_enabled(self) -> bool:
+        return False
+
     # ------------------------------------------------------------ multipart emulation
 
     def _upload_dir(self, upload_id: str) -> Path:

@@ -13,11 +13,13 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 import pyarrow as pa
@@ -56,6 +58,20 @@ _KNOWN_OPTIONS = {*_SESSION_OPTIONS, "endpoint_url", "max_attempts", "single_wri
 _PROBED: dict[tuple[str, str], ConditionalWrites] = {}
 """Probe results per (endpoint, bucket), so each process probes a store once."""
 _PROBE_LOCK = threading.Lock()
+_BUCKET_FACTS: dict[tuple[str, str, str], tuple[float, bool]] = {}
+"""Bucket settings (versioning, object lock) per (endpoint, bucket, setting): when asked, and the answer."""
+_BUCKET_FACT_SECONDS = 300.0
+_DELETE_BATCH = 1000
+"""S3's most keys (or versions) in one DeleteObjects request."""
+
+
+class _Version(NamedTuple):
+    """One version (or delete marker) of an object in a versioned bucket."""
+
+    full_key: str
+    version_id: str
+    latest: bool
+    marker: bool
 
 
 def _quoted(etag: str | None) -> str:
@@ -240,6 +256,9 @@ class S3Store(ObjectStore):
                 )
 
     def delete(self, key: str) -> None:
+        if self._versioned():
+            self._delete_versions(self._versions_of([key]))
+            return
         self.stats.record("DELETE")
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
@@ -247,15 +266,107 @@ class S3Store(ObjectStore):
             raise translate_error(e, key) from e
 
     def delete_many(self, keys: builtins.list[str]) -> None:
-        for start in range(0, len(keys), 1000):
-            batch = keys[start : start + 1000]
-            self.stats.record("DELETE_BATCH")
-            r = self._call(
-                batch[0], "delete_objects", Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True}
-            )
-            if r.get("Errors"):
-                first = r["Errors"][0]
-                raise StoreError(f"{len(r['Errors'])} deletes failed, e.g. {first.get('Key')}: {first.get('Message')}")
+        if self._versioned():
+            self._delete_versions(self._versions_of(keys))
+            return
+        for start in range(0, len(keys), _DELETE_BATCH):
+            batch = keys[start : start + _DELETE_BATCH]
+            self._delete_batch(batch[0], [{"Key": self._key(k)} for k in batch])
+
+    def purge(self, key: str) -> int:
+        versions = self._versions_of([key])
+        if versions:
+            self._delete_versions(versions)
+        else:  # a store that lists no versions for what it holds
+            self.delete(key)
+        return len(versions)
+
+    def noncurrent_copies(self, prefix: str) -> builtins.list[str]:
+        return sorted({self._relative(v.full_key) for v in self._noncurrent(prefix)})
+
+    def delete_noncurrent(self, prefix: str) -> int:
+        versions = self._noncurrent(prefix)
+        self._delete_versions(versions)
+        return len(versions)
+
+    def object_lock_enabled(self) -> bool:
+        def ask() -> bool:
+            try:
+                r = self.client.get_object_lock_configuration(Bucket=self.bucket)
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") == "ObjectLockConfigurationNotFoundError":
+                    return False
+                raise translate_error(e, "(object lock configuration)") from e
+            except BotoCoreError as e:
+                raise translate_error(e, "(object lock configuration)") from e
+            return bool(r.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled")
+
+        return self._bucket_fact("object-lock", ask)
+
+    def _versioned(self) -> bool:
+        """Whether the bucket keeps versions (versioning enabled, or suspended after it was)."""
+
+        def ask() -> bool:
+            status = self._call("(bucket versioning)", "get_bucket_versioning").get("Status")
+            return status in ("Enabled", "Suspended")
+
+        return self._bucket_fact("versioning", ask)
+
+    def _bucket_fact(self, name: str, ask: Callable[[], bool]) -> bool:
+        """A setting of the bucket, asked once per process and again after ``_BUCKET_FACT_SECONDS``
+        (so a bucket whose versioning is turned on is treated as versioned soon after)."""
+        key = (str(self.client.meta.endpoint_url), self.bucket, name)
+        known = _BUCKET_FACTS.get(key)
+        if known is not None and time.monotonic() - known[0] < _BUCKET_FACT_SECONDS:
+            return known[1]
+        self.stats.record("GET_BUCKET_SETTING")
+        value = ask()
+        _BUCKET_FACTS[key] = (time.monotonic(), value)
+        return value
+
+    def _versions_of(self, keys: builtins.list[str]) -> builtins.list[_Version]:
+        """Every version and delete marker of ``keys``: one listing per key, several at a time."""
+        with ThreadPoolExecutor(max_workers=min(16, max(len(keys), 1))) as pool:
+            found = pool.map(self._listed_versions, keys, [True] * len(keys))
+        return [v for versions in found for v in versions]
+
+    def _noncurrent(self, prefix: str) -> builtins.list[_Version]:
+        """Noncurrent versions and delete markers (a current marker hides nothing once the
+        versions behind it are gone)."""
+        return [v for v in self._listed_versions(prefix, False) if v.marker or not v.latest]
+
+    def _listed_versions(self, key: str, exact: bool) -> builtins.list[_Version]:
+        """The versions and delete markers under ``key`` (only of ``key`` itself if ``exact``)."""
+        full = self._key(key)
+        out = []
+        paginator = self.client.get_paginator("list_object_versions")
+        for page in self._pages(paginator.paginate(Bucket=self.bucket, Prefix=full), key):
+            self.stats.record("LIST")
+            for marker, items in ((False, page.get("Versions", [])), (True, page.get("DeleteMarkers", []))):
+                out += [
+                    _Version(item["Key"], item["VersionId"], bool(item.get("IsLatest")), marker)
+                    for item in items
+                    if not exact or item["Key"] == full
+                ]
+        return out
+
+    def _delete_versions(self, versions: builtins.list[_Version]) -> None:
+        """Delete ``versions``, delete markers after the rest: a marker deleted before the versions
+        behind it would make the newest of them current again, for a moment or (on a failure) for good."""
+        for marker in (False, True):
+            group = [v for v in versions if v.marker == marker]
+            for start in range(0, len(group), _DELETE_BATCH):
+                batch = group[start : start + _DELETE_BATCH]
+                objects = [{"Key": v.full_key, "VersionId": v.version_id} for v in batch]
+                self._delete_batch(self._relative(batch[0].full_key), objects)
+
+    def _delete_batch(self, key: str, objects: builtins.list[dict[str, str]]) -> None:
+        """One DeleteObjects request; a key it could not delete fails the whole call."""
+        self.stats.record("DELETE_BATCH")
+        r = self._call(key, "delete_objects", Delete={"Objects": objects, "Quiet": True})
+        if r.get("Errors"):
+            first = r["Errors"][0]
+            raise StoreError(f"{len(r['Errors'])} deletes failed, e.g. {first.get('Key')}: {first.get('Message')}")
 
     def sweep_temporaries(self, older_than: datetime, *, dry_run: bool) -> builtins.list[str]:
         """Nothing to sweep: S3 writes are staged in the writer's own temporary directory (gone
@@ -284,21 +395,6 @@ class S3Store(ObjectStore):
             return getattr(self.client, method)(Bucket=self.bucket, **kwargs)
         except (ClientError, BotoCoreError) as e:
             raise translate_error(e, key) from e
-
-    def purge(self, key: str) -> int:
-        full = self._key(key)
-        removed = 0
-        paginator = self.client.get_paginator("list_object_versions")
-        for page in self._pages(paginator.paginate(Bucket=self.bucket, Prefix=full), key):
-            self.stats.record("LIST")
-            for item in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                if item["Key"] == full:
-                    self.stats.record("DELETE")
-                    self._call(key, "delete_object", Key=full, VersionId=item["VersionId"])
-                    removed += 1
-        if not removed:
-            self.delete(key)
-        return removed
 
     def create_multipart(self, key: str) -> str:
         self.stats.record("CREATE_MPU")
