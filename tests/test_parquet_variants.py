@@ -1,13 +1,15 @@
 """Files as pyarrow writes them with every codec and encoding it offers (dictionary and plain,
 byte_stream_split, delta encodings, data page v1 and v2, page indexes, bloom filters,
 statistics off): registered with add_files, scanned and filtered exactly as pyarrow reads them,
-and erased from by rewrite with every surviving value unchanged (issue: files the world writes)."""
+and erased from by rewrite and (over 10 MiB) by splice with every surviving value unchanged
+(issue: files the world writes)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -43,14 +45,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def rows() -> pa.Table:
+    return rows_of(ROWS)
+
+
+def rows_of(count: int) -> pa.Table:
     return pa.table(
         {
-            "id": pa.array(range(ROWS), pa.int64()),
-            "n": pa.array([None if i % 17 == 0 else i % 100 for i in range(ROWS)], pa.int32()),
-            "x": pa.array([i / 7 for i in range(ROWS)], pa.float64()),
-            "s": pa.array([None if i % 13 == 0 else f"text-{i % 211}" for i in range(ROWS)]),
-            "b": pa.array([bytes([i % 256]) * (i % 5) for i in range(ROWS)], pa.binary()),
-            "ts": pa.array([1_700_000_000_000_000 + i * 1_000 for i in range(ROWS)], pa.timestamp("us", "UTC")),
+            "id": pa.array(range(count), pa.int64()),
+            "n": pa.array([None if i % 17 == 0 else i % 100 for i in range(count)], pa.int32()),
+            "x": pa.array([i / 7 for i in range(count)], pa.float64()),
+            "s": pa.array([None if i % 13 == 0 else f"text-{i % 211}" for i in range(count)]),
+            "b": pa.array([bytes([i % 256]) * (i % 5) for i in range(count)], pa.binary()),
+            "ts": pa.array([1_700_000_000_000_000 + i * 1_000 for i in range(count)], pa.timestamp("us", "UTC")),
         },
         schema=SCHEMA,
     )
@@ -73,3 +79,28 @@ def test_a_variant_registers_reads_filters_and_erases(tmp_path: Path, variant: s
     )
     assert report.rows_erased == pc.sum(erased).as_py()
     assert t.to_arrow().sort_by("id").equals(expected.filter(pc.invert(erased)))
+
+
+def big_rows(rows: int = 400_000) -> pa.Table:
+    """The same columns over 10 MiB in any codec (``b`` holds incompressible bytes), so a splice copies."""
+    rng = np.random.default_rng(3)
+    base = rows_of(rows)
+    raw = pa.py_buffer(rng.integers(0, 256, (rows, 24), dtype=np.uint8).tobytes())
+    noise = pa.FixedSizeBinaryArray.from_buffers(pa.binary(24), rows, [None, raw]).cast(pa.binary())
+    return base.set_column(base.schema.get_field_index("b"), "b", noise)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_variant_splices_with_every_surviving_value_unchanged(tmp_path: Path, variant: str) -> None:
+    t = castable.create_table(str(tmp_path), SCHEMA, primary_key="id")
+    (tmp_path / "data").mkdir()
+    expected = big_rows()
+    options = {"row_group_size": 100_000, **VARIANTS[variant]}
+    pq.write_table(expected, tmp_path / "data" / "f.parquet", **options)
+    t.add_files(["data/f.parquet"])
+    report = t.erase("id IN (150000, 150001)", mode="splice")
+    assert [e.method for e in report.files] == ["splice"] and report.transfer.copied > 0
+    (new,) = t.manifest.data_files
+    survivors = expected.filter(pc.invert(pc.is_in(pc.field("id"), pa.array([150_000, 150_001], pa.int64()))))
+    assert pq.read_table(tmp_path / new.path).equals(survivors)

@@ -122,9 +122,47 @@ class Footer:
         schema = self.pyarrow_metadata().schema
         return [schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "INT96"]
 
+    @cached_property
+    def leaf_layout(self) -> tuple[tuple[str, int, int, int], ...]:
+        """Per leaf column, in order: physical type, fixed length, maximum definition and
+        repetition levels. Two files that agree on these encode the same values in the same page
+        bytes, whatever their schemas call the columns or how they annotate them (Spark's
+        two-level lists and ``bag``/``array`` names, converted types without logical types)."""
+        schema = self.pyarrow_metadata().schema
+        return tuple(
+            (c.physical_type, c.length or 0, c.max_definition_level, c.max_repetition_level)
+            for c in (schema.column(i) for i in range(len(schema)))
+        )
+
+    @cached_property
+    def integer_decimals(self) -> bool:
+        """Whether the file stores decimals as INT32/INT64 (Spark's default up to 18 digits)."""
+        schema = self.pyarrow_metadata().schema
+        return any(
+            c.physical_type in ("INT32", "INT64") and "DECIMAL" in (c.logical_type.type, c.converted_type)
+            for c in (schema.column(i) for i in range(len(schema)))
+        )
+
+    @cached_property
+    def lists_named_item(self) -> bool:
+        """Whether the file's lists name their elements ``item`` (pyarrow's layout before Parquet's
+        ``element``, ``use_compliant_nested_type=False``), so a re-encoding must too."""
+        return any(_names_list_items(f.type) for f in self.pyarrow_metadata().schema.to_arrow_schema())
+
     def pyarrow_metadata(self) -> pq.FileMetaData:
         """The same footer parsed by pyarrow (for statistics and row counts)."""
         return pq.read_metadata(pa.BufferReader(self.serialize()))
+
+
+def _names_list_items(t: pa.DataType) -> bool:
+    """Whether ``t`` holds a list whose element field is named ``item``."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return t.value_field.name == "item" or _names_list_items(t.value_type)
+    if pa.types.is_map(t):
+        return _names_list_items(t.key_type) or _names_list_items(t.item_type)
+    if pa.types.is_struct(t):
+        return any(_names_list_items(t.field(i).type) for i in range(t.num_fields))
+    return False
 
 
 def row_group_span(rg: Struct) -> tuple[int, int]:

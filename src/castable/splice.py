@@ -53,7 +53,7 @@ from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.scan import rows_mask
 from castable.store import MAX_PART_SIZE, MIN_PART_SIZE, ObjectInfo, ObjectStore, PreconditionFailedError
-from castable.thrift import Struct
+from castable.thrift import LIST, Struct
 from castable.tombstone import FileDeletes
 from castable.writer import data_file_from_metadata, write_data_files
 
@@ -265,19 +265,32 @@ class EncodedRowGroup:
 
 def encode_row_group(table: pa.Table, footer: Footer, index: int) -> EncodedRowGroup:
     """Encode rows as one row group like the original (same codecs, dictionaries, page version,
-    and page indexes and bloom filters where the original had them)."""
+    and page indexes and bloom filters where the original had them).
+
+    The new chunks go under the original footer, so each leaf must be encoded as the file lays
+    it out (physical type, fixed length, definition and repetition levels: see
+    ``Footer.leaf_layout``), and each chunk is given the original's column path. A two-level
+    list of required elements (old parquet-mr, Spark's legacy format) has the same levels as
+    pyarrow's three-level one, so it splices too; a layout pyarrow cannot reproduce raises
+    ``SpliceNotPossibleError`` (and ``auto`` rewrites the file)."""
     sink = pa.BufferOutputStream()
     options = writer_options(footer.row_groups[index])
     if footer.int96_columns:  # kept as Spark and Impala wrote them
         options["use_deprecated_int96_timestamps"] = True
+    if footer.lists_named_item:
+        options["use_compliant_nested_type"] = False
+    if footer.integer_decimals:
+        options["store_decimal_as_integer"] = True
     rows = max(table.num_rows, 1)
     with pq.ParquetWriter(sink, table.schema, **options) as writer:
         writer.write_table(table, row_group_size=rows)
     data = sink.getvalue().to_pybytes()
     temp = Footer.from_tail(data, len(data))
-    if temp.columns_bytes != footer.columns_bytes:
-        raise SpliceNotPossibleError("re-encoding changes the Parquet columns' types or layout")
+    if temp.leaf_layout != footer.leaf_layout:
+        raise SpliceNotPossibleError("re-encoding changes the Parquet columns' physical types or levels")
     (rg,) = temp.row_groups
+    for new, old in zip(rg.get(RG_COLUMNS).items, footer.row_groups[index].get(RG_COLUMNS).items, strict=True):
+        new.get(CC_META_DATA).set(CMD_PATH, LIST, old.get(CC_META_DATA).get(CMD_PATH))
     start, end = row_group_span(rg)
     indexes = []
     for chunk in rg.get(RG_COLUMNS).items:
@@ -528,7 +541,8 @@ def rewrite_file(
     transfer: Transfer,
 ) -> tuple[list[DataFile], RowMap]:
     """Write the file's surviving rows as new files with the table's writer settings (``where``:
-    the file's column for each of ``schema``'s, as :func:`file_columns` gives)."""
+    the file's column for each of ``schema``'s, as :func:`file_columns` gives); timestamps stay
+    INT96 if the file stored them so."""
 
     def batches() -> Iterable[pa.RecordBatch]:
         for index in range(len(footer.row_groups)):
@@ -536,7 +550,7 @@ def rewrite_file(
             yield from conform_read(table, where, schema).to_batches()
 
     before = store.stats.bytes_out
-    files = write_data_files(store, batches(), schema, props)
+    files = write_data_files(store, batches(), schema, props, int96=bool(footer.int96_columns))
     transfer.uploaded += store.stats.bytes_out - before
     new_groups: list[Struct] = []
     locations: list[tuple[str, int]] = []

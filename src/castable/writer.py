@@ -67,8 +67,13 @@ def write_data_files(
     props: TableProperties,
     *,
     on_rows: Callable[[int], None] | None = None,
+    int96: bool = False,
 ) -> list[DataFile]:
-    """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries."""
+    """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries.
+
+    ``int96`` stores timestamps as INT96, for the rewrite of a file that stored them so (Spark's
+    and Impala's default): Spark reads no nanosecond INT64 timestamps, and reads INT64 ones
+    without a zone as timestamps without a time zone, so another layout would change what it reads."""
     files: list[DataFile] = []
     groups = _row_groups(batches, props.row_group_size)
     group = next(groups, None)
@@ -84,6 +89,7 @@ def write_data_files(
                         file_schema(schema),
                         compression=props.compression,
                         compression_level=props.compression_level,
+                        use_deprecated_int96_timestamps=int96,
                     )
                     with writer:
                         while group is not None:

@@ -1,0 +1,176 @@
+"""Files castable did not write, through every step (issue: files the world writes): nested
+types as pyarrow writes them (three-level lists, lists of ``item``, structs, maps, lists of
+structs) and files Spark 3.5 and Spark 4 write by default and in their legacy format (INT96
+timestamps, two-level lists, decimals as INT64 or fixed-length bytes). Each is registered
+(decoding every page), scanned and filtered as pyarrow reads it, soft-deleted from, erased
+from by splice and by rewrite, purged (verified), and the table's files are then read by
+pyarrow, DuckDB, DataFusion, Spark 3.5 and Spark 4 exactly as each read the original, less the
+erased rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import datafusion
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from helpers import ROOT
+
+import castable
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+SPARKS = {"3.5": ROOT / ".venv-spark35" / "bin" / "python", "4": Path(sys.executable)}
+SPARK_FILES = [f"spark-{v}-{layout}" for v in SPARKS for layout in ("default", "legacy")]
+PYARROW_FILES = ["pyarrow-nested", "pyarrow-nested-item"]
+ERASED_BY_SPLICE = [50_001, 50_002]
+ERASED_BY_REWRITE = [90_000]
+ERASED = ERASED_BY_SPLICE + ERASED_BY_REWRITE
+
+
+class Spark:
+    """A Spark process (helpers/spark_corpus.py) that wrote its files and reads files on request."""
+
+    def __init__(self, python: Path, out: Path) -> None:
+        out.mkdir()
+        self.log = (out / "spark.log").open("w")
+        self.process = subprocess.Popen(
+            [str(python), "-m", "helpers.spark_corpus", str(out)],
+            cwd=ROOT / "tests",
+            env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python), "PATH": "/usr/bin:/bin"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+
+    def answer(self) -> dict[str, Any]:
+        """The next JSON line the process prints."""
+        out: IO[str] | None = self.process.stdout
+        assert out is not None
+        for line in out:
+            if line.startswith("{"):
+                return dict(json.loads(line))
+        raise AssertionError(f"Spark ended: {Path(self.log.name).read_text()[-3000:]}")
+
+    def read(self, paths: list[str], exclude: list[int]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"paths": paths, "exclude": exclude}) + "\n")
+        self.process.stdin.flush()
+        return self.answer()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=120)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def sparks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Spark]]:
+    """Spark 3.5 (as on EMR 7) and Spark 4, each having written its files, started side by side."""
+    for python in SPARKS.values():
+        if not python.exists():
+            pytest.fail(f"{python} is missing: `make test` builds it")
+    out = tmp_path_factory.mktemp("spark")
+    started = {v: Spark(python, out / v) for v, python in SPARKS.items()}
+    for v, spark in started.items():
+        assert spark.answer()["spark"].startswith(f"{v}.")
+    yield started
+    for spark in started.values():
+        spark.close()
+
+
+def nested_rows(rows: int = 240_000) -> pa.Table:
+    """Lists (null, empty and full), structs, maps and lists of structs, over 10 MiB as Parquet, so a splice copies."""
+    rng = np.random.default_rng(11)
+    ids = np.arange(rows)
+    words = pa.array(rng.integers(0, 2**62, rows).astype(str))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "tags": pa.array([None if i % 7 == 0 else [str(w), "x"][: i % 3] for i, w in enumerate(words.to_pylist())]),
+            "addr": pa.array(
+                [{"city": f"c{i % 97}", "zip": None if i % 11 == 0 else int(i % 1000)} for i in ids],
+                pa.struct([("city", pa.string()), ("zip", pa.int32())]),
+            ),
+            "attrs": pa.array([[("k", int(i)), ("j", -int(i))] for i in ids], pa.map_(pa.string(), pa.int64())),
+            "points": pa.array(
+                [[{"x": i * 0.5, "y": None if i % 2 else -0.0}] * (i % 3) for i in ids],
+                pa.list_(pa.struct([("x", pa.float64()), ("y", pa.float64())])),
+            ),
+            "digest": words,
+        }
+    )
+
+
+def corpus_file(name: str, sparks: dict[str, Spark], into: Path) -> Path:
+    if name in PYARROW_FILES:
+        path = into / f"{name}.parquet"
+        legacy = name.endswith("-item")
+        pq.write_table(nested_rows(), path, row_group_size=40_000, use_compliant_nested_type=not legacy)
+        return path
+    version, layout = name.removeprefix("spark-").split("-")
+    return Path(sparks[version].log.name).parent / f"{layout}.parquet"
+
+
+def engines(paths: list[Path], exclude: list[int] = []) -> dict[str, pa.Table]:  # noqa: B006 (not mutated)
+    """The rows of ``paths`` as pyarrow, DuckDB and DataFusion each read them, by id, ``exclude`` left out."""
+    keep = pc.invert(pc.is_in(pc.field("id"), pa.array(exclude, pa.int64())))
+    duck = duckdb.connect()
+    duck.execute("SET produce_arrow_string_view = false")
+    config = datafusion.SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
+    fusion = datafusion.SessionContext(config)
+    found = {
+        "pyarrow": pa.concat_tables([pq.read_table(p) for p in paths]),
+        "duckdb": duck.sql(f"SELECT * FROM read_parquet({[str(p) for p in paths]})").to_arrow_table(),
+        "datafusion": pa.concat_tables([fusion.read_parquet(str(p)).to_arrow_table() for p in paths]),
+    }
+    return {engine: rows.filter(keep).sort_by("id").replace_schema_metadata(None) for engine, rows in found.items()}
+
+
+@pytest.mark.parametrize("name", PYARROW_FILES + SPARK_FILES)
+def test_a_file_from_another_writer_goes_through_every_step(
+    tmp_path: Path, sparks: dict[str, Spark], name: str
+) -> None:
+    source = corpus_file(name, sparks, tmp_path)
+    expected = pq.read_table(source).sort_by("id").replace_schema_metadata(None)
+    t = castable.create_table(str(tmp_path / "t"), expected.schema, primary_key="id")
+    (tmp_path / "t" / "data").mkdir()
+    shutil.copy(source, tmp_path / "t" / "data" / "source.parquet")
+    t.add_files(["data/source.parquet"])
+
+    assert t.to_arrow().sort_by("id").equals(expected)
+    found = t.scan(filter="id BETWEEN 100 AND 199 AND digest >= '3'").to_arrow().sort_by("id")
+    assert found.equals(
+        expected.filter((pc.field("id") >= 100) & (pc.field("id") <= 199) & (pc.field("digest") >= "3"))
+    )
+    t.delete("id = 3")
+
+    spliced = t.erase(f"id IN {tuple(ERASED_BY_SPLICE)}", mode="splice")
+    assert [e.method for e in spliced.files] == ["splice"] and spliced.rows_erased == len(ERASED_BY_SPLICE)
+    assert spliced.transfer.copied > 0, "unedited row groups were copied server-side"
+    rewritten = t.erase(f"id = {ERASED_BY_REWRITE[0]}", mode="rewrite")
+    assert [e.method for e in rewritten.files] == ["rewrite"]
+    assert t.purge_erased(spliced).verified and t.purge_erased(rewritten).verified
+
+    survivors = expected.filter(pc.invert(pc.is_in(pc.field("id"), pa.array([3, *ERASED], pa.int64()))))
+    assert castable.open_table(t.uri).to_arrow().sort_by("id").equals(survivors)
+    files = [tmp_path / "t" / f.path for f in castable.open_table(t.uri).manifest.data_files]
+    before, after = engines([source], ERASED), engines(files)
+    for engine, rows in after.items():
+        assert rows.equals(before[engine]), engine
+    for version, spark in sparks.items():
+        original = spark.read([str(source)], ERASED)
+        assert spark.read([str(f) for f in files], []) == original, f"Spark {version}"
+        assert original["rows"] == expected.num_rows - len(ERASED)
