@@ -2,8 +2,10 @@
 
 Compares the row-group splice (multipart upload, unchanged bytes copied server-side) with a
 whole-file rewrite, side by side in one run, on the local store and on S3 (a moto server
-over HTTP), and on S3 for a file as other engines write it (pyarrow with page indexes and a
-bloom filter on the key, registered with ``add_files``), whose indexes the splice rebuilds.
+over HTTP), and on S3 for files as other engines write them, registered with ``add_files``:
+pyarrow with page indexes and a bloom filter on the key (whose indexes the splice rebuilds),
+and Spark 3.5 (as on EMR 7) in its legacy format, with INT96 timestamps, a two-level list and a
+fixed-length decimal (which the splice re-encodes as they were).
 Reports medians of client bytes down/up, bytes copied server-side and wall time.
 
 Usage: python bench/bench_erase.py [--rows 2400000] [--repeats 3]
@@ -13,8 +15,10 @@ Writes bench/results/erase.md as well as printing it.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +54,45 @@ def build_indexed(uri: str, rows: int, options: dict | None, work: Path) -> cast
     )
     table.store.put("data/ext/indexed.parquet", local.read_bytes())
     table.add_files(["data/ext/indexed.parquet"])
+    return table
+
+
+SPARK = Path(__file__).resolve().parent.parent / ".venv-spark35" / "bin" / "python"
+SPARK_WRITE = """
+import sys
+from pathlib import Path
+from pyspark.sql import SparkSession
+out, rows = Path(sys.argv[1]), int(sys.argv[2])
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.session.timeZone", "UTC").config("spark.sql.parquet.writeLegacyFormat", "true")
+         .config("spark.hadoop.parquet.block.size", str(12 * 1024 * 1024)).getOrCreate())
+spark.range(rows).selectExpr(
+    "id",
+    "timestamp_micros(1767225600000000 + id * 1000) AS event_time",
+    "unhex(concat(sha2(CAST(id AS STRING), 512), sha2(CAST(-id AS STRING), 256))) AS payload",
+    "concat('cat-', CAST(id % 8 AS STRING)) AS category",
+    "CAST(id % 100000 AS DECIMAL(12, 2)) AS amount",
+    "array(CAST(id % 97 AS STRING), CAST(id % 89 AS STRING)) AS tags",
+).coalesce(1).write.parquet(str(out / "spark"))
+spark.stop()
+"""
+
+
+def build_spark(uri: str, rows: int, options: dict | None, work: Path) -> castable.Table:
+    """The rows written by Spark 3.5 in its legacy format (INT96 timestamps, a two-level list,
+    a fixed-length decimal) as one file, registered."""
+    subprocess.run(
+        [str(SPARK), "-c", SPARK_WRITE, str(work), str(rows)],
+        env={**os.environ, "PYSPARK_PYTHON": str(SPARK), "PYSPARK_DRIVER_PYTHON": str(SPARK)},
+        check=True,
+        capture_output=True,
+    )
+    (local,) = (work / "spark").glob("part-*.parquet")
+    schema = pq.read_schema(local).remove_metadata()
+    table = castable.create_table(uri, schema, primary_key="id", storage_options=options)
+    with table.store.staged_write("data/ext/spark.parquet") as staged:
+        shutil.copyfile(local, staged.path)
+    table.add_files(["data/ext/spark.parquet"])
     return table
 
 
@@ -90,6 +133,9 @@ def main() -> None:
             "S3 (moto, HTTP)": lambda: build("s3://bench/erase", args.rows, s3),
             "S3, pyarrow file with page indexes and a bloom filter": lambda: build_indexed(
                 "s3://bench/indexed", args.rows, s3, work
+            ),
+            "S3, Spark 3.5 file (legacy format, INT96 timestamps)": lambda: build_spark(
+                "s3://bench/spark", args.rows, s3, work
             ),
         }
         for name, make in stores.items():

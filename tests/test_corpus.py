@@ -1,7 +1,7 @@
 """Files castable did not write, through every step (issue: files the world writes): nested
 types as pyarrow writes them (three-level lists, lists of ``item``, structs, maps, lists of
 structs) and files Spark 3.5 and Spark 4 write by default and in their legacy format (INT96
-timestamps, two-level lists, decimals as INT64 or fixed-length bytes). Each is registered
+timestamps, two-level lists, decimals as INT64 or fixed-length bytes, Hadoop-framed LZ4). Each is registered
 (decoding every page), scanned and filtered as pyarrow reads it, soft-deleted from, erased
 from by splice and by rewrite, purged (verified), and the table's files are then read by
 pyarrow, DuckDB, DataFusion, Spark 3.5 and Spark 4 exactly as each read the original, less the
@@ -25,17 +25,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from helpers import ROOT
+from helpers.typed_rows import rows as typed_rows
+from helpers.typed_rows import same
 
 import castable
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 SPARKS = {"3.5": ROOT / ".venv-spark35" / "bin" / "python", "4": Path(sys.executable)}
-SPARK_FILES = [f"spark-{v}-{layout}" for v in SPARKS for layout in ("default", "legacy")]
-PYARROW_FILES = ["pyarrow-nested", "pyarrow-nested-item"]
+SPARK_FILES = [f"spark-{v}-{layout}" for v in SPARKS for layout in ("default", "legacy", "lz4")]
+PYARROW_FILES = ["pyarrow-nested", "pyarrow-nested-item", "pyarrow-scalars"]
 ERASED_BY_SPLICE = [50_001, 50_002]
 ERASED_BY_REWRITE = [90_000]
 ERASED = ERASED_BY_SPLICE + ERASED_BY_REWRITE
+DELETED = 3
 
 
 class Spark:
@@ -114,29 +117,60 @@ def nested_rows(rows: int = 240_000) -> pa.Table:
     )
 
 
+def scalar_rows(rows: int = 400_000) -> pa.Table:
+    """Every scalar type castable filters on (helpers/typed_rows.py: float16, decimals to 38
+    digits, timestamps of every unit with and without a zone, NaN and -0.0, empty strings,
+    large binary), drawn at random, over 10 MiB as Parquet."""
+    rng = np.random.default_rng(5)
+    table = typed_rows()[0]
+    assert isinstance(table, pa.Table)
+    drawn = table.take(pa.array(rng.integers(0, table.num_rows, rows)))
+    drawn = drawn.set_column(0, "id", pa.array(np.arange(rows), pa.int64()))
+    return drawn.append_column("digest", pa.array(rng.integers(0, 2**62, rows).astype(str)))
+
+
 def corpus_file(name: str, sparks: dict[str, Spark], into: Path) -> Path:
     if name in PYARROW_FILES:
         path = into / f"{name}.parquet"
-        legacy = name.endswith("-item")
-        pq.write_table(nested_rows(), path, row_group_size=40_000, use_compliant_nested_type=not legacy)
+        if name == "pyarrow-scalars":
+            pq.write_table(scalar_rows(), path, row_group_size=80_000)
+        else:
+            legacy = name.endswith("-item")
+            pq.write_table(nested_rows(), path, row_group_size=40_000, use_compliant_nested_type=not legacy)
         return path
     version, layout = name.removeprefix("spark-").split("-")
     return Path(sparks[version].log.name).parent / f"{layout}.parquet"
 
 
-def engines(paths: list[Path], exclude: list[int] = []) -> dict[str, pa.Table]:  # noqa: B006 (not mutated)
-    """The rows of ``paths`` as pyarrow, DuckDB and DataFusion each read them, by id, ``exclude`` left out."""
+CANNOT_READ = {
+    "spark-3.5-lz4": {"datafusion"},
+    "spark-4-lz4": {"datafusion"},
+    "pyarrow-scalars": {"spark-3.5", "spark-4"},
+}
+"""Engines that cannot read a corpus file as its writer wrote it: DataFusion 55 (arrow-rs) fails
+on parquet-mr's Hadoop-framed LZ4 ("the offset to copy is not contained in the decompressed
+buffer"), which the unedited row groups of a splice keep; Spark has no float16, unsigned or
+nanosecond timestamp type (CANNOT_READ_FILE_FOOTER)."""
+
+
+def engines(paths: list[Path], exclude: list[int], name: str) -> dict[str, pa.Table]:
+    """The rows of ``paths`` as pyarrow, DuckDB and DataFusion each read them (those that can
+    read file ``name``), by id, ``exclude`` left out."""
     keep = pc.invert(pc.is_in(pc.field("id"), pa.array(exclude, pa.int64())))
     duck = duckdb.connect()
     duck.execute("SET produce_arrow_string_view = false")
     config = datafusion.SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
     fusion = datafusion.SessionContext(config)
-    found = {
-        "pyarrow": pa.concat_tables([pq.read_table(p) for p in paths]),
-        "duckdb": duck.sql(f"SELECT * FROM read_parquet({[str(p) for p in paths]})").to_arrow_table(),
-        "datafusion": pa.concat_tables([fusion.read_parquet(str(p)).to_arrow_table() for p in paths]),
+    readers = {
+        "pyarrow": lambda: pa.concat_tables([pq.read_table(p) for p in paths]),
+        "duckdb": lambda: duck.sql(f"SELECT * FROM read_parquet({[str(p) for p in paths]})").to_arrow_table(),
+        "datafusion": lambda: pa.concat_tables([fusion.read_parquet(str(p)).to_arrow_table() for p in paths]),
     }
-    return {engine: rows.filter(keep).sort_by("id").replace_schema_metadata(None) for engine, rows in found.items()}
+    return {
+        engine: read().filter(keep).sort_by("id").replace_schema_metadata(None)
+        for engine, read in readers.items()
+        if engine not in CANNOT_READ.get(name, set())
+    }
 
 
 @pytest.mark.parametrize("name", PYARROW_FILES + SPARK_FILES)
@@ -150,12 +184,10 @@ def test_a_file_from_another_writer_goes_through_every_step(
     shutil.copy(source, tmp_path / "t" / "data" / "source.parquet")
     t.add_files(["data/source.parquet"])
 
-    assert t.to_arrow().sort_by("id").equals(expected)
+    assert same(t.to_arrow().sort_by("id"), expected)
     found = t.scan(filter="id BETWEEN 100 AND 199 AND digest >= '3'").to_arrow().sort_by("id")
-    assert found.equals(
-        expected.filter((pc.field("id") >= 100) & (pc.field("id") <= 199) & (pc.field("digest") >= "3"))
-    )
-    t.delete("id = 3")
+    assert same(found, expected.filter((pc.field("id") >= 100) & (pc.field("id") <= 199) & (pc.field("digest") >= "3")))
+    t.delete(f"id = {DELETED}")
 
     spliced = t.erase(f"id IN {tuple(ERASED_BY_SPLICE)}", mode="splice")
     assert [e.method for e in spliced.files] == ["splice"] and spliced.rows_erased == len(ERASED_BY_SPLICE)
@@ -164,13 +196,17 @@ def test_a_file_from_another_writer_goes_through_every_step(
     assert [e.method for e in rewritten.files] == ["rewrite"]
     assert t.purge_erased(spliced).verified and t.purge_erased(rewritten).verified
 
-    survivors = expected.filter(pc.invert(pc.is_in(pc.field("id"), pa.array([3, *ERASED], pa.int64()))))
-    assert castable.open_table(t.uri).to_arrow().sort_by("id").equals(survivors)
+    survivors = expected.filter(pc.invert(pc.is_in(pc.field("id"), pa.array([DELETED, *ERASED], pa.int64()))))
+    assert same(castable.open_table(t.uri).to_arrow().sort_by("id"), survivors)
     files = [tmp_path / "t" / f.path for f in castable.open_table(t.uri).manifest.data_files]
-    before, after = engines([source], ERASED), engines(files)
+    # A soft-deleted row goes physically too where an erase re-encodes its row group: left out of both.
+    before, after = engines([source], [DELETED, *ERASED], name), engines(files, [DELETED], name)
     for engine, rows in after.items():
-        assert rows.equals(before[engine]), engine
+        assert same(rows, before[engine]), engine
     for version, spark in sparks.items():
-        original = spark.read([str(source)], ERASED)
-        assert spark.read([str(f) for f in files], []) == original, f"Spark {version}"
-        assert original["rows"] == expected.num_rows - len(ERASED)
+        if f"spark-{version}" in CANNOT_READ.get(name, set()):
+            assert "error" in spark.read([str(source)], []), f"Spark {version} reads {name}: test it"
+            continue
+        original = spark.read([str(source)], [DELETED, *ERASED])
+        assert spark.read([str(f) for f in files], [DELETED]) == original, f"Spark {version}"
+        assert original["rows"] == expected.num_rows - 1 - len(ERASED)

@@ -58,7 +58,10 @@ from castable.tombstone import FileDeletes
 from castable.writer import data_file_from_metadata, write_data_files
 
 _TAIL_GUESS = 64 * 1024
-_CODECS = {0: "none", 1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4"}
+_CODECS = {0: "none", 1: "snappy", 2: "gzip", 4: "brotli", 5: "lz4", 6: "zstd", 7: "lz4"}
+"""Parquet codec id -> pyarrow's name for it. pyarrow writes ``lz4`` as LZ4_RAW (7); parquet-mr's
+(Spark's) Hadoop-framed LZ4 (5) is re-encoded as LZ4_RAW too: a codec is a column chunk's own,
+so a file may mix them, and every reader of one reads the other."""
 _DICTIONARY_ENCODINGS = {2, 8}  # PLAIN_DICTIONARY, RLE_DICTIONARY
 _DATA_PAGE_V2 = 3
 
@@ -180,9 +183,15 @@ def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, 
 
 
 def check_int96_file(store: ObjectStore, f: DataFile, footer: Footer, transfer: Transfer) -> None:
-    """Refuse, before anything is written, a file whose INT96 timestamps a rewrite would change."""
-    for index in range(len(footer.row_groups)) if footer.int96_columns else ():
-        read_row_group(store, f, footer, index, transfer)
+    """Refuse, before anything is written, a file whose INT96 timestamps a rewrite would change.
+    Only the INT96 columns are read (the rewrite reads every column again)."""
+    if not footer.int96_columns:
+        return
+    before = store.stats.bytes_in
+    source = pq.ParquetFile(store.open_input(f.path, size=f.size, etag=f.etag), coerce_int96_timestamp_unit="s")
+    for index in range(len(footer.row_groups)):
+        _check_int96_range(source.read_row_group(index, columns=footer.int96_columns), f)
+    transfer.downloaded += store.stats.bytes_in - before
 
 
 def _check_int96_range(seconds: pa.Table, f: DataFile) -> None:
