@@ -2,13 +2,14 @@
 ``python -m helpers.spark_corpus OUT`` with the Python of the Spark to use (pyspark 3.5 or 4).
 
 Writes ``OUT/default.parquet`` (Spark's defaults: INT96 timestamps, three-level lists, decimals
-up to 18 digits as INT64, snappy) and ``OUT/legacy.parquet`` (``spark.sql.parquet.writeLegacyFormat``:
+up to 18 digits as INT64, snappy), ``OUT/legacy.parquet`` (``spark.sql.parquet.writeLegacyFormat``:
 two-level lists named ``array``, decimals as fixed-length byte arrays, as Hive and Impala read
 them) and ``OUT/lz4.parquet`` (Hadoop-framed LZ4, parquet-mr's ``LZ4``), each one file of
-several row groups and over 10 MiB, so an erase can splice it, and prints the Spark version as a JSON line. Then, for each JSON line ``{"paths", "exclude"}`` on
-stdin, prints what Spark reads from those files, rows with an id in ``exclude`` left out: the
-row count and a sum of a hash of each row's JSON, so two sets of files compare as Spark reads them
-(or the error Spark gave)."""
+several row groups and over 10 MiB, so an erase can splice it, and prints the Spark version as
+a JSON line. Then, for each JSON line ``{"paths", "exclude"}`` on stdin, prints what Spark
+reads from those files, rows with an id in ``exclude`` left out: the row count and a sum of a
+hash of each row's JSON, so two sets of files compare as Spark reads them (or the error Spark
+gave)."""
 
 from __future__ import annotations
 
