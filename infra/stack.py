@@ -94,6 +94,9 @@ class CastableConfig:
     tables: list[TableConfig] = field(default_factory=lambda: [TableConfig("events")])
     databases: list[DatabaseConfig] = field(default_factory=list)
     versioned: bool = False
+    noncurrent_days: int = 30
+    """With versioning, how long a noncurrent version is kept: every commit overwrites a table's
+    pointer, leaving one behind (castable's own deletes take every version at once)."""
     incomplete_upload_days: int = 2
     emr_release: str = "emr-7.5.0"
     """EMR 7.x runs Spark 3.5, which the ingest job supports (the data source needs Spark 4)."""
@@ -126,7 +129,10 @@ class CastableStack(Stack):
             server_access_logs_prefix="tables-bucket/",
             event_bridge_enabled=True,
             lifecycle_rules=[
-                s3.LifecycleRule(abort_incomplete_multipart_upload_after=Duration.days(config.incomplete_upload_days))
+                s3.LifecycleRule(
+                    abort_incomplete_multipart_upload_after=Duration.days(config.incomplete_upload_days),
+                    noncurrent_version_expiration=Duration.days(config.noncurrent_days) if config.versioned else None,
+                )
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )

@@ -52,10 +52,14 @@ def test_table_bucket_is_private_encrypted_tls_only_and_cleans_uploads(template:
 def test_versioning_and_a_custom_emr_image_are_options(tmp_path: Path) -> None:
     image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/castable-emr:7.5.0"
     t = synth(tmp_path, versioned="true", emrImage=image)
-    assert any(
-        b["Properties"].get("VersioningConfiguration", {}).get("Status") == "Enabled"
+    (tables,) = (
+        b["Properties"]
         for b in resources(t, "AWS::S3::Bucket").values()
+        if b["Properties"].get("VersioningConfiguration", {}).get("Status") == "Enabled"
     )
+    # every commit leaves the pointer's previous version behind: they expire
+    rules = tables["LifecycleConfiguration"]["Rules"]
+    assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 30 for r in rules)
     (app,) = resources(t, "AWS::EMRServerless::Application").values()
     assert app["Properties"]["ImageConfiguration"] == {"ImageUri": image}
 
