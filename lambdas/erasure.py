@@ -5,8 +5,10 @@
   and that the bucket has no Object Lock (which would keep the erased rows' versions);
 - ``{"action": "plan", "table", "predicate"}`` -> the data files that may hold matching rows
   and the versions that added them (``old``), for the Map over ``splice``;
-- ``{"action": "purge", "table", "predicate", "old", "version"}`` expires the versions that
-  still reference the replaced files and deletes those objects (every version of them);
+- ``{"action": "purge", "table", "predicate", "old", "version", "commit_id"}`` expires the
+  versions that still reference the replaced files and deletes those objects (every version of
+  them): the planned ``old`` files and every file a splice of this ``commit_id`` replaced, so a
+  re-run of an erasure that stopped after its splices finishes it;
 - ``{"action": "verify", "table", "predicate"}`` checks every file of every retained version
   for a physically present matching row, and lists noncurrent copies left under the table.
 """
@@ -18,9 +20,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 import castable
-from castable.erase import check_erasable, noncurrent_copies, purge_objects, verify_erased
+from castable.erase import check_erasable, noncurrent_copies, purge_objects, replaced_by, verify_erased
 from castable.predicate import parse_predicate
-from lambdas.runtime import ERASURE_COMMIT_ID_LIMIT, TableUri, lambda_handler, logger, open_table, tracer
+from lambdas.runtime import (
+    ERASURE_COMMIT_ID_LIMIT,
+    TableUri,
+    lambda_handler,
+    logger,
+    open_table,
+    splice_prefix,
+    tracer,
+)
 
 
 class Request(BaseModel):
@@ -63,6 +73,8 @@ class Purge(_Step):
     action: Literal["purge"]
     old: dict[str, int]
     version: int = Field(ge=0)
+    commit_id: str | None = Field(default=None, min_length=1, max_length=ERASURE_COMMIT_ID_LIMIT)
+    """The request's: files its earlier runs' splices replaced are purged too."""
 
 
 class Verify(_Step):
@@ -86,7 +98,12 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
         files = table.scan(filter=predicate).files()
         return {"files": [f.path for f in files], "old": {f.path: f.added_version for f in files}}
     if isinstance(step, Purge):
-        report = purge_objects(table.store, step.old, max(step.version, table.refresh().version), predicate)
+        old = (
+            step.old
+            if step.commit_id is None
+            else {**replaced_by(table.store, splice_prefix(step.commit_id)), **step.old}
+        )
+        report = purge_objects(table.store, old, max(step.version, table.refresh().version), predicate)
         return report.summary()
     remaining = verify_erased(table.store, predicate)
     noncurrent = noncurrent_copies(table.store)

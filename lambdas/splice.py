@@ -14,7 +14,15 @@ from typing import Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from lambdas.runtime import ERASURE_COMMIT_ID_LIMIT, TableUri, lambda_handler, metrics, open_table, tracer
+from lambdas.runtime import (
+    ERASURE_COMMIT_ID_LIMIT,
+    TableUri,
+    lambda_handler,
+    metrics,
+    open_table,
+    splice_prefix,
+    tracer,
+)
 
 
 class SpliceEvent(BaseModel):
@@ -29,7 +37,7 @@ class SpliceEvent(BaseModel):
 
 def splice_commit_id(commit_id: str, file: str) -> str:
     """The commit id of one file's splice in the erasure ``commit_id``."""
-    return f"{commit_id}/splice/{hashlib.sha256(file.encode()).hexdigest()[:16]}"
+    return f"{splice_prefix(commit_id)}{hashlib.sha256(file.encode()).hexdigest()[:16]}"
 
 
 @lambda_handler(SpliceEvent)

@@ -20,6 +20,7 @@ from helpers.tables import EVENTS, events
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 import castable
+import castable.erase
 from castable.errors import CorruptObjectError
 from castable.table import Table
 from castable.tables import load_table
@@ -184,6 +185,31 @@ def test_erasure_workflow_refuses_a_bucket_with_object_lock(aws: dict[str, str],
     assert failed and failed[0]["executionFailedEventDetails"]["error"] == "ObjectLockedError"
     assert [e["stateEnteredEventDetails"]["name"] for e in events_ if "stateEnteredEventDetails" in e] == ["Validate"]
     assert load_table(t.store).version == t.version
+
+
+def test_an_erasure_stopped_after_its_splices_is_finished_by_running_it_again(
+    aws: dict[str, str], table: Table
+) -> None:
+    """The re-run plans only live files, which no longer hold the rows: its purge still deletes the
+    objects the first run's splices replaced (found by the commit id), and verifies."""
+    import lambdas.erasure
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise CorruptObjectError("the purge did not run")
+
+    request = {"table": table.uri, "predicate": "id IN (10, 2500)", "commit_id": "gdpr-rerun"}
+    with pytest.MonkeyPatch.context() as first_run:
+        first_run.setattr(lambdas.erasure, "purge_objects", stopped)
+        assert run(aws["erasure"], request)["status"] == "FAILED"
+    replaced = castable.erase.replaced_by(table.store, "gdpr-rerun/splice/")
+    assert replaced and all(table.store.exists(path) for path in replaced), "spliced, not purged"
+
+    d = run(aws["erasure"], request)
+    assert d["status"] == "SUCCEEDED", failures(d)
+    receipt = json.loads(d["output"])
+    assert receipt["verified"] is True and set(replaced) <= set(receipt["objects_deleted"])
+    assert not any(table.store.exists(path) for path in replaced)
+    assert ids(table) == [i for i in range(4000) if i not in (10, 2500)]
 
 
 def test_erasure_workflow_fails_when_the_purge_finds_a_trace(

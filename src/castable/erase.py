@@ -430,6 +430,29 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     return report
 
 
+def replaced_by(store: ObjectStore, commit_prefix: str) -> dict[str, int]:
+    """The data files that retained erase commits whose commit id starts with ``commit_prefix``
+    replaced, each with the version that added it: what a purge of an erasure that committed in
+    several steps must delete, even when a later run of it plans none of them (they are no
+    longer live)."""
+    old: dict[str, int] = {}
+    retained = retained_versions(store)
+    for v in retained:
+        try:
+            manifest = read_manifest(store, v)
+        except VersionNotFoundError:
+            continue
+        if manifest.commit.operation != "erase" or not manifest.commit.commit_id.startswith(commit_prefix):
+            continue
+        replaced = set(manifest.commit.summary.get("replaced", {}))
+        try:
+            before = read_manifest(store, v - 1)
+        except VersionNotFoundError:  # the version before has expired: so have the versions holding the files
+            continue
+        old.update({f.path: f.added_version for f in before.data_files if f.path in replaced})
+    return old
+
+
 def erasure_key(old: dict[str, int]) -> str:
     """Where the search targets of a purge of the ``old`` objects are kept: named by those objects,
     so a retried purge of the same erasure finds them."""
