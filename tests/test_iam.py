@@ -164,7 +164,7 @@ def run_table_functions(bundle: Path, d: Deployment, uri: str) -> None:
     step = {"table": uri, "predicate": "id = 50"}
     (plan,) = d.run(bundle, "ErasureFunction", {"action": "plan", **step})
     d.run(bundle, "SpliceFunction", *({**step, "commit_id": "er-1", "file": f} for f in plan["files"]))
-    purge = {"action": "purge", **step, "old": plan["old"], "version": tombstoned["version"]}
+    purge = {"action": "purge", **step, "old": plan["old"], "version": tombstoned["version"], "commit_id": "er-1"}
     _, verified = d.run(bundle, "ErasureFunction", purge, {"action": "verify", **step})
     assert verified["verified"], verified
     (groups,) = d.run(bundle, "MaintenanceFunction", {"action": "plan", "table": uri})

@@ -147,6 +147,9 @@ class CephLikeClient:
     def delete_object(self, Bucket: str, Key: str) -> Any:
         self.objects.pop(Key, None)
 
+    def get_bucket_versioning(self, Bucket: str) -> Any:
+        return {}  # never versioned
+
     def create_multipart_upload(self, Bucket: str, Key: str) -> Any:
         return {"UploadId": "u1"}
 
@@ -177,6 +180,21 @@ def test_an_empty_multipart_etag_is_read_back_with_head() -> None:
     part = store.upload_part("big", upload, 1, b"abc")
     info = store.complete_multipart("big", upload, [UploadedPart(part.number, part.etag, part.size)])
     assert info.etag == client.objects["t/big"][1] and info.etag
+
+
+def test_a_store_without_versioning_support_deletes_plainly() -> None:
+    """A store that does not implement GetBucketVersioning has no versions to delete: a plain
+    delete, not an error."""
+
+    class NoVersioningClient(CephLikeClient):
+        def get_bucket_versioning(self, Bucket: str) -> Any:
+            raise self._fail("NotImplemented", 501)
+
+    client = NoVersioningClient()
+    store = S3Store("no-versioning", "t", client)
+    store.put("k", b"1")
+    store.delete("k")
+    assert "t/k" not in client.objects
 
 
 def test_a_store_that_ignores_conditions_is_refused_unless_single_writer() -> None:

@@ -61,6 +61,8 @@ _PROBE_LOCK = threading.Lock()
 _BUCKET_FACTS: dict[tuple[str, str, str], tuple[float, bool]] = {}
 """Bucket settings (versioning, object lock) per (endpoint, bucket, setting): when asked, and the answer."""
 _BUCKET_FACT_SECONDS = 300.0
+_NO_VERSIONING = {"NotImplemented", "MethodNotAllowed", "501", "405"}
+"""What an S3-compatible store without versioning answers GetBucketVersioning with."""
 _DELETE_BATCH = 1000
 """S3's most keys (or versions) in one DeleteObjects request."""
 
@@ -307,7 +309,14 @@ class S3Store(ObjectStore):
         """Whether the bucket keeps versions (versioning enabled, or suspended after it was)."""
 
         def ask() -> bool:
-            status = self._call("(bucket versioning)", "get_bucket_versioning").get("Status")
+            try:
+                status = self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in _NO_VERSIONING:
+                    return False
+                raise translate_error(e, "(bucket versioning)") from e
+            except BotoCoreError as e:
+                raise translate_error(e, "(bucket versioning)") from e
             return status in ("Enabled", "Suspended")
 
         return self._bucket_fact("versioning", ask)
