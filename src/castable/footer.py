@@ -116,11 +116,19 @@ class Footer:
         return raw + struct.pack("<I", len(raw)) + MAGIC
 
     @cached_property
+    def _schema(self) -> pq.ParquetSchema:
+        """The schema, parsed once per footer for the properties below."""
+        return self.pyarrow_metadata().schema
+
+    @cached_property
+    def _leaves(self) -> list[pq.ColumnSchema]:
+        return [self._schema.column(i) for i in range(len(self._schema))]
+
+    @cached_property
     def int96_columns(self) -> list[str]:
         """The columns stored as INT96 timestamps (Spark's and Impala's default), by dotted path:
         worked out once per footer, since every row group read asks."""
-        schema = self.pyarrow_metadata().schema
-        return [schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "INT96"]
+        return [c.path for c in self._leaves if c.physical_type == "INT96"]
 
     @cached_property
     def leaf_layout(self) -> tuple[tuple[str, int, int, int], ...]:
@@ -128,26 +136,23 @@ class Footer:
         repetition levels. Two files that agree on these encode the same values in the same page
         bytes, whatever their schemas call the columns or how they annotate them (Spark's
         two-level lists and ``bag``/``array`` names, converted types without logical types)."""
-        schema = self.pyarrow_metadata().schema
         return tuple(
-            (c.physical_type, c.length or 0, c.max_definition_level, c.max_repetition_level)
-            for c in (schema.column(i) for i in range(len(schema)))
+            (c.physical_type, c.length or 0, c.max_definition_level, c.max_repetition_level) for c in self._leaves
         )
 
     @cached_property
     def integer_decimals(self) -> bool:
         """Whether the file stores decimals as INT32/INT64 (Spark's default up to 18 digits)."""
-        schema = self.pyarrow_metadata().schema
         return any(
             c.physical_type in ("INT32", "INT64") and "DECIMAL" in (c.logical_type.type, c.converted_type)
-            for c in (schema.column(i) for i in range(len(schema)))
+            for c in self._leaves
         )
 
     @cached_property
     def lists_named_item(self) -> bool:
         """Whether the file's lists name their elements ``item`` (pyarrow's layout before Parquet's
         ``element``, ``use_compliant_nested_type=False``), so a re-encoding must too."""
-        return any(_names_list_items(f.type) for f in self.pyarrow_metadata().schema.to_arrow_schema())
+        return any(_names_list_items(f.type) for f in self._schema.to_arrow_schema())
 
     def pyarrow_metadata(self) -> pq.FileMetaData:
         """The same footer parsed by pyarrow (for statistics and row counts)."""

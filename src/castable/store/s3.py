@@ -292,44 +292,36 @@ class S3Store(ObjectStore):
         return len(versions)
 
     def object_lock_enabled(self) -> bool:
-        def ask() -> bool:
-            try:
-                r = self.client.get_object_lock_configuration(Bucket=self.bucket)
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") == "ObjectLockConfigurationNotFoundError":
-                    return False
-                raise translate_error(e, "(object lock configuration)") from e
-            except BotoCoreError as e:
-                raise translate_error(e, "(object lock configuration)") from e
-            return bool(r.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled")
-
-        return self._bucket_fact("object-lock", ask)
+        return self._bucket_setting(
+            "get_object_lock_configuration",
+            {"ObjectLockConfigurationNotFoundError"},
+            lambda r: r.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled",
+        )
 
     def _versioned(self) -> bool:
         """Whether the bucket keeps versions (versioning enabled, or suspended after it was)."""
+        return self._bucket_setting(
+            "get_bucket_versioning", _NO_VERSIONING, lambda r: r.get("Status") in ("Enabled", "Suspended")
+        )
 
-        def ask() -> bool:
-            try:
-                status = self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") in _NO_VERSIONING:
-                    return False
-                raise translate_error(e, "(bucket versioning)") from e
-            except BotoCoreError as e:
-                raise translate_error(e, "(bucket versioning)") from e
-            return status in ("Enabled", "Suspended")
-
-        return self._bucket_fact("versioning", ask)
-
-    def _bucket_fact(self, name: str, ask: Callable[[], bool]) -> bool:
-        """A setting of the bucket, asked once per process and again after ``_BUCKET_FACT_SECONDS``
-        (so a bucket whose versioning is turned on is treated as versioned soon after)."""
-        key = (str(self.client.meta.endpoint_url), self.bucket, name)
+    def _bucket_setting(self, method: str, absent: set[str], read: Callable[[dict[str, Any]], bool]) -> bool:
+        """A setting of the bucket: ``read`` judges what the client's ``method`` answers, and an
+        error whose code is in ``absent`` means the bucket has no such setting. Asked once per
+        process and again after ``_BUCKET_FACT_SECONDS`` (so a bucket whose versioning is turned
+        on is treated as versioned soon after)."""
+        key = (str(self.client.meta.endpoint_url), self.bucket, method)
         known = _BUCKET_FACTS.get(key)
         if known is not None and time.monotonic() - known[0] < _BUCKET_FACT_SECONDS:
             return known[1]
         self.stats.record("GET_BUCKET_SETTING")
-        value = ask()
+        try:
+            value = bool(read(getattr(self.client, method)(Bucket=self.bucket)))
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") not in absent:
+                raise translate_error(e, f"({method})") from e
+            value = False
+        except BotoCoreError as e:
+            raise translate_error(e, f"({method})") from e
         _BUCKET_FACTS[key] = (time.monotonic(), value)
         return value
 
