@@ -91,11 +91,7 @@ def synthesised(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def deploy(raw: dict[str, Any], s3_endpoint: str, *, versioned: bool) -> Iterator[Deployment]:
     """The template resolved for a new bucket (with versioning turned on if ``versioned``), served
     behind an IAM front."""
-    bucket = new_bucket(s3_endpoint)
-    if versioned:
-        boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").put_bucket_versioning(
-            Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}
-        )
+    bucket = new_bucket(s3_endpoint, versioning="Enabled" if versioned else None)
     machine_id = next(
         k
         for k, v in raw["Resources"].items()

@@ -5,13 +5,13 @@ verification lists object versions; erase is refused on a bucket with Object Loc
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import Any
 
 import boto3
 import pyarrow as pa
 import pytest
+from helpers.s3servers import new_bucket
 
 import castable
 from castable.erase import noncurrent_copies
@@ -24,12 +24,7 @@ SECRET = "someone-private@example.com"
 
 
 def bucket(endpoint: str, *, versioning: str | None = "Enabled", lock: bool = False) -> str:
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    name = f"castable-v-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name, **({"ObjectLockEnabledForBucket": True} if lock else {}))
-    if versioning is not None and not lock:
-        s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": versioning})
-    return name
+    return new_bucket(endpoint, versioning=None if lock else versioning, lock=lock)
 
 
 def table_with_secret(endpoint: str, name: str, files: int = 3) -> Table:

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from helpers.aws_stubs import function_code, run_handler_in_process
+from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -165,12 +166,7 @@ def test_erasure_workflow_refuses_a_bad_request_before_anything_runs(
 def test_erasure_workflow_refuses_a_bucket_with_object_lock(aws: dict[str, str], s3_endpoint: str) -> None:
     """Object Lock would keep the erased rows' versions past the purge: Validate refuses the
     request and no step that writes runs."""
-    import boto3
-
-    name = f"castable-lock-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(
-        Bucket=name, ObjectLockEnabledForBucket=True
-    )
+    name = new_bucket(s3_endpoint, lock=True)
     t = castable.create_table(
         f"s3://{name}/events",
         EVENTS,

@@ -24,12 +24,16 @@ from pathlib import Path
 from typing import Any
 
 
-def new_bucket(endpoint: str, **credentials: Any) -> str:
-    """A fresh bucket on the S3 server at ``endpoint``."""
+def new_bucket(endpoint: str, *, versioning: str | None = None, lock: bool = False, **credentials: Any) -> str:
+    """A fresh bucket on the S3 server at ``endpoint``; ``versioning`` ("Enabled", "Suspended")
+    sets its versioning, ``lock`` creates it with Object Lock (which enables versioning)."""
     import boto3
 
     name = f"castable-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials).create_bucket(Bucket=name)
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials)
+    s3.create_bucket(Bucket=name, **({"ObjectLockEnabledForBucket": True} if lock else {}))
+    if versioning is not None:
+        s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": versioning})
     return name
 
 
