@@ -10,6 +10,7 @@ import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 
 import boto3
 import pyarrow.parquet as pq
@@ -22,7 +23,7 @@ import castable
 from castable.commit import read_pointer
 
 LOAD_SECONDS = 34.0
-"""How long the writers and the ingest processes keep going."""
+"""How long the writers and the ingest processes keep going at least (see ``swept`` below)."""
 GRACE_SECONDS = 30.0
 """gc's ``orphan_grace``, given as a user would: the default (a day) would sweep nothing in a
 test. It must exceed the longest upload-to-commit time (checked below), and be short enough
@@ -46,7 +47,7 @@ def _parquet(start: int, stop: int) -> bytes:
 
 
 @pytest.mark.slow
-def test_writers_maintenance_and_ingest_with_bad_and_misrouted_messages(s3_endpoint: str) -> None:
+def test_writers_maintenance_and_ingest_with_bad_and_misrouted_messages(s3_endpoint: str, tmp_path: Path) -> None:
     options = {"endpoint_url": s3_endpoint, "region": "us-east-1"}
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     bucket, other_bucket = new_bucket(s3_endpoint), new_bucket(s3_endpoint)
@@ -86,11 +87,14 @@ def test_writers_maintenance_and_ingest_with_bad_and_misrouted_messages(s3_endpo
     before = outside()
     assert set(before) == set(untouchable)
 
+    # The load lasts LOAD_SECONDS and then until gc has swept once (on a slow machine the first
+    # sweep comes later), so the sweep always meets writers and ingest still at work.
+    swept = str(tmp_path / "swept")
     with ProcessPoolExecutor(5, mp_context=multiprocessing.get_context("spawn")) as pool:
-        keeper = pool.submit(maintain_and_read, uri, options, LOAD_SECONDS + 4, GRACE_SECONDS, RETAIN_VERSIONS)
-        writers = [pool.submit(append_blocks, uri, options, w, LOAD_SECONDS, PAUSE_SECONDS) for w in range(2)]
+        keeper = pool.submit(maintain_and_read, uri, options, LOAD_SECONDS + 4, GRACE_SECONDS, RETAIN_VERSIONS, swept)
+        writers = [pool.submit(append_blocks, uri, options, w, LOAD_SECONDS, PAUSE_SECONDS, swept) for w in range(2)]
         ingesters = [
-            pool.submit(ingest_batches, s3_endpoint, uri, bucket, k, LOAD_SECONDS, misrouted) for k in range(2)
+            pool.submit(ingest_batches, s3_endpoint, uri, bucket, k, LOAD_SECONDS, misrouted, swept) for k in range(2)
         ]
         wrote = [f.result(timeout=300) for f in writers]
         ingested = [f.result(timeout=300) for f in ingesters]

@@ -154,9 +154,25 @@ MIXED_WRITER_ROWS = 25
 """Rows per append of ``append_blocks``; writer ``w``'s ids start at ``(w + 1) * 1_000_000``."""
 
 
-def append_blocks(uri: str, options: dict | None, worker: int, seconds: float, pause: float) -> dict:
+LOAD_CAP_SECONDS = 150.0
+"""The longest a mixed load waits for its ``until`` file after its own ``seconds`` have passed."""
+
+
+def _load_goes_on(began: float, seconds: float, until: str | None) -> bool:
+    """A mixed load's loop condition: ``seconds`` have not passed since ``began`` (monotonic), or
+    they have but the file ``until`` does not exist yet (up to :data:`LOAD_CAP_SECONDS`). The
+    maintainer creates that file after its first sweep, so the load outlasts it on any machine."""
+    import time
+
+    elapsed = time.monotonic() - began
+    return elapsed < seconds or (until is not None and not os.path.exists(until) and elapsed < LOAD_CAP_SECONDS)
+
+
+def append_blocks(
+    uri: str, options: dict | None, worker: int, seconds: float, pause: float, until: str | None = None
+) -> dict:
     """Append blocks of this worker's own ids, each with its own commit id and ``pause`` seconds
-    apart, for ``seconds``.
+    apart, for ``seconds`` and then until the file ``until`` exists.
 
     Every fifth commit is retried once with the same commit id from a fresh handle, as a client
     that lost the response would; that retry must return the version and write nothing.
@@ -167,13 +183,13 @@ def append_blocks(uri: str, options: dict | None, worker: int, seconds: float, p
     _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     done: dict = {"ranges": [], "versions": [], "retries": [], "max_seconds": 0.0, "start": time.time()}
-    deadline = time.monotonic() + seconds
+    began = time.monotonic()
     i = 0
-    while time.monotonic() < deadline:
+    while _load_goes_on(began, seconds, until):
         start = (worker + 1) * 1_000_000 + i * MIXED_WRITER_ROWS
-        began = time.monotonic()
+        sent = time.monotonic()
         version = table.append(events(start, start + MIXED_WRITER_ROWS), commit_id=f"mixed-w{worker}-{i}")
-        done["max_seconds"] = max(done["max_seconds"], time.monotonic() - began)
+        done["max_seconds"] = max(done["max_seconds"], time.monotonic() - sent)
         done["ranges"].append((start, start + MIXED_WRITER_ROWS))
         done["versions"].append(version)
         if i % 5 == 0:
@@ -207,9 +223,16 @@ def _sqs_batch(records: list[tuple[str, str]], bodies: list[str]) -> dict:
 
 
 def ingest_batches(
-    endpoint: str, table_uri: str, bucket: str, worker: int, seconds: float, misrouted: list[tuple[str, str]]
+    endpoint: str,
+    table_uri: str,
+    bucket: str,
+    worker: int,
+    seconds: float,
+    misrouted: list[tuple[str, str]],
+    until: str | None = None,
 ) -> dict:
-    """Act as S3 + SQS + the ingest Lambda for ``seconds``: land files under ``landing/``, then
+    """Act as S3 + SQS + the ingest Lambda for ``seconds`` and then until the file ``until``
+    exists: land files under ``landing/``, then
     invoke ``lambdas.ingest.handler`` (in this process, environment as deployed) with a batch
     mixing valid files (this worker's own ids), one bad file (not Parquet, wrong schema or NULL
     keys, in turn), the ``misrouted`` records, redeliveries of files already ingested or
@@ -248,10 +271,10 @@ def ingest_batches(
 
     nullable = pa.schema([f.with_nullable(True) for f in events(0, 1).schema])
     done: dict = {"valid": {}, "bad": {}, "responses": [], "max_seconds": 0.0, "start": time.time()}
-    deadline = time.monotonic() + seconds
+    began = time.monotonic()
     previous: list[str] = []
     j = 0
-    while j < 3 or time.monotonic() < deadline:
+    while j < 3 or _load_goes_on(began, seconds, until):
         base = 10_000_000 + worker * 1_000_000 + j * 1000
         valid = {
             land(f"landing/k{worker}/b{j}/part {i}.parquet", events(base + 100 * i, base + 100 * i + 40)): (
@@ -273,9 +296,9 @@ def ingest_batches(
         records = [(bucket, k) for k in valid] + [(bucket, bad_key)] + misrouted + [(bucket, k) for k in previous]
         event = _sqs_batch(records, bodies=['{"Service":"Amazon S3","Event":"s3:TestEvent"}'])
         for _ in range(2 if j % 3 == 1 else 1):
-            began = time.monotonic()
+            sent = time.monotonic()
             done["responses"].append(ingest.handler(event, _LambdaContext()))
-            done["max_seconds"] = max(done["max_seconds"], time.monotonic() - began)
+            done["max_seconds"] = max(done["max_seconds"], time.monotonic() - sent)
         done["valid"].update(valid)
         done["bad"][bad_key] = why
         previous = [next(iter(valid)), bad_key]
@@ -286,30 +309,33 @@ def ingest_batches(
 
 
 def maintain_and_read(
-    uri: str, options: dict | None, seconds: float, grace_seconds: float, retain_versions: int
+    uri: str, options: dict | None, seconds: float, grace_seconds: float, retain_versions: int, swept: str
 ) -> dict:
     """Compact (default settings), expire to ``retain_versions`` and gc with ``grace_seconds`` in
-    a loop while other processes write; after every sweep, read the oldest and the newest version
-    of the table's history and check neither holds an id twice. Returns when each compaction and
-    sweep happened, and what was swept."""
+    a loop while other processes write, for ``seconds`` and until gc has swept once; create the
+    file ``swept`` after the first sweep (the writers wait for it). After every sweep, read the
+    oldest and the newest version of the table's history and check neither holds an id twice.
+    Returns when each compaction and sweep happened, and what was swept."""
     import time
     from datetime import timedelta
 
     _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     done: dict = {"compactions": [], "expired": 0, "sweeps": [], "swept": [], "versions_read": 0}
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    began = time.monotonic()
+    while _load_goes_on(began, seconds, None if done["sweeps"] else swept):
         table.refresh()
         compacted = table.compact()
         if compacted.files_rewritten:
             done["compactions"].append((time.time(), compacted.version))
         done["expired"] += len(table.expire(retain_versions=retain_versions).versions_expired)
-        swept = table.gc(orphan_grace=timedelta(seconds=grace_seconds)).objects
-        if not swept:
+        objects = table.gc(orphan_grace=timedelta(seconds=grace_seconds)).objects
+        if not objects:
             continue
         done["sweeps"].append(time.time())
-        done["swept"] += swept
+        done["swept"] += objects
+        with open(swept, "a"):
+            pass
         history = table.history()
         for version in {history[-1].version, history[0].version}:  # the oldest has the oldest files
             ids = table.scan(["id"], version=version).to_arrow().column("id").to_pylist()
