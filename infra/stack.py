@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_emrserverless as emrs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -28,7 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from castable.layout import MANIFEST_PREFIX, POINTER_KEY
+from castable.layout import ERASURE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
 from castable.sources import MANIFEST_SUFFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
@@ -37,6 +37,8 @@ STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
 EMR_ARTIFACTS = "artifacts/"
 """Where the ingest job's entry script and packed Python environment are uploaded."""
 EMR_LOGS = "emr-logs/"
+ERASURE_RESULTS = "erasure-results/"
+"""Where the erasure workflow's Distributed Map writes its splices' results (file, version, rows)."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class CastableStack(Stack):
         for database in config.databases:
             self._ingest_database(database, code)
         self.erasure = self._state_machine("erasure", ["tombstone", "erasure", "splice"])
+        self._distributed_map(self.erasure, [f"{p}{ERASURE_PLAN_PREFIX}*" for p in self.prefixes], ERASURE_RESULTS)
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
         self._schedules()
         self.emr_job_role = self._emr_role()
@@ -380,11 +383,14 @@ class CastableStack(Stack):
     # -------------------------------------------------------------- state machines
 
     def _state_machine(self, name: str, functions: list[str]) -> sfn.StateMachine:
+        definition = (STATE_MACHINES / f"{name}.asl.json").read_text()
         substitutions = {f"{f.title()}FunctionArn": self.functions[f].function_arn for f in functions}
+        if "${ResultsBucket}" in definition:  # a Distributed Map writes its results to the tables' bucket
+            substitutions["ResultsBucket"] = self.bucket.bucket_name
         machine = sfn.StateMachine(
             self,
             f"{name.title()}Workflow",
-            definition_body=sfn.DefinitionBody.from_string((STATE_MACHINES / f"{name}.asl.json").read_text()),
+            definition_body=sfn.DefinitionBody.from_string(definition),
             definition_substitutions=substitutions,
             tracing_enabled=True,
             logs=sfn.LogOptions(
@@ -396,6 +402,32 @@ class CastableStack(Stack):
         for f in functions:
             self.functions[f].grant_invoke(machine)
         return machine
+
+    def _distributed_map(self, machine: sfn.StateMachine, items: list[str], results: str) -> None:
+        """What a Distributed Map of ``machine`` needs: read its items under ``items``, write its
+        results under ``results``, and run, watch and stop its child executions. A policy of its
+        own, attached after the state machine exists, since it names the machine's ARN."""
+        executions = self.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{machine.state_machine_name}/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        iam.Policy(
+            self,
+            f"{machine.node.id}DistributedMap",
+            roles=[machine.role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(o) for o in items]
+                ),
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{results}*")]),
+                iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine.state_machine_arn]),
+                iam.PolicyStatement(
+                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
+                ),
+            ],
+        )
 
     def _schedules(self) -> None:
         """A maintenance schedule per table, a database's members included (keyed ``<db>/<member>``)."""

@@ -3,12 +3,15 @@
 - ``{"action": "validate", "input": <the workflow's input>}`` checks the request before anything
   runs: its commit id, the table or database and its tables, each predicate against its schema,
   and that the bucket has no Object Lock (which would keep the erased rows' versions);
-- ``{"action": "plan", "table", "predicate"}`` -> the data files that may hold matching rows
-  and the versions that added them (``old``), for the Map over ``splice``;
-- ``{"action": "purge", "table", "predicate", "old", "version", "commit_id"}`` expires the
+- ``{"action": "plan", "commit_id", "items": [{"table", "predicate"}, ...]}`` keeps the data
+  files of every table that may hold matching rows in one plan object, under the tables'
+  common root, and returns where it is and how many files it names: the Distributed Map over
+  ``splice`` reads it item by item, so no state carries the list (Step Functions' 256 KB);
+- ``{"action": "purge", "table", "predicate", "plan_uri", "version", "commit_id"}`` expires the
   versions that still reference the replaced files and deletes those objects (every version of
-  them): the planned ``old`` files and every file a splice of this ``commit_id`` replaced, so a
-  re-run of an erasure that stopped after its splices finishes it;
+  them): the table's planned files and every file a splice of this ``commit_id`` replaced, so a
+  re-run of an erasure that stopped after its splices finishes it; it counts the files spliced
+  and the rows erased from the table's history;
 - ``{"action": "verify", "table", "predicate"}`` checks every file of every retained version
   for a physically present matching row, and lists noncurrent copies left under the table.
 """
@@ -20,8 +23,19 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 import castable
-from castable.erase import check_erasable, noncurrent_copies, purge_objects, replaced_by, verify_erased
+from castable.erase import (
+    PlannedFile,
+    check_erasable,
+    noncurrent_copies,
+    purge_objects,
+    read_erasure_plan,
+    splices_of,
+    verify_erased,
+    write_erasure_plan,
+)
+from castable.layout import ERASURE_PLAN_PREFIX
 from castable.predicate import parse_predicate
+from castable.store import store_from_uri
 from lambdas.runtime import (
     ERASURE_COMMIT_ID_LIMIT,
     TableUri,
@@ -65,15 +79,24 @@ class _Step(BaseModel):
     predicate: str = Field(min_length=1)
 
 
-class Plan(_Step):
+class _Target(_Step):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     action: Literal["plan"]
+    commit_id: str = Field(min_length=1, max_length=ERASURE_COMMIT_ID_LIMIT)
+    items: list[_Target] = Field(min_length=1)
+    """The tables erased from and their predicates (the tombstone step's items)."""
 
 
 class Purge(_Step):
     action: Literal["purge"]
-    old: dict[str, int]
+    plan_uri: str = Field(pattern=r"^s3://[^/]+/.+")
+    """Where Plan kept the plan."""
     version: int = Field(ge=0)
-    commit_id: str | None = Field(default=None, min_length=1, max_length=ERASURE_COMMIT_ID_LIMIT)
+    commit_id: str = Field(min_length=1, max_length=ERASURE_COMMIT_ID_LIMIT)
     """The request's: files its earlier runs' splices replaced are purged too."""
 
 
@@ -91,20 +114,23 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
     step = event.root
     if isinstance(step, Validate):
         return {"valid": True, "tables": _validate(step.input)}
+    if isinstance(step, Plan):
+        return _plan(step)
     table = open_table(step.table)
     predicate = parse_predicate(step.predicate, table.schema)
     logger.append_keys(action=step.action)
-    if isinstance(step, Plan):
-        files = table.scan(filter=predicate).files()
-        return {"files": [f.path for f in files], "old": {f.path: f.added_version for f in files}}
     if isinstance(step, Purge):
-        old = (
-            step.old
-            if step.commit_id is None
-            else {**replaced_by(table.store, splice_prefix(step.commit_id)), **step.old}
+        splices = splices_of(table.store, splice_prefix(step.commit_id))
+        folder, _, key = step.plan_uri.rpartition(f"/{ERASURE_PLAN_PREFIX}")
+        planned = {
+            f.file: f.added_version
+            for f in read_erasure_plan(store_from_uri(folder), f"{ERASURE_PLAN_PREFIX}{key}")
+            if f.table == step.table
+        }
+        report = purge_objects(
+            table.store, splices.old | planned, max(step.version, table.refresh().version), predicate
         )
-        report = purge_objects(table.store, old, max(step.version, table.refresh().version), predicate)
-        return report.summary()
+        return {**report.summary(), "files_spliced": splices.files, "rows_erased": splices.rows_erased}
     remaining = verify_erased(table.store, predicate)
     noncurrent = noncurrent_copies(table.store)
     return {
@@ -112,6 +138,25 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
         "remaining_matches": remaining,
         "noncurrent_copies": noncurrent,
     }
+
+
+def _plan(step: Plan) -> dict[str, Any]:
+    """Plan every table's files into one object under the tables' common root."""
+    files = []
+    for item in step.items:
+        table = open_table(item.table)
+        predicate = parse_predicate(item.predicate, table.schema)
+        files += [
+            PlannedFile(item.table, item.predicate, f.path, f.added_version)
+            for f in table.scan(filter=predicate).files()
+        ]
+    root = step.items[0].table
+    while not all(f"{item.table}/".startswith(f"{root}/") for item in step.items):
+        root = root.rsplit("/", 1)[0]
+    key = write_erasure_plan(store_from_uri(root), step.commit_id, files)
+    uri = f"{root}/{key}"
+    bucket, _, full_key = uri.removeprefix("s3://").partition("/")
+    return {"files": len(files), "bucket": bucket, "key": full_key, "uri": uri}
 
 
 def _validate(request: Request) -> int:

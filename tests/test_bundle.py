@@ -56,6 +56,10 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
         ("lambdas.commit.handler", {"table": uri, "files": ["data/ext/part-0.parquet"], "commit_id": "emr-1"}),
         ("lambdas.tombstone.handler", {"table": uri, "predicate": "id < 5"}),
         ("lambdas.splice.handler", {"table": uri, "predicate": "id = 50", "file": first, "commit_id": "sp-1"}),
+        (
+            "lambdas.erasure.handler",
+            {"action": "plan", "commit_id": "er-1", "items": [{"table": uri, "predicate": "id = 50"}]},
+        ),
         ("lambdas.erasure.handler", {"action": "verify", "table": uri, "predicate": "id = 50"}),
         ("lambdas.maintenance.handler", {"action": "plan", "table": uri}),
         ("lambdas.maintenance.handler", {"action": "gc", "table": uri, "dry_run": True}),

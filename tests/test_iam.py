@@ -21,6 +21,7 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
+from infra.stack import ERASURE_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]
 
@@ -146,6 +147,17 @@ def _ids(uri: str, options: dict[str, str]) -> list[int]:
     return sorted(castable.open_table(uri, storage_options=options).scan(["id"]).to_arrow().column("id").to_pylist())
 
 
+def _planned_files(d: Deployment, plan: dict[str, Any]) -> list[str]:
+    """What the erasure workflow's Distributed Map does with a plan, under the state machine's
+    role: read the plan object (its ItemReader) and write a result beside it (its ResultWriter)."""
+    (role,) = [r for r in d.template.resources if r.startswith("ErasureWorkflowRole") and "Policy" not in r]
+    s3 = d.s3_as(role)
+    items = json.loads(s3.get_object(Bucket=plan["bucket"], Key=plan["key"])["Body"].read())
+    s3.put_object(Bucket=plan["bucket"], Key=f"{ERASURE_RESULTS}run-1/manifest.json", Body=b"{}")
+    assert len(items) == plan["files"] and d.refused() == []
+    return [i["file"] for i in items]
+
+
 def run_table_functions(bundle: Path, d: Deployment, uri: str) -> None:
     """Commit, tombstone, then the erasure steps, then the maintenance steps, as the workflows
     chain them, each under its own role: nothing refused, every row where it should be."""
@@ -158,9 +170,10 @@ def run_table_functions(bundle: Path, d: Deployment, uri: str) -> None:
         bundle, "TombstoneFunction", {"table": uri, "predicate": "id = 50 or id < 5", "commit_id": "er-1/tombstone"}
     )
     step = {"table": uri, "predicate": "id = 50"}
-    (plan,) = d.run(bundle, "ErasureFunction", {"action": "plan", **step})
-    d.run(bundle, "SpliceFunction", *({**step, "commit_id": "er-1", "file": f} for f in plan["files"]))
-    purge = {"action": "purge", **step, "old": plan["old"], "version": tombstoned["version"], "commit_id": "er-1"}
+    (plan,) = d.run(bundle, "ErasureFunction", {"action": "plan", "commit_id": "er-1", "items": [step]})
+    planned = _planned_files(d, plan)
+    d.run(bundle, "SpliceFunction", *({**step, "commit_id": "er-1", "file": f} for f in planned))
+    purge = {"action": "purge", **step, "plan_uri": plan["uri"], "version": tombstoned["version"], "commit_id": "er-1"}
     _, verified = d.run(bundle, "ErasureFunction", purge, {"action": "verify", **step})
     assert verified["verified"], verified
     (groups,) = d.run(bundle, "MaintenanceFunction", {"action": "plan", "table": uri})

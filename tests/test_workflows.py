@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.aws_stubs import function_code, run_handler_in_process
+from helpers.aws_stubs import fail_distributed_maps_as_aws_does, function_code, run_handler_in_process
 from helpers.s3servers import new_bucket
-from helpers.tables import EVENTS, events
+from helpers.tables import EVENTS, events, parquet_bytes
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
@@ -37,7 +38,8 @@ FUNCTIONS = {
 
 @pytest.fixture
 def aws(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """In-process Step Functions and Lambda (moto) whose tasks reach S3 on the moto server."""
+    """In-process Step Functions and Lambda (moto) whose tasks reach S3 on the moto server; the
+    erasure workflow writes its splice results to a bucket of their own."""
     import boto3
     from moto import mock_aws
     from moto.awslambda.models import LambdaFunction
@@ -45,6 +47,7 @@ def aws(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
     logging.getLogger("moto.stepfunctions").setLevel(logging.CRITICAL)
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
     monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
+    fail_distributed_maps_as_aws_does(monkeypatch)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         iam = boto3.client("iam", region_name="us-east-1")
         role = iam.create_role(RoleName="castable", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
@@ -56,23 +59,40 @@ def aws(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
                 FunctionName=name, Runtime="python3.12", Role=role, Handler=handler, Code={"ZipFile": function_code()}
             )["FunctionArn"]
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        results = new_bucket(s3_endpoint)
         machines = {}
         for name in ("erasure", "maintenance"):
             definition = (ROOT / "statemachines" / f"{name}.asl.json").read_text()
-            for placeholder, arn in arns.items():
-                definition = definition.replace("${" + placeholder + "}", arn)
+            for placeholder, value in {**arns, "ResultsBucket": results}.items():
+                definition = definition.replace("${" + placeholder + "}", value)
             machines[name] = sfn.create_state_machine(name=name, definition=definition, roleArn=role)["stateMachineArn"]
         yield machines
 
 
-def run(machine: str, payload: dict[str, Any]) -> dict[str, Any]:
+STATE_PAYLOAD_LIMIT = 262_144
+"""Step Functions' limit on a state's input or output, a task's result included (256 KiB)."""
+HISTORY_LIMIT = 25_000
+"""Step Functions' limit on the events of one execution's history."""
+
+
+def run(machine: str, payload: dict[str, Any], *, seconds: float = 60) -> dict[str, Any]:
+    """Start an execution and wait up to ``seconds`` for it to end; then check it stayed within
+    Step Functions' payload and history limits, which moto does not enforce."""
     import boto3
 
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     execution = sfn.start_execution(stateMachineArn=machine, name=str(uuid.uuid4()), input=json.dumps(payload))
-    for _ in range(600):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         d = sfn.describe_execution(executionArn=execution["executionArn"])
         if d["status"] != "RUNNING":
+            events = history(d)
+            assert len(events) <= HISTORY_LIMIT, f"{len(events)} history events"
+            for e in events:
+                for details in (v for k, v in e.items() if k.endswith("Details") and isinstance(v, dict)):
+                    for field in ("input", "output", "parameters"):
+                        size = len(str(details.get(field, "")).encode())
+                        assert size <= STATE_PAYLOAD_LIMIT, f"{e['type']} {field} of {size} bytes"
             return d
         time.sleep(0.1)
     raise TimeoutError("execution did not finish")
@@ -88,7 +108,8 @@ def history(execution: dict[str, Any]) -> list[dict[str, Any]]:
     import boto3
 
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    return sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
+    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution["executionArn"])
+    return [e for page in pages for e in page["events"]]
 
 
 @pytest.fixture
@@ -116,13 +137,67 @@ def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dic
     assert d["status"] == "SUCCEEDED", failures(d)
     receipt = json.loads(d["output"])
     assert receipt["verified"] is True and receipt["commit_id"] == "gdpr-42"
-    assert sum(s["rows_erased"] for s in receipt["files_spliced"]) == 3
+    assert receipt["rows_erased"] == 3 and receipt["files_spliced"] == 3, receipt
     assert receipt["objects_deleted"] and receipt["versions_expired"]
     assert ids(table) == [i for i in range(4000) if i not in (10, 2500, 3999)]
     latest = load_table(table.store)
     for f in latest.manifest.data_files:
         data = pq.read_table(latest.store.open_input(f.path, size=f.size, etag=f.etag)).column("id").to_pylist()
         assert not {10, 2500, 3999} & set(data)
+
+
+def _wide_table(bucket: str, endpoint: str, name: str, files: int) -> Table:
+    """A table of ``files`` two-row files whose id ranges all span id 500000 (a table not sorted
+    by user, as a per-user erase meets it); file 7 holds that id."""
+    import boto3
+
+    options = {"endpoint_url": endpoint, "region": "us-east-1"}
+    t = castable.create_table(f"s3://{bucket}/{name}", EVENTS, primary_key="id", storage_options=options)
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    keys = []
+    for i in range(files):
+        first = events(i, i + 1) if i != 7 else events(500_000, 500_001)
+        key = f"data/ext/part-{i:04d}.parquet"
+        s3.put_object(
+            Bucket=bucket,
+            Key=f"{name}/{key}",
+            Body=parquet_bytes(pa.concat_tables([first, events(10**6 + i, 10**6 + i + 1)])),
+        )
+        keys.append(key)
+    t.add_files(keys, commit_id="load")
+    return t
+
+
+def _largest_payload(execution: dict[str, Any]) -> int:
+    return max(
+        len(str(details.get(f, "")).encode())
+        for e in history(execution)
+        for details in (v for k, v in e.items() if k.endswith("Details") and isinstance(v, dict))
+        for f in ("input", "output", "parameters")
+    )
+
+
+@pytest.mark.slow
+def test_erasure_workflow_state_and_history_do_not_grow_with_the_files_it_splices(
+    aws: dict[str, str], s3_bucket: str, s3_endpoint: str
+) -> None:
+    """A per-user erase on a table not sorted by user plans every file. The plan lives in S3 and
+    the splices run as a Distributed Map's child executions, so neither the largest state payload
+    nor the execution's history depends on the number of files: the same for 8 files and 80
+    (an inline Map's list of files reached 256 KiB at ~550 files, its history 25,000 events at
+    ~3,500)."""
+    shape = []
+    for files in (8, 80):
+        t = _wide_table(s3_bucket, s3_endpoint, f"wide{files}", files)
+        d = run(aws["erasure"], {"table": t.uri, "predicate": "id = 500000", "commit_id": f"user-{files}"}, seconds=300)
+        assert d["status"] == "SUCCEEDED", failures(d)
+        receipt = json.loads(d["output"])
+        assert receipt["verified"] is True and receipt["rows_erased"] == 1 and receipt["files_spliced"] == 1, receipt
+        assert len(ids(t)) == 2 * files - 1
+        shape.append((len(history(d)), _largest_payload(d)))
+    (events_8, largest_8), (events_80, largest_80) = shape
+    assert events_80 == events_8, f"the history grew from {events_8} to {events_80} events"
+    assert largest_80 <= largest_8 + 16, f"the largest payload grew from {largest_8} to {largest_80} bytes"
 
 
 def test_erasure_workflow_catch_path(aws: dict[str, str], table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,7 +272,7 @@ def test_an_erasure_stopped_after_its_splices_is_finished_by_running_it_again(
     with pytest.MonkeyPatch.context() as first_run:
         first_run.setattr(lambdas.erasure, "purge_objects", stopped)
         assert run(aws["erasure"], request)["status"] == "FAILED"
-    replaced = castable.erase.replaced_by(table.store, "gdpr-rerun/splice/")
+    replaced = castable.erase.splices_of(table.store, "gdpr-rerun/splice/").old
     assert replaced and all(table.store.exists(path) for path in replaced), "spliced, not purged"
 
     d = run(aws["erasure"], request)
@@ -332,7 +407,7 @@ def test_erasure_workflow_erases_across_the_tables_of_a_database(aws: dict[str, 
     assert receipt["database"] == shop.uri and receipt["commit_id"] == "gdpr-db"
     by_table = {r["table"].rsplit("/", 1)[1]: r for r in receipt["tables"]}
     assert set(by_table) == {"orders", "lines"} and all(r["verified"] for r in by_table.values())
-    assert sum(s["rows_erased"] for s in by_table["lines"]["files_spliced"]) == 2
+    assert by_table["lines"]["rows_erased"] == 2 and by_table["orders"]["rows_erased"] == 1, by_table
     tombstoned = [h for h in shop.refresh().history() if h.commit_id == "gdpr-db/tombstone"]
     assert len(tombstoned) == 1 and set(tombstoned[0].tables) == {"orders", "lines"}, "one commit hid both"
     snap = shop.snapshot()

@@ -16,7 +16,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -36,6 +36,7 @@ from castable.footer import Footer
 from castable.gc import referenced_objects, retained_versions
 from castable.layout import (
     DATA_PREFIX,
+    ERASURE_PLAN_PREFIX,
     ERASURE_PREFIX,
     MANIFEST_PREFIX,
     TOMBSTONE_PREFIX,
@@ -430,14 +431,27 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     return report
 
 
-def replaced_by(store: ObjectStore, commit_prefix: str) -> dict[str, int]:
-    """The data files that retained erase commits whose commit id starts with ``commit_prefix``
-    replaced, each with the version that added it: what a purge of an erasure that committed in
-    several steps must delete, even when a later run of it plans none of them (they are no
-    longer live)."""
+@dataclass(frozen=True)
+class Splices:
+    """What the retained erase commits of one erasure in steps (their commit ids share a prefix)
+    did: the data files they replaced, each with the version that added it, and the rows erased."""
+
+    old: dict[str, int]
+    rows_erased: int
+
+    @property
+    def files(self) -> int:
+        return len(self.old)
+
+
+def splices_of(store: ObjectStore, commit_prefix: str) -> Splices:
+    """The :class:`Splices` of the retained erase commits whose commit id starts with
+    ``commit_prefix``, read from the table's history: what a purge of an erasure that committed
+    file by file must delete, even when a later run of it plans none of them (no longer live),
+    and the counts of its receipt, however many files it touched."""
     old: dict[str, int] = {}
-    retained = retained_versions(store)
-    for v in retained:
+    rows = 0
+    for v in retained_versions(store):
         try:
             manifest = read_manifest(store, v)
         except VersionNotFoundError:
@@ -445,12 +459,45 @@ def replaced_by(store: ObjectStore, commit_prefix: str) -> dict[str, int]:
         if manifest.commit.operation != "erase" or not manifest.commit.commit_id.startswith(commit_prefix):
             continue
         replaced = set(manifest.commit.summary.get("replaced", {}))
+        rows += int(manifest.commit.summary.get("rows_erased") or 0)
         try:
             before = read_manifest(store, v - 1)
         except VersionNotFoundError:  # the version before has expired: so have the versions holding the files
             continue
         old.update({f.path: f.added_version for f in before.data_files if f.path in replaced})
-    return old
+    return Splices(old, rows)
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One data file an erasure in steps splices: its table, the predicate, and its path there."""
+
+    table: str
+    predicate: str
+    file: str
+    added_version: int
+
+
+def erasure_plan_key(commit_id: str) -> str:
+    """The key of the plan of erasure ``commit_id``: one per request, so a re-run replaces it."""
+    return f"{ERASURE_PLAN_PREFIX}{hashlib.sha256(commit_id.encode()).hexdigest()[:32]}.json"
+
+
+def write_erasure_plan(store: ObjectStore, commit_id: str, files: list[PlannedFile]) -> str:
+    """Keep the files erasure ``commit_id`` splices under ``store`` (the table's root, or a
+    database's), as the JSON array of objects a Step Functions Distributed Map reads item by
+    item; return its key. A plan names files only, never row values."""
+    key = erasure_plan_key(commit_id)
+    store.put(key, json.dumps([asdict(f) for f in files], separators=(",", ":")).encode())
+    return key
+
+
+def read_erasure_plan(store: ObjectStore, key: str) -> list[PlannedFile]:
+    """The files of the plan at ``key``."""
+    try:
+        return [PlannedFile(**item) for item in json.loads(store.get(key).data)]
+    except (ValueError, TypeError) as e:
+        raise CorruptObjectError(f"erasure plan {key} is not a list of planned files: {e}") from e
 
 
 def erasure_key(old: dict[str, int]) -> str:

@@ -12,6 +12,8 @@ TOMBSTONE_PREFIX = "tombstone/"
 ERASURE_PREFIX = "erasure/"
 """An erasure's search targets (the erased rows), kept from before its purge deletes anything
 until the purge has verified it (docs/format.md section 11)."""
+ERASURE_PLAN_PREFIX = f"{ERASURE_PREFIX}plans/"
+"""Where an erasure in steps keeps the files it plans to splice (docs/format.md section 11)."""
 _VERSION_DIGITS = 20
 
 

@@ -79,3 +79,47 @@ def sqs_event(bucket: str, keys: list[str], bodies: list[str] | None = None) -> 
     for j, body in enumerate(bodies or []):
         records.append({**records[0], "messageId": f"raw{j}", "body": body})
     return {"Records": records}
+
+
+def fail_distributed_maps_as_aws_does(monkeypatch: Any) -> None:
+    """moto's Distributed Map counts its failed child executions and then succeeds anyway; AWS
+    fails the Map state with ``States.ExceedToleratedFailureThreshold`` once the failures pass
+    ``ToleratedFailureCount`` or ``ToleratedFailurePercentage`` (both 0 unless set). Patch moto
+    (with ``monkeypatch``) to do what AWS does, so a failed splice fails its erasure here too."""
+    from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEvent,
+        FailureEventException,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.distributed_iteration_component import (
+        DistributedIterationComponent,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    original = DistributedIterationComponent._map_run
+
+    def map_run(self: Any, env: Any, eval_input: Any) -> None:
+        original(self, env, eval_input)
+        counter = eval_input.map_run_record.item_counter
+        failed, total = counter.failed.get(), counter.total.get()
+        count, percentage = eval_input.tolerated_failure_count or 0, eval_input.tolerated_failure_percentage or 0
+        if failed > count or (total and 100 * failed / total > percentage):
+            error = StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold)
+            cause = f"{failed} of {total} items failed"
+            raise FailureEventException(
+                failure_event=FailureEvent(
+                    env=env,
+                    error_name=error,
+                    event_type=HistoryEventType.MapRunFailed,
+                    # moto declares EventDetails total, yet builds it with one key as here
+                    event_details=EventDetails(  # type: ignore[typeddict-item]
+                        mapRunFailedEventDetails=MapRunFailedEventDetails(error=error.error_name, cause=cause)
+                    ),
+                )
+            )
+
+    monkeypatch.setattr(DistributedIterationComponent, "_map_run", map_run)
