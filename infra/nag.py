@@ -6,9 +6,9 @@ from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from castable.layout import ERASURE_PLAN_PREFIX
+from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
-from infra.stack import EMR_ARTIFACTS, EMR_LOGS, ERASURE_RESULTS, CastableStack
+from infra.stack import EMR_ARTIFACTS, EMR_LOGS, ERASURE_RESULTS, MAINTENANCE_RESULTS, CastableStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 
@@ -21,12 +21,13 @@ def _logical_id(construct: IConstruct) -> str:
 def accepted_findings(stack: CastableStack) -> dict[str, str]:
     """Each accepted finding (cdk-nag's exact id) and why it is acceptable."""
     bucket = _logical_id(stack.bucket)
-    prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*"]
+    prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*", f"{MAINTENANCE_RESULTS}*"]
     roots = [(f"tables/{t.name}/", t.name) for t in stack.config.tables]
     roots += [(f"databases/{d.name}/", d.name) for d in stack.config.databases]
     for root, name in roots:
         prefixes += [f"{root}*", f"{root}data/*", f"landing/{name}/*"]
-        prefixes += [f"landing-failed/landing/{name}/*", f"{root}{PROBE_PREFIX}*", f"{root}{ERASURE_PLAN_PREFIX}*"]
+        prefixes += [f"landing-failed/landing/{name}/*", f"{root}{PROBE_PREFIX}*"]
+        prefixes += [f"{root}{ERASURE_PLAN_PREFIX}*", f"{root}{MAINTENANCE_PLAN_PREFIX}*"]
     prefixes += [f"databases/{d.name}/*/data/*" for d in stack.config.databases]
     prefixes += [f"databases/{d.name}/*/{PROBE_PREFIX}*" for d in stack.config.databases]
     findings = {
@@ -42,12 +43,14 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
             f"Objects under {prefix[:-1]} get run-time UUID keys, so the grant cannot name them; it is limited "
             "to that prefix of the table bucket."
         )
-    erasure = _logical_id(stack.erasure)
-    executions = f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{erasure}.Name>/*"
-    findings[f"AwsSolutions-IAM5[Resource::{executions}]"] = (
-        "The erasure workflow's Distributed Map describes and stops its own child executions, whose "
-        "names Step Functions makes at run time; the grant is limited to this state machine's executions."
-    )
+    for machine in (stack.erasure, stack.maintenance):
+        executions = (
+            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{_logical_id(machine)}.Name>/*"
+        )
+        findings[f"AwsSolutions-IAM5[Resource::{executions}]"] = (
+            "A workflow's Distributed Map describes and stops its own child executions, whose names "
+            "Step Functions makes at run time; the grant is limited to this state machine's executions."
+        )
     for fn in stack.functions.values():
         findings[f"AwsSolutions-IAM5[Resource::<{_logical_id(fn)}.Arn>:*]"] = (
             "grant_invoke adds ':*' so that published versions and aliases of this one function can be invoked."

@@ -28,7 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from castable.layout import ERASURE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
+from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
 from castable.sources import MANIFEST_SUFFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
@@ -39,6 +39,8 @@ EMR_ARTIFACTS = "artifacts/"
 EMR_LOGS = "emr-logs/"
 ERASURE_RESULTS = "erasure-results/"
 """Where the erasure workflow's Distributed Map writes its splices' results (file, version, rows)."""
+MAINTENANCE_RESULTS = "maintenance-results/"
+"""Where the maintenance workflow's Distributed Map writes its compactions' results."""
 
 
 @dataclass(frozen=True)
@@ -175,8 +177,9 @@ class CastableStack(Stack):
         for database in config.databases:
             self._ingest_database(database, code)
         self.erasure = self._state_machine("erasure", ["tombstone", "erasure", "splice"])
-        self._distributed_map(self.erasure, [f"{p}{ERASURE_PLAN_PREFIX}*" for p in self.prefixes], ERASURE_RESULTS)
+        self._distributed_map(self.erasure, ERASURE_PLAN_PREFIX, ERASURE_RESULTS)
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
+        self._distributed_map(self.maintenance, MAINTENANCE_PLAN_PREFIX, MAINTENANCE_RESULTS)
         self._schedules()
         self.emr_job_role = self._emr_role()
         self.emr_application = self._emr_application()
@@ -403,10 +406,11 @@ class CastableStack(Stack):
             self.functions[f].grant_invoke(machine)
         return machine
 
-    def _distributed_map(self, machine: sfn.StateMachine, items: list[str], results: str) -> None:
-        """What a Distributed Map of ``machine`` needs: read its items under ``items``, write its
-        results under ``results``, and run, watch and stop its child executions. A policy of its
-        own, attached after the state machine exists, since it names the machine's ARN."""
+    def _distributed_map(self, machine: sfn.StateMachine, plans: str, results: str) -> None:
+        """What a Distributed Map of ``machine`` needs: read its work plans under each table's (and
+        database's) ``plans`` prefix, write its results under ``results``, and run, watch and stop
+        its child executions. A policy of its own, attached after the state machine exists, since
+        it names the machine's ARN."""
         executions = self.format_arn(
             service="states",
             resource="execution",
@@ -419,7 +423,8 @@ class CastableStack(Stack):
             roles=[machine.role],
             statements=[
                 iam.PolicyStatement(
-                    actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(o) for o in items]
+                    actions=["s3:GetObject"],
+                    resources=[self.bucket.arn_for_objects(f"{p}{plans}*") for p in self.prefixes],
                 ),
                 iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{results}*")]),
                 iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine.state_machine_arn]),

@@ -1,6 +1,8 @@
 """Maintenance Lambda: the steps of the maintenance workflow, one action per invocation.
 
-- ``{"action": "plan", "table": ...}`` -> ``{"groups": [[path, ...], ...]}`` (units of work)
+- ``{"action": "plan", "table": ..., "run": ...}`` keeps the groups of files worth compacting
+  (independent units of work) in a work plan under the table, named by the run, and returns
+  where it is and how many groups it holds: the Distributed Map over ``compact`` reads it
 - ``{"action": "compact", "table": ..., "files": [...]}`` compacts one group and commits it
 - ``{"action": "coalesce", "table": ...}`` merges the tombstone files of the files that stay
 - ``{"action": "expire", "table": ..., "retain_versions": 100, "retain_hours": 168}``
@@ -15,6 +17,8 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from castable.layout import MAINTENANCE_PLAN_PREFIX
+from castable.workplans import write_plan
 from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 
@@ -25,6 +29,8 @@ class _Step(BaseModel):
 
 class Plan(_Step):
     action: Literal["plan"]
+    run: str = Field(min_length=1, max_length=256)
+    """The run's name (the execution's), which names its plan."""
 
 
 class Compact(_Step):
@@ -62,7 +68,9 @@ def handler(event: MaintenanceEvent) -> dict[str, Any]:
     logger.append_keys(action=step.action)
     if isinstance(step, Plan):
         groups = table.plan_compaction()
-        return {"table": step.table, "version": table.version, "groups": groups}
+        key = write_plan(table.store, MAINTENANCE_PLAN_PREFIX, step.run, [{"files": g} for g in groups])
+        bucket, _, full_key = f"{table.uri}/{key}".removeprefix("s3://").partition("/")
+        return {"table": step.table, "version": table.version, "groups": len(groups), "bucket": bucket, "key": full_key}
     if isinstance(step, Compact):
         report = table.compact(files=step.files, min_file_size=2**62, delete_ratio=1e-9, commit_id=step.commit_id)
         metrics.add_metric(name="FilesCompacted", unit=MetricUnit.Count, value=len(report.files_rewritten))

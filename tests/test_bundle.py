@@ -61,7 +61,7 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
             {"action": "plan", "commit_id": "er-1", "items": [{"table": uri, "predicate": "id = 50"}]},
         ),
         ("lambdas.erasure.handler", {"action": "verify", "table": uri, "predicate": "id = 50"}),
-        ("lambdas.maintenance.handler", {"action": "plan", "table": uri}),
+        ("lambdas.maintenance.handler", {"action": "plan", "table": uri, "run": "m-1"}),
         ("lambdas.maintenance.handler", {"action": "gc", "table": uri, "dry_run": True}),
         ("lambdas.ingest.handler", sqs),
         ("lambdas.trigger.handler", tombstoned),

@@ -21,7 +21,7 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
-from infra.stack import ERASURE_RESULTS
+from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]
 
@@ -147,15 +147,15 @@ def _ids(uri: str, options: dict[str, str]) -> list[int]:
     return sorted(castable.open_table(uri, storage_options=options).scan(["id"]).to_arrow().column("id").to_pylist())
 
 
-def _planned_files(d: Deployment, plan: dict[str, Any]) -> list[str]:
-    """What the erasure workflow's Distributed Map does with a plan, under the state machine's
-    role: read the plan object (its ItemReader) and write a result beside it (its ResultWriter)."""
-    (role,) = [r for r in d.template.resources if r.startswith("ErasureWorkflowRole") and "Policy" not in r]
+def _planned(d: Deployment, workflow: str, plan: dict[str, Any], results: str) -> list[dict[str, Any]]:
+    """What a workflow's Distributed Map does with a work plan, under the state machine's role:
+    read the plan object (its ItemReader) and write a result (its ResultWriter)."""
+    (role,) = [r for r in d.template.resources if r.startswith(f"{workflow}WorkflowRole") and "Policy" not in r]
     s3 = d.s3_as(role)
-    items = json.loads(s3.get_object(Bucket=plan["bucket"], Key=plan["key"])["Body"].read())
-    s3.put_object(Bucket=plan["bucket"], Key=f"{ERASURE_RESULTS}run-1/manifest.json", Body=b"{}")
-    assert len(items) == plan["files"] and d.refused() == []
-    return [i["file"] for i in items]
+    items: list[dict[str, Any]] = json.loads(s3.get_object(Bucket=plan["bucket"], Key=plan["key"])["Body"].read())
+    s3.put_object(Bucket=plan["bucket"], Key=f"{results}run-1/manifest.json", Body=b"{}")
+    assert d.refused() == []
+    return items
 
 
 def run_table_functions(bundle: Path, d: Deployment, uri: str) -> None:
@@ -171,16 +171,19 @@ def run_table_functions(bundle: Path, d: Deployment, uri: str) -> None:
     )
     step = {"table": uri, "predicate": "id = 50"}
     (plan,) = d.run(bundle, "ErasureFunction", {"action": "plan", "commit_id": "er-1", "items": [step]})
-    planned = _planned_files(d, plan)
-    d.run(bundle, "SpliceFunction", *({**step, "commit_id": "er-1", "file": f} for f in planned))
+    planned = _planned(d, "Erasure", plan, ERASURE_RESULTS)
+    assert len(planned) == plan["files"]
+    d.run(bundle, "SpliceFunction", *({**step, "commit_id": "er-1", "file": f["file"]} for f in planned))
     purge = {"action": "purge", **step, "plan_uri": plan["uri"], "version": tombstoned["version"], "commit_id": "er-1"}
     _, verified = d.run(bundle, "ErasureFunction", purge, {"action": "verify", **step})
     assert verified["verified"], verified
-    (groups,) = d.run(bundle, "MaintenanceFunction", {"action": "plan", "table": uri})
+    (plan,) = d.run(bundle, "MaintenanceFunction", {"action": "plan", "table": uri, "run": "m-1"})
+    groups = _planned(d, "Maintenance", plan, MAINTENANCE_RESULTS)
+    assert len(groups) == plan["groups"]
     d.run(
         bundle,
         "MaintenanceFunction",
-        *({"action": "compact", "table": uri, "files": g} for g in groups["groups"]),
+        *({"action": "compact", "table": uri, "files": g["files"]} for g in groups),
         {"action": "coalesce", "table": uri},
         {"action": "expire", "table": uri, "retain_versions": 1, "retain_hours": 0},
         {"action": "gc", "table": uri, "grace_hours": 0},

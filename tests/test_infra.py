@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.cdk import synth
 
-from infra.stack import ERASURE_RESULTS
+from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
 pytestmark = pytest.mark.slow
 
@@ -98,8 +98,9 @@ def test_permissions_are_scoped_to_table_prefixes(template: dict[str, Any]) -> N
             continue
         if any(a.startswith("s3:") and a not in BUCKET_WIDE for a in actions):
             text = json.dumps(s["Resource"])
-            # the erasure workflow's splice results (file names and counts, never a row) are its own
-            scoped = ("/tables/events/", "/tables/orders/", "/landing/", "/landing-failed/", f"/{ERASURE_RESULTS}")
+            # the workflows' results (file names and counts, never a row) have their own prefixes
+            scoped = ["/tables/events/", "/tables/orders/", "/landing/", "/landing-failed/"]
+            scoped += [f"/{ERASURE_RESULTS}", f"/{MAINTENANCE_RESULTS}"]
             assert any(p in text for p in scoped), s
     listing = [s for s in statements(template) if s["Action"] != "s3:ListBucketMultipartUploads"]
     listing = [s for s in listing if "s3:ListBucket" in json.dumps(s["Action"])]

@@ -14,6 +14,7 @@ from castable.errors import VersionNotFoundError
 from castable.store import LocalStore
 from castable.table import Table
 from castable.tables import load_table
+from castable.workplans import PLAN_PREFIXES, read_plan, write_plan
 
 SMALL = {"write.target-file-size-bytes": 200_000, "write.row-group-size-bytes": 20_000}
 
@@ -147,6 +148,19 @@ def test_gc_collects_orphans_after_the_grace_period_only(table: Table) -> None:
     report = table.gc(orphan_grace=timedelta(0))
     assert sorted(report.objects) == orphans and report.bytes > 0
     assert ids(table) == list(range(10))
+
+
+def test_gc_removes_work_plans_after_the_grace_period_only(table: Table) -> None:
+    """The workflows' plans (file names for a Distributed Map) are scratch: swept like orphans."""
+    table.append(events(0, 10))
+    plans = sorted(
+        write_plan(table.store, prefix, "run-1", [{"file": f.path} for f in table.manifest.data_files])
+        for prefix in PLAN_PREFIXES
+    )
+    assert read_plan(table.store, plans[0]) == [{"file": table.manifest.data_files[0].path}]
+    assert table.gc(orphan_grace=timedelta(hours=1)).objects == []
+    assert sorted(table.gc(orphan_grace=timedelta(0)).objects) == plans
+    assert not any(table.store.exists(k) for k in plans) and ids(table) == list(range(10))
 
 
 def test_gc_after_expire_removes_old_files_but_nothing_referenced(table: Table) -> None:

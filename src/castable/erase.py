@@ -64,6 +64,7 @@ from castable.splice import (
 from castable.stats import encode_value, row_group_stats
 from castable.store import MIN_PART_SIZE, ObjectNotFoundError, ObjectStore, PreconditionFailedError
 from castable.traces import find_traces, needles
+from castable.workplans import read_plan, write_plan
 
 log = logging.getLogger(__name__)
 
@@ -478,26 +479,18 @@ class PlannedFile:
     added_version: int
 
 
-def erasure_plan_key(commit_id: str) -> str:
-    """The key of the plan of erasure ``commit_id``: one per request, so a re-run replaces it."""
-    return f"{ERASURE_PLAN_PREFIX}{hashlib.sha256(commit_id.encode()).hexdigest()[:32]}.json"
-
-
 def write_erasure_plan(store: ObjectStore, commit_id: str, files: list[PlannedFile]) -> str:
-    """Keep the files erasure ``commit_id`` splices under ``store`` (the table's root, or a
-    database's), as the JSON array of objects a Step Functions Distributed Map reads item by
-    item; return its key. A plan names files only, never row values."""
-    key = erasure_plan_key(commit_id)
-    store.put(key, json.dumps([asdict(f) for f in files], separators=(",", ":")).encode())
-    return key
+    """Keep the files erasure ``commit_id`` splices as a work plan under ``store`` (the table's
+    root, or a database's); return its key."""
+    return write_plan(store, ERASURE_PLAN_PREFIX, commit_id, [asdict(f) for f in files])
 
 
 def read_erasure_plan(store: ObjectStore, key: str) -> list[PlannedFile]:
-    """The files of the plan at ``key``."""
+    """The files of the erasure plan at ``key``."""
     try:
-        return [PlannedFile(**item) for item in json.loads(store.get(key).data)]
-    except (ValueError, TypeError) as e:
-        raise CorruptObjectError(f"erasure plan {key} is not a list of planned files: {e}") from e
+        return [PlannedFile(**item) for item in read_plan(store, key)]
+    except TypeError as e:
+        raise CorruptObjectError(f"erasure plan {key} does not list planned files: {e}") from e
 
 
 def erasure_key(old: dict[str, int]) -> str:

@@ -28,6 +28,7 @@ from castable.manifest import Manifest
 from castable.segment import SEGMENT_PREFIX
 from castable.store import ObjectInfo, ObjectStore
 from castable.store.probe import PROBE_PREFIX
+from castable.workplans import PLAN_PREFIXES
 
 _THREADS = 16
 
@@ -124,14 +125,16 @@ def _first_version_since(store: ObjectStore, versions: list[int], cutoff: dateti
 
 
 def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datetime) -> GcReport:
-    """Sweep unreferenced data and tombstone files, store-probe scratch keys, incomplete multipart
-    uploads and temporary files of killed writers, once older than ``orphan_grace``."""
+    """Sweep unreferenced data and tombstone files, store-probe scratch keys, workflows' work
+    plans, incomplete multipart uploads and temporary files of killed writers, once older than
+    ``orphan_grace``."""
     cutoff = now - orphan_grace
     objects: list[ObjectInfo] = [
         *store.list(DATA_PREFIX),
         *store.list(TOMBSTONE_PREFIX),
         *store.list(SEGMENT_PREFIX),
         *store.list(PROBE_PREFIX),
+        *(o for prefix in PLAN_PREFIXES for o in store.list(prefix)),
     ]
     versions = retained_versions(store)
     referenced, segments = _marked(store, versions)
