@@ -41,6 +41,8 @@ ERASURE_RESULTS = "erasure-results/"
 """Where the erasure workflow's Distributed Map writes its splices' results (file, version, rows)."""
 MAINTENANCE_RESULTS = "maintenance-results/"
 """Where the maintenance workflow's Distributed Map writes its compactions' results."""
+RESULTS_DAYS = 30
+"""How long the workflows' results are kept."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,12 @@ class CastableStack(Stack):
                 s3.LifecycleRule(
                     abort_incomplete_multipart_upload_after=Duration.days(config.incomplete_upload_days),
                     noncurrent_version_expiration=Duration.days(config.noncurrent_days) if config.versioned else None,
-                )
+                ),
+                # the workflows' Distributed Map results: for looking into a run, not kept for ever
+                *(
+                    s3.LifecycleRule(prefix=results, expiration=Duration.days(RESULTS_DAYS))
+                    for results in (ERASURE_RESULTS, MAINTENANCE_RESULTS)
+                ),
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )

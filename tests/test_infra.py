@@ -47,6 +47,8 @@ def test_table_bucket_is_private_encrypted_tls_only_and_cleans_uploads(template:
     assert "VersioningConfiguration" not in tables
     rules = tables["LifecycleConfiguration"]["Rules"]
     assert any(r.get("AbortIncompleteMultipartUpload", {}).get("DaysAfterInitiation") == 2 for r in rules)
+    expiring = {r["Prefix"]: r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r}
+    assert expiring == {ERASURE_RESULTS: 30, MAINTENANCE_RESULTS: 30}, "only the workflows' results expire"
     policies = json.dumps(resources(template, "AWS::S3::BucketPolicy"))
     assert '"aws:SecureTransport": "false"' in policies
 
