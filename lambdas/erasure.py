@@ -33,7 +33,6 @@ from castable.erase import (
     verify_erased,
     write_erasure_plan,
 )
-from castable.layout import ERASURE_PLAN_PREFIX
 from castable.predicate import parse_predicate
 from castable.store import store_from_uri
 from lambdas.runtime import (
@@ -42,6 +41,7 @@ from lambdas.runtime import (
     lambda_handler,
     logger,
     open_table,
+    plan_location,
     splice_prefix,
     tracer,
 )
@@ -121,11 +121,9 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
     logger.append_keys(action=step.action)
     if isinstance(step, Purge):
         splices = splices_of(table.store, splice_prefix(step.commit_id))
-        folder, _, key = step.plan_uri.rpartition(f"/{ERASURE_PLAN_PREFIX}")
+        folder, _, name = step.plan_uri.rpartition("/")
         planned = {
-            f.file: f.added_version
-            for f in read_erasure_plan(store_from_uri(folder), f"{ERASURE_PLAN_PREFIX}{key}")
-            if f.table == step.table
+            f.file: f.added_version for f in read_erasure_plan(store_from_uri(folder), name) if f.table == step.table
         }
         report = purge_objects(
             table.store, splices.old | planned, max(step.version, table.refresh().version), predicate
@@ -154,9 +152,7 @@ def _plan(step: Plan) -> dict[str, Any]:
     while not all(f"{item.table}/".startswith(f"{root}/") for item in step.items):
         root = root.rsplit("/", 1)[0]
     key = write_erasure_plan(store_from_uri(root), step.commit_id, files)
-    uri = f"{root}/{key}"
-    bucket, _, full_key = uri.removeprefix("s3://").partition("/")
-    return {"files": len(files), "bucket": bucket, "key": full_key, "uri": uri}
+    return {"files": len(files), **plan_location(root, key)}
 
 
 def _validate(request: Request) -> int:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from castable.layout import MAINTENANCE_PLAN_PREFIX
 from castable.workplans import write_plan
-from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
+from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, plan_location, tracer
 
 
 class _Step(BaseModel):
@@ -69,8 +69,7 @@ def handler(event: MaintenanceEvent) -> dict[str, Any]:
     if isinstance(step, Plan):
         groups = table.plan_compaction()
         key = write_plan(table.store, MAINTENANCE_PLAN_PREFIX, step.run, [{"files": g} for g in groups])
-        bucket, _, full_key = f"{table.uri}/{key}".removeprefix("s3://").partition("/")
-        return {"table": step.table, "version": table.version, "groups": len(groups), "bucket": bucket, "key": full_key}
+        return {"table": step.table, "version": table.version, "groups": len(groups), **plan_location(table.uri, key)}
     if isinstance(step, Compact):
         report = table.compact(files=step.files, min_file_size=2**62, delete_ratio=1e-9, commit_id=step.commit_id)
         metrics.add_metric(name="FilesCompacted", unit=MetricUnit.Count, value=len(report.files_rewritten))

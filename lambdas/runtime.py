@@ -75,6 +75,14 @@ def lambda_handler(
     return decorate
 
 
+def plan_location(root: str, key: str) -> dict[str, str]:
+    """Where a work plan at ``key`` under the ``s3://`` URI ``root`` is, as a Distributed Map's
+    ItemReader names it (``bucket``, ``key``) and as a later step reads it (``uri``)."""
+    uri = f"{root}/{key}"
+    bucket, _, full_key = uri.removeprefix("s3://").partition("/")
+    return {"bucket": bucket, "key": full_key, "uri": uri}
+
+
 def open_table(uri: str) -> castable.Table:
     """The table at ``uri``; S3 settings (endpoint, region, credentials) come from the environment."""
     return castable.open_table(uri)
