@@ -149,3 +149,19 @@ def test_arrow_expressions_pass_through() -> None:
     p = parse_predicate(expr, SCHEMA)
     assert p.columns() is None
     assert DATA.filter(p.to_expression()).num_rows == 1
+
+
+def test_a_time_of_day_literal_is_read_in_the_column_unit_and_never_rounded() -> None:
+    """Arrow casts no text to a time, so castable parses it; a literal finer than the column's
+    unit is refused rather than rounded to another row's value."""
+    from castable.errors import InvalidPredicateError
+
+    schema = pa.schema([pa.field("t", pa.time32("s")), pa.field("u", pa.time64("ns"))])
+    times = pa.table(
+        {"t": pa.array([3600, 3601], pa.time32("s")), "u": pa.array([10**12, 10**12 + 1000], pa.time64("ns"))}
+    )
+    for text, rows in (("t = TIME '01:00:01'", [1]), ("u >= '00:16:40.000001'", [1]), ("t < '01:00:01'", [0])):
+        mask = parse_predicate(text, schema).to_expression()
+        assert times.append_column("i", pa.array([0, 1])).filter(mask).column("i").to_pylist() == rows, text
+    with pytest.raises(InvalidPredicateError, match="is not a valid time32"):
+        parse_predicate("t = TIME '01:00:00.5'", schema)

@@ -18,6 +18,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import time
 from decimal import Decimal
 from functools import cached_property
 from typing import Any, ClassVar, Literal
@@ -651,6 +652,12 @@ def coerce_literal(value: Any, target: pa.DataType) -> pa.Scalar:
     if isinstance(value, str) and not (pa.types.is_string(target) or pa.types.is_large_string(target)):
         if pa.types.is_decimal(target):
             return pa.scalar(Decimal(value), type=target)
+        if pa.types.is_time(target):  # Arrow casts no text to a time of day
+            parsed = time.fromisoformat(value)
+            scalar = pa.scalar(parsed, type=target)
+            if scalar.as_py() != parsed:
+                raise ValueError(f"{value!r} is finer than {target} holds")
+            return scalar
         if pa.types.is_timestamp(target) and target.tz is not None:
             try:
                 return pa.scalar(value).cast(target)

@@ -51,6 +51,10 @@ def rows() -> tuple[object, list[tuple[str, str]]]:
         "ts_ns": pa.array(ns, pa.timestamp("ns")),
         "ts_nstz": pa.array(ns, pa.timestamp("ns", "Europe/Paris")),
         "bin": pa.array([bytes([i]) * 3 for i in range(n)], pa.large_binary()),
+        "t_s": pa.array([3600 + i for i in range(n)], pa.time32("s")),
+        "t_ms": pa.array([3_600_000 + i for i in range(n)], pa.time32("ms")),
+        "t_us": pa.array([3_600_000_000 + i for i in range(n)], pa.time64("us")),
+        "t_ns": pa.array([3_600_000_000_000 + 1000 * i for i in range(n)], pa.time64("ns")),
     }
     table = pa.table(columns)
     mid = 4
@@ -83,6 +87,10 @@ def rows() -> tuple[object, list[tuple[str, str]]]:
         ("ts_us", iso("ts_us")),
         ("ts_ns", iso("ts_ns")),
         ("ts_nstz", iso("ts_nstz")),
+        ("t_s", "TIME '01:00:04'"),
+        ("t_ms", "TIME '01:00:00.004'"),
+        ("t_us", "TIME '01:00:00.000004'"),
+        ("t_ns", "'01:00:00.000004'"),
     ]
     return table, literals
 
