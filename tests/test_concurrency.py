@@ -28,8 +28,8 @@ from helpers.workers import (
 )
 
 import castable
-from castable.commit import read_pointer
 from castable.layout import version_of_manifest_key
+from castable.pointer import read_pointer
 from castable.table import Table
 
 WORKERS = 8
@@ -81,6 +81,26 @@ def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, 
     got = table.scan(["id"]).to_arrow().column("id").to_pylist()
     assert sorted(got) == sorted(w * 1000 + i for w in range(WORKERS) for i in range(COMMITS))
     _assert_dense(table, WORKERS * COMMITS)
+
+
+@pytest.mark.slow
+def test_writers_taking_fair_turns_all_commit_once_and_leave_no_line(s3_endpoint: str) -> None:
+    """8 processes x 25 one-row appends on moto with ``commit.fair-turns``: writers join,
+    wait and leave the pointer's line, and every append still commits exactly once."""
+    uri, options = f"s3://{new_bucket(s3_endpoint)}/tables/fair", {"endpoint_url": s3_endpoint, "region": "us-east-1"}
+    castable.create_table(
+        uri, EVENTS, primary_key="id", properties={"commit.fair-turns": "true"}, storage_options=options
+    )
+    with _spawn_pool(WORKERS) as pool:
+        futures = [pool.submit(append_rows, uri, options, w, COMMITS) for w in range(WORKERS)]
+        versions = [v for f in futures for v in f.result(timeout=600)]
+
+    assert len(set(versions)) == len(versions) == WORKERS * COMMITS, "every commit has its own version"
+    table = castable.open_table(uri, storage_options=options)
+    got = table.scan(["id"]).to_arrow().column("id").to_pylist()
+    assert sorted(got) == sorted(w * 1000 + i for w in range(WORKERS) for i in range(COMMITS))
+    _assert_dense(table, WORKERS * COMMITS)
+    assert read_pointer(table.store).line == (), "every writer left the line"
 
 
 @pytest.mark.slow

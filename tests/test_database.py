@@ -13,7 +13,7 @@ from helpers.faults import FaultyStore, SimulatedCrash, once
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
-from castable.commit import NextState, read_pointer
+from castable.commit import NextState
 from castable.database import Database
 from castable.dblog import LOG_PREFIX
 from castable.errors import (
@@ -30,6 +30,7 @@ from castable.errors import (
 )
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import Manifest
+from castable.pointer import read_pointer
 
 LINES = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("qty", pa.int64())])
 

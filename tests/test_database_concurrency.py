@@ -18,9 +18,9 @@ from helpers.tables import EVENTS, events
 from helpers.workers import MOVER_IDS, check_snapshots, move_rows
 
 import castable
-from castable.commit import read_pointer
 from castable.dblog import LOG_PREFIX
 from castable.layout import manifest_key
+from castable.pointer import read_pointer
 
 MOVERS = 4
 MOVES = 8

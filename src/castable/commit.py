@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import uuid
@@ -41,6 +40,7 @@ from castable.errors import (
 )
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
+from castable.pointer import ABSENT, Pointer, advance_pointer, read_pointer
 from castable.store import (
     ConcurrentModificationError,
     ObjectNotFoundError,
@@ -49,6 +49,7 @@ from castable.store import (
     StoreError,
 )
 from castable.times import now
+from castable.turns import JOIN_AFTER_LOSSES, Place
 
 log = logging.getLogger(__name__)
 
@@ -141,61 +142,6 @@ def stage(
         )
         view = replace(staged, version=current.version)  # the next change adds to the same version
     return staged
-
-
-@dataclass(frozen=True)
-class Pointer:
-    """The decoded ``_latest_manifest`` object and the ETag it was read with.
-
-    ``oldest`` is the retention floor: ``expire`` raises it before deleting the manifests below
-    it, so a writer that committed from a stale base can tell its version landed in an
-    expired slot (see ``commit``).
-    """
-
-    version: int
-    etag: str
-    oldest: int = 0
-
-
-ABSENT = Pointer(version=0, etag="")
-"""Stands for a pointer that does not exist (yet): advancing it creates it with If-None-Match."""
-
-
-def encode_pointer(version: int, oldest: int = 0) -> bytes:
-    doc: dict[str, Any] = {"version": version, "manifest": manifest_key(version)}
-    if oldest:
-        doc["oldest"] = oldest
-    return json.dumps(doc).encode()
-
-
-def read_pointer(store: ObjectStore) -> Pointer:
-    try:
-        blob = store.get(POINTER_KEY)
-    except ObjectNotFoundError:
-        raise TableNotFoundError(f"no castable table at {store.uri}") from None
-    try:
-        doc = json.loads(blob.data)
-        version, oldest = doc["version"], doc.get("oldest", 0)
-        for value in (version, oldest):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"bad version {value!r}")
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CorruptObjectError(f"{store.uri}/{POINTER_KEY} is malformed: {e!r}") from None
-    return Pointer(version=version, etag=blob.etag, oldest=oldest)
-
-
-def retention_floor(store: ObjectStore) -> int:
-    """The oldest version readers may see. A manifest below it is an expired slot that a writer
-    with a stale base re-created for a moment before finding it invisible and deleting it again,
-    so it must never be read as a version of the table. A malformed pointer gives 0: every
-    manifest then counts as retained, which keeps more files, never fewer."""
-    try:
-        return read_pointer(store).oldest
-    except TableNotFoundError:  # a create that stopped before its pointer: nothing expired yet
-        return 0
-    except CorruptObjectError as e:
-        log.info("retention floor unknown, taken as 0: %s", e)
-        return 0
 
 
 def read_manifest(store: ObjectStore, version: int, table_uuid: str | None = None) -> Manifest:
@@ -323,73 +269,6 @@ def newest_manifest(
     return newest_log_entry(store, read, known, done=lambda m: m.database is not None, newer_than=newer_than)
 
 
-def advance_pointer(store: ObjectStore, version: int, known: Pointer | None) -> Pointer | None:
-    """Move the pointer forward to ``version`` (never backwards); return the pointer as it ends.
-
-    The commit has already happened when this runs, so failures are logged, not raised: the
-    next writer or reader that finds the pointer behind rolls it forward. A store error on the
-    conditional PUT is ambiguous (it may have landed), so the pointer is read again to decide.
-    """
-    for _ in range(20):
-        try:
-            try:
-                current = known if known is not None else read_pointer(store)
-            except TableNotFoundError:
-                current = ABSENT
-            if current.version >= version:
-                return current
-            condition: dict[str, Any] = {"if_match": current.etag} if current.etag else {"if_none_match": True}
-            info = store.put(POINTER_KEY, encode_pointer(version, current.oldest), **condition)
-            return Pointer(version, info.etag, current.oldest)
-        except (PreconditionFailedError, ConcurrentModificationError):
-            known = None
-        except StoreError as e:
-            log.info("advancing %s to version %d ended ambiguously (%s); reading it again", POINTER_KEY, version, e)
-            known = None
-        except CorruptObjectError as e:
-            log.warning("could not advance %s to version %d: %s", POINTER_KEY, version, e)
-            return None
-    log.warning("gave up advancing %s to version %d after 20 attempts", POINTER_KEY, version)
-    return None
-
-
-def reset_pointer(store: ObjectStore, version: int, oldest: int) -> None:
-    """Repair: move the pointer to ``version`` even when it is malformed or missing (``oldest``
-    then stands for the floor it recorded). A readable pointer only moves forward."""
-    for _ in range(20):
-        try:
-            current = read_pointer(store)
-        except TableNotFoundError:
-            current = ABSENT
-        except CorruptObjectError:
-            current = Pointer(version=-1, etag=store.head(POINTER_KEY).etag, oldest=oldest)
-        if current.version >= version:
-            return
-        condition: dict[str, Any] = {"if_match": current.etag} if current.etag else {"if_none_match": True}
-        try:
-            store.put(POINTER_KEY, encode_pointer(version, current.oldest), **condition)
-            return
-        except (PreconditionFailedError, ConcurrentModificationError):
-            continue
-    raise CommitConflictError(f"could not reset {POINTER_KEY} to version {version} under contention")
-
-
-def raise_floor(store: ObjectStore, oldest: int, version: int) -> Pointer:
-    """Record in the pointer that versions below ``oldest`` are being expired (and that the
-    newest is at least ``version``). Must succeed before any manifest below it is deleted."""
-    for _ in range(50):
-        current = read_pointer(store)
-        if current.oldest >= oldest and current.version >= version:
-            return current
-        target = encode_pointer(max(current.version, version), max(current.oldest, oldest))
-        try:
-            info = store.put(POINTER_KEY, target, if_match=current.etag)
-            return Pointer(max(current.version, version), info.etag, max(current.oldest, oldest))
-        except (PreconditionFailedError, ConcurrentModificationError, StoreError):
-            continue
-    raise CommitConflictError(f"could not record the retention floor in {POINTER_KEY} under contention")
-
-
 def new_commit_id(commit_id: str | None) -> str:
     """``commit_id`` checked (a non-empty string of at most 256 characters), or a new random one."""
     if commit_id is None:
@@ -418,8 +297,12 @@ class Race(ABC, Generic[C, R]):
     a candidate (``C``), recognise its own entry after an ambiguous PUT, and finish a landed
     commit (``R``)."""
 
-    def __init__(self, store: ObjectStore, *, commit_id: str, operation: str, timeout: float) -> None:
+    def __init__(
+        self, store: ObjectStore, *, commit_id: str, operation: str, timeout: float, fair: bool = True
+    ) -> None:
         self.store = store
+        self.fair = fair
+        """Whether this commit joins and honours the line of waiting writers."""
         self.commit_id = commit_id
         self.operation = operation
         self.timeout = timeout
@@ -428,6 +311,17 @@ class Race(ABC, Generic[C, R]):
         self.lost_segments: list[str] = []
         """Segments of an attempt that lost with a 412, deleted once the next attempt knows it did
         not land after all (a 412 can also answer a retried PUT of one's own)."""
+        self.pointer: Pointer | None = None
+        """The newest pointer this race has read or written (see :meth:`saw`)."""
+        self.place = Place(store)
+        """This commit's place in the line of writers waiting for a turn (``castable.turns``)."""
+        self.lost = 0
+        """Attempts lost in a row."""
+
+    @property
+    @abstractmethod
+    def known_version(self) -> int:
+        """The newest entry's version this race builds on."""
 
     @abstractmethod
     def catch_up(self) -> None:
@@ -449,9 +343,19 @@ class Race(ABC, Generic[C, R]):
     def landed(self, staged: C) -> R:
         """Finish a commit whose entry is written (move pointers, roll forward)."""
 
+    def peek_next(self, after: int) -> bool | None:
+        """Whether the entry after version ``after`` is committed, and if so build on it from
+        now on; ``None`` if this log cannot tell in one request (waiting then reads the pointer)."""
+        return None
+
+    def saw(self, pointer: Pointer | None) -> None:
+        """Hear of a pointer just read or written: the newest known, with the line to honour."""
+        self.pointer = pointer
+        self.place.saw(pointer)
+
     def run(self) -> R:
         retrying = Retrying(
-            stop=stop_after_delay(self.timeout), wait=backoff, retry=retry_if_exception_type(Lost), reraise=False
+            stop=stop_after_delay(self.timeout), wait=self._wait, retry=retry_if_exception_type(Lost), reraise=False
         )
         try:
             return retrying(self._attempt)
@@ -463,8 +367,20 @@ class Race(ABC, Generic[C, R]):
                 f"commit {self.commit_id} ({self.operation}) lost to concurrent writers for {self.timeout:g} s "
                 f"({e.last_attempt.attempt_number} attempts); nothing was committed"
             ) from None
+        finally:
+            if self.place.queued:  # gave up, or landed without leaving the line: let the others go
+                self.place.leave()
+
+    def _wait(self, state: RetryCallState) -> float:
+        """A writer in line tries again at once (it waits its turn in the attempt); everyone
+        else backs off."""
+        return 0.0 if self.place.queued else backoff(state, idle=self.place.waited)
 
     def _attempt(self) -> R:
+        newest = self.place.wait_turn(self.peek_next) if self.fair else None
+        if newest is not None:
+            self.saw(newest)
+            self.behind = self.behind or newest.version > self.known_version
         if self.behind:
             self.catch_up()
             self.behind = False
@@ -487,6 +403,9 @@ class Race(ABC, Generic[C, R]):
             if holds_commit(self.store, key, self.commit_id, e, self.owns):
                 return self.landed(staged)
         self.behind = True
+        self.lost += 1
+        if self.fair and self.lost >= JOIN_AFTER_LOSSES and not self.place.queued:
+            self.saw(self.place.join() or self.pointer)
         raise Lost()
 
 
@@ -516,7 +435,7 @@ class CommitResult:
     pointer: Pointer | None
 
 
-def backoff(retry_state: RetryCallState) -> float:
+def backoff(retry_state: RetryCallState, idle: float = 0.0) -> float:
     """A random wait of up to 2**n times the average attempt so far (n losses in a row, capped),
     back to one attempt-time once a writer has lost ``BACKOFF_AGING_AFTER`` times.
 
@@ -524,7 +443,7 @@ def backoff(retry_state: RetryCallState) -> float:
     (tens of milliseconds); the jitter spreads the losers so the next round has one winner.
     """
     attempts = retry_state.attempt_number
-    active = max(retry_state.seconds_since_start or 0.0, 0.0) - retry_state.idle_for
+    active = max(retry_state.seconds_since_start or 0.0, 0.0) - retry_state.idle_for - idle
     per_attempt = max(active / attempts, BACKOFF_MIN_SECONDS)
     exponent = min(attempts - 1, BACKOFF_GROWTH_LIMIT) if attempts <= BACKOFF_AGING_AFTER else 0
     window = min(per_attempt * 2**exponent, BACKOFF_MAX_SECONDS)
@@ -541,6 +460,7 @@ def commit_to_table(
     timeout: float = 120.0,
     commit_retention: int = 1000,
     on_newer_base: Callable[[Manifest, Pointer | None], None] | None = None,
+    fair: bool = True,
 ) -> CommitResult:
     """Commit ``change`` to the table's own log, rebasing until it lands.
 
@@ -558,6 +478,7 @@ def commit_to_table(
         timeout=timeout,
         commit_retention=commit_retention,
         on_newer_base=on_newer_base,
+        fair=fair,
     )
     return race.run()
 
@@ -582,15 +503,20 @@ class TableRace(Race[Manifest, CommitResult]):
         timeout: float,
         commit_retention: int,
         on_newer_base: Callable[[Manifest, Pointer | None], None] | None,
+        fair: bool = True,
     ) -> None:
-        super().__init__(store, commit_id=commit_id, operation=change.operation, timeout=timeout)
+        super().__init__(store, commit_id=commit_id, operation=change.operation, timeout=timeout, fair=fair)
         self.planned = base
         self.head = base
-        self.pointer = pointer
         self.change = change
         self.commit_retention = commit_retention
         self.on_newer_base = on_newer_base
         self.losses = 0
+        self.saw(pointer)
+
+    @property
+    def known_version(self) -> int:
+        return self.head.version
 
     def catch_up(self) -> None:
         """A version newer than the one lost on. The winner's next commit takes three requests
@@ -602,6 +528,12 @@ class TableRace(Race[Manifest, CommitResult]):
         reaches the newest version in one round, and one that fell behind while it waited
         catches up."""
         self.losses += 1
+        if self.pointer is not None and self.pointer.version > self.head.version:
+            try:  # the pointer read while waiting for a turn names a newer version: read it
+                self._adopt(read_manifest(self.store, self.pointer.version, self.planned.table_uuid), self.pointer)
+                return
+            except VersionNotFoundError:  # expired since: look again
+                pass
         if self.losses % CATCH_UP_JUMP_EVERY != 1:
             try:
                 self._adopt(read_manifest(self.store, self.head.version + 1, self.planned.table_uuid), self.pointer)
@@ -609,6 +541,15 @@ class TableRace(Race[Manifest, CommitResult]):
             except VersionNotFoundError:  # the 412 was not another writer's version: look again
                 pass
         self._load(self.head, newer_than=self.head.version)
+
+    def peek_next(self, after: int) -> bool:
+        try:
+            head = read_manifest(self.store, max(after, self.head.version) + 1, self.planned.table_uuid)
+        except VersionNotFoundError:
+            return False
+        self._adopt(head, self.pointer)
+        self.behind = False
+        return True
 
     def _load(self, known: Manifest | None, newer_than: int | None = None) -> None:
         """The newest version, searched from the pointer (and from ``known``, if that is ahead)."""
@@ -618,7 +559,9 @@ class TableRace(Race[Manifest, CommitResult]):
 
     def _adopt(self, head: Manifest, pointer: Pointer | None) -> None:
         """Build on ``head`` from now on, and tell the caller's handle."""
-        self.head, self.pointer = head, pointer
+        self.head = head
+        if pointer is not self.pointer:
+            self.saw(pointer)
         if self.on_newer_base is not None:
             self.on_newer_base(head, pointer)
 
@@ -647,9 +590,10 @@ class TableRace(Race[Manifest, CommitResult]):
         return found.table_uuid == self.planned.table_uuid and found.commit.commit_id == self.commit_id
 
     def landed(self, staged: Manifest) -> CommitResult:
-        moved = advance_pointer(self.store, staged.version, self.pointer) or _floor_check(
+        moved = advance_pointer(self.store, staged.version, self.pointer, leaving=self.place.me.writer) or _floor_check(
             self.store, staged, self.commit_id
         )
+        self.saw(moved)
         if staged.version < moved.oldest:
             log.warning(
                 "version %d landed below the retention floor %d; committing again", staged.version, moved.oldest

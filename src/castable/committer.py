@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from castable.commit import Change, CommitResult, Pointer, commit_to_table, newest_manifest
+from castable.commit import Change, CommitResult, commit_to_table, newest_manifest
 from castable.conflicts import Rows
 from castable.manifest import Manifest
+from castable.pointer import Pointer
 from castable.properties import TableProperties
 from castable.store import ObjectStore
 
@@ -66,6 +67,7 @@ class OwnLog:
             timeout=props.commit_timeout_seconds,
             commit_retention=props.commit_id_retention,
             on_newer_base=heard,
+            fair=props.commit_fair_turns,
         )
         self._seen(result.manifest, result.pointer)
         return result

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from castable.commit import encode_pointer, read_manifest
+from castable.commit import read_manifest
 from castable.dblog import LOG_PREFIX
 from castable.entries import CommitInfo
 from castable.errors import InvalidInputError, TableAlreadyExistsError
@@ -17,6 +17,7 @@ from castable.evolution import with_ids
 from castable.filelist import DATA, TOMBSTONES, FileList
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import FORMAT_VERSIONS, Manifest, Membership
+from castable.pointer import encode_pointer
 from castable.properties import normalize
 from castable.stats import supports_stats
 from castable.store import ObjectStore, PreconditionFailedError

@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 
-from castable.commit import read_manifest, reset_pointer
+from castable.commit import read_manifest
 from castable.entries import CommitInfo
 from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.gc import retained_versions
 from castable.layout import manifest_key
 from castable.manifest import Manifest
+from castable.pointer import reset_pointer
 from castable.store import ObjectStore, PreconditionFailedError
 from castable.times import now
 

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from castable import dblog
-from castable.commit import Change, CommitResult, Pointer, encode_pointer, entry_as_of, new_commit_id, stage
+from castable.commit import Change, CommitResult, entry_as_of, new_commit_id, stage
 from castable.committer import NewerBase
 from castable.conflicts import Access, Isolation, Rows, check_isolation
 from castable.create import check_not_nested, initial_manifest
@@ -50,6 +50,7 @@ from castable.errors import (
 )
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
+from castable.pointer import Pointer, encode_pointer
 from castable.predicate import Predicate, parse_predicate
 from castable.properties import TableProperties
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
@@ -381,7 +382,7 @@ class Database:
         creates: Mapping[str, Manifest] | None = None,
         checks: list[dblog.Check] | None = None,
     ) -> dblog.DatabaseCommit:
-        timeouts = [TableProperties.parse(w.base.properties).commit_timeout_seconds for w in writes or []]
+        props = [TableProperties.parse(w.base.properties) for w in writes or []]
         result = dblog.commit_to_database(
             self.store,
             self._head,
@@ -391,8 +392,11 @@ class Database:
             operation=operation,
             commit_id=commit_id,
             pointer=self._pointer,
-            timeout=max(timeouts, default=TableProperties.parse({}).commit_timeout_seconds),
+            timeout=max(
+                (p.commit_timeout_seconds for p in props), default=TableProperties.parse({}).commit_timeout_seconds
+            ),
             on_newer_head=self._adopt,
+            fair=all(p.commit_fair_turns for p in props),
         )
         for name, manifest in result.tables.items():
             kept = self._manifests.get(name)

@@ -28,17 +28,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from castable import conflicts
-from castable.commit import (
-    Change,
-    Pointer,
-    Race,
-    advance_pointer,
-    encode_pointer,
-    newest_log_entry,
-    read_manifest,
-    retention_floor,
-    stage,
-)
+from castable.commit import Change, Race, newest_log_entry, read_manifest, stage
 from castable.conflicts import Access
 from castable.entries import CommitInfo, dumps
 from castable.errors import (
@@ -51,6 +41,7 @@ from castable.errors import (
 from castable.filelist import SEGMENTS
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import INLINE_COMMITS, Manifest, Membership, RecentCommits
+from castable.pointer import Pointer, advance_pointer, encode_pointer, retention_floor
 from castable.readahead import read_ahead
 from castable.segment import SegmentRef
 from castable.store import (
@@ -345,6 +336,7 @@ def commit_to_database(
     pointer: Pointer | None = None,
     timeout: float = 120.0,
     on_newer_head: Callable[[DatabaseVersion, Pointer | None], None] | None = None,
+    fair: bool = True,
 ) -> DatabaseCommit:
     """Commit ``writes`` (and the tables ``creates`` adds) as one database version, rebasing
     every written table on the newest version until the commit lands (see :class:`DatabaseRace`)."""
@@ -359,6 +351,7 @@ def commit_to_database(
         commit_id=commit_id,
         timeout=timeout,
         on_newer_head=on_newer_head,
+        fair=fair,
     )
     if pointer is None or pointer.version < base.version:
         race.catch_up()
@@ -393,13 +386,13 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         commit_id: str,
         timeout: float,
         on_newer_head: Callable[[DatabaseVersion, Pointer | None], None] | None,
+        fair: bool = True,
     ) -> None:
         log_store = root.child(LOG_PREFIX)
         log_store.check_conditional_writes()
-        super().__init__(log_store, commit_id=commit_id, operation=operation, timeout=timeout)
+        super().__init__(log_store, commit_id=commit_id, operation=operation, timeout=timeout, fair=fair)
         self.root = root
         self.head = head
-        self.pointer = pointer
         self.writes = writes
         self.creates = creates
         self.checks = checks
@@ -407,10 +400,16 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         self._built: dict[tuple[str, int], Manifest] = {}
         self._newer: dict[tuple[str, int], Manifest] = {}
         self._validated: set[tuple[str, int]] = set()
+        self.saw(pointer)
+
+    @property
+    def known_version(self) -> int:
+        return self.head.version
 
     def catch_up(self) -> None:
         head, found, pending = load_head(self.store, self.head)
-        self.head, self.pointer = head, roll_forward(self.root, pending, found)
+        self.head = head
+        self.saw(roll_forward(self.root, pending, found))
         if self.on_newer_head is not None:
             self.on_newer_head(head, self.pointer)
 
@@ -486,7 +485,7 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
     def landed(self, staged: tuple[DatabaseVersion, dict[str, Manifest]]) -> DatabaseCommit:
         version, tables = staged
         try:
-            self.pointer = roll_forward(self.root, [version], self.pointer)
+            self.saw(roll_forward(self.root, [version], self.pointer))
         except (StoreError, CorruptObjectError) as e:  # committed all the same: the next writer rolls it forward
             log.warning("could not roll database version %d forward: %s", version.version, e)
         self.head = version

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from castable import tombstone
-from castable.commit import NextState, raise_floor, read_manifest
+from castable.commit import NextState, read_manifest
 from castable.conflicts import Footprint, PlannedChange
 from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFoundError
 from castable.evolution import conform_read
@@ -44,6 +44,7 @@ from castable.layout import (
     new_tombstone_key,
 )
 from castable.manifest import DataFile, Manifest, TombstoneFile
+from castable.pointer import raise_floor
 from castable.predicate import Match, Predicate
 from castable.properties import TableProperties
 from castable.segment import SEGMENT_PREFIX

@@ -20,11 +20,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from castable.commit import raise_floor, read_manifest, retention_floor
+from castable.commit import read_manifest
 from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.filelist import Part
 from castable.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key
 from castable.manifest import Manifest
+from castable.pointer import raise_floor, retention_floor
 from castable.segment import SEGMENT_PREFIX
 from castable.store import ObjectInfo, ObjectStore
 from castable.store.probe import PROBE_PREFIX

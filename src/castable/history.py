@@ -8,10 +8,11 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from castable.commit import entry_as_of, read_manifest, retention_floor
+from castable.commit import entry_as_of, read_manifest
 from castable.errors import CorruptObjectError, InvalidInputError, VersionNotFoundError
 from castable.gc import retained_versions
 from castable.manifest import Manifest
+from castable.pointer import retention_floor
 from castable.store import ObjectStore
 
 

@@ -14,6 +14,7 @@ COMPRESSION = "write.parquet.compression"
 COMPRESSION_LEVEL = "write.parquet.compression-level"
 COMMIT_TIMEOUT_SECONDS = "commit.timeout-seconds"
 COMMIT_ID_RETENTION = "commit.id-retention"
+COMMIT_FAIR_TURNS = "commit.fair-turns"
 COMPACT_MIN_FILE_SIZE = "compaction.min-file-size-bytes"
 COMPACT_DELETE_RATIO = "compaction.delete-ratio"
 RETAIN_VERSIONS = "history.retain-versions"
@@ -26,6 +27,7 @@ DEFAULTS: dict[str, str] = {
     COMPRESSION: "zstd",
     COMMIT_TIMEOUT_SECONDS: "120",
     COMMIT_ID_RETENTION: "1000",
+    COMMIT_FAIR_TURNS: "false",
     COMPACT_MIN_FILE_SIZE: str(64 * 1024 * 1024),
     COMPACT_DELETE_RATIO: "0.2",
     RETAIN_VERSIONS: "100",
@@ -45,6 +47,8 @@ class TableProperties:
     compression_level: int | None
     commit_timeout_seconds: float
     commit_id_retention: int
+    commit_fair_turns: bool
+    """Whether writers that keep losing take turns (``castable.turns``)."""
     compact_min_file_size: int
     compact_delete_ratio: float
     retain_versions: int
@@ -83,6 +87,11 @@ class TableProperties:
         if codec not in _CODECS:
             raise InvalidInputError(f"property {COMPRESSION} must be one of {sorted(_CODECS)}")
         level = merged.get(COMPRESSION_LEVEL)
+        fair = merged[COMMIT_FAIR_TURNS].lower()
+        if fair not in ("true", "false"):
+            raise InvalidInputError(
+                f"property {COMMIT_FAIR_TURNS} must be true or false, not {merged[COMMIT_FAIR_TURNS]!r}"
+            )
         return cls(
             target_file_size=positive(TARGET_FILE_SIZE),
             row_group_size=positive(ROW_GROUP_SIZE),
@@ -90,6 +99,7 @@ class TableProperties:
             compression_level=None if level is None else positive(COMPRESSION_LEVEL),
             commit_timeout_seconds=positive_number(COMMIT_TIMEOUT_SECONDS),
             commit_id_retention=positive(COMMIT_ID_RETENTION),
+            commit_fair_turns=fair == "true",
             compact_min_file_size=positive(COMPACT_MIN_FILE_SIZE),
             compact_delete_ratio=ratio,
             retain_versions=positive(RETAIN_VERSIONS),

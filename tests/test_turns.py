@@ -1,0 +1,195 @@
+"""Fair turns (docs/format.md sections 2 and 7): the line of waiting writers in the pointer, how
+a writer joins it, waits for its turn and leaves it, and what happens to a writer that crashed
+in it; on for a table whose property ``commit.fair-turns`` is true. What it costs and buys
+under contention is measured by bench/bench_contention.py (castable-moto-fair)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from helpers.faults import FaultyStore
+from helpers.tables import EVENTS, events
+
+import castable
+from castable.errors import InvalidInputError
+from castable.layout import POINTER_KEY, manifest_key
+from castable.pointer import Turn, advance_pointer, put_pointer, raise_floor, read_pointer
+from castable.store import ObjectStore
+from castable.table import Table
+from castable.tables import load_table
+from castable.turns import JOIN_AFTER_LOSSES, PATIENCE_SECONDS
+
+
+def long_ago() -> Turn:
+    """A writer that began waiting in 1970: its turn is overdue (each test's own, since a
+    process's patience with a writer is kept across commits)."""
+    return Turn(waiting_since=1.0, writer=f"waiting-since-1970-{uuid.uuid4().hex}")
+
+
+def line_of(store: ObjectStore) -> tuple[Turn, ...]:
+    return read_pointer(store).line
+
+
+def set_line(store: ObjectStore, *line: Turn) -> None:
+    put_pointer(store, read_pointer(store), line=tuple(sorted(line)))
+
+
+FAIR = {"commit.fair-turns": "true"}
+
+
+@pytest.fixture
+def base(table_uri: tuple[str, dict | None]) -> Table:
+    """A table that takes fair turns, holding 10 rows at version 1."""
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", properties=FAIR, storage_options=options)
+    t.append(events(0, 10))
+    return t
+
+
+def test_the_line_is_kept_in_the_pointer_oldest_first_and_left_out_when_empty(base: Table) -> None:
+    store = base.store
+    assert json.loads(store.get(POINTER_KEY).data) == {"version": 1, "manifest": manifest_key(1)}
+    young, old = Turn(200.5, "b"), Turn(100.0, "a")
+    put_pointer(store, read_pointer(store), line=(young, old))
+    doc = json.loads(store.get(POINTER_KEY).data)
+    assert doc["waiting"] == [{"writer": "b", "waiting_since": 200.5}, {"writer": "a", "waiting_since": 100.0}]
+    assert line_of(store) == (old, young), "read back oldest first, whatever order it was written in"
+    set_line(store)
+    assert json.loads(store.get(POINTER_KEY).data) == {"version": 1, "manifest": manifest_key(1)}
+
+
+def test_a_malformed_line_is_read_as_advice_never_as_an_error(base: Table) -> None:
+    store = base.store
+    pointer = read_pointer(store)
+    doc = {
+        "version": 1,
+        "manifest": manifest_key(1),
+        "waiting": [{"writer": "ok", "waiting_since": 5}, {"writer": 7}, "x", {"writer": "t", "waiting_since": True}],
+    }
+    store.put(POINTER_KEY, json.dumps(doc).encode(), if_match=pointer.etag)
+    assert line_of(store) == (Turn(5.0, "ok"),)
+    doc["waiting"] = "not a list"
+    store.put(POINTER_KEY, json.dumps(doc).encode(), if_match=read_pointer(store).etag)
+    assert line_of(store) == ()
+    assert load_table(store).append(events(10, 11)) == 2
+
+
+def test_advancing_the_pointer_keeps_the_line_but_takes_out_the_writer_that_committed(base: Table) -> None:
+    store = base.store
+    a, b = Turn(1.0, "a"), Turn(2.0, "b")
+    set_line(store, a, b)
+    base.append(events(10, 11))
+    assert read_pointer(store).version == 2 and line_of(store) == (a, b)
+    advance_pointer(store, 2, None, leaving="a")
+    assert read_pointer(store).version == 2 and line_of(store) == (b,), "taken out even with the version in place"
+    advance_pointer(store, 1, None)
+    assert read_pointer(store).version == 2, "never backwards"
+    raise_floor(store, 1, 2)
+    assert read_pointer(store).oldest == 1 and line_of(store) == (b,)
+
+
+def test_a_writer_that_keeps_losing_joins_the_line_and_leaves_it_when_it_lands(base: Table) -> None:
+    rival = load_table(base.store)
+    lines: list[tuple[Turn, ...]] = []
+    losses = iter(range(JOIN_AFTER_LOSSES + 1))
+
+    def rule(op: str, key: str) -> None:
+        if op == "put" and key.startswith("manifest/"):
+            lines.append(line_of(base.store))
+            if next(losses, None) is not None and len(lines) <= JOIN_AFTER_LOSSES:
+                rival.append(events(100 + len(lines), 101 + len(lines)))  # the writer loses this round
+
+    writer = load_table(FaultyStore(base.store, rule))
+    assert writer.append(events(10, 11)) == 2 + JOIN_AFTER_LOSSES
+    assert [len(line) for line in lines] == [0] * JOIN_AFTER_LOSSES + [1], "in line only after its losses"
+    assert line_of(base.store) == (), "its landing took it out of the line"
+
+
+def test_a_writer_not_first_in_line_waits_for_its_turn_in_line(base: Table) -> None:
+    """With a line whose first writer has waited long, a new writer joins behind it and does not
+    attempt until the first has left the line."""
+    ghost = long_ago()
+    set_line(base.store, ghost)
+    writer = load_table(base.store)
+    writer.refresh()
+    done = threading.Event()
+
+    def append() -> None:
+        writer.append(events(10, 11))
+        done.set()
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(line_of(base.store)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(line_of(base.store)) == 2, "the writer joined the line, behind the older one"
+    assert not done.is_set() and load_table(base.store).version == 1, "and waits: nothing committed"
+    advance_pointer(base.store, 1, None, leaving=ghost.writer)  # the first writer's turn is over
+    thread.join(30)
+    assert done.is_set() and load_table(base.store).version == 2
+    assert line_of(base.store) == ()
+
+
+def test_a_writer_gone_from_the_head_of_the_line_is_taken_out_after_the_patience(base: Table) -> None:
+    ghost = long_ago()
+    set_line(base.store, ghost)
+    writer = load_table(base.store)
+    writer.refresh()
+    started = time.monotonic()
+    assert writer.append(events(10, 11)) == 2
+    assert time.monotonic() - started >= PATIENCE_SECONDS * 0.9, "it gave the first writer its patience"
+    assert line_of(base.store) == ()
+
+
+def test_the_second_in_line_follows_the_first_as_soon_as_its_version_lands(base: Table) -> None:
+    """The second in line watches for the version after the pointer's: once the first writer's
+    manifest is there, it commits on it at once, however long the pointer takes to move."""
+    first = Turn(time.time() - 0.1, "first-in-line")
+    rival = load_table(FaultyStore(base.store, lambda op, key: "fail" if key == POINTER_KEY and op == "put" else None))
+    set_line(base.store, first)
+    writer = load_table(base.store)
+    writer.refresh()
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11))))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(line_of(base.store)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    line = line_of(base.store)
+    assert len(line) == 2 and line[0] == first and not result, "joined behind the first, and waits"
+    landed = time.monotonic()
+    assert rival.append(events(20, 21)) == 2, "the first writer's turn: version 2, the pointer left at 1"
+    thread.join(30)
+    assert result == [3] and time.monotonic() - landed < PATIENCE_SECONDS, "followed without waiting out the first"
+    assert line_of(base.store) == (first,), "left the line; the first's entry is the first's to take out"
+
+
+def test_fair_turns_can_be_turned_off_per_table(table_uri: tuple[str, dict | None]) -> None:
+    ghost = long_ago()
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, properties={"commit.fair-turns": "false"}, storage_options=options)
+    set_line(t.store, ghost)
+    t.refresh()
+    assert t.append(events(0, 1)) == 1
+    assert line_of(t.store) == (ghost,), "neither waited for nor joined"
+    with pytest.raises(InvalidInputError, match=r"commit\.fair-turns must be true or false"):
+        castable.create_table(f"{uri}-2", EVENTS, properties={"commit.fair-turns": "maybe"}, storage_options=options)
+
+
+def test_a_database_commit_waits_its_turn_in_the_database_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ghost = long_ago()
+    db = castable.create_database(str(tmp_path / "db"))
+    db.create_table("a", EVENTS, properties=FAIR)
+    log = db.store.child("_database")
+    set_line(log, ghost)
+    writer = castable.open_database(str(tmp_path / "db"))
+    started = time.monotonic()
+    with writer.transaction() as tx:
+        tx.table("a").append(events(0, 1))
+    assert time.monotonic() - started >= PATIENCE_SECONDS * 0.9
+    assert line_of(log) == ()
