@@ -67,11 +67,9 @@ def _assert_dense(table: Table, commits: int) -> None:
     assert read_pointer(table.store).version == commits, "the pointer ends at the last version"
 
 
-@pytest.mark.slow
-def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, dict | None, int]) -> None:
-    """8 processes x 25 one-row appends, one handle each: every append commits, once."""
-    uri, options, format_version = writer_uri
-    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
+def _every_append_commits_once(uri: str, options: dict[str, str] | None) -> Table:
+    """``WORKERS`` processes x ``COMMITS`` one-row appends, one handle each; checks every append
+    has its own version, every row is there once and the versions are dense."""
     with _spawn_pool(WORKERS) as pool:
         futures = [pool.submit(append_rows, uri, options, w, COMMITS) for w in range(WORKERS)]
         versions = [v for f in futures for v in f.result(timeout=600)]
@@ -81,6 +79,15 @@ def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, 
     got = table.scan(["id"]).to_arrow().column("id").to_pylist()
     assert sorted(got) == sorted(w * 1000 + i for w in range(WORKERS) for i in range(COMMITS))
     _assert_dense(table, WORKERS * COMMITS)
+    return table
+
+
+@pytest.mark.slow
+def test_many_writers_with_default_settings_never_starve(writer_uri: tuple[str, dict | None, int]) -> None:
+    """8 processes x 25 one-row appends, one handle each: every append commits, once."""
+    uri, options, format_version = writer_uri
+    castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
+    _every_append_commits_once(uri, options)
 
 
 @pytest.mark.slow
@@ -91,15 +98,7 @@ def test_writers_taking_fair_turns_all_commit_once_and_leave_no_line(s3_endpoint
     castable.create_table(
         uri, EVENTS, primary_key="id", properties={"commit.fair-turns": "true"}, storage_options=options
     )
-    with _spawn_pool(WORKERS) as pool:
-        futures = [pool.submit(append_rows, uri, options, w, COMMITS) for w in range(WORKERS)]
-        versions = [v for f in futures for v in f.result(timeout=600)]
-
-    assert len(set(versions)) == len(versions) == WORKERS * COMMITS, "every commit has its own version"
-    table = castable.open_table(uri, storage_options=options)
-    got = table.scan(["id"]).to_arrow().column("id").to_pylist()
-    assert sorted(got) == sorted(w * 1000 + i for w in range(WORKERS) for i in range(COMMITS))
-    _assert_dense(table, WORKERS * COMMITS)
+    table = _every_append_commits_once(uri, options)
     assert read_pointer(table.store).line == (), "every writer left the line"
 
 
