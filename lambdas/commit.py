@@ -6,8 +6,9 @@ Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ..
 the whole table, or with ``"where": "<predicate>"`` the rows matching it), as
 ``Table.add_files``. The ``commit_id`` makes retried invocations idempotent.
 Every file must exist under the table's ``data/`` prefix, match the table schema and decode
-(``"verify": "footer"`` reads footers only, as the Spark ingest job asks for the files it has
-just written); otherwise the function fails with a clear error and changes nothing.
+(``"verify": "footer"`` reads footers and INT96 columns only, as the Spark ingest job asks for
+the files it has just written); otherwise the function fails with a clear error and changes
+nothing.
 """
 
 from __future__ import annotations

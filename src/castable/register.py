@@ -3,7 +3,8 @@
 Each file must already exist under the table's ``data/`` prefix, be valid Parquet, and have
 exactly the table's columns and types. By default every page is decoded, a row group at a time,
 so a file that does not decode is refused before it is committed; ``verify="footer"`` reads only
-the footer (one or two range GETs), for files a trusted writer has just written. Entries that
+the footer (one or two range GETs) and any INT96 timestamp columns, for files a trusted writer has
+just written. Entries that
 castable's own writer produced in another process (Spark executors) carry their statistics
 already: for those one HEAD checks that the object is the one described.
 """
@@ -22,7 +23,7 @@ from castable.footer import Footer
 from castable.layout import DATA_PREFIX
 from castable.manifest import DataFile
 from castable.schema import describe_mismatch
-from castable.splice import Transfer, read_footer, read_row_group
+from castable.splice import Transfer, check_int96_file, read_footer, read_row_group
 from castable.stats import ColumnStats
 from castable.store import ObjectNotFoundError, ObjectStore
 from castable.writer import data_file_from_metadata
@@ -127,7 +128,9 @@ def describe_data_file(
     store: ObjectStore, key: str, schema: pa.Schema, *, decode: bool = False
 ) -> tuple[DataFile, dict[str, int] | None]:
     """The manifest entry for an existing Parquet file, checked against the table schema; with
-    ``decode``, every page decoded too, and the NULLs each top-level column holds."""
+    ``decode``, every page decoded too, and the NULLs each top-level column holds. Either way its
+    INT96 timestamps (if any) are read and refused outside what nanoseconds hold: a scan would
+    return them wrapped around to other dates."""
     try:
         info = store.head(key)
     except ObjectNotFoundError:
@@ -141,7 +144,10 @@ def describe_data_file(
         raise InvalidInputError(f"{key} is not valid Parquet: {e}") from None
     check_schema(key, file_schema, schema)
     entry = data_file_from_metadata(info, metadata, schema)
-    return entry, decoded_nulls(store, entry, footer) if decode else None
+    if decode:  # decoding checks the INT96 columns too
+        return entry, decoded_nulls(store, entry, footer)
+    check_int96_file(store, entry, footer, Transfer())
+    return entry, None
 
 
 def decoded_nulls(store: ObjectStore, entry: DataFile, footer: Footer) -> dict[str, int]:

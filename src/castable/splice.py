@@ -183,8 +183,8 @@ def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, 
 
 
 def check_int96_file(store: ObjectStore, f: DataFile, footer: Footer, transfer: Transfer) -> None:
-    """Refuse, before anything is written, a file whose INT96 timestamps a rewrite would change.
-    Only the INT96 columns are read (the rewrite reads every column again)."""
+    """Refuse, before anything is written, a file whose INT96 timestamps castable would misread
+    (and a rewrite would change). Only the INT96 columns are read."""
     if not footer.int96_columns:
         return
     before = store.stats.bytes_in
@@ -202,7 +202,7 @@ def _check_int96_range(seconds: pa.Table, f: DataFile) -> None:
         if lo is not None and (lo < lowest or hi > highest):
             raise UnsupportedFileError(
                 f"{f.path}: INT96 timestamp column {name!r} holds values outside 1677-09-21 to 2262-04-11, which "
-                "castable reads as nanoseconds; erase cannot rewrite them unchanged, so nothing was erased"
+                "castable reads as nanoseconds (they would wrap around to other dates); nothing was written"
             )
 
 

@@ -249,8 +249,8 @@ def add_files(
     exist, lie under ``data/``, be valid Parquet with exactly the table's columns and types,
     and not already belong to the table. Every page of each path is decoded first, a row group
     at a time, so a file that does not decode is refused and nothing is committed;
-    ``verify="footer"`` reads footers only, for files a trusted writer has just written (it
-    also skips the check that INT96 timestamps lie where nanoseconds can hold them).
+    ``verify="footer"`` reads footers only, for files a trusted writer has just written (and
+    the INT96 timestamp columns, if any: outside what nanoseconds hold they are refused).
     ``DataFile`` entries made by castable's writer in another process (Spark executors) keep
     their statistics and are checked by one HEAD each. With a ``commit_id`` a retried
     registration commits nothing twice.
