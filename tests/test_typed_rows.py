@@ -1,7 +1,8 @@
 """Every scalar type castable filters on, with pandas not installed: written by castable and by
 pyarrow (registered with add_files), read back bit for bit, filtered on every column (float16,
-nanosecond timestamps with and without a zone, decimals up to 38 digits, NaN and -0.0), deleted
-from and erased with a verified purge (issue: files the world writes)."""
+uint64 beyond int64, nanosecond timestamps with and without a zone, date64, times, decimals of 9,
+12, 18 and 38 digits and a decimal256, NaN and -0.0), deleted from and erased with a verified
+purge (issue: files the world writes)."""
 
 from __future__ import annotations
 

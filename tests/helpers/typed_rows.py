@@ -36,15 +36,20 @@ def rows() -> tuple[object, list[tuple[str, str]]]:
         "id": pa.array(range(n), pa.int64()),
         "i8": pa.array([i - 4 for i in range(n)], pa.int8()),
         "u32": pa.array([2**31 + i for i in range(n)], pa.uint32()),
+        "u64": pa.array([2**63 + i for i in range(n)], pa.uint64()),  # beyond int64
         "f16": pa.array(np.array([i / 2 for i in range(n)], dtype=np.float16)),
         "f32": pa.array([i * 0.25 for i in range(n)], pa.float32()),
         "f64": pa.array([float("nan") if i == 8 else -0.0 if i == 0 else i * 1.5 for i in range(n)], pa.float64()),
         "d9": pa.array([Decimal(i) / 4 for i in range(n)], pa.decimal128(9, 2)),
+        "d12": pa.array([Decimal(i) * Decimal("1.125") for i in range(n)], pa.decimal128(12, 3)),  # INT64 in Parquet
+        "d18": pa.array([Decimal(123456789012 + i) / 10**4 for i in range(n)], pa.decimal128(18, 4)),
         "d38": pa.array([Decimal(10**30 + i) for i in range(n)], pa.decimal128(38, 0)),
+        "d40": pa.array([Decimal(f"{10**35}.{i:02d}") for i in range(n)], pa.decimal256(40, 2)),
         "s": pa.array([f"v{i}" if i != 3 else "" for i in range(n)], pa.string()),
         "ls": pa.array([f"w{i}" for i in range(n)], pa.large_string()),
         "b": pa.array([i % 2 == 0 for i in range(n)], pa.bool_()),
         "day": pa.array([18000 + i for i in range(n)], pa.date32()),
+        "day64": pa.array([(18000 + i) * 86_400_000 for i in range(n)], pa.date64()),
         "ts_s": pa.array([1_600_000_000 + i for i in range(n)], pa.timestamp("s")),
         "ts_ms": pa.array([1_600_000_000_000 + i for i in range(n)], pa.timestamp("ms")),
         "ts_us": pa.array([1_600_000_000_000_000 + i for i in range(n)], pa.timestamp("us", "UTC")),
@@ -74,14 +79,19 @@ def rows() -> tuple[object, list[tuple[str, str]]]:
     literals = [
         ("i8", str(t.column("i8")[0].as_py())),
         ("u32", str(t.column("u32")[0].as_py())),
+        ("u64", str(2**63 + mid)),
         ("f16", "2.0"),
         ("f32", "1.0"),
         ("f64", "6.0"),
         ("d9", "1.00"),
+        ("d12", "4.500"),
+        ("d18", "12345678.9016"),
         ("d38", str(10**30 + mid)),
+        ("d40", f"{10**35}.{mid:02d}"),
         ("s", "'v4'"),
         ("ls", "'w4'"),
         ("day", "DATE '2019-04-18'"),
+        ("day64", "DATE '2019-04-18'"),
         ("ts_s", iso("ts_s")),
         ("ts_ms", iso("ts_ms")),
         ("ts_us", iso("ts_us")),
@@ -143,7 +153,7 @@ def main(root: str) -> None:
                 out[f"{how}:{column} {op}"] = found
         t.delete("f16 >= 3.0")
         out[f"{how}:after delete"] = sorted(t.to_arrow().column("id").to_pylist())
-        report = t.erase(f"ts_ns < {literals[13][1]}", purge=True)
+        report = t.erase(f"ts_ns < {dict(literals)['ts_ns']}", purge=True)
         out[f"{how}:erase verified"] = report.purge is not None and report.purge.verified
         out[f"{how}:after erase"] = sorted(t.to_arrow().column("id").to_pylist())
         kept = pc.field("id").isin(out[f"{how}:after erase"])
