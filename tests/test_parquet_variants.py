@@ -1,8 +1,9 @@
 """Files as pyarrow writes them with every codec and encoding it offers (dictionary and plain,
 byte_stream_split, delta encodings, data page v1 and v2, page indexes, bloom filters,
 statistics off): registered with add_files, scanned and filtered exactly as pyarrow reads them,
-and erased from by rewrite and (over 10 MiB) by splice with every surviving value unchanged as
-pyarrow, DuckDB and DataFusion read it (issue: files the world writes)."""
+erased from by rewrite with a verified purge and (over 10 MiB) by splice with every surviving value
+unchanged as pyarrow, DuckDB and DataFusion read it, and deleted from (issue: files the world
+writes)."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def rows_of(count: int) -> pa.Table:
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_a_variant_registers_reads_filters_and_erases(tmp_path: Path, variant: str) -> None:
+def test_a_variant_registers_reads_filters_erases_and_deletes(tmp_path: Path, variant: str) -> None:
     t = castable.create_table(str(tmp_path), SCHEMA, primary_key="id")
     (tmp_path / "data").mkdir()
     expected = rows()
@@ -73,13 +74,22 @@ def test_a_variant_registers_reads_filters_and_erases(tmp_path: Path, variant: s
     assert t.to_arrow().sort_by("id").equals(expected)
     found = t.scan(filter="n = 42 AND s >= 'text-1'").to_arrow().sort_by("id")
     assert found.equals(expected.filter((pc.field("n") == 42) & (pc.field("s") >= "text-1")))
-    report = t.erase("id IN (0, 1499, 2999) OR s = 'text-5'", mode="rewrite")
     erased = pc.or_(
         pc.is_in(expected.column("id"), pa.array([0, 1499, 2999])),
         pc.fill_null(pc.equal(expected.column("s"), "text-5"), False),
     )
-    assert report.rows_erased == pc.sum(erased).as_py()
-    assert t.to_arrow().sort_by("id").equals(expected.filter(pc.invert(erased)))
+    gone = expected.column("id").filter(erased).to_pylist()
+    before = engines([tmp_path / "data" / "f.parquet"], gone)
+    report = t.erase("id IN (0, 1499, 2999) OR s = 'text-5'", mode="rewrite", purge=True)
+    assert report.rows_erased == len(gone) and report.purge is not None and report.purge.verified
+    assert not (tmp_path / "data" / "f.parquet").exists(), "the purge deleted the original"
+    survivors = expected.filter(pc.invert(erased))
+    assert t.to_arrow().sort_by("id").equals(survivors)
+    after = engines([tmp_path / f.path for f in t.manifest.data_files], [])
+    for engine, rows_read in after.items():
+        assert rows_read.equals(before[engine]), f"{engine} reads the rewrite as it read the original"
+    t.delete("n = 42")
+    assert t.to_arrow().sort_by("id").equals(survivors.filter(pc.fill_null(pc.not_equal(survivors["n"], 42), True)))
 
 
 def big_rows(rows: int = 400_000) -> pa.Table:
