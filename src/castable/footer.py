@@ -9,6 +9,7 @@ fields hold offsets (field ids from parquet.thrift) and leaves every other field
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ RG_COLUMNS, RG_TOTAL_BYTE_SIZE, RG_NUM_ROWS, RG_FILE_OFFSET, RG_TOTAL_COMPRESSED
 CC_FILE_OFFSET, CC_META_DATA = 2, 3
 CC_OFFSET_INDEX_OFFSET, CC_OFFSET_INDEX_LENGTH, CC_COLUMN_INDEX_OFFSET, CC_COLUMN_INDEX_LENGTH = 4, 5, 6, 7
 # ColumnMetaData
-CMD_ENCODINGS, CMD_PATH, CMD_CODEC, CMD_TOTAL_COMPRESSED_SIZE = 2, 3, 4, 7
+CMD_ENCODINGS, CMD_PATH, CMD_CODEC, CMD_NUM_VALUES, CMD_TOTAL_COMPRESSED_SIZE = 2, 3, 4, 5, 7
 CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICTIONARY_PAGE_OFFSET = 9, 10, 11
 CMD_STATISTICS, CMD_ENCODING_STATS, CMD_BLOOM_FILTER_OFFSET, CMD_BLOOM_FILTER_LENGTH = 12, 13, 14, 15
 
@@ -100,15 +101,25 @@ class Footer:
         next (another row group, an index, a bloom filter or the footer): some writers record a
         chunk's size a few bytes short, and readers pad their reads for them, so must castable."""
         start, end = row_group_span(self.row_groups[index])
-        following = [self.offset]
-        for i, rg in enumerate(self.row_groups):
-            if i != index:
-                following.append(row_group_span(rg)[0])
+        return start, self.next_structure(end)
+
+    def next_structure(self, at: int) -> int:
+        """Where the first column chunk, index, bloom filter or the footer at or after byte
+        ``at`` begins: the end of whatever lies before it, read generously."""
+        return self._starts[bisect.bisect_left(self._starts, at)]
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        """Where each column chunk, index and bloom filter begins, and the footer, in order."""
+        starts = [self.offset]
+        for rg in self.row_groups:
             for chunk in rg.get(RG_COLUMNS).items:
-                following += [extent[0] for kind in _INDEX_FIELDS if (extent := index_extent(chunk, kind))]
-                bloom = chunk.get(CC_META_DATA).get(CMD_BLOOM_FILTER_OFFSET)
-                following += [bloom] if bloom else []
-        return start, min(p for p in following if p >= end)
+                meta = chunk.get(CC_META_DATA)
+                starts.append(meta.get(CMD_DICTIONARY_PAGE_OFFSET) or meta.get(CMD_DATA_PAGE_OFFSET))
+                starts += [extent[0] for kind in _INDEX_FIELDS if (extent := index_extent(chunk, kind))]
+                bloom = meta.get(CMD_BLOOM_FILTER_OFFSET)
+                starts += [bloom] if bloom else []
+        return sorted(starts)
 
     def serialize(self) -> bytes:
         """The footer as it ends a file: Thrift bytes, their length, ``PAR1``."""

@@ -30,6 +30,7 @@ from castable.footer import (
     CMD_CODEC,
     CMD_DATA_PAGE_OFFSET,
     CMD_DICTIONARY_PAGE_OFFSET,
+    CMD_NUM_VALUES,
     CMD_PATH,
     CMD_STATISTICS,
     CMD_TOTAL_COMPRESSED_SIZE,
@@ -39,7 +40,6 @@ from castable.footer import (
     Footer,
     FooterError,
     index_extent,
-    row_group_span,
 )
 from castable.thrift import Struct, ThriftError, decode_struct
 
@@ -49,6 +49,8 @@ _STAT_VALUES = (1, 2, 5, 6)
 _CI_MIN_VALUES, _CI_MAX_VALUES = 2, 3
 # PageHeader and its parts
 _PH_UNCOMPRESSED, _PH_COMPRESSED, _PH_DATA, _PH_DATA_V2 = 2, 3, 5, 8
+# DataPageHeader and DataPageHeaderV2 alike: num_values
+_PAGE_NUM_VALUES = 1
 _DATA_STATISTICS, _V2_STATISTICS = 5, 8
 _V2_DEF_LENGTH, _V2_REP_LENGTH, _V2_IS_COMPRESSED = 5, 6, 7
 _DECOMPRESSORS = {1: "snappy", 2: "gzip", 4: "brotli", 5: "lz4", 6: "zstd", 7: "lz4_raw"}
@@ -160,13 +162,15 @@ def find_traces(source: pa.NativeFile, size: int, needles: Needles) -> list[str]
     found += _search(footer_bytes, [needles.anywhere], "the footer")
     accounted = [(0, len(MAGIC)), (footer.offset, size)]
     for r, rg in enumerate(footer.row_groups):
-        accounted.append(row_group_span(rg))
+        accounted.append(footer.row_group_span(r))
         for chunk in rg.get(RG_COLUMNS).items:
             meta = chunk.get(CC_META_DATA)
             path = ".".join(p.decode() for p in meta.get(CMD_PATH).items)
             where = f"row group {r}, column {path}"
             found += _stat_traces(meta.get(CMD_STATISTICS), needles.encoded.get(path, set()), f"{where}: statistics")
-            found += _page_traces(source, meta, needles, path, where)
+            first = meta.get(CMD_DICTIONARY_PAGE_OFFSET) or meta.get(CMD_DATA_PAGE_OFFSET)
+            end = footer.next_structure(first + meta.get(CMD_TOTAL_COMPRESSED_SIZE))
+            found += _page_traces(source.read_at(end - first, first), meta, needles, path, where)
             for kind in INDEX_KINDS:
                 extent = index_extent(chunk, kind)
                 if extent is None:
@@ -197,22 +201,24 @@ def _column_index_traces(raw: bytes, encoded: set[bytes], where: str) -> list[st
     return [f"{where} holds an erased value"] if encoded.intersection(values) else []
 
 
-def _page_traces(source: pa.NativeFile, meta: Struct, needles: Needles, path: str, where: str) -> list[str]:
-    """Page header statistics and the decompressed pages of one column chunk."""
-    first = meta.get(CMD_DICTIONARY_PAGE_OFFSET) or meta.get(CMD_DATA_PAGE_OFFSET)
-    data = source.read_at(meta.get(CMD_TOTAL_COMPRESSED_SIZE), first)
+def _page_traces(data: bytes, meta: Struct, needles: Needles, path: str, where: str) -> list[str]:
+    """Page header statistics and the decompressed pages of one column chunk, whose bytes run
+    from its first page to whatever the file holds next (a writer may have recorded its size
+    short): pages are read until they hold the chunk's values, and bytes after them searched
+    as they are."""
     codec = meta.get(CMD_CODEC)
     strings = needles.strings.get(path, set())
     encoded = needles.encoded.get(path, set())
     found: list[str] = []
-    pos = page = 0
-    while pos < len(data):
+    pos = page = values = 0
+    while pos < len(data) and values < meta.get(CMD_NUM_VALUES):
         try:
             header, used = decode_struct(data, pos)
         except ThriftError as e:
             return [*found, f"{where}: page {page} header is not valid Thrift: {e}"]
         body = data[pos + used : pos + used + header.get(_PH_COMPRESSED)]
         pos += used + len(body)
+        values += sum(header.get(fid).get(_PAGE_NUM_VALUES) for fid in (_PH_DATA, _PH_DATA_V2) if header.has(fid))
         for fid, stats_fid in ((_PH_DATA, _DATA_STATISTICS), (_PH_DATA_V2, _V2_STATISTICS)):
             if header.has(fid):
                 found += _stat_traces(header.get(fid).get(stats_fid), encoded, f"{where}: page {page} statistics")
@@ -223,7 +229,7 @@ def _page_traces(source: pa.NativeFile, meta: Struct, needles: Needles, path: st
                 return [*found, f"{where}: page {page} does not decompress: {e}"]
             found += _search(plain, [strings], f"{where}: page {page}")
         page += 1
-    return found
+    return [*found, *_search(data[pos:], [strings], f"{where}: bytes after its last page")]
 
 
 def _decompressed(header: Struct, body: bytes, codec: int) -> bytes:
