@@ -2,8 +2,9 @@
 
 The bundle holds castable (src/castable), the handlers (lambdas/) and their dependencies:
 castable's own and its ``lambda`` extra, read from pyproject.toml so the bundle can never miss
-a dependency the package declares (boto3 is among them: the X-Ray SDK pulls in a newer botocore
-than the runtime's boto3 expects, so both are bundled together). To stay under Lambda's 250 MiB
+a dependency the package declares, at the versions infra/bundle-constraints.txt pins (boto3 is
+among them: the X-Ray SDK pulls in a newer botocore than the runtime's boto3 expects, so both
+are bundled together). To stay under Lambda's 250 MiB
 limit with numpy, the parts of pyarrow castable never loads are removed: headers, tests, Flight,
 the filesystems castable does not use (S3 goes through boto3), and the copies pip makes of
 symlinked shared libraries. tests/test_bundle.py proves it by invoking every handler from the
@@ -24,6 +25,8 @@ from aws_cdk import aws_lambda as lambda_
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = lambda_.Runtime.PYTHON_3_12
+CONSTRAINTS = ROOT / "infra" / "bundle-constraints.txt"
+"""The exact version of every package the bundle ships, so what deploys is what was tested."""
 _PRUNE = [
     "pyarrow/include",
     "pyarrow/tests",
@@ -73,6 +76,8 @@ def install(target: Path) -> None:
             "--only-binary=:all:",
             "--target",
             str(target),
+            "--constraint",
+            str(CONSTRAINTS),
             *requirements(),
         ],
         check=True,

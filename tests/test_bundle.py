@@ -16,6 +16,7 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
+from infra.bundling import CONSTRAINTS
 
 LAMBDA_LIMIT = 262_144_000
 """Lambda's limit on a function's unzipped code, in bytes (250 MiB)."""
@@ -26,6 +27,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]
 def test_the_bundle_fits_lambda(bundle: Path) -> None:
     size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
     assert size < LAMBDA_LIMIT, f"{size / 2**20:.0f} MiB unzipped"
+
+
+def test_the_bundle_ships_exactly_the_pinned_versions(bundle: Path) -> None:
+    """Every package in the bundle is pinned, at the version it is pinned to: a deploy months
+    later builds the bundle these tests ran, not whatever the index holds newest."""
+    names_and_versions = (d.name.removesuffix(".dist-info").split("-") for d in bundle.glob("*.dist-info"))
+    shipped = {canonical(name): version for name, version in names_and_versions}
+    pinned: dict[str, str] = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[canonical(name)] = version.strip()
+    assert shipped == pinned
+
+
+def canonical(name: str) -> str:
+    """A distribution name as pip compares them."""
+    return name.lower().replace("_", "-").replace(".", "-")
 
 
 def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str) -> None:
