@@ -158,7 +158,7 @@ class CastableStack(Stack):
         self.functions = {
             name: self._function(name, code, description, timeout, memory)
             for name, description, timeout, memory in [
-                ("commit", "Register Parquet files written elsewhere as one append", 60, 1024),
+                ("commit", "Register Parquet files written elsewhere as one append", 900, 1024),
                 ("tombstone", "Soft-delete rows by SQL predicate", 120, 1024),
                 ("splice", "Erase rows from one data file (row-group splice)", 900, 3008),
                 ("maintenance", "Compaction, expiry and garbage-collection steps", 900, 3008),

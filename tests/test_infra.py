@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from helpers.cdk import synth
 
+from castable.spark.remote import lambda_client
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
 pytestmark = pytest.mark.slow
@@ -51,6 +52,21 @@ def test_table_bucket_is_private_encrypted_tls_only_and_cleans_uploads(template:
     assert expiring == {ERASURE_RESULTS: 30, MAINTENANCE_RESULTS: 30}, "only the workflows' results expire"
     policies = json.dumps(resources(template, "AWS::S3::BucketPolicy"))
     assert '"aws:SecureTransport": "false"' in policies
+
+
+def test_the_commit_caller_waits_longer_than_the_commit_function_may_run(
+    template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's synchronous invoke of the commit function must not time out and invoke it again
+    while a 10,000-file commit is still reading footers."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    (commit,) = (
+        f["Properties"]
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Description", "").startswith("castable: Register Parquet files")
+    )
+    assert commit["Timeout"] == 900, "Lambda's longest, for a commit of 10,000 files"
+    assert lambda_client().meta.config.read_timeout > commit["Timeout"]
 
 
 def test_versioning_and_a_custom_emr_image_are_options(tmp_path: Path) -> None:

@@ -17,10 +17,22 @@ from castable.writes import AddMode
 
 MAX_FILES = 10_000
 """The most files one commit event may list (the function's event model allows no more)."""
+READ_TIMEOUT_SECONDS = 960
+"""How long the caller waits for the function's answer: longer than the function may run
+(infra/stack.py gives it Lambda's 900 s at most, for 10,000 footers), where boto3's default of
+60 s would give up on a commit still running and invoke it again."""
 
 
 class RemoteCommitError(CastableError):
     """The commit function failed with an error that is not one of castable's own."""
+
+
+def lambda_client() -> Any:
+    """A Lambda client that waits as long as the commit function may run."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("lambda", config=Config(read_timeout=READ_TIMEOUT_SECONDS))
 
 
 def invoke_commit(
@@ -43,9 +55,7 @@ def invoke_commit(
             f"{len(paths)} files exceed the {MAX_FILES} one commit takes; write larger files (fewer partitions)"
         )
     if client is None:
-        import boto3
-
-        client = boto3.client("lambda")
+        client = lambda_client()
     payload: dict[str, Any] = {"table": table_uri, "files": list(paths), "commit_id": commit_id, "verify": "footer"}
     if mode != "append":
         payload["mode"] = mode
