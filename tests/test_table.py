@@ -11,11 +11,13 @@ from typing import cast
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers.faults import FaultyStore
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable import tombstone
 from castable.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
+from castable.tables import load_table
 
 SMALL = {"write.target-file-size-bytes": 10_000, "write.row-group-size-bytes": 8_000}
 
@@ -293,3 +295,19 @@ def test_an_append_of_a_source_already_consumed_commits_nothing(tmp_path: Path) 
     assert {k: v for k, v in after.items() if not k.startswith("data/")} == before
     assert castable.open_table(uri).scan().count() == 5
     assert stale.append(events(5, 6), source_ids=["file-c"]) == 2
+
+
+def test_count_without_a_filter_reads_only_the_files_deletes_name(table_uri: tuple[str, dict | None]) -> None:
+    """The manifest holds each file's rows: a file no delete names is counted without a request."""
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    for block in range(4):
+        t.append(events(block * 100, block * 100 + 100))
+    t.delete("id < 10 OR id = 250")
+    touched = set(t.scan().snapshot.deletes_for(t.manifest.data_files))
+    seen: list[str] = []
+    counting = load_table(FaultyStore(t.store, lambda op, key: seen.append(key)))
+    assert counting.count() == 389
+    read = {key for key in seen if key.startswith("data/")}
+    assert read and read <= touched and len(touched) == 2, "only the files the deletes name are read"
+    assert counting.count(filter="id >= 390") == 10, "a filter still reads what it needs"

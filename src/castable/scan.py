@@ -124,8 +124,14 @@ class Scan:
         return con
 
     def count(self) -> int:
-        """Rows the scan would return, reading only what deletes and the filter need."""
-        return sum(b.num_rows for b in self._batches([]))
+        """Rows the scan would return, reading only what deletes and the filter need: without a
+        filter, a file no delete names counts as its manifest entry says, with nothing read."""
+        if self.predicate is not None:
+            return sum(b.num_rows for b in self._batches([]))
+        files = self.files()
+        deleted = self.snapshot.deletes_for(files)
+        whole = sum(f.rows for f in files if f.path not in deleted)
+        return whole + sum(int(b.num_rows) for b in self._batches([], [f for f in files if f.path in deleted]))
 
     def plan_tasks(self, target_bytes: int) -> list[ScanTask]:
         """Split the scan into tasks of about ``target_bytes`` (whole row groups, never less than one).
@@ -155,9 +161,10 @@ class Scan:
         parts = self._parts(task.file, footer, task.deletes, self.columns, expression, task.row_groups)
         yield from self._read(parts)
 
-    def _batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """Footers are read a few files ahead; their parts are read by :meth:`_read`."""
-        files = self.files()
+    def _batches(self, columns: list[str], files: list[DataFile] | None = None) -> Iterator[pa.RecordBatch]:
+        """The rows of ``files`` (the scan's, by default): footers are read a few files ahead,
+        their parts by :meth:`_read`."""
+        files = self.files() if files is None else files
         deletes = self.snapshot.deletes_for(files)
         expression = self.predicate.to_expression() if self.predicate is not None else None
         footers = read_ahead((partial(self.snapshot.footer, f) for f in files), _FILE_READAHEAD)
