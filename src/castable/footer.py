@@ -105,8 +105,10 @@ class Footer:
 
     def next_structure(self, at: int) -> int:
         """Where the first column chunk, index, bloom filter or the footer at or after byte
-        ``at`` begins: the end of whatever lies before it, read generously."""
-        return self._starts[bisect.bisect_left(self._starts, at)]
+        ``at`` begins: the end of whatever lies before it, read generously (``at`` itself if
+        nothing does: a footer that names bytes past its own start)."""
+        i = bisect.bisect_left(self._starts, at)
+        return self._starts[i] if i < len(self._starts) else at
 
     @cached_property
     def _starts(self) -> list[int]:

@@ -204,14 +204,15 @@ def _column_index_traces(raw: bytes, encoded: set[bytes], where: str) -> list[st
 def _page_traces(data: bytes, meta: Struct, needles: Needles, path: str, where: str) -> list[str]:
     """Page header statistics and the decompressed pages of one column chunk, whose bytes run
     from its first page to whatever the file holds next (a writer may have recorded its size
-    short): pages are read until they hold the chunk's values, and bytes after them searched
-    as they are."""
+    short): pages are read through the recorded size and on until they hold the chunk's values,
+    and bytes after them searched as they are."""
     codec = meta.get(CMD_CODEC)
     strings = needles.strings.get(path, set())
     encoded = needles.encoded.get(path, set())
     found: list[str] = []
     pos = page = values = 0
-    while pos < len(data) and values < meta.get(CMD_NUM_VALUES):
+    recorded, expected = meta.get(CMD_TOTAL_COMPRESSED_SIZE), meta.get(CMD_NUM_VALUES)
+    while pos < len(data) and (pos < recorded or values < expected):
         try:
             header, used = decode_struct(data, pos)
         except ThriftError as e:
