@@ -106,12 +106,15 @@ class LocalBundler:
 
 
 def function_code() -> lambda_.Code:
-    """The one asset every castable function shares (its hash covers src/, lambdas/ and pyproject.toml)."""
+    """The one asset every castable function shares (its hash covers src/, lambdas/, pyproject.toml
+    and the bundle's pins, so a changed pin deploys a new bundle)."""
     return lambda_.Code.from_asset(
         str(ROOT),
         exclude=[
             "*",
             "!pyproject.toml",
+            "!infra",
+            "!infra/bundle-constraints.txt",
             "!src",
             "!src/castable",
             "!src/castable/**",

@@ -98,3 +98,25 @@ def test_add_files_refuses_int96_values_castable_would_misread(tmp_path: Path, v
     with pytest.raises(UnsupportedFileError, match="outside 1677-09-21 to 2262-04-11"):
         t.add_files(["data/spark.parquet"], verify=verify)  # type: ignore[arg-type]
     assert snapshot_of(t.store) == before and t.count() == 0
+
+
+def test_a_nested_int96_value_out_of_range_is_refused_as_clearly(tmp_path: Path) -> None:
+    """Spark writes INT96 inside structs, lists and maps too: the range check reaches them."""
+    inner = pa.struct([("at", pa.timestamp("us")), ("many", pa.list_(pa.timestamp("us")))])
+    far = dt.datetime(9999, 12, 31, 3)
+    rows = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "event": pa.array([{"at": dt.datetime(2020, 1, 1), "many": []}, {"at": None, "many": [far]}], inner),
+        }
+    )
+    schema = pa.schema(
+        [("id", pa.int64()), ("event", pa.struct([("at", pa.timestamp("ns")), ("many", pa.list_(pa.timestamp("ns")))]))]
+    )
+    t = castable.create_table(str(tmp_path), schema)
+    (tmp_path / "data").mkdir()
+    pq.write_table(rows, tmp_path / "data" / "nested.parquet", use_deprecated_int96_timestamps=True)
+    for verify in ("footer", "decode"):
+        with pytest.raises(UnsupportedFileError, match="outside 1677-09-21 to 2262-04-11"):
+            t.add_files(["data/nested.parquet"], verify=verify)  # type: ignore[arg-type]
+    assert t.count() == 0

@@ -17,7 +17,7 @@ from helpers.tables import EVENTS, events
 import castable
 from castable.errors import InvalidInputError
 from castable.layout import POINTER_KEY, manifest_key
-from castable.pointer import Turn, advance_pointer, put_pointer, raise_floor, read_pointer
+from castable.pointer import LINE_LIMIT, Turn, advance_pointer, put_pointer, raise_floor, read_pointer
 from castable.store import ObjectStore
 from castable.table import Table
 from castable.tables import load_table
@@ -167,6 +167,22 @@ def test_the_second_in_line_follows_the_first_as_soon_as_its_version_lands(base:
     thread.join(30)
     assert result == [3] and time.monotonic() - landed < PATIENCE_SECONDS, "followed without waiting out the first"
     assert line_of(base.store) == (first,), "left the line; the first's entry is the first's to take out"
+
+
+def test_a_writer_finding_the_line_full_waits_outside_it_and_commits_once_it_clears(base: Table) -> None:
+    full = [Turn(time.time() + 60 + i, f"waiting-{i}-{uuid.uuid4().hex}") for i in range(LINE_LIMIT)]
+    set_line(base.store, *full)
+    writer = load_table(base.store)
+    writer.refresh()
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11))))
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive() and not result, "it waits"
+    assert len(line_of(base.store)) == LINE_LIMIT, "without joining a full line"
+    set_line(base.store)
+    thread.join(30)
+    assert result == [2] and line_of(base.store) == ()
 
 
 def test_fair_turns_can_be_turned_off_per_table(table_uri: tuple[str, dict | None]) -> None:

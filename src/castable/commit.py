@@ -317,6 +317,8 @@ class Race(ABC, Generic[C, R]):
         """This commit's place in the line of writers waiting for a turn (``castable.turns``)."""
         self.lost = 0
         """Attempts lost in a row."""
+        self.taken = 0
+        """The newest version this race lost the race for: committed by another writer."""
 
     @property
     @abstractmethod
@@ -368,7 +370,7 @@ class Race(ABC, Generic[C, R]):
                 f"({e.last_attempt.attempt_number} attempts); nothing was committed"
             ) from None
         finally:
-            if self.place.queued:  # gave up, or landed without leaving the line: let the others go
+            if self.place.queued or self.place.unsure:  # gave up, or landed without leaving: let the others go
                 self.place.leave()
 
     def _wait(self, state: RetryCallState) -> float:
@@ -396,6 +398,7 @@ class Race(ABC, Generic[C, R]):
             return self.landed(staged)
         except PreconditionFailedError:
             self.lost_segments = created
+            self.taken = max(self.taken, self.known_version + 1)
         except ConcurrentModificationError:
             pass
         except StoreError as e:
@@ -544,7 +547,7 @@ class TableRace(Race[Manifest, CommitResult]):
 
     def peek_next(self, after: int) -> bool:
         try:
-            head = read_manifest(self.store, max(after, self.head.version) + 1, self.planned.table_uuid)
+            head = read_manifest(self.store, max(after, self.head.version, self.taken) + 1, self.planned.table_uuid)
         except VersionNotFoundError:
             return False
         self._adopt(head, self.pointer)

@@ -396,7 +396,7 @@ class Database:
                 (p.commit_timeout_seconds for p in props), default=TableProperties.parse({}).commit_timeout_seconds
             ),
             on_newer_head=self._adopt,
-            fair=all(p.commit_fair_turns for p in props),
+            fair=bool(props) and all(p.commit_fair_turns for p in props),
         )
         for name, manifest in result.tables.items():
             kept = self._manifests.get(name)

@@ -15,7 +15,7 @@ import functools
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -177,7 +177,7 @@ def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, 
     mini = pa.BufferReader(MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize())
     int96 = footer.int96_columns
     if int96:
-        _check_int96_range(pq.read_table(mini, columns=int96, coerce_int96_timestamp_unit="s"), f)
+        _check_int96_range(pq.ParquetFile(mini, coerce_int96_timestamp_unit="s").read_row_group(0, columns=int96), f)
         mini.seek(0)
     return pq.read_table(mini)
 
@@ -197,13 +197,30 @@ def check_int96_file(store: ObjectStore, f: DataFile, footer: Footer, transfer: 
 def _check_int96_range(seconds: pa.Table, f: DataFile) -> None:
     lowest, highest = -(2**63) // 10**9, (2**63 - 1) // 10**9
     for name, column in zip(seconds.column_names, seconds.columns, strict=True):
-        values = column.cast(pa.int64())
-        lo, hi = pc.min(values).as_py(), pc.max(values).as_py()
-        if lo is not None and (lo < lowest or hi > highest):
+        values = [leaf.cast(pa.int64()) for chunk in column.chunks for leaf in _timestamp_leaves(chunk)]
+        lo = min((v for a in values if (v := pc.min(a).as_py()) is not None), default=None)
+        hi = max((v for a in values if (v := pc.max(a).as_py()) is not None), default=None)
+        if lo is not None and hi is not None and (lo < lowest or hi > highest):
             raise UnsupportedFileError(
                 f"{f.path}: INT96 timestamp column {name!r} holds values outside 1677-09-21 to 2262-04-11, which "
                 "castable reads as nanoseconds (they would wrap around to other dates); nothing was written"
             )
+
+
+def _timestamp_leaves(array: pa.Array) -> Iterator[pa.Array]:
+    """The timestamp values in ``array``, however deep in structs, lists and maps (an INT96
+    column of Spark's can sit inside any of them)."""
+    kind = array.type
+    if pa.types.is_timestamp(kind):
+        yield array
+    elif pa.types.is_struct(kind):
+        for i in range(kind.num_fields):
+            yield from _timestamp_leaves(array.field(i))
+    elif pa.types.is_map(kind):
+        yield from _timestamp_leaves(array.keys)
+        yield from _timestamp_leaves(array.items)
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        yield from _timestamp_leaves(array.flatten())
 
 
 def matching_rows(table: pa.Table, expression: pc.Expression) -> np.ndarray:

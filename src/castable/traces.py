@@ -217,9 +217,12 @@ def _page_traces(data: bytes, meta: Struct, needles: Needles, path: str, where: 
             header, used = decode_struct(data, pos)
         except ThriftError as e:
             return [*found, f"{where}: page {page} header is not valid Thrift: {e}"]
-        body = data[pos + used : pos + used + header.get(_PH_COMPRESSED)]
+        size = header.get(_PH_COMPRESSED)
+        if not isinstance(size, int) or size < 0:
+            return [*found, f"{where}: page {page} header gives no page size"]
+        body = data[pos + used : pos + used + size]
         pos += used + len(body)
-        values += sum(header.get(fid).get(_PAGE_NUM_VALUES) for fid in (_PH_DATA, _PH_DATA_V2) if header.has(fid))
+        values += sum(header.get(fid).get(_PAGE_NUM_VALUES) or 0 for fid in (_PH_DATA, _PH_DATA_V2) if header.has(fid))
         for fid, stats_fid in ((_PH_DATA, _DATA_STATISTICS), (_PH_DATA_V2, _V2_STATISTICS)):
             if header.has(fid):
                 found += _stat_traces(header.get(fid).get(stats_fid), encoded, f"{where}: page {page} statistics")
@@ -230,7 +233,7 @@ def _page_traces(data: bytes, meta: Struct, needles: Needles, path: str, where: 
                 return [*found, f"{where}: page {page} does not decompress: {e}"]
             found += _search(plain, [strings], f"{where}: page {page}")
         page += 1
-    return [*found, *_search(data[pos:], [strings], f"{where}: bytes after its last page")]
+    return [*found, *_search(data[pos:], [strings, needles.anywhere], f"{where}: bytes after its last page")]
 
 
 def _decompressed(header: Struct, body: bytes, codec: int) -> bytes:

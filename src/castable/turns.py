@@ -94,12 +94,16 @@ class Place:
         self.waited = 0.0
         """Seconds spent waiting for a turn (not attempt time, for the backoff's estimate)."""
         self.gone: set[str] = set()
-        """Writers seen to have taken their turn before the pointer says so."""
+        """Writers seen to have taken their turn since the newest pointer seen was read."""
+        self.unsure = False
+        """A change of the line ended ambiguously: it may hold this commit unknown to it."""
 
     def saw(self, pointer: Pointer | None) -> None:
-        """Hear of a pointer just read or written."""
-        if pointer is not None:
+        """Hear of a pointer just read or written. A new one forgets which writers were seen to
+        have taken their turn: its line is the one to judge by."""
+        if pointer is not None and pointer is not self.known:
             self.known = pointer
+            self.gone.clear()
 
     @property
     def line(self) -> tuple[Turn, ...]:
@@ -117,11 +121,12 @@ class Place:
 
     def wait_turn(self, peek: Callable[[int], bool | None]) -> Pointer | None:
         """Wait while there is a line and this commit is not first in it (joining it if it is
-        not in it); the newest pointer read, if any. A commit ``k`` places back watches with
-        ``peek`` for the ``k``-th entry after the pointer's version (true: it exists and the
-        race builds on it; ``None``: this log cannot tell, and the pointer is read instead):
-        the writers ahead have then taken their turns, so it follows the one before it a
-        request after that lands. The further back, the longer between looks."""
+        not in it); the newest pointer read, if any. The second in line watches with ``peek``
+        for the entry after the newest version it knows of (true: it exists, and the race
+        builds on it), so it follows the first a request after that lands; every waiter also
+        reads the pointer, a few typical round trips per writer ahead of it (never so long
+        that its own turn would outlast the others' patience), since the line can move
+        without a commit."""
         newest: Pointer | None = None
         while self.line and not self.first:
             started = time.monotonic()
@@ -129,9 +134,9 @@ class Place:
                 newest = self._update(partial(_first_is, self.line[0]), _but_first) or newest
             elif not self.queued and len(self.line) < LINE_LIMIT:  # join, however often the pointer moves meanwhile
                 newest = self.join() or newest
-            elif self.line.index(self.me) == 1 and self._peek(peek):  # the writer ahead has committed
+            elif self.queued and self.line.index(self.me) == 1 and self._peek(peek):  # the first has committed
                 self.gone.add(self.line[0].writer)
-            else:  # the line as it is (it may have moved without a commit: a writer that left or was taken out)
+            else:
                 looked = time.monotonic()
                 try:
                     newest = read_pointer(self.store)
@@ -139,10 +144,10 @@ class Place:
                     return newest
                 self.saw(newest)
                 typical = _round_trips.add(time.monotonic() - looked)
-                if self.line and not self.first:  # a few round trips per writer ahead
+                if self.line and not self.first:
                     ahead = self.line.index(self.me) if self.queued else len(self.line)
-                    poll = max(3 * typical, POLL_MIN_SECONDS) * ahead
-                    time.sleep(random.uniform(0.5, 1.5) * poll)
+                    poll = random.uniform(0.5, 1.5) * max(3 * typical, POLL_MIN_SECONDS) * ahead
+                    time.sleep(min(poll, PATIENCE_SECONDS / 4))
             self.waited += time.monotonic() - started
         return newest
 
@@ -166,20 +171,26 @@ class Place:
 
     def _update(self, when: Callable[[Pointer], bool], line: Callable[[Pointer], tuple[Turn, ...]]) -> Pointer | None:
         """Change the line by compare-and-swap if the pointer satisfies ``when``: first the
-        pointer in hand (one request), then, if that was stale, the pointer read again. The
-        pointer as it ends, or ``None`` if it could not be read. Best effort: whoever wins the
-        race for the pointer instead has left a line to honour."""
+        pointer in hand, then, if that was stale or did not satisfy ``when``, the pointer read
+        again. The pointer as it ends, or ``None`` if it could not be read. Best effort:
+        whoever wins the race for the pointer instead has left a line to honour."""
         current = self.known if self.known is not None and self.known.etag else None
+        fresh = current is None
         for _ in range(UPDATE_ATTEMPTS):
             try:
-                current = current or read_pointer(self.store)
+                if current is None:
+                    current, fresh = read_pointer(self.store), True
                 if current.etag and when(current):
                     current = put_pointer(self.store, current, line=line(current))
+                elif not fresh:  # judge the pointer as it is now
+                    current = None
+                    continue
             except (PreconditionFailedError, ConcurrentModificationError):
                 current = None
                 continue
             except (StoreError, CorruptObjectError, TableNotFoundError) as e:
                 log.info("could not change the line of %s: %s", self.store.uri, e)
+                self.unsure = True
                 return None
             self.saw(current)
             return current

@@ -28,11 +28,12 @@ class RemoteCommitError(CastableError):
 
 
 def lambda_client() -> Any:
-    """A Lambda client that waits as long as the commit function may run."""
+    """A Lambda client that waits as long as the commit function may run, with TCP keepalives so
+    a NAT gateway does not drop the quiet connection (it does after 350 s idle)."""
     import boto3
     from botocore.config import Config
 
-    return boto3.client("lambda", config=Config(read_timeout=READ_TIMEOUT_SECONDS))
+    return boto3.client("lambda", config=Config(read_timeout=READ_TIMEOUT_SECONDS, tcp_keepalive=True))
 
 
 def invoke_commit(
