@@ -117,14 +117,17 @@ def nested_rows(rows: int = 240_000) -> pa.Table:
 
 
 def scalar_rows(rows: int = 400_000) -> pa.Table:
-    """Every scalar type castable filters on (helpers/typed_rows.py: float16, decimals to 38
-    digits, timestamps of every unit with and without a zone, NaN and -0.0, empty strings,
-    large binary), drawn at random, over 10 MiB as Parquet."""
+    """Every scalar type castable filters on (helpers/typed_rows.py: float16, uint64, decimals
+    to 38 digits and a decimal256, timestamps of every unit with and without a zone, NaN and
+    -0.0, empty strings, large binary) but date64, drawn at random, over 10 MiB as Parquet."""
     rng = np.random.default_rng(5)
     table = typed_rows()[0]
     assert isinstance(table, pa.Table)
     drawn = table.take(pa.array(rng.integers(0, table.num_rows, rows)))
     drawn = drawn.set_column(0, "id", pa.array(np.arange(rows), pa.int64()))
+    # pyarrow writes date64 as Parquet DATE and reads it back as date32, the type the table then
+    # has; DataFusion alone honours the writer's ARROW:schema and reads the original as date64.
+    drawn = drawn.drop_columns(["day64"])
     return drawn.append_column("digest", pa.array(rng.integers(0, 2**62, rows).astype(str)))
 
 
