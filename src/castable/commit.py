@@ -345,10 +345,10 @@ class Race(ABC, Generic[C, R]):
     def landed(self, staged: C) -> R:
         """Finish a commit whose entry is written (move pointers, roll forward)."""
 
-    def peek_next(self, after: int) -> bool | None:
+    def peek_next(self, after: int) -> bool:
         """Whether the entry after version ``after`` is committed, and if so build on it from
-        now on; ``None`` if this log cannot tell in one request (waiting then reads the pointer)."""
-        return None
+        now on. A log that cannot tell in one request says no: waiting then reads the pointer."""
+        return False
 
     def saw(self, pointer: Pointer | None) -> None:
         """Hear of a pointer just read or written: the newest known, with the line to honour."""
@@ -563,8 +563,7 @@ class TableRace(Race[Manifest, CommitResult]):
     def _adopt(self, head: Manifest, pointer: Pointer | None) -> None:
         """Build on ``head`` from now on, and tell the caller's handle."""
         self.head = head
-        if pointer is not self.pointer:
-            self.saw(pointer)
+        self.saw(pointer)
         if self.on_newer_base is not None:
             self.on_newer_base(head, pointer)
 

@@ -119,7 +119,7 @@ class Place:
     def queued(self) -> bool:
         return self.me in self.line
 
-    def wait_turn(self, peek: Callable[[int], bool | None]) -> Pointer | None:
+    def wait_turn(self, peek: Callable[[int], bool]) -> Pointer | None:
         """Wait while there is a line and this commit is not first in it (joining it if it is
         not in it); the newest pointer read, if any. The second in line watches with ``peek``
         for the entry after the newest version it knows of (true: it exists, and the race
@@ -151,10 +151,10 @@ class Place:
             self.waited += time.monotonic() - started
         return newest
 
-    def _peek(self, peek: Callable[[int], bool | None]) -> bool:
+    def _peek(self, peek: Callable[[int], bool]) -> bool:
         assert self.known is not None
         try:
-            return bool(peek(self.known.version))
+            return peek(self.known.version)
         except (StoreError, CorruptObjectError) as e:
             log.info("could not look for the entry after version %d of %s: %s", self.known.version, self.store.uri, e)
             return False
