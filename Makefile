@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SPARK35 := .venv-spark35
 LOCALSTACK := .venv-localstack
+DUCKDB15 := .venv-duckdb15
 S3RVER := .tools/node_modules/.bin/s3rver
 IAMSIM := .tools/node_modules/@cloud-copilot/iam-simulate/package.json
 # LocalStack needs Python 3.13 (pyenv's on these machines, else python3.13 on PATH).
@@ -35,6 +36,13 @@ $(LOCALSTACK)/.installed: Makefile
 		"cbor2<6" "pyopenssl<25" "cryptography<45" "service_identity<24.3" "joserfc<1.1"
 	touch $@
 
+# DuckDB 1.5.5 with its httpfs wheel (the main venv's DuckDB is newer than any httpfs wheel):
+# bench/bench_shaped.py reads S3 with it, beside castable and the other peers.
+$(DUCKDB15)/.installed: Makefile
+	$(PYTHON) -m venv $(DUCKDB15)
+	$(DUCKDB15)/bin/python -m pip install --quiet "duckdb==1.5.5" "duckdb-extension-httpfs==1.5.5" "pyarrow>=20"
+	touch $@
+
 $(S3RVER):
 	npm install --silent --no-audit --no-fund --prefix .tools s3rver@3.7.1
 
@@ -53,11 +61,12 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
 
-test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(S3RVER) $(IAMSIM)
+test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(DUCKDB15)/.installed
 	cd bench && ../$(BIN)/python bench_core.py
+	cd bench && ../$(BIN)/python bench_shaped.py
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_register.py
 	cd bench && ../$(BIN)/python bench_maintenance.py
@@ -71,4 +80,4 @@ compare: $(VENV)/.installed
 	cd bench && ../$(BIN)/python -m compare
 
 clean:
-	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) .tools demo-table .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) .tools demo-table .pytest_cache .ruff_cache .hypothesis

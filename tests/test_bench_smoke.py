@@ -3,10 +3,15 @@ every system, a verdict per target, and every plot."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -57,6 +62,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("transaction over 10 tables", "database"),
             (),
             (),
+        ),
+        (
+            "bench_shaped.py",
+            "shaped.md",
+            ("| ",),
+            ("castable", "deltalake", "pyarrow dataset", "pyiceberg", "duckdb (2 threads)", "duckdb (16 threads)"),
+            ("shaped.png",),
+            ("## full scan after 1,000 deletes", "## 1-row append", "castable speed / fastest peer"),
         ),
         (
             "bench_scale.py",
@@ -119,3 +132,37 @@ def test_register_benchmark_reports_both_verifications(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-4000:]
     rows = [line for line in (tmp_path / "register.md").read_text().splitlines() if line.startswith("| ")]
     assert [row.split(" | ")[0] for row in rows[2:]] == ["| local", "| moto"]
+
+
+def test_the_shaping_proxy_holds_each_response_and_paces_each_connection() -> None:
+    """The stand-in for S3's latency and per-connection bandwidth shapes what it claims to: a
+    response waits for the latency, a body comes at the bandwidth, and connections in parallel
+    each get the bandwidth (no overall cap); the counters see every request and byte."""
+    spec = importlib.util.spec_from_file_location("shaped_s3", BENCH / "shaped_s3.py")
+    assert spec is not None and spec.loader is not None
+    shaped: Any = importlib.util.module_from_spec(spec)
+    sys.modules["shaped_s3"] = shaped  # its dataclass looks itself up there
+    spec.loader.exec_module(shaped)
+    with shaped.shaped_s3(latency=0.1, bandwidth=10e6) as s3:
+        direct = boto3.client("s3", endpoint_url=s3.direct, region_name="us-east-1")
+        direct.create_bucket(Bucket="shaping")
+        direct.put_object(Bucket="shaping", Key="k", Body=bytes(2_000_000))
+        client = boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1")
+        started = time.perf_counter()
+        client.head_object(Bucket="shaping", Key="k")
+        assert 0.1 <= time.perf_counter() - started < 0.5
+        s3.reset()
+        started = time.perf_counter()
+        assert len(client.get_object(Bucket="shaping", Key="k")["Body"].read()) == 2_000_000
+        one = time.perf_counter() - started
+        assert one >= 0.1 + 0.2 * 0.9, "2 MB at 10 MB/s after 100 ms"
+        counted = s3.stats()
+        assert counted["requests"] == {"GET": 1} and counted["bytes_out"] == 2_000_000
+        s3.reset()
+        started = time.perf_counter()
+        with ThreadPoolExecutor(4) as pool:
+            sizes = list(pool.map(lambda _: len(client.get_object(Bucket="shaping", Key="k")["Body"].read()), range(4)))
+        four = time.perf_counter() - started
+        assert sizes == [2_000_000] * 4
+        assert four < 2 * one, f"four connections at once took {four:.2f} s, one took {one:.2f} s"
+        assert s3.stats()["peak_in_flight"] >= 2

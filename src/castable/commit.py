@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
@@ -41,6 +42,7 @@ from castable.errors import (
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
 from castable.pointer import ABSENT, Pointer, advance_pointer, read_pointer
+from castable.readahead import beside
 from castable.store import (
     ConcurrentModificationError,
     ObjectNotFoundError,
@@ -211,15 +213,21 @@ def newest_log_entry(
     read: Callable[[int], V],
     known: V | None = None,
     *,
+    owner: Callable[[V], str],
     done: Callable[[V], bool] | None = None,
     newer_than: int | None = None,
 ) -> tuple[V, Pointer]:
     """The newest committed entry of the log in ``store``: from the pointer (or from ``known``,
     an entry already in hand, if that is newer), then forward while ``v<N+1>`` exists, each
-    entry read with ``read``. Three requests when the pointer is current, however far behind
-    ``known`` is. An entry for which ``done`` holds ends the search where it is, and so does the
-    first entry above ``newer_than`` (a writer that lost a race needs a newer base, not proof
-    that it is the newest: its next conditional PUT tells, and that saves a request)."""
+    entry read with ``read`` (which may be called for two versions at once). Two round trips
+    when the pointer is current, however far behind ``known`` is: the pointer, then its entry
+    and the next one's (absent) together. Every entry must have the ``owner`` of the first (a
+    log re-created or overwritten is reported, not read on). An entry for which ``done`` holds
+    ends the search where it is, and so does the first entry above ``newer_than`` (a writer that
+    lost a race needs a newer base, not proof that it is the newest: its next conditional PUT
+    tells, and that saves a request)."""
+    after: V | None = None
+    looked = False  # whether ``after`` is known: the entry after ``entry``, or None if there is none
     for _ in range(3):
         try:
             pointer = read_pointer(store)
@@ -231,7 +239,8 @@ def newest_log_entry(
             entry = known
             break
         try:
-            entry = read(pointer.version)
+            entry, after = beside(partial(read, pointer.version), partial(_if_exists, read, pointer.version + 1))
+            looked = True
             break
         except VersionNotFoundError:
             continue  # expired between the two reads: the pointer has moved on since
@@ -240,12 +249,26 @@ def newest_log_entry(
             f"{store.uri}/{POINTER_KEY} names version {pointer.version}, whose manifest "
             f"{manifest_key(pointer.version)} does not exist"
         )
+    first = owner(known if known is not None else entry)
     while (done is None or not done(entry)) and (newer_than is None or entry.version <= newer_than):
-        try:
-            entry = read(entry.version + 1)
-        except VersionNotFoundError:
+        following = after if looked else _if_exists(read, entry.version + 1)
+        if following is None:
             break
+        if owner(following) != first:
+            raise CorruptObjectError(
+                f"version {following.version} of {store.uri} belongs to {owner(following)}, not {first}: the log "
+                "was re-created or overwritten (a store that ignores conditional writes allows this)"
+            )
+        entry, looked = following, False
     return entry, pointer
+
+
+def _if_exists(read: Callable[[int], V], version: int) -> V | None:
+    """``read(version)``, or ``None`` if that version does not exist."""
+    try:
+        return read(version)
+    except VersionNotFoundError:
+        return None
 
 
 def newest_manifest(
@@ -259,14 +282,14 @@ def newest_manifest(
     for ``newer_than``); for a table of a database, the first version found, which names the
     database to read it through (its own pointer is not moved by commits)."""
     owner = table_uuid or (known.table_uuid if known is not None else None)
-
-    def read(version: int) -> Manifest:
-        nonlocal owner
-        manifest = read_manifest(store, version, owner)
-        owner = manifest.table_uuid
-        return manifest
-
-    return newest_log_entry(store, read, known, done=lambda m: m.database is not None, newer_than=newer_than)
+    return newest_log_entry(
+        store,
+        partial(read_manifest, store, table_uuid=owner),
+        known,
+        owner=lambda m: m.table_uuid,
+        done=lambda m: m.database is not None,
+        newer_than=newer_than,
+    )
 
 
 def new_commit_id(commit_id: str | None) -> str:

@@ -206,14 +206,12 @@ def load_head(
     seen: list[DatabaseVersion] = []
 
     def read(version: int) -> DatabaseVersion:
-        nonlocal owner
         found = read_version(log_store, version, owner)
-        owner = found.database_uuid
         seen.append(found)
         return found
 
     try:
-        head, pointer = newest_log_entry(log_store, read, known)
+        head, pointer = newest_log_entry(log_store, read, known, owner=lambda v: v.database_uuid)
     except TableNotFoundError:
         raise DatabaseNotFoundError(f"no castable database at {log_store.uri.removesuffix('/' + LOG_PREFIX)}") from None
     found = {v.version: v for v in seen}

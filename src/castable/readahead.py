@@ -13,12 +13,13 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
+U = TypeVar("U")
 
-WORKERS = max(8, 2 * (os.cpu_count() or 1))
-"""Reader threads: twice the cores, at least 8, since S3 reads mostly wait on the network."""
+WORKERS = max(16, 2 * (os.cpu_count() or 1))
+"""Reader threads: twice the cores, at least 16, since S3 reads mostly wait on the network."""
 
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
@@ -45,8 +46,17 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def read_ahead(tasks: Iterator[Callable[[], T]], depth: int) -> Iterator[T]:
+@runtime_checkable
+class Weighed(Protocol):
+    """A task that knows what it will hold (bytes, say) while it runs."""
+
+    def size(self) -> int: ...
+
+
+def read_ahead(tasks: Iterator[Callable[[], T]], depth: int, *, budget: int = 0) -> Iterator[T]:
     """Run tasks on the shared pool, at most ``depth`` in flight, yielding results in order.
+    With a ``budget``, also no more than that much of the ``size()`` of :class:`Weighed` tasks
+    in flight, though always at least one task.
 
     Closing the iterator early cancels the tasks not yet started and waits for the running ones,
     so an abandoned scan reads nothing more in the background."""
@@ -54,15 +64,35 @@ def read_ahead(tasks: Iterator[Callable[[], T]], depth: int) -> Iterator[T]:
         yield from (task() for task in tasks)
         return
     pool = _shared()
-    pending: deque[Future[T]] = deque()
+    pending: deque[tuple[Future[T], int]] = deque()
+    held = 0
     try:
         for task in tasks:
-            pending.append(pool.submit(task))
-            if len(pending) >= max(1, depth):
-                yield pending.popleft().result()
+            weight = task.size() if budget and isinstance(task, Weighed) else 0
+            while pending and (len(pending) >= max(1, depth) or (budget and held + weight > budget)):
+                future, done = pending.popleft()
+                held -= done
+                yield future.result()
+            pending.append((pool.submit(task), weight))
+            held += weight
         while pending:
-            yield pending.popleft().result()
+            yield pending.popleft()[0].result()
     finally:
-        for future in pending:
+        for future, _ in pending:
             future.cancel()
-        wait(pending)
+        wait([future for future, _ in pending])
+
+
+def beside(main: Callable[[], T], side: Callable[[], U]) -> tuple[T, U]:
+    """``main()`` on this thread while ``side()`` runs on the shared pool (one after the other
+    on a pool thread): two independent requests in one round trip."""
+    if getattr(_worker, "active", False):
+        return main(), side()
+    future = _shared().submit(side)
+    try:
+        result = main()
+    except BaseException:
+        future.cancel()
+        wait([future])
+        raise
+    return result, future.result()

@@ -4,15 +4,15 @@ Files are pruned by manifest statistics, row groups by footer statistics; only t
 and filtered columns' chunks are read. Each row group is read once and filtered; its deletes are
 then matched only against the rows the filter kept. With no filter, sparse deletes are dropped
 by zero-copy slices, and a row group's deleted positions (key deletes matched once) are kept
-for later scans. Row groups are read a few ahead on the shared reader pool, so memory stays
-bounded by ``readahead`` row groups.
+for later scans. Row groups are read ahead on the shared reader pool, a few from a local store and
+from an object store as many as a byte budget allows, so memory stays bounded by that budget.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -35,7 +35,13 @@ if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
 DEFAULT_BATCH_SIZE = 128 * 1024
-DEFAULT_READAHEAD = 2
+LOCAL_READAHEAD = 2
+"""Row groups read ahead from a local store, where each read is decoded on Arrow's threads."""
+REMOTE_READAHEAD = 16
+REMOTE_READAHEAD_BYTES = 64 * 1024 * 1024
+"""Row groups, and stored bytes, read ahead from an object store: S3 gives each connection tens
+of MB/s after tens of ms, so throughput comes from many requests in flight (each row group's
+ranges are also split into parallel GETs by the store)."""
 _FILE_READAHEAD = 4
 
 
@@ -62,8 +68,12 @@ class Scan:
         predicate: Predicate | None = None,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        readahead: int = DEFAULT_READAHEAD,
+        readahead: int | None = None,
+        readahead_bytes: int | None = None,
     ) -> None:
+        """``readahead`` row groups at most, and ``readahead_bytes`` of them as stored (0: no
+        limit), are read ahead of the consumer; by default few from a local store, and from an
+        object store as many as fill the network (``REMOTE_READAHEAD``, ``REMOTE_READAHEAD_BYTES``)."""
         schema = snapshot.schema
         if columns is not None:
             unknown = [c for c in columns if c not in schema.names]
@@ -73,7 +83,10 @@ class Scan:
         self.columns = list(schema.names) if columns is None else list(columns)
         self.predicate = predicate
         self.batch_size = batch_size
-        self.readahead = max(1, readahead)
+        local = snapshot.store.native_input
+        self.readahead = max(1, readahead or (LOCAL_READAHEAD if local else REMOTE_READAHEAD))
+        budget = (0 if local else REMOTE_READAHEAD_BYTES) if readahead_bytes is None else readahead_bytes
+        self.readahead_bytes = max(0, budget)
 
     @property
     def version(self) -> int:
@@ -92,7 +105,8 @@ class Scan:
         return self._batches(self.columns)
 
     def to_reader(self) -> pa.RecordBatchReader:
-        """A streaming reader; memory stays bounded by about ``readahead`` row groups."""
+        """A streaming reader; memory stays bounded by what is read ahead (``readahead``,
+        ``readahead_bytes``) and the batch the consumer holds."""
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
 
     def to_arrow(self) -> pa.Table:
@@ -183,7 +197,7 @@ class Scan:
         columns: list[str],
         expression: pc.Expression | None,
         row_groups: Sequence[int] | None,
-    ) -> Iterator[Callable[[], list[pa.RecordBatch]]]:
+    ) -> Iterator[_Part]:
         """A part per row group (of ``row_groups``, or all) that may hold matching live rows,
         read (filtered, and masked by the file's deletes) on a worker thread."""
         kept = self.snapshot.row_groups_matching(f, footer, self.predicate)
@@ -199,11 +213,12 @@ class Scan:
             touched = deletes is not None and deletes.touches(rg, self._key_bounds(f, footer, rg, pk))
             touching = deletes if touched else None
             read = _RowGroupRead(self.snapshot, f, footer, rg, needed, columns, expression, touching, pk[:1])
-            yield partial(_read_part, self.snapshot.store.uri, f.path, read, expected, self.batch_size)
+            yield _Part(self.snapshot.store.uri, f.path, read, expected, self.batch_size)
 
-    def _read(self, parts: Iterator[Callable[[], list[pa.RecordBatch]]]) -> Iterator[pa.RecordBatch]:
-        """The parts of every file, ``readahead`` at a time across files."""
-        for batches in read_ahead(parts, self.readahead):
+    def _read(self, parts: Iterator[_Part]) -> Iterator[pa.RecordBatch]:
+        """The parts of every file, across files, as many at a time as ``readahead`` and
+        ``readahead_bytes`` allow."""
+        for batches in read_ahead(parts, self.readahead, budget=self.readahead_bytes):
             yield from batches
 
     def _key_bounds(
@@ -217,19 +232,30 @@ class Scan:
         return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
 
 
-def _read_part(
-    uri: str, path: str, read: Callable[[], pa.Table], expected: pa.Schema, batch_size: int
-) -> list[pa.RecordBatch]:
-    """A row group, read (and masked) now, on a worker thread, as the table's types (a
-    registered file may use another layout: large_string, nullability); bytes that do not
-    decode are reported as a corrupt object, naming it."""
-    try:
-        table = read()
-        if not table.schema.equals(expected):
-            table = table.cast(expected)
-        return [b for b in table.to_batches(max_chunksize=batch_size) if b.num_rows]
-    except (OSError, pa.ArrowInvalid) as e:
-        raise CorruptObjectError(f"data file {path} of {uri} does not decode: {e}") from e
+@dataclass(frozen=True)
+class _Part:
+    """One row group's rows, read (and masked) when called, on a worker thread, as the table's
+    types (a registered file may use another layout: large_string, nullability); bytes that do
+    not decode are reported as a corrupt object, naming it."""
+
+    uri: str
+    path: str
+    read: _RowGroupRead
+    expected: pa.Schema
+    batch_size: int
+
+    def __call__(self) -> list[pa.RecordBatch]:
+        try:
+            table = self.read()
+            if not table.schema.equals(expected := self.expected):
+                table = table.cast(expected)
+            return [b for b in table.to_batches(max_chunksize=self.batch_size) if b.num_rows]
+        except (OSError, pa.ArrowInvalid) as e:
+            raise CorruptObjectError(f"data file {self.path} of {self.uri} does not decode: {e}") from e
+
+    def size(self) -> int:
+        """The bytes the part fetches: its column chunks, as stored."""
+        return self.read.size()
 
 
 @dataclass(frozen=True)
@@ -245,6 +271,10 @@ class _RowGroupRead:
     expression: pc.Expression | None
     deletes: FileDeletes | None
     key: tuple[str, ...]
+
+    def size(self) -> int:
+        """The stored bytes of the column chunks this read fetches."""
+        return self.snapshot.chunk_bytes(self.file, self.footer, self.needed, self.row_group)
 
     def __call__(self) -> pa.Table:
         d, rg = self.deletes, self.row_group

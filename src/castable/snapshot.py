@@ -236,6 +236,12 @@ class Snapshot:
             table = file.read_row_groups(list(row_groups), columns=stored, use_threads=native)
         return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns]))
 
+    def chunk_bytes(self, f: DataFile, footer: pq.FileMetaData, columns: list[str], row_group: int) -> int:
+        """The stored size of the column chunks a :meth:`read` of ``columns`` fetches from a row group."""
+        where = self.columns_of(f, footer)
+        stored = [name for c in columns if (name := where[c]) is not None]
+        return sum(end - start for start, end in _chunk_ranges(footer, row_group, stored))
+
     def row_group_stats(self, f: DataFile, footer: pq.FileMetaData, row_group: int) -> dict[str, ColumnStats]:
         """A row group's footer statistics under this version's schema (worked out once)."""
         found = self._group_stats.get((f.path, row_group))

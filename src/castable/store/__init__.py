@@ -28,7 +28,7 @@ from castable.store.errors import (
     StoreUnavailableError,
 )
 from castable.store.local import LocalStore
-from castable.store.s3 import S3Store, make_s3_client, single_writer_option
+from castable.store.s3 import S3Store, make_s3_client, shared_s3_client, single_writer_option
 
 __all__ = [
     "MAX_PART_SIZE",
@@ -48,6 +48,8 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "UploadedPart",
+    "make_s3_client",
+    "shared_s3_client",
     "store_from_uri",
 ]
 
@@ -59,7 +61,7 @@ def store_from_uri(uri: str, storage_options: Mapping[str, Any] | None = None) -
         if not parsed.netloc:
             raise InvalidInputError(f"{uri!r} names no bucket")
         try:
-            client = make_s3_client(storage_options)
+            client = shared_s3_client(storage_options)
         except ValueError as e:
             raise InvalidInputError(str(e)) from None
         return S3Store(parsed.netloc, parsed.path, client, single_writer=single_writer_option(storage_options))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import itertools
 import logging
 import os
 import tempfile
@@ -45,6 +46,23 @@ _SINGLE_PUT_LIMIT = 64 * 1024 * 1024
 _COALESCE_GAP = 1024 * 1024
 """Ranges to be read closer than this are fetched in one GET: a request costs S3 about as much
 time as transferring a MiB."""
+_PIECE = 8 * 1024 * 1024
+"""A range longer than this is fetched as parallel GETs of about this size: one S3 connection
+gives tens of MB/s, so a large range read in one GET waits on a single connection."""
+_FETCHERS = 32
+_fetchers: ThreadPoolExecutor | None = None
+_fetchers_lock = threading.Lock()
+
+
+def _fetch_pool() -> ThreadPoolExecutor:
+    """The process's threads for the pieces of ranged reads (they only wait on GETs)."""
+    global _fetchers
+    with _fetchers_lock:
+        if _fetchers is None:
+            _fetchers = ThreadPoolExecutor(_FETCHERS, thread_name_prefix="castable-fetch")
+        return _fetchers
+
+
 _SESSION_OPTIONS = {
     "aws_access_key_id": "aws_access_key_id",
     "aws_secret_access_key": "aws_secret_access_key",
@@ -114,6 +132,58 @@ def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
         max_pool_connections=32,
     )
     return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
+
+
+_CLIENTS: dict[tuple[tuple[tuple[str, str], ...], tuple[str | None, ...]], Any] = {}
+"""Clients by storage options and the AWS environment they were made under (see ``shared_s3_client``)."""
+_CLIENTS_KEPT = 64
+_CLIENTS_LOCK = threading.Lock()
+_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+"""The environment variables a new boto3 session reads for credentials, region and endpoint."""
+
+
+def shared_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
+    """This process's client for ``storage_options`` and the current AWS environment, made on
+    first use and shared by every store after it: making a boto3 client costs 50-300 ms of CPU,
+    more than the requests of opening a table. Clients are thread-safe and refresh temporary
+    credentials themselves; a changed environment variable gets a new client, and a forked
+    child makes its own (a client's connections must not be shared across processes)."""
+    options = dict(storage_options or {})
+    key = (tuple(sorted((k, repr(v)) for k, v in options.items())), tuple(os.environ.get(n) for n in _ENVIRONMENT))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = make_s3_client(options)
+            if len(_CLIENTS) >= _CLIENTS_KEPT:
+                del _CLIENTS[next(iter(_CLIENTS))]
+            _CLIENTS[key] = client
+        return client
+
+
+def _forget_clients_after_fork() -> None:
+    global _CLIENTS_LOCK, _fetchers, _fetchers_lock
+    _CLIENTS.clear()
+    _CLIENTS_LOCK = threading.Lock()
+    _fetchers, _fetchers_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_clients_after_fork)
 
 
 def single_writer_option(storage_options: Mapping[str, Any] | None) -> bool:
@@ -473,10 +543,17 @@ class _RangeReader(io.RawIOBase):
         self._fetched: list[tuple[int, bytes]] = []
 
     def prefetch(self, ranges: Sequence[tuple[int, int]]) -> None:
-        """GET ``ranges`` now, those closer than ``_COALESCE_GAP`` together; later reads inside
-        them are served from memory."""
-        for start, end in coalesce(ranges, _COALESCE_GAP):
-            self._fetched.append((start, self._get(start, min(end, self._size))))
+        """GET ``ranges`` now, those closer than ``_COALESCE_GAP`` together and each longer than
+        ``_PIECE`` as parallel GETs of equal pieces; later reads inside them are served from memory."""
+        spans = [split(start, min(end, self._size), _PIECE) for start, end in coalesce(ranges, _COALESCE_GAP)]
+        pieces = [piece for span in spans for piece in span]
+        if len(pieces) == 1:
+            got = iter([self._get(*pieces[0])])
+        else:
+            got = _fetch_pool().map(lambda piece: self._get(*piece), pieces)
+        for span in spans:
+            parts = [next(got) for _ in span]
+            self._fetched.append((span[0][0], parts[0] if len(parts) == 1 else b"".join(parts)))
 
     def readable(self) -> bool:
         return True
@@ -519,6 +596,13 @@ class _RangeReader(io.RawIOBase):
 
     def readall(self) -> bytes:
         return self.read(-1)
+
+
+def split(start: int, end: int, piece: int) -> list[tuple[int, int]]:
+    """``[start, end)`` as consecutive ranges of equal length, each at most ``piece`` long."""
+    count = max(1, -(-(end - start) // piece))
+    bounds = [start + (end - start) * i // count for i in range(count + 1)]
+    return list(itertools.pairwise(bounds))
 
 
 def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:

@@ -1,0 +1,196 @@
+"""Reads from S3 as S3 rewards them: one client per process, the open's requests overlapped,
+large ranges fetched as parallel pieces, and row groups read ahead by a byte budget."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import castable
+from castable.errors import CorruptObjectError
+from castable.layout import POINTER_KEY, manifest_key
+from castable.readahead import beside, read_ahead
+from castable.store import S3Store, shared_s3_client
+from castable.store import s3 as s3_module
+from castable.store.s3 import split
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("value", pa.string())])
+
+
+def _rows(start: int, stop: int) -> pa.Table:
+    return pa.table(
+        {"id": pa.array(range(start, stop), pa.int64()), "value": [f"v{i:08d}" for i in range(start, stop)]}
+    )
+
+
+class _Weighed:
+    """A task of a known size that records how much was running beside it."""
+
+    def __init__(self, i: int, size: int, running: dict[str, int], lock: threading.Lock) -> None:
+        self.i, self.weight, self.running, self.lock = i, size, running, lock
+
+    def size(self) -> int:
+        return self.weight
+
+    def __call__(self) -> int:
+        with self.lock:
+            self.running["now"] += self.weight
+            self.running["most"] = max(self.running["most"], self.running["now"])
+        time.sleep(0.01)
+        with self.lock:
+            self.running["now"] -= self.weight
+        return self.i
+
+
+def test_read_ahead_keeps_within_its_byte_budget_and_order() -> None:
+    running = {"now": 0, "most": 0}
+    lock = threading.Lock()
+    sizes = [30, 10, 50, 20, 20, 40, 10, 10, 90, 5] * 3
+    tasks = [_Weighed(i, s, running, lock) for i, s in enumerate(sizes)]
+    assert list(read_ahead(iter(tasks), 16, budget=100)) == list(range(len(sizes)))
+    assert 0 < running["most"] <= 100
+    running["most"] = 0
+    assert list(read_ahead(iter(tasks), 16, budget=0)) == list(range(len(sizes)))
+    assert running["most"] > 100, "without a budget, the depth alone limits what runs"
+
+
+def test_a_task_over_the_whole_budget_still_runs() -> None:
+    running = {"now": 0, "most": 0}
+    task = _Weighed(7, 500, running, threading.Lock())
+    assert list(read_ahead(iter([task]), 4, budget=100)) == [7]
+
+
+def test_beside_runs_both_and_reports_the_first_failure() -> None:
+    threads: list[str] = []
+
+    def name(tag: str) -> str:
+        threads.append(threading.current_thread().name)
+        return tag
+
+    assert beside(partial(name, "a"), partial(name, "b")) == ("a", "b")
+    assert len(set(threads)) == 2, "the side ran on a pool thread"
+
+    def fail() -> str:
+        raise ValueError("main failed")
+
+    with pytest.raises(ValueError, match="main failed"):
+        beside(fail, partial(name, "c"))
+
+
+@pytest.mark.parametrize(("start", "end", "piece"), [(0, 1, 8), (4, 20, 8), (0, 16, 8), (3, 3 + 100_003, 8192)])
+def test_split_covers_the_range_exactly_in_equal_pieces(start: int, end: int, piece: int) -> None:
+    pieces = split(start, end, piece)
+    assert pieces[0][0] == start and pieces[-1][1] == end
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+    lengths = [b - a for a, b in pieces]
+    assert max(lengths) <= piece and max(lengths) - min(lengths) <= 1
+
+
+def test_one_client_per_options_and_environment(s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    first = shared_s3_client(s3_options)
+    assert shared_s3_client(dict(s3_options)) is first
+    assert shared_s3_client({**s3_options, "max_attempts": 3}) is not first
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "someone-else")
+    assert shared_s3_client(s3_options) is not first, "new credentials in the environment get a new client"
+
+
+def _client_id(options: dict[str, str], queue: multiprocessing.Queue[int]) -> None:
+    queue.put(id(shared_s3_client(options)))
+
+
+def test_a_forked_child_makes_its_own_client(s3_options: dict[str, str]) -> None:
+    parent = shared_s3_client(s3_options)
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[int] = context.Queue()
+    child = context.Process(target=_client_id, args=(s3_options, queue))
+    child.start()
+    assert queue.get(timeout=60) != id(parent)
+    child.join(30)
+    assert child.exitcode == 0
+
+
+@contextmanager
+def _gets(store: S3Store, delay: float = 0.0) -> Iterator[list[str]]:
+    """The key of each GET sent on the store's (shared) client meanwhile, each held ``delay`` first."""
+    sent: list[str] = []
+
+    def hook(request: Any, **_: Any) -> None:
+        if request.method == "GET":
+            sent.append(request.url.split("?")[0].rsplit("/", 1)[-1])
+            time.sleep(delay)
+
+    store.client.meta.events.register("before-send.s3", hook)
+    try:
+        yield sent
+    finally:
+        store.client.meta.events.unregister("before-send.s3", hook)
+
+
+def test_open_reads_the_manifest_and_looks_for_the_next_together(s3_bucket: str, s3_options: dict[str, str]) -> None:
+    """Two round trips to the newest version: the pointer, then its manifest and the next one's."""
+    uri = f"s3://{s3_bucket}/t"
+    castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options).append(_rows(0, 10))
+    store = castable.open_table(uri, storage_options=s3_options).store
+    assert isinstance(store, S3Store)
+    with _gets(store, delay=0.2) as keys:
+        started = time.perf_counter()
+        table = castable.open_table(uri, storage_options=s3_options)
+        took = time.perf_counter() - started
+    assert table.version == 1
+    assert keys[0] == POINTER_KEY and sorted(keys[1:3]) == sorted(
+        k.rsplit("/", 1)[-1] for k in (manifest_key(1), manifest_key(2))
+    )
+    assert len(keys) == 3
+    assert took < 3 * 0.2, f"pointer, then two GETs at once: {took:.2f} s for three GETs of 0.2 s"
+
+
+def test_a_lagging_pointer_is_followed_only_through_the_same_table(s3_bucket: str, s3_options: dict[str, str]) -> None:
+    """Walking forward from a pointer that lags, a version of another table is reported."""
+    uri = f"s3://{s3_bucket}/t"
+    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options)
+    t.append(_rows(0, 10))
+    pointer = t.store.get(POINTER_KEY)
+    t.append(_rows(10, 20))
+    t.append(_rows(20, 30))
+    t.store.put(POINTER_KEY, pointer.data)  # the pointer lags at version 1
+    assert castable.open_table(uri, storage_options=s3_options).version == 3
+    doc = json.loads(t.store.get(manifest_key(3)).data)
+    doc["table_uuid"] = "00000000-0000-0000-0000-000000000000"
+    t.store.delete(manifest_key(3))
+    t.store.put(manifest_key(3), json.dumps(doc).encode())
+    t.store.put(POINTER_KEY, pointer.data)
+    damaged = castable.open_table(uri, storage_options=s3_options)
+    assert "belongs to 00000000" in (damaged.damage or "")
+    with pytest.raises(CorruptObjectError, match="belongs to 00000000"):
+        damaged.append(_rows(30, 31))
+
+
+def test_large_row_groups_are_fetched_as_parallel_pieces_and_read_back_exactly(
+    s3_bucket: str, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = f"s3://{s3_bucket}/pieces"
+    rows = _rows(0, 200_000).cast(SCHEMA)
+    t = castable.create_table(
+        uri, SCHEMA, primary_key="id", storage_options=s3_options, properties={"write.parquet.compression": "none"}
+    )
+    t.append(rows)
+    size = t.manifest.data_files[0].size
+    monkeypatch.setattr(s3_module, "_PIECE", 64 * 1024)
+    castable.clear_caches()
+    fresh = castable.open_table(uri, storage_options=s3_options)
+    assert isinstance(fresh.store, S3Store)
+    with _gets(fresh.store) as sent:
+        assert fresh.scan().to_arrow().sort_by("id").equals(rows)
+    data_gets = [k for k in sent if k.endswith(".parquet")]
+    assert len(data_gets) >= size // (64 * 1024), "each row group came as pieces of at most 64 KiB"
+    assert fresh.scan(filter="id BETWEEN 1000 AND 1999").to_arrow().sort_by("id").equals(rows.slice(1000, 1000))
