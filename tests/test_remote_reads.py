@@ -121,12 +121,15 @@ def test_a_forked_child_makes_its_own_client(s3_options: dict[str, str]) -> None
 
 @contextmanager
 def _gets(store: S3Store, delay: float = 0.0) -> Iterator[list[str]]:
-    """The key of each GET sent on the store's (shared) client meanwhile, each held ``delay`` first."""
+    """The key of each GET sent on the store's (shared) client meanwhile, each held ``delay``
+    before it is sent (see :func:`_together`)."""
     sent: list[str] = []
 
     def hook(request: Any, **_: Any) -> None:
         if request.method == "GET":
-            sent.append(request.url.split("?")[0].rsplit("/", 1)[-1])
+            key = request.url.split("?")[0].rsplit("/", 1)[-1]
+            sent.append(key)
+            _HELD.append((key, time.perf_counter(), time.perf_counter() + delay))
             time.sleep(delay)
 
     store.client.meta.events.register("before-send.s3", hook)
@@ -142,16 +145,46 @@ def test_open_reads_the_manifest_and_looks_for_the_next_together(s3_bucket: str,
     castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options).append(_rows(0, 10))
     store = castable.open_table(uri, storage_options=s3_options).store
     assert isinstance(store, S3Store)
-    with _gets(store, delay=0.2) as keys:
-        started = time.perf_counter()
+    _HELD.clear()
+    with _gets(store, delay=0.3) as keys:
         table = castable.open_table(uri, storage_options=s3_options)
-        took = time.perf_counter() - started
     assert table.version == 1
-    assert keys[0] == POINTER_KEY and sorted(keys[1:3]) == sorted(
-        k.rsplit("/", 1)[-1] for k in (manifest_key(1), manifest_key(2))
-    )
-    assert len(keys) == 3
-    assert took < 3 * 0.2, f"pointer, then two GETs at once: {took:.2f} s for three GETs of 0.2 s"
+    names = [k.rsplit("/", 1)[-1] for k in (manifest_key(1), manifest_key(2))]
+    assert keys[0] == POINTER_KEY and sorted(keys[1:]) == sorted(names)
+    assert _together(*names), "the manifest and the next version's were asked for at once"
+
+
+_HELD: list[tuple[str, float, float]] = []
+"""Each GET :func:`_gets` saw: its key, and when it was held from and to."""
+
+
+def _together(*prefixes: str) -> bool:
+    """Whether a GET of a key starting with each prefix was held at one moment, all at once."""
+    spans = [next((a, b) for key, a, b in _HELD if key.startswith(p)) for p in prefixes]
+    return max(a for a, _ in spans) < min(b for _, b in spans)
+
+
+def test_a_scan_after_deletes_reads_its_segments_together_and_its_footer_beside_its_tombstone(
+    s3_bucket: str, s3_options: dict[str, str]
+) -> None:
+    uri = f"s3://{s3_bucket}/deleted"
+    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options)
+    t.append(_rows(0, 1000))
+    t.delete("id IN (3, 500)")
+    castable.clear_caches()
+    fresh = castable.open_table(uri, storage_options=s3_options)
+    assert isinstance(fresh.store, S3Store)
+    segments = [r.path.rsplit("/", 1)[-1] for r in (*fresh.manifest.data_files.refs, *fresh.manifest.tombstones.refs)]
+    tombstone = fresh.manifest.tombstones[0].path.rsplit("/", 1)[-1]
+    data = fresh.manifest.data_files[0].path.rsplit("/", 1)[-1]
+    castable.clear_caches()  # the names were read from the segments: forget them again
+    fresh = castable.open_table(uri, storage_options=s3_options)
+    assert isinstance(fresh.store, S3Store)
+    _HELD.clear()
+    with _gets(fresh.store, delay=0.3):
+        assert fresh.scan().to_arrow().num_rows == 998
+    assert len(segments) == 2 and _together(*segments), "the data and tombstone segments were read at once"
+    assert _together(tombstone, data), "the first footer was read beside the tombstone"
 
 
 def test_a_lagging_pointer_is_followed_only_through_the_same_table(s3_bucket: str, s3_options: dict[str, str]) -> None:

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.manifest import DataFile
 from castable.predicate import Predicate
-from castable.readahead import read_ahead
+from castable.readahead import beside, read_ahead
 from castable.snapshot import Snapshot
 from castable.tombstone import FileDeletes
 
@@ -178,8 +178,11 @@ class Scan:
     def _batches(self, columns: list[str], files: list[DataFile] | None = None) -> Iterator[pa.RecordBatch]:
         """The rows of ``files`` (the scan's, by default): footers are read a few files ahead,
         their parts by :meth:`_read`."""
-        files = self.files() if files is None else files
-        deletes = self.snapshot.deletes_for(files)
+        if files is None and self.snapshot.store.native_input:
+            files = self.files()
+        elif files is None:  # the tombstone list is read while the data files are pruned
+            files = beside(self.files, self.snapshot.index_tombstones)[0]
+        deletes = self._deletes(files)
         expression = self.predicate.to_expression() if self.predicate is not None else None
         footers = read_ahead((partial(self.snapshot.footer, f) for f in files), _FILE_READAHEAD)
         parts = (
@@ -188,6 +191,13 @@ class Scan:
             for part in self._parts(f, footer, deletes.get(f.path), columns, expression, None)
         )
         yield from self._read(parts)
+
+    def _deletes(self, files: list[DataFile]) -> dict[str, FileDeletes]:
+        """The deletes of ``files``; from an object store, with the first file's footer fetched
+        meanwhile (it is cached), so reading tombstones costs the scan no round trip of its own."""
+        if not files or self.snapshot.store.native_input:
+            return self.snapshot.deletes_for(files)
+        return beside(partial(self.snapshot.deletes_for, files), partial(self.snapshot.footer, files[0]))[0]
 
     def _parts(
         self,

@@ -139,6 +139,11 @@ class Snapshot:
                 index.setdefault(f, []).append(t)
         return index
 
+    def index_tombstones(self) -> None:
+        """Read the version's list of tombstones now (a scan from an object store does this
+        while it prunes files, so the two segment reads take one round trip)."""
+        self._tombstones_by_file  # noqa: B018 (a cached property, read for its effect)
+
     def deletes_for(self, files: Iterable[DataFile]) -> dict[str, tombstone.FileDeletes]:
         """Merged deletes of each given file that has any, reading only the tombstones needed.
 
