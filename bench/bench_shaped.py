@@ -340,7 +340,7 @@ def report(
 ) -> list[str]:
     """The report: per operation a table of every system, shaped and unshaped, and the targets."""
     lines = report_header(
-        "castable reads on shaped S3",
+        "reads on shaped S3",
         f"`{command}` took {elapsed / 60:.1f} min. DuckDB {_duckdb_version(args.duckdb)} (httpfs) from a side venv.",
     )
     lines += [
@@ -460,7 +460,7 @@ def main() -> None:
         args.rows, args.repeats = 200_000, 2
     if not args.duckdb.exists():
         sys.exit(f"{args.duckdb} is missing: `make .venv-duckdb15/.installed` makes the side venv with DuckDB 1.5.5")
-    command = "python bench_shaped.py " + " ".join(sys.argv[1:])
+    command = " ".join(["python bench_shaped.py", *sys.argv[1:]])
     started = time.perf_counter()
     for name, value in (
         ("AWS_ACCESS_KEY_ID", "bench"),

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ import castable
 from castable.errors import CorruptObjectError
 from castable.layout import POINTER_KEY, manifest_key
 from castable.readahead import beside, read_ahead
+from castable.scan import LOCAL_READAHEAD, REMOTE_READAHEAD, REMOTE_READAHEAD_BYTES
 from castable.store import S3Store, shared_s3_client
 from castable.store import s3 as s3_module
 from castable.store.s3 import split
@@ -94,6 +96,15 @@ def test_split_covers_the_range_exactly_in_equal_pieces(start: int, end: int, pi
     assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
     lengths = [b - a for a, b in pieces]
     assert max(lengths) <= piece and max(lengths) - min(lengths) <= 1
+
+
+def test_scans_read_ahead_a_few_row_groups_locally_and_a_byte_budget_from_s3(
+    tmp_path: Path, s3_bucket: str, s3_options: dict[str, str]
+) -> None:
+    local = castable.create_table(str(tmp_path / "t"), SCHEMA).scan()
+    assert (local.readahead, local.readahead_bytes) == (LOCAL_READAHEAD, 0) == (2, 0)
+    remote = castable.create_table(f"s3://{s3_bucket}/r", SCHEMA, storage_options=s3_options).scan()
+    assert (remote.readahead, remote.readahead_bytes) == (REMOTE_READAHEAD, REMOTE_READAHEAD_BYTES) == (16, 64 << 20)
 
 
 def test_one_client_per_options_and_environment(s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,8 +233,11 @@ def test_large_row_groups_are_fetched_as_parallel_pieces_and_read_back_exactly(
     castable.clear_caches()
     fresh = castable.open_table(uri, storage_options=s3_options)
     assert isinstance(fresh.store, S3Store)
-    with _gets(fresh.store) as sent:
+    _HELD.clear()
+    with _gets(fresh.store, delay=0.05) as sent:
         assert fresh.scan().to_arrow().sort_by("id").equals(rows)
     data_gets = [k for k in sent if k.endswith(".parquet")]
     assert len(data_gets) >= size // (64 * 1024), "each row group came as pieces of at most 64 KiB"
+    held = sorted((a, b) for key, a, b in _HELD if key.endswith(".parquet"))
+    assert max(sum(a <= t < b for a, b in held) for t, _ in held) >= 4, "pieces were fetched in parallel"
     assert fresh.scan(filter="id BETWEEN 1000 AND 1999").to_arrow().sort_by("id").equals(rows.slice(1000, 1000))
