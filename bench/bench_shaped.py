@@ -5,7 +5,9 @@ per connection, no overall cap). Each system writes the same table (``--rows`` r
 value, category; row groups of 1M rows) with its own writer, then each system's reads run in a
 fresh process of their own, side by side in one run, against the shaped endpoint and against moto
 directly (unshaped): a full scan, a 1% key-range scan (all columns), open + count, and after one
-delete of 1,000 scattered ids a full scan again; then a 1-row append. Every read opens its table
+delete of 1,000 scattered ids a full scan again; then a 1-row append. castable also scans a table
+built by ``--appends`` one-row appends (streaming ingestion between compactions), then the same
+table compacted. Every read opens its table
 anew with caches cleared (a process keeps its S3 client, as every system's does). DuckDB 1.5.5
 (httpfs) runs from a side venv on pyarrow's files, with 2 and 16 threads. The proxy counts the
 requests, bytes and requests in flight of each read.
@@ -66,12 +68,15 @@ CASTABLE, DELTA, PYARROW, ICEBERG, DUCK2, DUCK16 = (
 )
 SYSTEMS = (CASTABLE, DELTA, PYARROW, ICEBERG, DUCK2, DUCK16)
 FULL, RANGE, COUNT, AFTER, APPEND = "full", "range", "count", "after", "append"
+SMALL, COMPACTED = "small", "compacted"
 OPS = {
     FULL: "full scan",
     RANGE: "1% key-range scan",
     COUNT: "open + count",
     AFTER: "full scan after 1,000 deletes",
     APPEND: "1-row append",
+    SMALL: "full scan of a table of one-row appends (castable)",
+    COMPACTED: "full scan of the same table, compacted (castable)",
 }
 DELETES = 1000
 """Scattered ids deleted (in one delete) before the AFTER reads."""
@@ -137,10 +142,12 @@ CASTABLE_URI = f"s3://{BUCKET}/castable"
 DELTA_URI = f"s3://{BUCKET}/delta"
 PYARROW_DIR = f"{BUCKET}/pyarrow"
 ICEBERG_IDENT = "bench.events"
+SMALL_URI = f"s3://{BUCKET}/castable-small"
 
 
-def write_all(access: Access, table: pa.Table) -> dict[str, str]:
-    """Each system writes ``table`` with its own writer; a line on each one's layout."""
+def write_all(access: Access, table: pa.Table, appends: int) -> dict[str, str]:
+    """Each system writes ``table`` with its own writer, and castable a table of ``appends``
+    one-row appends; a line on each one's layout."""
     import boto3
 
     boto3.client("s3", endpoint_url=access.endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
@@ -161,6 +168,10 @@ def write_all(access: Access, table: pa.Table) -> dict[str, str]:
     )
     iceberg.append(table)
     layout[ICEBERG] = _layout([task.file.file_path for task in iceberg.scan().plan_files()], "", access)
+    small = castable.create_table(SMALL_URI, SCHEMA, primary_key="id", storage_options=access.castable())
+    for i in range(appends):
+        small.append(table.slice(i, 1))
+    layout["castable, one-row appends"] = f"{len(small.manifest.data_files)} file(s), one row each"
     return layout
 
 
@@ -205,6 +216,8 @@ def reads(system: str, access: Access, lo: int, hi: int) -> dict[str, Callable[[
             COUNT: lambda: fresh().scan().count(),
             AFTER: lambda: fresh().scan().to_arrow().num_rows,
             APPEND: lambda: handle.append(row.set_column(0, "id", pa.array([next(counter)]))) and 1,
+            SMALL: lambda: castable.open_table(SMALL_URI, storage_options=options).scan().to_arrow().num_rows,
+            COMPACTED: lambda: castable.open_table(SMALL_URI, storage_options=options).scan().to_arrow().num_rows,
         }
     if system == DELTA:
         options = access.delta()
@@ -354,7 +367,7 @@ def report(
         "",
         "## Layouts",
         "",
-        *(f"- {system}: {layout[system]}" for system in SYSTEMS if system in layout),
+        *(f"- {system}: {text}" for system, text in layout.items()),
         "",
     ]
     targets = []
@@ -406,6 +419,13 @@ def report(
                     f"({got / 1e6:.0f} MB/s of {allowed / 1e6:.0f} MB/s, {share:.0%})"
                 )
         lines.append("")
+    if SMALL in shaped.get(CASTABLE, {}) and COMPACTED in shaped.get(CASTABLE, {}):
+        small, compacted = (statistics.median(r[0] for r in shaped[CASTABLE][op]) for op in (SMALL, COMPACTED))
+        verdict = "met" if small <= 2 * compacted else "missed"
+        targets.append(
+            f"- a table of {args.appends:,} one-row appends within 2x the same table compacted: **{verdict}** "
+            f"({small / compacted:.1f}x: {_fmt(small)} against {_fmt(compacted)})"
+        )
     lines += ["## Peak memory (RSS of each system's read process, shaped run: before its first read, and at most)", ""]
     lines += [
         f"- {s}: {shaped[s]['base_rss_mb']:,.0f} MB, then {shaped[s]['peak_rss_mb']:,.0f} MB"
@@ -449,6 +469,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=8_000_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--appends", type=int, default=1000, help="one-row appends of the small-files table")
     parser.add_argument("--latency", type=float, default=0.025)
     parser.add_argument("--bandwidth", type=float, default=90e6)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
@@ -457,7 +478,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.quick:
-        args.rows, args.repeats = 200_000, 2
+        args.rows, args.repeats, args.appends = 200_000, 2, 30
     if not args.duckdb.exists():
         sys.exit(f"{args.duckdb} is missing: `make .venv-duckdb15/.installed` makes the side venv with DuckDB 1.5.5")
     command = " ".join(["python bench_shaped.py", *sys.argv[1:]])
@@ -474,15 +495,16 @@ def main() -> None:
         catalog_db = f"{work}/catalog.db"
         direct = Access(s3.direct, catalog_db)
         log(f"writing {args.rows:,} rows with each system's writer")
-        layout = write_all(direct, table)
+        layout = write_all(direct, table, args.appends)
         control = f"{s3.endpoint}{CONTROL}"
-        first = [FULL, RANGE, COUNT]
+        first = [FULL, RANGE, COUNT, SMALL]
         shaped = measure(args.systems, s3.endpoint, control, catalog_db, first, args)
         unshaped = measure(args.systems, s3.direct, None, catalog_db, first, args)
         doomed = sorted(np.random.default_rng(11).choice(args.rows, DELETES, replace=False).tolist())
         log(f"deleting {DELETES} scattered ids in each system that deletes")
         delete_all(direct, doomed)
-        later = [AFTER, APPEND]
+        castable.open_table(SMALL_URI, storage_options=direct.castable()).compact()
+        later = [AFTER, APPEND, COMPACTED]
         deleting = [s for s in args.systems if s in (CASTABLE, DELTA, ICEBERG)]
         for system, found in measure(deleting, s3.endpoint, control, catalog_db, later, args).items():
             peak = max(shaped[system].get("peak_rss_mb", 0), found.pop("peak_rss_mb", 0))

@@ -18,8 +18,8 @@ from typing import Protocol, TypeVar, runtime_checkable
 T = TypeVar("T")
 U = TypeVar("U")
 
-WORKERS = max(16, 2 * (os.cpu_count() or 1))
-"""Reader threads: twice the cores, at least 16, since S3 reads mostly wait on the network."""
+WORKERS = max(32, 2 * (os.cpu_count() or 1))
+"""Reader threads: twice the cores, at least 32, since S3 reads mostly wait on the network."""
 
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()

@@ -42,7 +42,10 @@ REMOTE_READAHEAD_BYTES = 64 * 1024 * 1024
 """Row groups, and stored bytes, read ahead from an object store: S3 gives each connection tens
 of MB/s after tens of ms, so throughput comes from many requests in flight (each row group's
 ranges are also split into parallel GETs by the store)."""
-_FILE_READAHEAD = 4
+LOCAL_FILE_READAHEAD = 4
+REMOTE_FILE_READAHEAD = 32
+"""Footers read ahead: from an object store, many, since each is a round trip (a small file's
+footer comes with its rows, in one GET)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,8 @@ class Scan:
             files = beside(self.files, self.snapshot.index_tombstones)[0]
         deletes = self._deletes(files)
         expression = self.predicate.to_expression() if self.predicate is not None else None
-        footers = read_ahead((partial(self.snapshot.footer, f) for f in files), _FILE_READAHEAD)
+        depth = LOCAL_FILE_READAHEAD if self.snapshot.store.native_input else REMOTE_FILE_READAHEAD
+        footers = read_ahead((partial(self.snapshot.footer, f) for f in files), depth)
         parts = (
             part
             for f, footer in zip(files, footers, strict=True)

@@ -31,6 +31,12 @@ _MERGED: LruCache[tuple[str, ...], tombstone.FileDeletes] = LruCache(512)
 
 _FOOTERS: LruCache[tuple[str, str, str, int], pq.FileMetaData] = LruCache(64 << 20, weigh=lambda m: m.serialized_size)
 """Data files' footers by (store URI, path, ETag, size), at most 64 MiB of them."""
+_WHOLE: LruCache[tuple[str, str, str, int], bytes] = LruCache(64 << 20, weigh=len)
+"""Small data files read whole from an object store, by the same key as their footers, at most
+64 MiB of them: the footer and the rows of a small file come in one GET."""
+WHOLE_FILE_BYTES = 1 << 20
+"""A data file this small is read whole from an object store: a second round trip for its
+rows costs S3 more time than the bytes a projection or a filter would have skipped."""
 _IO_THREADS = 16
 
 
@@ -187,15 +193,42 @@ class Snapshot:
             _TOMBSTONES.put(key, entries)
         return entries
 
+    def _key(self, f: DataFile) -> tuple[str, str, str, int]:
+        return (self.store.uri, f.path, f.etag or "", f.size)
+
+    def _whole(self, f: DataFile) -> bytes | None:
+        """The bytes of ``f`` if it is small and on an object store (read now, or earlier)."""
+        if self.store.native_input or f.size > WHOLE_FILE_BYTES:
+            return None
+        key = self._key(f)
+        data = _WHOLE.get(key)
+        if data is None:
+            try:
+                data = self.store.get(f.path, if_match=f.etag).data
+            except ObjectNotFoundError:
+                raise CorruptObjectError(f"data file {f.path} of version {self.manifest.version} is missing") from None
+            except PreconditionFailedError:
+                raise CorruptObjectError(
+                    f"{f.path} changed since it was committed (ETag is no longer {f.etag})"
+                ) from None
+            if len(data) != f.size:
+                raise CorruptObjectError(f"data file {f.path} has {len(data)} bytes, manifest says {f.size}")
+            _WHOLE.put(key, data)
+        return data
+
     def footer(self, f: DataFile) -> pq.FileMetaData:
         """The Parquet footer of a data file, checked against the manifest. Data files are
-        immutable, so a footer is read once per process (by store, path and ETag)."""
-        key = (self.store.uri, f.path, f.etag or "", f.size)
+        immutable, so a footer is read once per process (by store, path and ETag); a small one
+        on an object store is read whole, its rows kept for :meth:`read`."""
+        key = self._key(f)
         metadata = _FOOTERS.get(key)
         if metadata is not None:
             return metadata
+        whole = self._whole(f)
         try:
-            source = self.store.open_input(f.path, size=f.size, etag=f.etag)
+            source = (
+                pa.BufferReader(whole) if whole is not None else self.store.open_input(f.path, size=f.size, etag=f.etag)
+            )
         except ObjectNotFoundError:
             raise CorruptObjectError(f"data file {f.path} of version {self.manifest.version} is missing") from None
         try:
@@ -235,8 +268,13 @@ class Snapshot:
         where = self.columns_of(f, footer)
         stored = [name for c in columns if (name := where[c]) is not None]
         native = self.store.native_input
-        ranges = () if native else [r for rg in row_groups for r in _chunk_ranges(footer, rg, stored)]
-        with self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=ranges) as source:
+        whole = None if native else _WHOLE.get(self._key(f))
+        if whole is not None:  # read whole with its footer: decoded on this thread too
+            source: pa.NativeFile = pa.BufferReader(whole)
+        else:
+            ranges = () if native else [r for rg in row_groups for r in _chunk_ranges(footer, rg, stored)]
+            source = self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=ranges)
+        with source:
             file = pq.ParquetFile(source, metadata=footer, pre_buffer=False)
             table = file.read_row_groups(list(row_groups), columns=stored, use_threads=native)
         return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns]))
