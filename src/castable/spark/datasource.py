@@ -3,12 +3,13 @@
 Reads one snapshot (the latest, or ``versionAsOf`` / ``timestampAsOf`` as in Delta Lake), one
 Spark partition per scan task (a file, or a group of its row groups, of about
 ``maxPartitionBytes``), tombstones applied. Writes are ``Table.add_files`` in one of its modes:
-executors write data files, the driver commits once (an abort deletes them), and ``commitId``
-makes a repeated write commit nothing twice. ``mode("append")`` appends, or with ``upsert``
-set to ``true`` replaces the live rows with the DataFrame's primary keys; ``mode("overwrite")``
-replaces the whole table, or with ``replaceWhere`` (a castable SQL predicate, as Delta Lake's
-option) exactly the rows matching it, and every written row must match it. An overwrite with
-an empty DataFrame empties the table (or the range).
+executors write data files, the driver commits once (deleting them if the commit is refused, and
+keeping them if its outcome is unknown), and ``commitId`` makes a repeated write commit nothing
+twice. ``mode("append")`` appends, or with ``upsert`` set to ``true`` replaces the live rows with
+the DataFrame's primary keys; ``mode("overwrite")`` replaces the whole table, or with
+``replaceWhere`` (a castable SQL predicate, as Delta Lake's option) exactly the rows matching
+it, and every written row must match it. An overwrite with an empty DataFrame empties the table
+(or the range).
 
 Pruning is asked for with options, ``columns`` (read only those column chunks) and ``filter``
 (a castable SQL predicate: files and row groups pruned by statistics, rows filtered exactly).
@@ -48,7 +49,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from castable.commit import read_manifest
-from castable.errors import InvalidInputError
+from castable.errors import CastableError, CommitStateUnknownError, InvalidInputError
 from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
@@ -253,12 +254,35 @@ class CastableWriter(DataSourceArrowWriter):
         return [DataFile.from_json(d) for m in messages if isinstance(m, FilesWritten) for d in m.files]
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit every task's files in one version. A commit refused before its commit point
+        deletes them (nothing of it is in the table); one whose outcome is unknown keeps them,
+        since the version may name them, and says how to finish the write safely."""
         files = self._files(messages)
-        if self.done is None and (files or self.write_mode.mode == "overwrite"):
+        if self.done is not None or not (files or self.write_mode.mode == "overwrite"):
+            return
+        try:
             self.write_mode.commit(self.target.location.open(), files, self.commit_id)
+        except CommitStateUnknownError as e:
+            raise CommitStateUnknownError(
+                f"{e}. The {len(files)} files written are kept, since the table may name them: write again with "
+                f".option('commitId', {self.commit_id!r}), which adds nothing if this commit landed and commits "
+                "otherwise (gc then removes these files as orphans)",
+                self.commit_id,
+            ) from e
+        except CastableError:
+            self._delete(files)
+            raise
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Delete what the finished tasks wrote; files of failed tasks are left to ``gc``."""
-        files = self._files(messages)
+        """Delete what the finished tasks wrote when a task failed (its message is missing), so
+        no commit was attempted. After a failed commit Spark calls this too, in another Python
+        worker that cannot know how the commit ended: the commit has deleted the files itself if
+        they were not committed, so they are left alone here (files of failed tasks, and any not
+        deleted, are left to ``gc``)."""
+        if all(m is not None for m in messages):
+            return
+        self._delete(self._files(messages))
+
+    def _delete(self, files: list[DataFile]) -> None:
         if files:
             self.target.store().delete_many([f.path for f in files])

@@ -110,8 +110,10 @@ def ingest(
     log.info("wrote %d files, %d rows, %d bytes; committing %s as %s", len(files), rows, size, commit_id, mode)
     if commit_function:
         paths = [f.path for f in files]
+        options = storage_options or {}
+        region = options.get("region") or options.get("region_name")
         response = invoke_commit(
-            commit_function, table.uri, paths, commit_id, mode=mode, where=where, client=lambda_client
+            commit_function, table.uri, paths, commit_id, mode=mode, where=where, client=lambda_client, region=region
         )
         version = int(response["version"])
     else:

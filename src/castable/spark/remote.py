@@ -27,13 +27,15 @@ class RemoteCommitError(CastableError):
     """The commit function failed with an error that is not one of castable's own."""
 
 
-def lambda_client() -> Any:
-    """A Lambda client that waits as long as the commit function may run, with TCP keepalives so
-    a NAT gateway does not drop the quiet connection (it does after 350 s idle)."""
+def lambda_client(region: str | None = None) -> Any:
+    """A Lambda client (in ``region``, or the environment's) that waits as long as the commit
+    function may run, with TCP keepalives so a NAT gateway does not drop the quiet connection
+    (it does after 350 s idle)."""
     import boto3
     from botocore.config import Config
 
-    return boto3.client("lambda", config=Config(read_timeout=READ_TIMEOUT_SECONDS, tcp_keepalive=True))
+    config = Config(read_timeout=READ_TIMEOUT_SECONDS, tcp_keepalive=True)
+    return boto3.client("lambda", region_name=region, config=config)
 
 
 def invoke_commit(
@@ -45,18 +47,20 @@ def invoke_commit(
     mode: AddMode = "append",
     where: str | None = None,
     client: Any = None,
+    region: str | None = None,
 ) -> dict[str, Any]:
     """Invoke the commit function synchronously; return its result (``version``, ``summary``).
 
     ``mode`` and ``where`` are ``Table.add_files``'s; an append's event leaves them out. The
     files were just written by castable's writer on the executors, so the function reads their
-    footers only (``"verify": "footer"``) instead of decoding every page again."""
+    footers only (``"verify": "footer"``) instead of decoding every page again. Without a
+    ``client``, one is made in ``region`` (the table's, from its storage options)."""
     if len(paths) > MAX_FILES:
         raise errors.InvalidInputError(
             f"{len(paths)} files exceed the {MAX_FILES} one commit takes; write larger files (fewer partitions)"
         )
     if client is None:
-        client = lambda_client()
+        client = lambda_client(region)
     payload: dict[str, Any] = {"table": table_uri, "files": list(paths), "commit_id": commit_id, "verify": "footer"}
     if mode != "append":
         payload["mode"] = mode

@@ -1,0 +1,119 @@
+"""The Spark data source's commit and abort, driven as Spark drives them, on S3 over HTTP: a
+write never deletes files a committed version may name, and the commit function is called in
+the table's region."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from helpers.tables import EVENTS, events
+
+import castable
+from castable.errors import CommitStateUnknownError, InvalidInputError
+from castable.spark import remote
+from castable.spark.datasource import CastableWriter, FilesWritten
+from castable.spark.files import TableTarget, WriteMode
+from castable.spark.ingest import ingest
+from castable.table import Table
+from castable.tables import load_table
+
+SMALL = {"write.target-file-size-bytes": "2000"}
+
+
+@pytest.fixture
+def table(s3_bucket: str, s3_options: dict[str, str]) -> Table:
+    return castable.create_table(
+        f"s3://{s3_bucket}/events", EVENTS, primary_key="id", properties=SMALL, storage_options=s3_options
+    )
+
+
+def _tasks(writer: CastableWriter, *parts: pa.Table) -> list[FilesWritten]:
+    """What Spark's tasks would send the driver: each writes its part's files."""
+    return [writer.write(iter(p.to_batches())) for p in parts]
+
+
+def _exists(t: Table, messages: list[Any]) -> list[bool]:
+    return [t.store.exists(f["path"]) for m in messages if m is not None for f in m.files]
+
+
+def test_a_commit_of_unknown_outcome_keeps_its_files_and_says_how_to_finish(
+    table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit lands, then the store fails so the caller cannot know: the version names the
+    files, and neither the commit nor Spark's abort after it may delete them."""
+    real = WriteMode.commit
+
+    def lands_then_fails(self: WriteMode, t: Table, files: Any, commit_id: str) -> int:
+        real(self, t, files, commit_id)
+        raise CommitStateUnknownError("the store timed out on the manifest PUT", commit_id)
+
+    monkeypatch.setattr(WriteMode, "commit", lands_then_fails)
+    writer = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), "job-7", None)
+    messages: list[Any] = _tasks(writer, events(0, 50), events(50, 100))
+    with pytest.raises(CommitStateUnknownError, match=r"files written are kept.*commitId', 'job-7'") as raised:
+        writer.commit(messages)
+    assert raised.value.commit_id == "job-7"
+    writer.abort(messages)
+    assert all(_exists(table, messages)), "abort after the commit deleted files the version names"
+    assert load_table(table.store).to_arrow().sort_by("id").equals(events(0, 100))
+
+
+def test_a_refused_commit_deletes_its_files_and_abort_after_it_is_harmless(
+    table: Table, s3_options: dict[str, str]
+) -> None:
+    table.append(events(0, 10))
+    writer = CastableWriter(TableTarget.of(table, s3_options), WriteMode("overwrite", "id < 15"), "rw", None)
+    messages: list[Any] = _tasks(writer, events(10, 20))
+    with pytest.raises(castable.CastableError, match="do not match"):
+        writer.commit(messages)
+    assert not any(_exists(table, messages)), "nothing of a refused commit is kept"
+    writer.abort(messages)
+    assert load_table(table.store).version == 1
+
+
+def test_abort_after_a_failed_task_deletes_what_the_finished_tasks_wrote(
+    table: Table, s3_options: dict[str, str]
+) -> None:
+    writer = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), "failed-task", None)
+    finished: list[Any] = _tasks(writer, events(0, 40))
+    assert all(_exists(table, finished))
+    writer.abort([*finished, None])  # the second task never finished: no commit was attempted
+    assert not any(_exists(table, finished))
+    assert load_table(table.store).version == 0
+
+
+def test_the_commit_function_is_called_in_the_tables_region(
+    table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert remote.lambda_client("eu-west-3").meta.region_name == "eu-west-3"
+    regions: list[str | None] = []
+
+    def no_call(*args: Any, region: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        regions.append(region)
+        raise InvalidInputError("stop here")
+
+    monkeypatch.setattr("castable.spark.ingest.invoke_commit", no_call)
+    spark_df = _FakeFrame(events(0, 5))
+    options = {**s3_options, "region": "eu-west-3"}
+    with pytest.raises(InvalidInputError, match="stop here"):
+        ingest(spark_df, table.uri, "r1", storage_options=options, commit_function="castable-commit")  # type: ignore[arg-type]
+    assert regions == ["eu-west-3"]
+
+
+class _FakeFrame:
+    """Just enough of a DataFrame for ``write_files``: columns, select, mapInArrow, collect."""
+
+    def __init__(self, data: pa.Table) -> None:
+        self.data = data
+        self.columns = data.column_names
+
+    def select(self, *names: str) -> _FakeFrame:
+        return _FakeFrame(self.data.select(list(names)))
+
+    def mapInArrow(self, fn: Any, schema: str) -> _FakeFrame:
+        return _FakeFrame(pa.Table.from_batches(list(fn(iter(self.data.to_batches())))))
+
+    def collect(self) -> list[dict[str, Any]]:
+        return self.data.to_pylist()
