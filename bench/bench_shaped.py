@@ -203,9 +203,9 @@ def reads(system: str, access: Access, lo: int, hi: int) -> dict[str, Callable[[
     if system == CASTABLE:
         options = access.castable()
 
-        def fresh() -> castable.Table:
+        def fresh(uri: str = CASTABLE_URI) -> castable.Table:
             castable.clear_caches()
-            return castable.open_table(CASTABLE_URI, storage_options=options)
+            return castable.open_table(uri, storage_options=options)
 
         handle = castable.open_table(CASTABLE_URI, storage_options=options)
         row = pa.table({"id": [10**12], "ts": [None], "value": [0.5], "category": ["x"]}, schema=SCHEMA)
@@ -216,8 +216,8 @@ def reads(system: str, access: Access, lo: int, hi: int) -> dict[str, Callable[[
             COUNT: lambda: fresh().scan().count(),
             AFTER: lambda: fresh().scan().to_arrow().num_rows,
             APPEND: lambda: handle.append(row.set_column(0, "id", pa.array([next(counter)]))) and 1,
-            SMALL: lambda: castable.open_table(SMALL_URI, storage_options=options).scan().to_arrow().num_rows,
-            COMPACTED: lambda: castable.open_table(SMALL_URI, storage_options=options).scan().to_arrow().num_rows,
+            SMALL: lambda: fresh(SMALL_URI).scan().to_arrow().num_rows,
+            COMPACTED: lambda: fresh(SMALL_URI).scan().to_arrow().num_rows,
         }
     if system == DELTA:
         options = access.delta()
