@@ -4,7 +4,7 @@
 Context: ``tables`` (a JSON list of {"name", "schedule", "retain_versions", "retain_hours",
 "grace_hours", "ingest_concurrency", "ingest_mode", "schema_mode", "op_column"}), ``databases`` (a JSON
 list of {"name", "tables": [members to maintain, as in ``tables``], "ingest_concurrency", "ingest_memory_mb"}),
-``versioned`` (true to version the bucket). Findings of cdk-nag's AWS
+``versioned`` (true to version the bucket), ``alertEmail`` (who the alerts topic emails). Findings of cdk-nag's AWS
 Solutions checks fail the synth; each suppression in infra/ says why.
 """
 
@@ -31,6 +31,7 @@ def config_from_context(app: cdk.App) -> CastableConfig:
         databases=[DatabaseConfig(**d) for d in databases],
         versioned=versioned,
         emr_image=app.node.try_get_context("emrImage"),
+        alert_email=app.node.try_get_context("alertEmail"),
     )
 
 

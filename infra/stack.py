@@ -32,6 +32,7 @@ from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFE
 from castable.sources import MANIFEST_SUFFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
+from infra.operations import Operations
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
 EMR_ARTIFACTS = "artifacts/"
@@ -108,6 +109,8 @@ class CastableConfig:
     """EMR 7.x runs Spark 3.5, which the ingest job supports (the data source needs Spark 4)."""
     emr_image: str | None = None
     """A custom EMR Serverless image with Python 3.11 and castable (jobs/emr.Dockerfile)."""
+    alert_email: str | None = None
+    """Who the alerts topic emails (infra/operations.py); without it, subscribe to the topic yourself."""
 
 
 class CastableStack(Stack):
@@ -155,6 +158,8 @@ class CastableStack(Stack):
         self._protect_logs()
         code = function_code()
         self.ingest_functions: dict[str, lambda_.Function] = {}
+        self.dead_letters: list[sqs.Queue] = []
+        self.workflow_logs: dict[str, logs.LogGroup] = {}
         self.functions = {
             name: self._function(name, code, description, timeout, memory)
             for name, description, timeout, memory in [
@@ -190,6 +195,16 @@ class CastableStack(Stack):
         self._schedules()
         self.emr_job_role = self._emr_role()
         self.emr_application = self._emr_application()
+        self.operations = Operations(
+            self,
+            "Operations",
+            bucket=self.bucket,
+            functions=[*self.functions.values(), *self.ingest_functions.values()],
+            dead_letters=self.dead_letters,
+            workflows=[self.erasure, self.maintenance],
+            erasure_logs=self.workflow_logs["erasure"],
+            email=config.alert_email,
+        )
         self._outputs()
 
     def _protect_logs(self) -> None:
@@ -345,6 +360,7 @@ class CastableStack(Stack):
         ``prefix`` and that landing prefix."""
         construct = name.replace("-", " ").replace("_", " ").title().replace(" ", "")
         dead_letters = self._queue(f"Landing{construct}DeadLetters", retention_period=Duration.days(14))
+        self.dead_letters.append(dead_letters)
         queue = self._queue(
             f"Landing{construct}",
             visibility_timeout=Duration.seconds(6 * 900),
@@ -393,6 +409,8 @@ class CastableStack(Stack):
     # -------------------------------------------------------------- state machines
 
     def _state_machine(self, name: str, functions: list[str]) -> sfn.StateMachine:
+        log_group = logs.LogGroup(self, f"{name.title()}WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH)
+        self.workflow_logs[name] = log_group
         definition = (STATE_MACHINES / f"{name}.asl.json").read_text()
         substitutions = {f"{f.title()}FunctionArn": self.functions[f].function_arn for f in functions}
         if "${ResultsBucket}" in definition:  # a Distributed Map writes its results to the tables' bucket
@@ -403,10 +421,7 @@ class CastableStack(Stack):
             definition_body=sfn.DefinitionBody.from_string(definition),
             definition_substitutions=substitutions,
             tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=logs.LogGroup(self, f"{name.title()}WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH),
-                level=sfn.LogLevel.ALL,
-            ),
+            logs=sfn.LogOptions(destination=self.workflow_logs[name], level=sfn.LogLevel.ALL),
             timeout=Duration.hours(6),
         )
         for f in functions:
@@ -473,10 +488,12 @@ class CastableStack(Stack):
 
     def _tombstone_trigger(self) -> None:
         """S3 tombstone writes -> EventBridge -> SQS -> trigger Lambda -> one maintenance run per window."""
+        dead_letters = self._queue("TombstoneEventsDeadLetters")
+        self.dead_letters.append(dead_letters)
         queue = self._queue(
             "TombstoneEvents",
             visibility_timeout=Duration.seconds(360),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=self._queue("TombstoneEventsDeadLetters"), max_receive_count=5),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
         events.Rule(
             self,
@@ -593,5 +610,6 @@ class CastableStack(Stack):
             ("MaintenanceStateMachineArn", self.maintenance.state_machine_arn),
             ("EmrApplicationId", self.emr_application.attr_application_id),
             ("EmrJobRoleArn", self.emr_job_role.role_arn),
+            ("AlertsTopicArn", self.operations.topic.topic_arn),
         ]:
             CfnOutput(self, name, value=value)

@@ -235,7 +235,7 @@ def test_schedules_and_tombstone_events_start_maintenance(template: dict[str, An
         t for r in rules.values() if "ScheduleExpression" in r["Properties"] for t in r["Properties"]["Targets"]
     ]
     assert len(scheduled) == 2 and all("MaintenanceWorkflow" in json.dumps(t["Arn"]) for t in scheduled)
-    (tombstones,) = [r for r in rules.values() if "EventPattern" in r["Properties"]]
+    (tombstones,) = [r for r in rules.values() if "tombstone/" in json.dumps(r["Properties"].get("EventPattern"))]
     assert "TombstoneEvents" in json.dumps(tombstones["Properties"]["Targets"]), (
         "tombstone events are debounced via SQS"
     )
@@ -340,3 +340,63 @@ def test_a_database_gets_a_manifest_ingest_function_and_maintenance_of_its_membe
     assert "databases/shop/*/tombstone/*" in rules
     granted = json.dumps(statements(t))
     assert "/databases/shop/*" in granted
+
+
+def test_operators_are_told_when_something_breaks(tmp_path: Path) -> None:
+    """An encrypted topic (emailed when alertEmail is given) that every alarm notifies: dead
+    letters of every queue, errors of every function, failed/timed-out/aborted runs of each
+    workflow, unverified erasures, commit conflicts; files moved to landing-failed/; a dashboard."""
+    t = synth(tmp_path, alertEmail="ops@example.com", databases=[{"name": "shop", "tables": [{"name": "orders"}]}])
+    (topic_id, topic), *more = resources(t, "AWS::SNS::Topic").items()
+    assert not more and "KmsMasterKeyId" in topic["Properties"]
+    subscriptions = resources(t, "AWS::SNS::Subscription").values()
+    assert [(s["Properties"]["Protocol"], s["Properties"]["Endpoint"]) for s in subscriptions] == [
+        ("email", "ops@example.com")
+    ]
+    alarms = resources(t, "AWS::CloudWatch::Alarm")
+    assert alarms and all(a["Properties"]["AlarmActions"] == [{"Ref": topic_id}] for a in alarms.values())
+
+    def watched(alarm: dict[str, Any]) -> str:
+        return json.dumps(alarm["Properties"])
+
+    queues = [k for k, q in resources(t, "AWS::SQS::Queue").items() if "DeadLetters" in k]
+    dead = [watched(a) for a in alarms.values() if "dead-letter" in a["Properties"]["AlarmDescription"]]
+    assert len(queues) == 4, "three landing queues and the tombstone events' queue each have dead letters"
+    assert all(any(q in d for d in dead) for q in queues), "every dead-letter queue is watched"
+    functions = [
+        k
+        for k, f in resources(t, "AWS::Lambda::Function").items()
+        if f["Properties"]["Description"].startswith("castable")
+    ]
+    assert len(functions) == 6 + 3, "six shared functions and an ingest function per table (2) and database (1)"
+    failing = " ".join(watched(a) for a in alarms.values() if "function failed" in a["Properties"]["AlarmDescription"])
+    assert all(f'"{f}"' in failing for f in functions), "every function's errors are watched"
+    for machine in resources(t, "AWS::StepFunctions::StateMachine"):
+        runs = [watched(a) for a in alarms.values() if machine in watched(a)]
+        assert any(all(m in r for m in ("ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted")) for r in runs)
+    filters = {
+        f["Properties"]["MetricTransformations"][0]["MetricName"]
+        for f in resources(t, "AWS::Logs::MetricFilter").values()
+    }
+    assert filters == {"ErasureNotVerified", "CommitConflictError"}
+    for name in filters:
+        assert any(name in watched(a) for a in alarms.values()), name
+    rules = [r["Properties"] for r in resources(t, "AWS::Events::Rule").values()]
+    failed = [r for r in rules if "landing-failed/" in json.dumps(r.get("EventPattern", {}))]
+    assert len(failed) == 1 and failed[0]["Targets"][0]["Arn"] == {"Ref": topic_id}
+    assert len(resources(t, "AWS::CloudWatch::Dashboard")) == 1
+    assert "AlertsTopicArn" in t["Outputs"]
+
+
+def test_alarms_over_many_tables_come_ten_queues_to_an_alarm(tmp_path: Path) -> None:
+    """CloudWatch metric math takes ten metrics: 25 tables' dead letters make 3 alarms, not 25."""
+    t = synth(tmp_path, tables=[{"name": f"t{i:02d}"} for i in range(25)])
+    assert "AWS::SNS::Subscription" not in {r["Type"] for r in t["Resources"].values()}, "no email, no subscription"
+    dead = [
+        a["Properties"]
+        for a in resources(t, "AWS::CloudWatch::Alarm").values()
+        if "dead-letter" in a["Properties"]["AlarmDescription"]
+    ]
+    assert len(dead) == 3
+    assert all(len(a["Metrics"]) <= 11 for a in dead), "ten metrics and the expression over them"
+    assert sum(len(a["Metrics"]) - 1 for a in dead) == 26, "25 landing queues and the tombstone events' queue"
