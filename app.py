@@ -1,39 +1,23 @@
 #!/usr/bin/env python3
-"""The castable CDK app: ``npx aws-cdk@2 deploy -c tables='[{"name": "events"}]'``.
+"""The castable CDK app: ``npx aws-cdk@2 deploy`` deploys what ``castable.json`` describes.
 
-Context: ``tables`` (a JSON list of {"name", "schedule", "retain_versions", "retain_hours",
-"grace_hours", "ingest_concurrency", "ingest_mode", "schema_mode", "op_column"}), ``databases`` (a JSON
-list of {"name", "tables": [members to maintain, as in ``tables``], "ingest_concurrency", "ingest_memory_mb"}),
-``versioned`` (true to version the bucket), ``alertEmail`` (who the alerts topic emails). Findings of cdk-nag's AWS
-Solutions checks fail the synth; each suppression in infra/ says why.
+The configuration file (named by the ``config`` context in cdk.json; infra/config.py checks it)
+holds ``tables`` (a list of {"name", "schedule", "retain_versions", "retain_hours", "grace_hours",
+"ingest_concurrency", "ingest_memory_mb", "ingest_mode", "schema_mode", "op_column"}),
+``databases`` (a list of {"name", "tables": [members to maintain, as in ``tables``],
+"ingest_concurrency", "ingest_memory_mb"}), ``versioned``, ``emr_image`` and ``alert_email``.
+With ``-c config=`` the same come from flags instead: ``-c tables='[...]'``, ``-c databases=``,
+``-c versioned=true``, ``-c emrImage=``, ``-c alertEmail=``. Findings of cdk-nag's AWS Solutions
+checks fail the synth; each suppression in infra/ says why.
 """
 
 from __future__ import annotations
 
-import json
-
 import aws_cdk as cdk
 
+from infra.config import CONTEXT_KEYS, choose
 from infra.nag import check
-from infra.stack import CastableConfig, CastableStack, DatabaseConfig, TableConfig
-
-
-def config_from_context(app: cdk.App) -> CastableConfig:
-    tables = app.node.try_get_context("tables") or [{"name": "events"}]
-    if isinstance(tables, str):
-        tables = json.loads(tables)
-    databases = app.node.try_get_context("databases") or []
-    if isinstance(databases, str):
-        databases = json.loads(databases)
-    versioned = app.node.try_get_context("versioned") in (True, "true", "True", "1")
-    return CastableConfig(
-        tables=[TableConfig(**t) for t in tables],
-        databases=[DatabaseConfig(**d) for d in databases],
-        versioned=versioned,
-        emr_image=app.node.try_get_context("emrImage"),
-        alert_email=app.node.try_get_context("alertEmail"),
-    )
-
+from infra.stack import CastableStack
 
 FEATURE_FLAGS = {
     # Server access logs are granted by a bucket policy, not the legacy LogDeliveryWrite ACL.
@@ -44,7 +28,8 @@ FEATURE_FLAGS = {
 def build(app: cdk.App) -> CastableStack:
     for flag, value in FEATURE_FLAGS.items():
         app.node.set_context(flag, value)
-    stack = CastableStack(app, "Castable", config_from_context(app))
+    context = {key: app.node.try_get_context(key) for key in ("config", *CONTEXT_KEYS)}
+    stack = CastableStack(app, "Castable", choose(context))
     check(app, stack)
     return stack
 

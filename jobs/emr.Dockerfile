@@ -2,7 +2,7 @@
 # Amazon Linux 2023 with Python 3.9, and castable needs Python 3.11+.
 #
 #   docker build -f jobs/emr.Dockerfile -t castable-emr:7.5.0 .
-#   (push to ECR, then deploy with: npx aws-cdk@2.1148.1 deploy -c emrImage=<ECR image URI>)
+#   (push to ECR, set "emr_image": "<ECR image URI>" in castable.json, then: npx aws-cdk@2.1148.1 deploy)
 ARG EMR_RELEASE=emr-7.5.0
 FROM public.ecr.aws/emr-serverless/spark/${EMR_RELEASE}:latest
 USER root

@@ -400,3 +400,85 @@ def test_alarms_over_many_tables_come_ten_queues_to_an_alarm(tmp_path: Path) -> 
     assert len(dead) == 3
     assert all(len(a["Metrics"]) <= 11 for a in dead), "ten metrics and the expression over them"
     assert sum(len(a["Metrics"]) - 1 for a in dead) == 26, "25 landing queues and the tombstone events' queue"
+
+
+def test_the_committed_configuration_file_is_what_cdk_deploys(tmp_path: Path) -> None:
+    """cdk.json names castable.json; the app reads it, so every deploy deploys the same tables."""
+    root = Path(__file__).resolve().parent.parent
+    assert json.loads((root / "cdk.json").read_text())["context"] == {"config": "castable.json"}
+    t = synth(tmp_path, config=str(root / "castable.json"))
+    names = {
+        json.dumps(f["Properties"]["Environment"]["Variables"].get("CASTABLE_TABLE"))
+        for f in resources(t, "AWS::Lambda::Function").values()
+        if "Environment" in f["Properties"]
+    }
+    assert any("/tables/events" in n for n in names)
+
+
+def test_a_configuration_file_of_tables_and_a_database_synthesises(tmp_path: Path) -> None:
+    config = tmp_path / "deploy.json"
+    config.write_text(
+        json.dumps(
+            {
+                "tables": [{"name": "clicks", "ingest_mode": "upsert"}, {"name": "views", "retain_hours": 48}],
+                "databases": [{"name": "shop", "tables": [{"name": "orders", "schedule": "rate(1 hour)"}]}],
+                "alert_email": "ops@example.com",
+            }
+        )
+    )
+    t = synth(tmp_path / "out", config=str(config))
+    text = json.dumps(t)
+    assert all(f"landing/{name}/" in text for name in ("clicks", "views", "shop"))
+    assert "rate(1 hour)" in text and "ops@example.com" in text
+
+
+@pytest.mark.parametrize(
+    ("doc", "match"),
+    [
+        (
+            {"tables": [{"name": "a", "schedual": "rate(1 hour)"}]},
+            r"tables\[0\]: unknown key 'schedual' \(known: .*schedule",
+        ),
+        ({"tables": [{"schedule": "rate(1 hour)"}]}, r"tables\[0\]: 'name' is required"),
+        (
+            {"tables": [{"name": "a", "ingest_concurrency": "4"}]},
+            r"tables\[0\].ingest_concurrency must be int, not \"4\"",
+        ),
+        ({"tables": [{"name": "a", "retain_hours": True}]}, r"retain_hours must be float or null, not true"),
+        (
+            {"tables": [{"name": "a", "ingest_mode": "merge"}]},
+            r"ingest_mode must be one of append, upsert, not 'merge'",
+        ),
+        ({"tables": [{"name": "a"}, {"name": "a"}]}, r"tables: 'a' is named more than once"),
+        ({"tables": {"name": "a"}}, r"tables must be a list, not dict"),
+        (
+            {"databases": [{"name": "d", "tables": [{"name": "m", "op_column": "op"}]}]},
+            r"databases\[0\].tables\[0\]: .*needs ingest_mode",
+        ),
+        ({"versioned": "yes"}, r"versioned must be bool, not \"yes\""),
+        ({"bucket": "x"}, r"unknown key 'bucket'"),
+    ],
+)
+def test_a_bad_configuration_file_is_refused_naming_the_key(tmp_path: Path, doc: dict[str, Any], match: str) -> None:
+    from infra.config import ConfigError, load
+
+    path = tmp_path / "castable.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=match):
+        load(path)
+
+
+def test_a_file_and_flags_together_are_refused_and_flags_alone_still_work(tmp_path: Path) -> None:
+    from infra.config import ConfigError, choose
+
+    path = tmp_path / "castable.json"
+    path.write_text(json.dumps({"tables": [{"name": "events"}]}))
+    with pytest.raises(ConfigError, match="-c tables and the configuration file"):
+        choose({"config": str(path), "tables": '[{"name": "other"}]'})
+    flags = choose({"config": "", "tables": '[{"name": "other"}]', "versioned": "true"})
+    assert [t.name for t in flags.tables] == ["other"] and flags.versioned
+    with pytest.raises(ConfigError, match="cannot read the configuration file"):
+        choose({"config": str(tmp_path / "missing.json")})
+    path.write_text("{")
+    with pytest.raises(ConfigError, match="is not JSON"):
+        choose({"config": str(path)})

@@ -16,13 +16,15 @@ TABLES = [
 
 
 def synth(outdir: Path, **context: Any) -> dict[str, Any]:
-    """The stack's template for ``context`` (``tables`` defaults to :data:`TABLES`)."""
+    """The stack's template for ``context`` (``tables`` defaults to :data:`TABLES`, unless a
+    ``config`` file is given)."""
     import aws_cdk as cdk
 
     import app
 
     # Bundling pip-installs ~190 MB of Linux wheels; it is measured by bench/bundle_size.py instead.
-    cdk_app = cdk.App(context={"aws:cdk:bundling-stacks": [], "tables": TABLES, **context}, outdir=str(outdir))
+    defaults = {} if "config" in context else {"tables": TABLES}
+    cdk_app = cdk.App(context={"aws:cdk:bundling-stacks": [], **defaults, **context}, outdir=str(outdir))
     app.build(cdk_app)
     cdk_app.synth()
     return dict(json.loads((outdir / "Castable.template.json").read_text()))
