@@ -1,7 +1,7 @@
 """Who is told when something breaks: an SNS topic (an email subscription from the ``alertEmail``
 context), alarms on dead letters, failed workflow runs, function errors, unverified erasures and
-commit conflicts, an EventBridge rule for landed files moved to ``landing-failed/``, and one
-CloudWatch dashboard of the deployment.
+commit conflicts, an EventBridge rule for landed files moved to ``landing-failed/`` (one alert
+per file: the ``.reason.json`` written beside it), and one CloudWatch dashboard of the deployment.
 
 Alarms that watch many resources of one kind (a dead-letter queue and an ingest function per
 table) are metric-math alarms over up to ten metrics each, CloudWatch's limit, so a deployment
@@ -98,13 +98,13 @@ class Operations(Construct):
         events.Rule(
             self,
             "LandingFailed",
-            description="castable: a landed file was moved to landing-failed/ (it could not be ingested)",
+            description="castable: a landed file was moved to landing-failed/ (its .reason.json says why)",
             event_pattern=events.EventPattern(
                 source=["aws.s3"],
                 detail_type=["Object Created"],
                 detail={
                     "bucket": {"name": [bucket.bucket_name]},
-                    "object": {"key": [{"prefix": FAILED_LANDING_PREFIX}]},
+                    "object": {"key": [{"wildcard": f"{FAILED_LANDING_PREFIX}*.reason.json"}]},
                 },
             ),
             targets=[targets.SnsTopic(self.topic)],

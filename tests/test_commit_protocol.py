@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -124,6 +125,51 @@ def test_a_landed_commit_whose_retry_got_412_is_recognised(base: Table) -> None:
     assert writer.append(events(10, 20), commit_id="retried") == 2
     assert load_table(base.store).version == 2 and pointer_version(base) == 2
     assert ids(base) == list(range(20))
+
+
+def test_a_landed_commit_seen_as_lost_when_its_time_runs_out_is_still_recognised(
+    table_uri: tuple[str, dict | None],
+) -> None:
+    """The same 412 on the last attempt the commit timeout allows: the writer does not report a
+    conflict ('nothing was committed') for a version that holds its commit, it returns it."""
+    uri, options = table_uri
+    t = castable.create_table(
+        uri, EVENTS, primary_key="id", properties={"commit.timeout-seconds": "0.01"}, storage_options=options
+    )
+
+    def slow_then_412(op: str, key: str) -> str | None:
+        if op == "put" and key == manifest_key(1):
+            time.sleep(0.05)  # the attempt outlasts the timeout: no second one
+            return "landed-then-412"
+        return None
+
+    assert faulty(t, slow_then_412).append(events(0, 10), commit_id="late") == 1
+    assert load_table(t.store).manifest.recent_commits.get("late") == 1
+    assert ids(t) == list(range(10))
+
+
+def test_a_commit_out_of_time_that_cannot_check_its_attempts_is_of_unknown_outcome(
+    table_uri: tuple[str, dict | None],
+) -> None:
+    uri, options = table_uri
+    t = castable.create_table(
+        uri, EVENTS, primary_key="id", properties={"commit.timeout-seconds": "0.01"}, storage_options=options
+    )
+    landed = False
+
+    def rule(op: str, key: str) -> str | None:
+        nonlocal landed
+        if op == "put" and key == manifest_key(1):
+            time.sleep(0.05)
+            landed = True
+            return "landed-then-412"
+        return "fail" if landed and op == "get" else None  # and then the store cannot be read
+
+    with pytest.raises(CommitStateUnknownError, match="could not be checked") as info:
+        faulty(t, rule).append(events(0, 10), commit_id="unsure")
+    assert info.value.commit_id == "unsure"
+    assert load_table(t.store).append(events(0, 10), commit_id="unsure") == 1, "a retry finds it and adds nothing"
+    assert ids(t) == list(range(10))
 
 
 def test_failed_manifest_put_that_did_not_land_is_retried(base: Table) -> None:

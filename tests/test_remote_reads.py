@@ -274,3 +274,45 @@ def test_a_small_file_changed_under_a_version_is_reported(s3_bucket: str, s3_opt
     castable.clear_caches()
     with pytest.raises(CorruptObjectError, match="changed since it was committed"):
         castable.open_table(uri, storage_options=s3_options).scan().to_arrow()
+
+
+def test_a_failed_read_ahead_of_a_version_not_needed_fails_nothing(tmp_path: Path) -> None:
+    """The next version is read beside the pointer's; if the search stops at the pointer's (a
+    database member, a writer with a newer base), an error reading the next one is not raised."""
+    from castable.commit import newest_log_entry, read_manifest
+    from castable.store import LocalStore, StoreUnavailableError
+
+    castable.create_table(str(tmp_path / "t"), SCHEMA).append(_rows(0, 3))
+    store = LocalStore(tmp_path / "t")
+
+    def read(version: int) -> Any:
+        if version == 2:
+            raise StoreUnavailableError("the store is down for version 2")
+        return read_manifest(store, version)
+
+    entry, pointer = newest_log_entry(store, read, owner=lambda m: m.table_uuid, done=lambda m: True)
+    assert entry.version == pointer.version == 1
+    with pytest.raises(StoreUnavailableError, match="down for version 2"):
+        newest_log_entry(store, read, owner=lambda m: m.table_uuid)
+
+
+def test_a_short_range_from_the_store_is_reported_not_read(
+    s3_bucket: str, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that answers a ranged GET with fewer bytes (or ignores the range) would shift every
+    byte after it: the read is refused as a corrupt object."""
+    uri = f"s3://{s3_bucket}/short"
+    t = castable.create_table(uri, SCHEMA, storage_options=s3_options, properties={"write.parquet.compression": "none"})
+    t.append(_rows(0, 200_000))
+    real = S3Store.get
+
+    def short(self: S3Store, key: str, **kwargs: Any) -> Any:
+        blob = real(self, key, **kwargs)
+        if kwargs.get("byte_range") and key.endswith(".parquet"):
+            return type(blob)(data=blob.data[:-1], etag=blob.etag)
+        return blob
+
+    monkeypatch.setattr(S3Store, "get", short)
+    castable.clear_caches()
+    with pytest.raises(CorruptObjectError, match=r"got \d+ bytes"):
+        castable.open_table(uri, storage_options=s3_options).scan().to_arrow()

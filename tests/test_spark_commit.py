@@ -73,6 +73,25 @@ def test_a_refused_commit_deletes_its_files_and_abort_after_it_is_harmless(
     assert load_table(table.store).version == 1
 
 
+def test_a_commit_that_failed_but_landed_keeps_its_files(
+    table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a commit raises, its files are deleted only if the table does not hold it."""
+    real = WriteMode.commit
+
+    def lands_then_conflicts(self: WriteMode, t: Table, files: Any, commit_id: str) -> int:
+        real(self, t, files, commit_id)
+        raise castable.CommitConflictError("lost, it seemed")
+
+    monkeypatch.setattr(WriteMode, "commit", lands_then_conflicts)
+    writer = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), "job-8", None)
+    messages: list[Any] = _tasks(writer, events(0, 30))
+    writer.commit(messages)  # the table holds it: the write succeeded
+    writer.abort(messages)
+    assert all(_exists(table, messages))
+    assert load_table(table.store).to_arrow().sort_by("id").equals(events(0, 30))
+
+
 def test_abort_after_a_failed_task_deletes_what_the_finished_tasks_wrote(
     table: Table, s3_options: dict[str, str]
 ) -> None:

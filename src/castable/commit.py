@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import uuid
@@ -226,8 +225,7 @@ def newest_log_entry(
     ends the search where it is, and so does the first entry above ``newer_than`` (a writer that
     lost a race needs a newer base, not proof that it is the newest: its next conditional PUT
     tells, and that saves a request)."""
-    after: V | None = None
-    looked = False  # whether ``after`` is known: the entry after ``entry``, or None if there is none
+    ahead: Callable[[], V | None] | None = None  # answers for the entry after ``entry``, once looked for
     for _ in range(3):
         try:
             pointer = read_pointer(store)
@@ -239,8 +237,7 @@ def newest_log_entry(
             entry = known
             break
         try:
-            entry, after = beside(partial(read, pointer.version), partial(_if_exists, read, pointer.version + 1))
-            looked = True
+            entry, ahead = beside(partial(read, pointer.version), partial(_ahead, read, pointer.version + 1))
             break
         except VersionNotFoundError:
             continue  # expired between the two reads: the pointer has moved on since
@@ -251,7 +248,7 @@ def newest_log_entry(
         )
     first = owner(known if known is not None else entry)
     while (done is None or not done(entry)) and (newer_than is None or entry.version <= newer_than):
-        following = after if looked else _if_exists(read, entry.version + 1)
+        following = ahead() if ahead is not None else _if_exists(read, entry.version + 1)
         if following is None:
             break
         if owner(following) != first:
@@ -259,7 +256,7 @@ def newest_log_entry(
                 f"version {following.version} of {store.uri} belongs to {owner(following)}, not {first}: the log "
                 "was re-created or overwritten (a store that ignores conditional writes allows this)"
             )
-        entry, looked = following, False
+        entry, ahead = following, None
     return entry, pointer
 
 
@@ -269,6 +266,21 @@ def _if_exists(read: Callable[[int], V], version: int) -> V | None:
         return read(version)
     except VersionNotFoundError:
         return None
+
+
+def _ahead(read: Callable[[int], V], version: int) -> Callable[[], V | None]:
+    """:func:`_if_exists` now, its answer (or its error) given when asked: a version read ahead
+    that the search turns out not to need must not fail it."""
+    try:
+        found = _if_exists(read, version)
+    except Exception as e:  # any failure is the caller's only if it asks
+        error = e
+
+        def fail() -> V | None:
+            raise error
+
+        return fail
+    return lambda: found
 
 
 def newest_manifest(
@@ -386,8 +398,17 @@ class Race(ABC, Generic[C, R]):
             return retrying(self._attempt)
         except RetryError as e:
             if self.behind:  # the caller's handle is left at the newest version, as after any loss
-                with contextlib.suppress(StoreError, CorruptObjectError):
+                try:
                     self.catch_up()
+                except (StoreError, CorruptObjectError) as error:
+                    raise CommitStateUnknownError(
+                        f"commit {self.commit_id} ({self.operation}) lost to concurrent writers for "
+                        f"{self.timeout:g} s, and whether an attempt landed could not be checked: {error}",
+                        self.commit_id,
+                    ) from error
+                before = self.landed_before()
+                if before is not None:  # an attempt seen as lost was its own (a retried PUT answered 412)
+                    return before
             raise CommitConflictError(
                 f"commit {self.commit_id} ({self.operation}) lost to concurrent writers for {self.timeout:g} s "
                 f"({e.last_attempt.attempt_number} attempts); nothing was committed"

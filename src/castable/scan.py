@@ -87,7 +87,8 @@ class Scan:
         self.predicate = predicate
         self.batch_size = batch_size
         local = snapshot.store.native_input
-        self.readahead = max(1, readahead or (LOCAL_READAHEAD if local else REMOTE_READAHEAD))
+        depth = (LOCAL_READAHEAD if local else REMOTE_READAHEAD) if readahead is None else readahead
+        self.readahead = max(1, depth)
         budget = (0 if local else REMOTE_READAHEAD_BYTES) if readahead_bytes is None else readahead_bytes
         self.readahead_bytes = max(0, budget)
 

@@ -270,8 +270,17 @@ class CastableWriter(DataSourceArrowWriter):
                 self.commit_id,
             ) from e
         except CastableError:
-            self._delete(files)
-            raise
+            if not self._landed():  # the version named nothing of this write: its files are orphans
+                self._delete(files)
+                raise
+
+    def _landed(self) -> bool:
+        """Whether the table holds this write's commit (or cannot be read to tell), checked before
+        the files of a failed commit are deleted: deleting files a version names loses data."""
+        try:
+            return self.target.location.open().manifest.recent_commits.get(self.commit_id) is not None
+        except CastableError:
+            return True
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete what the finished tasks wrote when a task failed (its message is missing), so

@@ -50,6 +50,9 @@ _PIECE = 8 * 1024 * 1024
 """A range longer than this is fetched as parallel GETs of about this size: one S3 connection
 gives tens of MB/s, so a large range read in one GET waits on a single connection."""
 _FETCHERS = 32
+_CONNECTIONS = 96
+"""Connections a client keeps: one client serves a process's reader threads (32) and fetch
+threads (``_FETCHERS``) and its writers; a request beyond the pool opens (and drops) a new one."""
 _fetchers: ThreadPoolExecutor | None = None
 _fetchers_lock = threading.Lock()
 
@@ -129,7 +132,7 @@ def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
     session = boto3.session.Session(**{_SESSION_OPTIONS[k]: v for k, v in options.items() if k in _SESSION_OPTIONS})
     config = Config(
         retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", 8))},
-        max_pool_connections=32,
+        max_pool_connections=_CONNECTIONS,
     )
     return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
 
@@ -163,7 +166,8 @@ def shared_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
     first use and shared by every store after it: making a boto3 client costs 50-300 ms of CPU,
     more than the requests of opening a table. Clients are thread-safe and refresh temporary
     credentials themselves; a changed environment variable gets a new client, and a forked
-    child makes its own (a client's connections must not be shared across processes)."""
+    child makes its own for the stores it opens (a client's connections must not be shared
+    across processes; a store opened before the fork keeps the parent's)."""
     options = dict(storage_options or {})
     key = (tuple(sorted((k, repr(v)) for k, v in options.items())), tuple(os.environ.get(n) for n in _ENVIRONMENT))
     with _CLIENTS_LOCK:
@@ -584,15 +588,19 @@ class _RangeReader(io.RawIOBase):
         return data
 
     def _get(self, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)``, pinned to the committed ETag."""
+        """Bytes ``[start, end)``, pinned to the committed ETag; exactly as many as asked for (a
+        short answer, or a server that ignores ``Range``, would shift every byte after it)."""
         try:
-            return self._store.get(self._key, byte_range=(start, end), if_match=self._etag).data
+            data = self._store.get(self._key, byte_range=(start, end), if_match=self._etag).data
         except PreconditionFailedError:
             raise CorruptObjectError(
                 f"{self._key} changed since it was committed (ETag is no longer {self._etag})"
             ) from None
         except ObjectNotFoundError:
             raise CorruptObjectError(f"{self._key} is missing: deleted while it was being read") from None
+        if len(data) != end - start:
+            raise CorruptObjectError(f"{self._key}: asked for bytes {start}-{end - 1}, got {len(data)} bytes")
+        return data
 
     def readall(self) -> bytes:
         return self.read(-1)
