@@ -102,6 +102,7 @@ def test_key_list_delete_reads_no_data(table: castable.Table, monkeypatch: pytes
     table.erase("id = 2001")
     assert ids(table) == [i for i in range(6000) if i not in {*keys, 2001}]
     monkeypatch.setattr("castable.delete.MAX_KEY_POINTS", 2)
+    castable.clear_caches()  # small files read whole from S3 are kept: make the delete fetch its keys
     table.store.stats.reset()
     table.delete("id IN (10, 11, 12)")
     assert table.store.stats.snapshot().get("OPEN", 0) + table.store.stats.snapshot().get("GET", 0) > 0
