@@ -28,6 +28,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra.patterns import objects_created
+
 NAMESPACE = "castable"
 """The namespace of the metrics castable's log filters make."""
 ALARM_METRICS = 10
@@ -99,14 +101,7 @@ class Operations(Construct):
             self,
             "LandingFailed",
             description="castable: a landed file was moved to landing-failed/ (its .reason.json says why)",
-            event_pattern=events.EventPattern(
-                source=["aws.s3"],
-                detail_type=["Object Created"],
-                detail={
-                    "bucket": {"name": [bucket.bucket_name]},
-                    "object": {"key": [{"wildcard": f"{FAILED_LANDING_PREFIX}*.reason.json"}]},
-                },
-            ),
+            event_pattern=objects_created(bucket, [{"wildcard": f"{FAILED_LANDING_PREFIX}*.reason.json"}]),
             targets=[targets.SnsTopic(self.topic)],
         )
         self.dashboard = self._dashboard(functions, queue_depth, workflows)

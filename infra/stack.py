@@ -33,6 +33,7 @@ from castable.sources import MANIFEST_SUFFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import RUNTIME, function_code
 from infra.operations import Operations
+from infra.patterns import objects_created
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
 EMR_ARTIFACTS = "artifacts/"
@@ -499,16 +500,10 @@ class CastableStack(Stack):
             self,
             "TombstonesWritten",
             description="castable: tombstone files written under any table",
-            event_pattern=events.EventPattern(
-                source=["aws.s3"],
-                detail_type=["Object Created"],
-                detail={
-                    "bucket": {"name": [self.bucket.bucket_name]},
-                    "object": {
-                        "key": [{"wildcard": f"tables/{t.name}/tombstone/*"} for t in self.config.tables]
-                        + [{"wildcard": f"databases/{d.name}/*/tombstone/*"} for d in self.config.databases]
-                    },
-                },
+            event_pattern=objects_created(
+                self.bucket,
+                [{"wildcard": f"tables/{t.name}/tombstone/*"} for t in self.config.tables]
+                + [{"wildcard": f"databases/{d.name}/*/tombstone/*"} for d in self.config.databases],
             ),
             targets=[targets.SqsQueue(queue)],
         )

@@ -77,8 +77,11 @@ def test_s3_scans_read_and_release_files_on_python_threads(
     assert foreign == []
 
 
-def test_s3_scans_fetch_each_row_group_in_one_coalesced_get(s3_bucket: str, s3_options: dict[str, str]) -> None:
-    """Read on the caller's thread, a row group's column chunks still cost one GET, not one per column."""
+def test_s3_scans_fetch_each_row_group_in_one_coalesced_get(
+    s3_bucket: str, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read on the caller's thread, a row group's column chunks still cost one GET, not one per
+    column; a file small enough is read whole, in one GET with its footer."""
     uri = f"s3://{s3_bucket}/t"
     table = castable.create_table(
         uri, EVENTS, properties={"write.row-group-size-bytes": 4096}, storage_options=s3_options
@@ -88,6 +91,11 @@ def test_s3_scans_fetch_each_row_group_in_one_coalesced_get(s3_bucket: str, s3_o
     (f,) = t.snapshot().manifest.data_files
     groups = t.snapshot().footer(f).num_row_groups
     assert groups > 2
+    castable.clear_caches()
+    t.store.stats.reset()
+    assert t.scan().to_arrow().equals(events(0, 3000))
+    assert t.store.stats.requests["GET"] == 1, "footer and rows of a small file in one GET"
+    monkeypatch.setattr("castable.snapshot.WHOLE_FILE_BYTES", 0)  # as for a file over 1 MiB
     castable.clear_caches()
     t.store.stats.reset()
     assert t.scan().to_arrow().equals(events(0, 3000))
