@@ -63,3 +63,17 @@ def check(app: App, stack: CastableStack) -> None:
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     for finding, reason in accepted_findings(stack).items():
         Validations.of(stack).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
+    for scope, finding, reason in accepted_resource_findings(stack):
+        Validations.of(scope).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
+
+
+def accepted_resource_findings(stack: CastableStack) -> list[tuple[IConstruct, str, str]]:
+    """Findings accepted on one resource only (the finding's id does not name it)."""
+    return [
+        (
+            stack.schedule_dead_letters,
+            "AwsSolutions-SQS3",
+            "This queue is itself a dead-letter queue: EventBridge Scheduler's, for maintenance starts "
+            "that failed (cdk-nag only recognises queues that SQS queues redrive to).",
+        )
+    ]

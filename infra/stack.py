@@ -24,6 +24,8 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -45,6 +47,9 @@ MAINTENANCE_RESULTS = "maintenance-results/"
 """Where the maintenance workflow's Distributed Map writes its compactions' results."""
 RESULTS_DAYS = 30
 """How long the workflows' results are kept."""
+SCHEDULE_RETRIES = 3
+"""Times a maintenance schedule retries a start that failed (throttled, say) before it keeps it
+as a dead letter."""
 
 
 @dataclass(frozen=True)
@@ -473,17 +478,32 @@ class CastableStack(Stack):
             }
             for key, uri, t in maintained
         }
+        # EventBridge Scheduler, not legacy scheduled rules: a start that fails is retried, then
+        # kept in a dead-letter queue (which an alarm watches) instead of being dropped.
+        dead_letters = self._queue("MaintenanceSchedulesDeadLetters", retention_period=Duration.days(14))
+        self.dead_letters.append(dead_letters)
+        self.schedule_dead_letters = dead_letters
+        role = iam.Role(
+            self,
+            "MaintenanceSchedulesRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self.account}}
+            ),
+        )
         for key, _, t in maintained:
-            events.Rule(
+            scheduler.Schedule(
                 self,
                 "Maintain" + key.replace("/", " ").replace("-", " ").replace("_", " ").title().replace(" ", ""),
                 description=f"castable maintenance of table {key}",
-                schedule=events.Schedule.expression(t.schedule),
-                targets=[
-                    targets.SfnStateMachine(
-                        self.maintenance, input=events.RuleTargetInput.from_object(self.maintenance_inputs[key])
-                    )
-                ],
+                schedule=scheduler.ScheduleExpression.expression(t.schedule),
+                target=scheduler_targets.StepFunctionsStartExecution(
+                    self.maintenance,
+                    input=scheduler.ScheduleTargetInput.from_object(self.maintenance_inputs[key]),
+                    role=role,
+                    retry_attempts=SCHEDULE_RETRIES,
+                    max_event_age=Duration.hours(1),
+                    dead_letter_queue=dead_letters,
+                ),
             )
         self._tombstone_trigger()
 

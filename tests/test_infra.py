@@ -226,15 +226,26 @@ def test_state_machines_are_logged_and_invoke_the_functions(template: dict[str, 
 
 
 def test_schedules_and_tombstone_events_start_maintenance(template: dict[str, Any]) -> None:
+    """Maintenance runs on EventBridge Scheduler schedules, which retry a failed start and then
+    keep it as a dead letter (a legacy scheduled rule drops it)."""
+    schedules = [s["Properties"] for s in resources(template, "AWS::Scheduler::Schedule").values()]
+    assert sorted(s["ScheduleExpression"] for s in schedules) == ["cron(0 3 * * ? *)", "rate(6 hours)"]
+    targets = [s["Target"] for s in schedules]
+    assert all("MaintenanceWorkflow" in json.dumps(t["Arn"]) for t in targets)
+    assert all(t["RetryPolicy"]["MaximumRetryAttempts"] == 3 for t in targets)
+    assert all("MaintenanceSchedulesDeadLetters" in json.dumps(t["DeadLetterConfig"]) for t in targets)
+    ((role_id, role),) = [
+        (k, r["Properties"]) for k, r in resources(template, "AWS::IAM::Role").items() if "MaintenanceSchedules" in k
+    ]
+    trust = role["AssumeRolePolicyDocument"]["Statement"][0]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"} and "aws:SourceAccount" in json.dumps(trust)
+    policies = resources(template, "AWS::IAM::Policy").values()
+    granted = json.dumps([p for p in policies if {"Ref": role_id} in p["Properties"]["Roles"]])
+    assert "states:StartExecution" in granted and "sqs:SendMessage" in granted
     rules = resources(template, "AWS::Events::Rule")
-    schedules = {r["Properties"].get("ScheduleExpression") for r in rules.values()}
-    assert {"rate(6 hours)", "cron(0 3 * * ? *)"} <= schedules
+    assert not any("ScheduleExpression" in r["Properties"] for r in rules.values()), "no legacy scheduled rules"
     patterns = [r["Properties"]["EventPattern"] for r in rules.values() if "EventPattern" in r["Properties"]]
     assert any("tables/orders/tombstone/" in json.dumps(p) for p in patterns)
-    scheduled = [
-        t for r in rules.values() if "ScheduleExpression" in r["Properties"] for t in r["Properties"]["Targets"]
-    ]
-    assert len(scheduled) == 2 and all("MaintenanceWorkflow" in json.dumps(t["Arn"]) for t in scheduled)
     (tombstones,) = [r for r in rules.values() if "tombstone/" in json.dumps(r["Properties"].get("EventPattern"))]
     assert "TombstoneEvents" in json.dumps(tombstones["Properties"]["Targets"]), (
         "tombstone events are debounced via SQS"
@@ -335,9 +346,9 @@ def test_a_database_gets_a_manifest_ingest_function_and_maintenance_of_its_membe
     assert "landing/shop/" in json.dumps(ingest[0]["CASTABLE_LANDING"])
     notes = json.dumps(resources(t, "Custom::S3BucketNotifications"))
     assert '"landing/shop/"' in notes and '".manifest.json"' in notes
-    rules = json.dumps(resources(t, "AWS::Events::Rule"))
-    assert "databases/shop/orders" in rules and "databases/shop/lines" in rules
-    assert "databases/shop/*/tombstone/*" in rules
+    schedules = json.dumps(resources(t, "AWS::Scheduler::Schedule"))
+    assert "databases/shop/orders" in schedules and "databases/shop/lines" in schedules
+    assert "databases/shop/*/tombstone/*" in json.dumps(resources(t, "AWS::Events::Rule"))
     granted = json.dumps(statements(t))
     assert "/databases/shop/*" in granted
 
@@ -361,7 +372,7 @@ def test_operators_are_told_when_something_breaks(tmp_path: Path) -> None:
 
     queues = [k for k, q in resources(t, "AWS::SQS::Queue").items() if "DeadLetters" in k]
     dead = [watched(a) for a in alarms.values() if "dead-letter" in a["Properties"]["AlarmDescription"]]
-    assert len(queues) == 4, "three landing queues and the tombstone events' queue each have dead letters"
+    assert len(queues) == 5, "three landing queues, the tombstone events' queue and the schedules' dead letters"
     assert all(any(q in d for d in dead) for q in queues), "every dead-letter queue is watched"
     functions = [
         k
@@ -399,7 +410,7 @@ def test_alarms_over_many_tables_come_ten_queues_to_an_alarm(tmp_path: Path) -> 
     ]
     assert len(dead) == 3
     assert all(len(a["Metrics"]) <= 11 for a in dead), "ten metrics and the expression over them"
-    assert sum(len(a["Metrics"]) - 1 for a in dead) == 26, "25 landing queues and the tombstone events' queue"
+    assert sum(len(a["Metrics"]) - 1 for a in dead) == 27, "25 landing queues, the tombstone events', schedules'"
 
 
 def test_the_committed_configuration_file_is_what_cdk_deploys(tmp_path: Path) -> None:
