@@ -374,6 +374,7 @@ class CastableStack(Stack):
         )
         fn = self._function("ingest", code, description, 900, memory, f"Ingest{construct}")
         self._grant_tables(fn, [prefix], delete=False)
+        fn.add_environment("POWERTOOLS_SERVICE_NAME", f"castable-ingest-{name}")  # each table's logs apart
         fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{name}/")
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
         for key, value in environment.items():

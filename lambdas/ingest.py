@@ -70,7 +70,7 @@ from castable.register import check_key, check_schema
 from castable.sources import MANIFEST_SUFFIX
 from castable.stats import file_stats
 from castable.store import ObjectNotFoundError, S3Store
-from lambdas.runtime import logger, metrics, open_table, tracer
+from lambdas.runtime import logger, metrics, open_table, table_dimension, tracer
 
 
 @functools.cache
@@ -382,6 +382,7 @@ def _make_manifest_handler(manifests: _Manifests) -> Any:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    table_dimension(os.environ.get("CASTABLE_DATABASE") or os.environ.get("CASTABLE_TABLE"))
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     landing_bucket, landing_prefix = _landing(os.environ["CASTABLE_LANDING"])
     dead_letter_prefix = os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")

@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, RootModel, ValidationError
 
 import castable
 
@@ -50,6 +50,21 @@ def parse(model: type[M], event: Any) -> M:
         raise InvalidEventError(f"invalid {model.__name__}: {problems}") from None
 
 
+def table_dimension(uri: object) -> None:
+    """Give this invocation's metrics a ``table`` dimension: the table's (or database's) key
+    prefix in its bucket, so each table's rows, failures and conflicts can be told apart."""
+    if isinstance(uri, str) and uri.startswith("s3://"):
+        path = uri.removeprefix("s3://").partition("/")[2].strip("/")
+        metrics.add_dimension(name="table", value=path or "/")
+
+
+def _subject(parsed: BaseModel) -> str | None:
+    """The table (or database) an event is about, inside a union event's root too."""
+    request = parsed.root if isinstance(parsed, RootModel) else parsed
+    found = getattr(request, "table", None) or getattr(request, "database", None)
+    return found if isinstance(found, str) else None
+
+
 def lambda_handler(
     model: type[M],
 ) -> Callable[[Callable[[M], dict[str, Any]]], Callable[[Any, LambdaContext], dict[str, Any]]]:
@@ -63,7 +78,9 @@ def lambda_handler(
         def entry(event: Any, context: LambdaContext) -> dict[str, Any]:
             try:
                 parsed = parse(model, event)
-                logger.append_keys(table=getattr(parsed, "table", None))
+                subject = _subject(parsed)
+                logger.append_keys(table=subject)
+                table_dimension(subject)
                 return handle(parsed)
             except castable.CastableError as e:
                 metrics.add_metric(name="Failures", unit=MetricUnit.Count, value=1)

@@ -174,6 +174,7 @@ def test_each_table_has_its_own_ingest_queue_function_and_concurrency_cap(templa
         assert f"/tables/{table}/_castable_probe/*" in deleted and f"/tables/{table}/*" not in deleted, name
         variables = ingest[name]["Environment"]["Variables"]
         assert f"landing/{table}/" in json.dumps(variables["CASTABLE_LANDING"])
+        assert variables["POWERTOOLS_SERVICE_NAME"] == f"castable-ingest-{table}", "each table's logs apart"
         mode = ("upsert", "op") if table == "orders" else ("append", None)
         assert (variables["CASTABLE_INGEST_MODE"], variables.get("CASTABLE_OP_COLUMN")) == mode, name
 

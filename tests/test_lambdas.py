@@ -21,7 +21,7 @@ import castable
 from castable.table import Table
 from castable.tables import load_table
 from lambdas import commit, tombstone
-from lambdas.runtime import InvalidEventError
+from lambdas.runtime import InvalidEventError, logger
 
 
 @dataclass
@@ -125,6 +125,20 @@ def test_tombstone_deletes_by_predicate(table: Table) -> None:
     assert ids(table) == [0, 1, 5, 6, 7, 8, 9]
     nothing = tombstone.handler({"table": table.uri, "predicate": "category = 'zzz'"}, Context())
     assert not nothing["committed"]
+
+
+def test_metrics_carry_the_table_they_are_about(table: Table, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each invocation's metrics (CloudWatch embedded metric format on stdout) have a ``table``
+    dimension: the table's prefix in its bucket, so one table's failures stand apart."""
+    tombstone.handler({"table": table.uri, "predicate": "id = 3"}, Context())
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    (document,) = [d for d in lines if "_aws" in d and "Deletes" in d]
+    path = table.uri.removeprefix("s3://").partition("/")[2]
+    assert document["table"] == path
+    (dimensions,) = document["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    assert "table" in dimensions
+    keys = logger.get_current_keys()  # what every log line of the invocation carried
+    assert keys.get("table") == table.uri, "the log lines name the table too (the event is a union of two models)"
 
 
 def test_tombstone_rejects_bad_predicates(table: Table) -> None:
