@@ -165,7 +165,9 @@ def ingest_env(table: Table, monkeypatch: pytest.MonkeyPatch) -> Table:
     return table
 
 
-def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(ingest_env: Table) -> None:
+def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(
+    ingest_env: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
     from lambdas import ingest
 
     t = ingest_env
@@ -179,6 +181,9 @@ def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(ingest_
     event = sqs_event(bucket, keys, bodies=['{"Service":"Amazon S3","Event":"s3:TestEvent"}'])
     response = ingest.handler(event, Context())
     assert response == {"batchItemFailures": []}
+    metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    (document,) = [d for d in metrics if "RowsIngested" in d]
+    assert document["table"] == t.uri.removeprefix("s3://").partition("/")[2], "the metrics name the table"
     assert ids(t) == [*range(10), *range(1000, 1030)]
     assert len(load_table(t.store).history()) == 3, "one commit for the whole batch"
     listing = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing")["Contents"]}
