@@ -32,6 +32,7 @@ from castable.erase import (
     splices_of,
     verify_erased,
     write_erasure_plan,
+    write_erasure_receipt,
 )
 from castable.predicate import parse_predicate
 from castable.store import store_from_uri
@@ -104,7 +105,16 @@ class Verify(_Step):
     action: Literal["verify"]
 
 
-class ErasureEvent(RootModel[Annotated[Validate | Plan | Purge | Verify, Field(discriminator="action")]]):
+class Receipt(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["receipt"]
+    table: TableUri
+    commit_id: str = Field(min_length=1, max_length=ERASURE_COMMIT_ID_LIMIT)
+    receipt: dict[str, Any]
+    """What the workflow's TableReceipt state built: kept under the table (predicate hashed)."""
+
+
+class ErasureEvent(RootModel[Annotated[Validate | Plan | Purge | Verify | Receipt, Field(discriminator="action")]]):
     pass
 
 
@@ -116,6 +126,9 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
         return {"valid": True, "tables": _validate(step.input)}
     if isinstance(step, Plan):
         return _plan(step)
+    if isinstance(step, Receipt):
+        key = write_erasure_receipt(store_from_uri(step.table), step.commit_id, step.receipt)
+        return {**step.receipt, "receipt": f"{step.table.rstrip('/')}/{key}"}
     table = open_table(step.table)
     predicate = parse_predicate(step.predicate, table.schema)
     logger.append_keys(action=step.action)

@@ -177,6 +177,9 @@ def run_table_functions(bundle: Path, d: Deployment, uri: str) -> None:
     purge = {"action": "purge", **step, "plan_uri": plan["uri"], "version": tombstoned["version"], "commit_id": "er-1"}
     _, verified = d.run(bundle, "ErasureFunction", purge, {"action": "verify", **step})
     assert verified["verified"], verified
+    receipt = {"action": "receipt", "table": uri, "commit_id": "er-1", "receipt": {**step, **verified}}
+    (kept,) = d.run(bundle, "ErasureFunction", receipt)
+    assert kept["receipt"].startswith(f"{uri}/receipts/")
     (plan,) = d.run(bundle, "MaintenanceFunction", {"action": "plan", "table": uri, "run": "m-1"})
     groups = _planned(d, "Maintenance", plan, MAINTENANCE_RESULTS)
     assert len(groups) == plan["groups"]

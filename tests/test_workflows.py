@@ -3,6 +3,7 @@ the real handler code in-process, against S3 on the moto server over HTTP."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -139,6 +140,15 @@ def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dic
     assert receipt["verified"] is True and receipt["commit_id"] == "gdpr-42"
     assert receipt["rows_erased"] == 3 and receipt["files_spliced"] == 3, receipt
     assert receipt["objects_deleted"] and receipt["versions_expired"]
+    # the receipt is kept with the table, the erased identifier only as a hash
+    key = receipt["receipt"].removeprefix(table.uri + "/")
+    assert key.startswith("receipts/") and receipt["receipt"] == f"{table.uri}/{key}"
+    kept = json.loads(table.store.get(key).data)
+    assert "predicate" not in kept and kept["predicate_sha256"] == hashlib.sha256(predicate.encode()).hexdigest()
+    assert predicate.encode() not in table.store.get(key).data and b"2500" not in table.store.get(key).data
+    assert {k: v for k, v in kept.items() if k != "predicate_sha256"} == {
+        k: v for k, v in receipt.items() if k not in ("predicate", "receipt")
+    }
     assert ids(table) == [i for i in range(4000) if i not in (10, 2500, 3999)]
     latest = load_table(table.store)
     for f in latest.manifest.data_files:
@@ -274,11 +284,13 @@ def test_an_erasure_stopped_after_its_splices_is_finished_by_running_it_again(
         assert run(aws["erasure"], request)["status"] == "FAILED"
     replaced = castable.erase.splices_of(table.store, "gdpr-rerun/splice/").old
     assert replaced and all(table.store.exists(path) for path in replaced), "spliced, not purged"
+    assert not list(table.store.list("receipts/")), "no receipt for a run that did not finish"
 
     d = run(aws["erasure"], request)
     assert d["status"] == "SUCCEEDED", failures(d)
     receipt = json.loads(d["output"])
     assert receipt["verified"] is True and set(replaced) <= set(receipt["objects_deleted"])
+    assert [o.key for o in table.store.list("receipts/")] == [receipt["receipt"].removeprefix(table.uri + "/")]
     assert not any(table.store.exists(path) for path in replaced)
     assert ids(table) == [i for i in range(4000) if i not in (10, 2500)]
 
@@ -412,6 +424,7 @@ def test_erasure_workflow_erases_across_the_tables_of_a_database(aws: dict[str, 
     by_table = {r["table"].rsplit("/", 1)[1]: r for r in receipt["tables"]}
     assert set(by_table) == {"orders", "lines"} and all(r["verified"] for r in by_table.values())
     assert by_table["lines"]["rows_erased"] == 2 and by_table["orders"]["rows_erased"] == 1, by_table
+    assert all(r["receipt"].startswith(f"{r['table']}/receipts/") for r in by_table.values()), "one kept per table"
     tombstoned = [h for h in shop.refresh().history() if h.commit_id == "gdpr-db/tombstone"]
     assert len(tombstoned) == 1 and set(tombstoned[0].tables) == {"orders", "lines"}, "one commit hid both"
     snap = shop.snapshot()

@@ -17,7 +17,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +39,7 @@ from castable.layout import (
     ERASURE_PLAN_PREFIX,
     ERASURE_PREFIX,
     MANIFEST_PREFIX,
+    RECEIPT_PREFIX,
     TOMBSTONE_PREFIX,
     manifest_key,
     new_tombstone_key,
@@ -65,7 +66,7 @@ from castable.splice import (
 from castable.stats import encode_value, row_group_stats
 from castable.store import MIN_PART_SIZE, ObjectNotFoundError, ObjectStore, PreconditionFailedError
 from castable.traces import find_traces, needles
-from castable.workplans import read_plan, write_plan
+from castable.workplans import plan_key, read_plan, write_plan
 
 log = logging.getLogger(__name__)
 
@@ -492,6 +493,18 @@ def read_erasure_plan(store: ObjectStore, key: str) -> list[PlannedFile]:
         return [PlannedFile(**item) for item in read_plan(store, key)]
     except TypeError as e:
         raise CorruptObjectError(f"erasure plan {key} does not list planned files: {e}") from e
+
+
+def write_erasure_receipt(store: ObjectStore, commit_id: str, receipt: Mapping[str, Any]) -> str:
+    """Keep the receipt of erasure ``commit_id`` under the table's root, replacing an earlier
+    run's; return its key. Its ``predicate`` is kept as ``predicate_sha256`` alone: a receipt
+    must not hold the identifier whose rows it erased (the requester can hash it to match)."""
+    kept = {k: v for k, v in receipt.items() if k != "predicate"}
+    if "predicate" in receipt:
+        kept["predicate_sha256"] = hashlib.sha256(str(receipt["predicate"]).encode()).hexdigest()
+    key = plan_key(RECEIPT_PREFIX, commit_id)
+    store.put(key, json.dumps({"commit_id": commit_id, **kept}, sort_keys=True, default=str).encode())
+    return key
 
 
 def erasure_key(old: dict[str, int]) -> str:

@@ -14,6 +14,10 @@ ERASURE_PREFIX = "erasure/"
 until the purge has verified it (docs/format.md section 11)."""
 ERASURE_PLAN_PREFIX = f"{ERASURE_PREFIX}plans/"
 """Where an erasure in steps keeps the files it plans to splice (docs/format.md section 11)."""
+RECEIPT_PREFIX = "receipts/"
+"""Erasure receipts (docs/format.md section 11): what an erasure did and proved, kept with the
+table; they hold no row value (the predicate only as a hash), so they are not among the objects
+an erasure searches."""
 MAINTENANCE_PLAN_PREFIX = "maintenance/plans/"
 """Where a maintenance run keeps the groups of files it plans to compact."""
 _VERSION_DIGITS = 20
