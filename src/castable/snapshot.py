@@ -202,17 +202,9 @@ class Snapshot:
             return None
         key = self._key(f)
         data = _WHOLE.get(key)
-        if data is None:
-            try:
-                data = self.store.get(f.path, if_match=f.etag).data
-            except ObjectNotFoundError:
-                raise CorruptObjectError(f"data file {f.path} of version {self.manifest.version} is missing") from None
-            except PreconditionFailedError:
-                raise CorruptObjectError(
-                    f"{f.path} changed since it was committed (ETag is no longer {f.etag})"
-                ) from None
-            if len(data) != f.size:
-                raise CorruptObjectError(f"data file {f.path} has {len(data)} bytes, manifest says {f.size}")
+        if data is None:  # the store's input pins the ETag and checks every byte came
+            with self.store.open_input(f.path, size=f.size, etag=f.etag) as source:
+                data = source.read()
             _WHOLE.put(key, data)
         return data
 
@@ -266,7 +258,7 @@ class Snapshot:
         returned, and one releasing them once the interpreter had begun to exit aborted the
         CLI (std::terminate)."""
         where = self.columns_of(f, footer)
-        stored = [name for c in columns if (name := where[c]) is not None]
+        stored = self._stored(f, footer, columns)
         native = self.store.native_input
         whole = None if native else _WHOLE.get(self._key(f))
         if whole is not None:  # read whole with its footer: decoded on this thread too
@@ -281,9 +273,12 @@ class Snapshot:
 
     def chunk_bytes(self, f: DataFile, footer: pq.FileMetaData, columns: list[str], row_group: int) -> int:
         """The stored size of the column chunks a :meth:`read` of ``columns`` fetches from a row group."""
+        return sum(end - start for start, end in _chunk_ranges(footer, row_group, self._stored(f, footer, columns)))
+
+    def _stored(self, f: DataFile, footer: pq.FileMetaData, columns: list[str]) -> list[str]:
+        """The columns of ``f`` that hold ``columns`` (of this version's schema), those it has."""
         where = self.columns_of(f, footer)
-        stored = [name for c in columns if (name := where[c]) is not None]
-        return sum(end - start for start, end in _chunk_ranges(footer, row_group, stored))
+        return [name for c in columns if (name := where[c]) is not None]
 
     def row_group_stats(self, f: DataFile, footer: pq.FileMetaData, row_group: int) -> dict[str, ColumnStats]:
         """A row group's footer statistics under this version's schema (worked out once)."""
