@@ -5,8 +5,11 @@ twice, versions stay dense."""
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from threading import Barrier
 from typing import cast
 
 import pyarrow as pa
@@ -59,6 +62,14 @@ def writer_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dic
 
 def _spawn_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+@contextmanager
+def _rounds_barrier(parties: int) -> Iterator[Barrier]:
+    """A barrier spawned workers share, so that each round of theirs starts at once and the
+    commits really race (a worker that starts late would otherwise commit alone)."""
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        yield manager.Barrier(parties)
 
 
 def _assert_dense(table: Table, commits: int) -> None:
@@ -164,8 +175,8 @@ def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(
     table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     initial = [*range(UPSERT_KEYS), *ERASABLE]
     table.append(pa.table({"id": initial, "category": ["init"] * len(initial), "value": [-1.0] * len(initial)}))
-    with _spawn_pool(5) as pool:
-        upserts = [pool.submit(upsert_overlapping, uri, options, w, 8) for w in range(4)]
+    with _spawn_pool(5) as pool, _rounds_barrier(4) as rounds_begin:
+        upserts = [pool.submit(upsert_overlapping, uri, options, w, 8, rounds_begin) for w in range(4)]
         maintenance = pool.submit(compact_and_erase, uri, options, 6)
         commits = [c for f in upserts for c in f.result(timeout=600)]
         erased = maintenance.result(timeout=600)
@@ -194,8 +205,8 @@ def test_racing_updates_and_merges_lose_no_increment_through_compaction(
     uri, options, format_version = writer_uri
     table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     table.append(pa.table({"id": list(range(100)), "category": ["c"] * 100, "value": [0.0] * 100}, schema=EVENTS))
-    with _spawn_pool(4) as pool:
-        workers = [pool.submit(increment, uri, options, w, 5) for w in range(3)]
+    with _spawn_pool(4) as pool, _rounds_barrier(3) as rounds_begin:
+        workers = [pool.submit(increment, uri, options, w, 5, rounds_begin) for w in range(3)]
         maintenance = pool.submit(compact_and_erase, uri, options, 3)
         total = sum(f.result(timeout=600) for f in workers)
         erased = set(maintenance.result(timeout=600))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from threading import Barrier
 
 import castable
 
@@ -92,8 +93,11 @@ ERASABLE = range(1000, 1100)
 """Keys no upsert touches: the maintenance worker erases some of them."""
 
 
-def upsert_overlapping(uri: str, options: dict | None, worker: int, rounds: int) -> list[tuple[int, list[int], float]]:
-    """Upsert ``rounds`` batches of 10 keys from the shared pool; return (version, keys, value) per commit."""
+def upsert_overlapping(
+    uri: str, options: dict | None, worker: int, rounds: int, rounds_begin: Barrier
+) -> list[tuple[int, list[int], float]]:
+    """Upsert ``rounds`` batches of 10 keys from the shared pool, every worker starting each round
+    together (so they race); return (version, keys, value) per commit."""
     import random
 
     import pyarrow as pa
@@ -107,6 +111,7 @@ def upsert_overlapping(uri: str, options: dict | None, worker: int, rounds: int)
     for r in range(rounds):
         keys = sorted(rng.sample(range(UPSERT_KEYS), 10))
         value = float(worker * 1000 + r)
+        rounds_begin.wait(timeout=120)
         batch = pa.table(
             {"id": keys, "category": [f"w{worker}"] * len(keys), "value": [value] * len(keys)}, schema=EVENTS
         )
@@ -131,14 +136,16 @@ INCREMENTED = 20
 """Rows ``range(INCREMENTED)`` that every incrementing worker adds 1 to, once per round."""
 
 
-def increment(uri: str, options: dict | None, worker: int, rounds: int) -> int:
+def increment(uri: str, options: dict | None, worker: int, rounds: int, rounds_begin: Barrier) -> int:
     """Add 1 to the value of every incremented row ``rounds`` times, by update (even workers) or
-    by merge (odd workers); return how many commits it made."""
+    by merge (odd workers), every worker starting each round together (so they race); return how
+    many commits it made."""
     import pyarrow as pa
 
     _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     for r in range(rounds):
+        rounds_begin.wait(timeout=120)
         if worker % 2:
             source = pa.table({"id": list(range(INCREMENTED)), "step": [1.0] * INCREMENTED})
             merge = table.merge(source).when_matched_update({"value": "t.value + s.step"})
