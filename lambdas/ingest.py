@@ -8,10 +8,11 @@ files are then streamed, a row group or a block at a time over ranged GETs, into
 removed from the landing prefix, so memory stays bounded whatever the file size. The format
 comes from the file name (``castable.sources.format_of``). A bad file (unreadable, wrong schema, a
 value that does not convert) goes to the dead-letter prefix with a ``.reason.json`` beside it and
-its message succeeds, so it is never retried forever nor blocks the others. A message that fails
-for a transient reason (S3 unreachable, say) is reported in ``batchItemFailures`` and retried by
-SQS; a data page that does not decode fails the whole batch's commit, so SQS retries it and, after
-its receive limit, moves it to the queue's dead-letter queue.
+its message succeeds, so it is never retried forever nor blocks the others. A Parquet data page
+that does not decode (or fails its CRC) is found as the batch streams: that file goes to the
+dead-letter prefix and the batch is appended again without it, still in one commit. A message
+that fails for a transient reason (S3 unreachable, say) is reported in ``batchItemFailures`` and
+retried by SQS.
 
 A record for any other bucket or key than the landing prefix (bucket-wide notifications pointed
 at the queue, a table's own objects) is logged and skipped: nothing is read, copied, appended or
@@ -103,6 +104,23 @@ class BadFileError(castable.CastableError):
     """A landed file that can never be appended (unreadable, wrong schema, a bad value)."""
 
 
+class UndecodableFileError(BadFileError):
+    """A landed Parquet file whose footer passed but a page of which does not decode, found
+    while the batch streams."""
+
+    def __init__(self, key: str, problem: Exception) -> None:
+        super().__init__(f"{key} does not decode: {problem}")
+        self.key = key
+
+
+def _decoded(key: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` of the landed file ``key``; a page that does not decode is an ``UndecodableFileError``."""
+    try:
+        yield from batches
+    except (pa.ArrowInvalid, OSError) as e:
+        raise UndecodableFileError(key, e) from None
+
+
 MODES = ("append", "upsert")
 SCHEMA_MODES = ("strict", "merge")
 
@@ -185,14 +203,16 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
 
     try:
         if sources.format_of(key) == "parquet":
-            file = pq.ParquetFile(landing.open_input(key, size=info.size, etag=info.etag))
+            source = landing.open_input(key, size=info.size, etag=info.etag)
+            file = pq.ParquetFile(source, page_checksum_verification=True)
             found = file.schema_arrow
             expected = _expected(batch.schema, found) if batch.schema_mode == "merge" else batch.schema
             check_schema(key, found, expected)
             if table.primary_key is not None:
                 check_key(key, table.primary_key, file_stats(file.metadata, table.schema)[table.primary_key])
             new = tuple(f for f in found if f.name not in batch.schema.names)
-            return Landed(bucket, key, info.etag, file.metadata.num_rows, lambda: sources.file_batches(file), new)
+            batches = lambda: _decoded(key, sources.file_batches(file))  # noqa: E731
+            return Landed(bucket, key, info.etag, file.metadata.num_rows, batches, new)
         rows = sum(b.num_rows for b in batch.rows(opened().batches))
     except (pa.ArrowInvalid, OSError) as e:
         raise BadFileError(f"not a readable {sources.format_of(key)} file: {e}") from None
@@ -306,17 +326,17 @@ class _Manifests:
         try:
             targets = self.targets(key, manifest.data)
             opened = {name: [self._open(name, k) for k in keys] for name, keys in targets.items()}
-        except BadFileError as e:
+            for name, landed in opened.items():
+                table = tx.table(name)
+                pending = [f for f in landed if f.source_id not in table.manifest.recent_commits]
+                if any(f.rows for f in pending):
+                    stream = (b for f in pending for b in f.batches())
+                    table.append(stream, source_ids=sorted(f.source_id for f in pending))
+        except BadFileError as e:  # a file that does not decode is found as it streams
             tx.abort()
             for k in [key, *_named(landing, key, manifest.data)]:
                 _dead_letter(self.dead_letter_prefix, self.landing_bucket, k, str(e))
             return
-        for name, landed in opened.items():
-            table = tx.table(name)
-            pending = [f for f in landed if f.source_id not in table.manifest.recent_commits]
-            if any(f.rows for f in pending):
-                stream = (b for f in pending for b in f.batches())
-                table.append(stream, source_ids=sorted(f.source_id for f in pending))
         if tx.tables_written:
             version = tx.commit()
             rows = sum(f.rows for landed in opened.values() for f in landed)
@@ -409,30 +429,42 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     processor = BatchProcessor(event_type=EventType.SQS)
     response = process_partial_response(event, _make_record_handler(batch), processor, context)
+    while True:
+        try:
+            _append_batch(batch)
+            break
+        except UndecodableFileError as e:  # nothing was committed: again, without that file
+            _dead_letter(batch.dead_letter_prefix, batch.landing_bucket, e.key, str(e))
+            batch.landed = [f for f in batch.landed if f.key != e.key]
+    for f in batch.landed:
+        _s3().delete_object(Bucket=f.bucket, Key=f.key)
+    return dict(response)
+
+
+def _append_batch(batch: _Batch) -> None:
+    """Append (or upsert) the batch's files another invocation has not, in one commit."""
     recent = batch.table.refresh().manifest.recent_commits
     done = [f for f in batch.landed if f.source_id in recent]
     if done:
         logger.info("already ingested by another invocation", extra={"keys": [f.key for f in done]})
     pending = [f for f in batch.landed if f.source_id not in recent]
-    if any(f.rows for f in pending):
-        source_ids = sorted(f.source_id for f in pending)
-        commit_id = "ingest-" + hashlib.sha256("\n".join(source_ids).encode()).hexdigest()[:32]
-        stream = (b for f in pending for b in f.batches())
-        # An overlapping batch committed by another invocation meanwhile raises CommitConflictError:
-        # the whole batch is retried, and the retry skips the files that invocation appended.
-        if batch.mode == "upsert":
-            version = batch.table.upsert(
-                stream, op_column=batch.op_column, last_wins=True, commit_id=commit_id, source_ids=source_ids
-            )
-        else:
-            _add_columns(batch.table, pending, commit_id)
-            merge = batch.schema_mode == "merge"
-            version = batch.table.append(
-                stream, commit_id=commit_id, source_ids=source_ids, schema_mode="merge" if merge else "strict"
-            )
-        rows = sum(f.rows for f in pending)
-        metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
-        logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})
-    for f in batch.landed:
-        _s3().delete_object(Bucket=f.bucket, Key=f.key)
-    return dict(response)
+    if not any(f.rows for f in pending):
+        return
+    source_ids = sorted(f.source_id for f in pending)
+    commit_id = "ingest-" + hashlib.sha256("\n".join(source_ids).encode()).hexdigest()[:32]
+    stream = (b for f in pending for b in f.batches())
+    # An overlapping batch committed by another invocation meanwhile raises CommitConflictError:
+    # the whole batch is retried, and the retry skips the files that invocation appended.
+    if batch.mode == "upsert":
+        version = batch.table.upsert(
+            stream, op_column=batch.op_column, last_wins=True, commit_id=commit_id, source_ids=source_ids
+        )
+    else:
+        _add_columns(batch.table, pending, commit_id)
+        merge = batch.schema_mode == "merge"
+        version = batch.table.append(
+            stream, commit_id=commit_id, source_ids=source_ids, schema_mode="merge" if merge else "strict"
+        )
+    rows = sum(f.rows for f in pending)
+    metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
+    logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})

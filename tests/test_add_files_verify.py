@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.damaged import DAMAGES, damaged
 from helpers.tables import snapshot_of
 
 import castable
@@ -24,15 +25,9 @@ def rows(with_null_key: bool = False) -> pa.Table:
     return pa.table({"id": ids, "v": [f"value-{i}" for i in range(ROWS)]}, schema=SCHEMA)
 
 
-def corrupt(path: Path) -> None:
-    """Write a file whose ``v`` column has a page that does not decompress (its footer is intact)."""
-    pq.write_table(rows(), path, compression="snappy")
-    chunk = pq.read_metadata(path).row_group(0).column(1)
-    start = chunk.dictionary_page_offset or chunk.data_page_offset
-    data = bytearray(path.read_bytes())
-    middle = start + chunk.total_compressed_size // 2
-    data[middle : middle + 16] = bytes(16)
-    path.write_bytes(bytes(data))
+def corrupt(path: Path, kind: str = "snappy page") -> None:
+    """Write a file whose ``v`` column has a page damaged as ``kind`` says (its footer is intact)."""
+    path.write_bytes(damaged(rows(), kind))
 
 
 @pytest.fixture
@@ -42,14 +37,30 @@ def table(tmp_path: Path) -> castable.Table:
     return t
 
 
-def test_a_file_that_does_not_decode_is_refused_by_name(table: castable.Table) -> None:
+@pytest.mark.parametrize("kind", DAMAGES)
+def test_a_file_that_does_not_decode_is_refused_by_name(table: castable.Table, kind: str) -> None:
     root = Path(table.uri.removeprefix("file://"))
     pq.write_table(rows().slice(0, 10), root / "data" / "good.parquet")
-    corrupt(root / "data" / "bad.parquet")
+    corrupt(root / "data" / "bad.parquet", kind)
     before = snapshot_of(table.store)
-    with pytest.raises(InvalidInputError, match=r"data/bad.parquet does not decode \(row group 0\)"):
+    with pytest.raises(
+        InvalidInputError, match=rf"data/bad.parquet does not decode \(row group 0\): .*{DAMAGES[kind]}"
+    ):
         table.add_files(["data/good.parquet", "data/bad.parquet"])
     assert snapshot_of(table.store) == before and table.refresh().version == 0
+
+
+@pytest.mark.parametrize("mode", ["splice", "rewrite"])
+def test_erase_never_re_encodes_a_page_that_fails_its_checksum(table: castable.Table, mode: str) -> None:
+    """A bit flipped in a page with a CRC still decodes; an erase reading it refuses, rather than
+    write the changed values under a new, valid checksum."""
+    root = Path(table.uri.removeprefix("file://"))
+    corrupt(root / "data" / "flipped.parquet", "page checksum")
+    table.add_files(["data/flipped.parquet"], verify="footer")
+    before = snapshot_of(table.store)
+    with pytest.raises(CorruptObjectError, match=r"flipped.parquet does not decode .*CRC checksum verification failed"):
+        table.erase("id = 5", mode=mode)
+    assert snapshot_of(table.store) == before
 
 
 def test_verify_footer_reads_footers_only(table: castable.Table) -> None:

@@ -61,6 +61,26 @@ def test_wrong_schema_in_a_later_batch_writes_nothing_visible(table: Table) -> N
     assert table.refresh().scan().count() == 95
 
 
+def test_a_stream_that_fails_after_files_were_written_leaves_none(table_uri: tuple[str, dict | None]) -> None:
+    """Small files and row groups, so several files are out before the bad batch comes: they
+    are deleted again."""
+    uri, options = table_uri
+    sizes = {"write.target-file-size-bytes": "4096", "write.row-group-size-bytes": "1024"}
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, properties=sizes)
+    good = [events(i * 100, i * 100 + 100).to_batches()[0] for i in range(20)]
+    bad = pa.record_batch({"id": pa.array([1], pa.int32()), "category": ["a"], "value": [1.0]})
+    written: list[str] = []
+    real = t.store.delete_many
+
+    def spy(keys: list[str]) -> None:
+        written.extend(keys)
+        real(keys)
+
+    t.store.delete_many = spy  # type: ignore[method-assign]
+    unchanged(t, lambda: t.append(iter([*good, bad])), SchemaMismatchError, "column 'id' is int32")
+    assert len(written) > 1, "files were out before the bad batch"
+
+
 @pytest.mark.parametrize("data", [EVENTS.empty_table(), pa.RecordBatchReader.from_batches(EVENTS, []), iter([])])
 def test_empty_append(table: Table, data: object) -> None:
     unchanged(table, lambda: table.append(data), EmptyWriteError)

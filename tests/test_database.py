@@ -261,9 +261,12 @@ def test_a_transaction_cannot_be_used_outside_its_life(shop: Database) -> None:
         orders.append(events(11, 12))
     with pytest.raises(TransactionClosedError, match="already begun"), tx:
         pass
+    before = snapshot_of(shop.store)
     with pytest.raises(ValueError, match="boom"), shop.transaction() as aborted:
         aborted.table("orders").append(events(30, 31))
+        aborted.table("orders").delete("id = 10")
         raise ValueError("boom")
+    assert snapshot_of(shop.store) == before, "the aborted writes' data and tombstone files are deleted"
     with pytest.raises(TransactionClosedError, match="aborted"):
         aborted.table("orders")
     assert 30 not in ids(shop.table("orders"))

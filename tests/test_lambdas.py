@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers.aws_stubs import sqs_event
+from helpers.damaged import DAMAGES, damaged
 from helpers.tables import EVENTS, events, snapshot_of
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -197,6 +198,32 @@ def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(
     assert b"id" in reason
     assert ingest.handler(event, Context()) == {"batchItemFailures": []}, "a duplicate delivery changes nothing"
     assert len(load_table(t.store).history()) == 3
+
+
+@pytest.mark.parametrize("kind", ["snappy page", "page checksum"])
+def test_ingest_dead_letters_a_file_whose_page_does_not_decode_and_appends_the_rest(
+    ingest_env: Table, kind: str
+) -> None:
+    """The footer passes, so the bad page is found as the batch streams: that file goes to the
+    dead-letter prefix and the others land in one commit."""
+    from lambdas import ingest
+
+    t = ingest_env
+    bucket, s3 = t.store.bucket, t.store.client  # type: ignore[attr-defined]
+    land(t, "landing/a.parquet", events(1000, 1010))
+    s3.put_object(Bucket=bucket, Key="landing/bad.parquet", Body=damaged(events(5000, 15000), kind))
+    land(t, "landing/b.parquet", events(2000, 2010))
+    event = sqs_event(bucket, ["landing/a.parquet", "landing/bad.parquet", "landing/b.parquet"])
+    before = len(load_table(t.store).history())
+    assert ingest.handler(event, Context()) == {"batchItemFailures": []}
+    assert ids(t) == [*range(10), *range(1000, 1010), *range(2000, 2010)]
+    assert len(load_table(t.store).history()) == before + 1, "one commit for the good files"
+    written = {o.key for o in t.store.list("data/")}
+    assert written == {f.path for f in load_table(t.store).manifest.data_files}, "the failed stream left no file"
+    listing = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing")["Contents"]}
+    assert listing == {"landing-failed/landing/bad.parquet", "landing-failed/landing/bad.parquet.reason.json"}
+    reason = s3.get_object(Bucket=bucket, Key="landing-failed/landing/bad.parquet.reason.json")["Body"].read()
+    assert b"landing/bad.parquet does not decode" in reason and DAMAGES[kind].encode() in reason
 
 
 def test_ingest_reports_transient_failures_for_retry(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -488,6 +515,23 @@ def test_ingest_dead_letters_a_bad_manifest_and_commits_none_of_it(
     assert snapshot_of(db.store) == before, "nothing committed to any table"
     why = s3.get_object(Bucket=bucket, Key=f"landing-failed/{key}.reason.json")["Body"].read().decode()
     assert reason in why, why
+
+
+def test_ingest_dead_letters_a_manifest_whose_file_does_not_decode(db_ingest_env: castable.Database) -> None:
+    from lambdas import ingest
+
+    db = db_ingest_env
+    bucket, s3 = db.store.bucket, db.store.client  # type: ignore[attr-defined]
+    lines = pa.table({"order_id": [1, 1, 2], "qty": [5, 6, 7]}, schema=LINES)
+    manifest = {"tables": {"lines": ["lines.parquet"], "orders": ["orders.parquet"]}}
+    key = _land_batch(db, "landing/b3", manifest, {"lines.parquet": lines})
+    s3.put_object(Bucket=bucket, Key="landing/b3/orders.parquet", Body=damaged(events(0, 10_000), "page checksum"))
+    before = snapshot_of(db.store)
+    assert ingest.handler(sqs_event(bucket, [key]), Context()) == {"batchItemFailures": []}
+    assert snapshot_of(db.store) == before, "nothing committed to any table"
+    why = s3.get_object(Bucket=bucket, Key=f"landing-failed/{key}.reason.json")["Body"].read().decode()
+    assert "landing/b3/orders.parquet does not decode" in why, why
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="landing/"), "all moved to landing-failed/"
 
 
 def test_the_trigger_knows_database_members_by_their_path() -> None:

@@ -59,16 +59,25 @@ def test_a_failed_publish_surfaces_and_leaves_no_staged_file(tmp_path: Path, fai
     assert leftovers(tmp_path) == []
 
 
-def test_a_failing_input_waits_for_the_file_being_published(tmp_path: Path) -> None:
+def test_a_failing_input_waits_for_the_file_being_published_then_deletes_every_file(tmp_path: Path) -> None:
     def batches() -> Iterator[pa.RecordBatch]:
         yield from events(0, 2000).to_batches(max_chunksize=100)
         raise ValueError("the source broke")
 
     store = LocalStore(tmp_path)
+    deleted: list[str] = []
+    real = store.delete_many
+
+    def spy(keys: list[str]) -> None:
+        deleted.extend(keys)
+        real(keys)
+
+    store.delete_many = spy  # type: ignore[method-assign]
     with pytest.raises(ValueError, match="source broke"):
         write_data_files(store, batches(), EVENTS, PROPS)
     assert leftovers(tmp_path) == []
-    assert list(tmp_path.rglob("*.parquet")), "files finished before the failure were published (orphans for gc)"
+    assert deleted, "files were finished before the failure"
+    assert list(tmp_path.rglob("*.parquet")) == [], "and deleted again: nothing refers to them"
 
 
 def test_a_parquet_file_streams_one_row_group_at_a_time(tmp_path: Path) -> None:

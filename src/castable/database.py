@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
@@ -578,10 +579,15 @@ class Transaction:
         return result.version
 
     def abort(self) -> None:
-        """Drop every write: nothing is committed (files already written are garbage for ``gc``).
-        A transaction that has committed stays committed."""
+        """Drop every write: nothing is committed, and the files the writes wrote are deleted
+        (nothing refers to them). A transaction that has committed stays committed."""
         if self._state in ("new", "open"):
             self._state = "aborted"
+            for name, write in self._writes.items():
+                handle = self._tables[name]
+                written = _objects(handle.manifest) - _objects(write.base)
+                with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
+                    handle.store.delete_many(sorted(written))
             self._reset()
 
     def _reset(self) -> None:
@@ -635,6 +641,11 @@ class Transaction:
 
     def __repr__(self) -> str:
         return f"Transaction({self.commit_id!r}, {self._state}, tables={sorted(self._writes)})"
+
+
+def _objects(manifest: Manifest) -> set[str]:
+    """The data and tombstone files ``manifest`` refers to."""
+    return {f.path for f in manifest.data_files} | {t.path for t in manifest.tombstones}
 
 
 def _member_name(manifest: Manifest, uri: str) -> str:

@@ -157,8 +157,8 @@ def decoded_nulls(store: ObjectStore, entry: DataFile, footer: Footer) -> dict[s
     for index in range(len(footer.row_groups)):
         try:
             rows = read_row_group(store, entry, footer, index, Transfer())
-        except (CorruptObjectError, OSError, pa.ArrowException) as e:
-            raise InvalidInputError(f"{entry.path} does not decode (row group {index}): {e}") from None
+        except CorruptObjectError as e:
+            raise InvalidInputError(str(e)) from None
         for name, column in zip(rows.column_names, rows.columns, strict=True):
             nulls[name] = nulls.get(name, 0) + column.null_count
     return nulls

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -105,8 +105,8 @@ def open_source(
     kind = format_of(name, fmt)
     try:
         if kind == "parquet":
-            pf = pq.ParquetFile(source)
-            return Source(pf.schema_arrow, file_batches(pf), pf.metadata.num_rows)
+            pf = pq.ParquetFile(source, page_checksum_verification=True)
+            return Source(pf.schema_arrow, _located(file_batches(pf), name), pf.metadata.num_rows)
         stream = _text_stream(source, name)
         if kind == "csv":
             return _open_csv(stream, name, schema, csv or CsvOptions())
@@ -309,15 +309,17 @@ def _first_bad(column: pa.Array, to: pa.DataType, convert: Convert = _cast) -> i
     return lo
 
 
-def _located(reader: pa.RecordBatchReader, name: str) -> Iterator[pa.RecordBatch]:
-    """The reader's batches; a parse error is reported with the file and the rows read before it."""
+def _located(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
+    """The batches; one that does not parse or decode is reported with the file and the rows
+    read before it."""
     rows = 0
+    it = iter(batches)
     while True:
         try:
-            batch = reader.read_next_batch()
+            batch = next(it)
         except StopIteration:
             return
-        except pa.ArrowInvalid as e:
+        except (pa.ArrowInvalid, OSError) as e:
             raise InvalidInputError(f"cannot read {name} after row {rows}: {e}") from None
         rows += batch.num_rows
         yield batch

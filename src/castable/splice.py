@@ -167,6 +167,8 @@ def file_columns(footer: Footer, schema: pa.Schema, f: DataFile) -> dict[str, st
 def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, transfer: Transfer) -> pa.Table:
     """Decode one row group from its bytes alone, by framing them as a one-row-group file.
 
+    Pages that carry a CRC are checked against it, so a corrupt page is never re-encoded under a
+    fresh checksum; a page that does not decode (or fails its CRC) raises ``CorruptObjectError``.
     INT96 timestamps are read as nanoseconds, exact from 1677 to 2262; a row group holding one
     outside that range raises ``UnsupportedFileError`` (as nanoseconds it would wrap around, and
     a rewrite would change it)."""
@@ -176,10 +178,14 @@ def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, 
     relocate_row_group(rg, lambda p: p - start + len(MAGIC))
     mini = pa.BufferReader(MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize())
     int96 = footer.int96_columns
-    if int96:
-        _check_int96_range(pq.ParquetFile(mini, coerce_int96_timestamp_unit="s").read_row_group(0, columns=int96), f)
-        mini.seek(0)
-    return pq.read_table(mini)
+    try:
+        if int96:
+            seconds = pq.ParquetFile(mini, coerce_int96_timestamp_unit="s").read_row_group(0, columns=int96)
+            _check_int96_range(seconds, f)
+            mini.seek(0)
+        return pq.read_table(mini, page_checksum_verification=True)
+    except (OSError, pa.ArrowException) as e:
+        raise CorruptObjectError(f"{f.path} does not decode (row group {index}): {e}") from None
 
 
 def check_int96_file(store: ObjectStore, f: DataFile, footer: Footer, transfer: Transfer) -> None:

@@ -8,6 +8,7 @@ on S3) on a background thread while the next one is encoded: at most two files a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -70,12 +71,33 @@ def write_data_files(
     int96: bool = False,
 ) -> list[DataFile]:
     """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries.
+    If ``batches`` raise (a page that does not decode, a value that does not convert), the files
+    already written are deleted again: nothing refers to them.
 
     ``int96`` stores timestamps as INT96, for the rewrite of a file that stored them so (Spark's
     and Impala's default): Spark reads no nanosecond INT64 timestamps, and reads INT64 ones
     without a zone as timestamps without a time zone, so another layout would change what it reads."""
     files: list[DataFile] = []
-    groups = _row_groups(batches, props.row_group_size)
+    try:
+        _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96)
+    except BaseException:
+        with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
+            store.delete_many([f.path for f in files])
+        raise
+    return files
+
+
+def _write(
+    store: ObjectStore,
+    groups: Iterator[pa.Table],
+    schema: pa.Schema,
+    props: TableProperties,
+    files: list[DataFile],
+    on_rows: Callable[[int], None] | None,
+    int96: bool,
+) -> None:
+    """Write ``groups`` as files of about ``props.target_file_size``, each published (and added
+    to ``files``) while the next one is written."""
     group = next(groups, None)
     publishing: Future[None] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="castable-publish") as pool:
@@ -108,7 +130,6 @@ def write_data_files(
         finally:
             if publishing is not None:
                 publishing.result()
-    return files
 
 
 def _publish(
