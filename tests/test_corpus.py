@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ROOT
 from helpers.engines import engines
+from helpers.literals import literal
 from helpers.typed_rows import rows as typed_rows
 from helpers.typed_rows import same
 
@@ -155,6 +156,26 @@ buffer"), which the unedited row groups of a splice keep; Spark has no float16, 
 nanosecond timestamp type (CANNOT_READ_FILE_FOOTER)."""
 
 
+def filtered_on_every_column(t: castable.Table, expected: pa.Table) -> list[str]:
+    """Filter on each column that has SQL literals (INT96 timestamps, decimals as INT64 or
+    fixed-length bytes, float16, times ...) at a value from the middle of the file, as pyarrow
+    filters the file; return the columns filtered on."""
+    columns = []
+    for name, column in zip(expected.column_names, expected.columns, strict=True):
+        value = column[column.length() // 3]
+        sql = literal(value)
+        if sql is None:
+            continue
+        compared = column.cast(pa.float64()) if pa.types.is_float16(column.type) else column
+        bound = value.cast(pa.float64()) if pa.types.is_float16(column.type) else value
+        for op, compare in ((">=", pc.greater_equal), ("=", pc.equal)):
+            want = expected.column("id").filter(pc.fill_null(compare(compared, bound), False))
+            got = t.scan(["id"], filter=f"{name} {op} {sql}").to_arrow().column("id")
+            assert sorted(got.to_pylist()) == sorted(want.to_pylist()), f"{name} {op} {sql}"
+        columns.append(name)
+    return columns
+
+
 @pytest.mark.parametrize("name", PYARROW_FILES + SPARK_FILES)
 def test_a_file_from_another_writer_goes_through_every_step(
     tmp_path: Path, sparks: dict[str, Spark], name: str
@@ -169,6 +190,8 @@ def test_a_file_from_another_writer_goes_through_every_step(
     assert same(t.to_arrow().sort_by("id"), expected)
     found = t.scan(filter="id BETWEEN 100 AND 199 AND digest >= '3'").to_arrow().sort_by("id")
     assert same(found, expected.filter((pc.field("id") >= 100) & (pc.field("id") <= 199) & (pc.field("digest") >= "3")))
+    filtered = filtered_on_every_column(t, expected)
+    assert {"id", "digest", *(("ts", "amount") if name in SPARK_FILES else ())} <= set(filtered), filtered
     t.delete(f"id = {DELETED}")
 
     spliced = t.erase(f"id IN {tuple(ERASED_BY_SPLICE)}", mode="splice")

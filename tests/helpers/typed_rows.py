@@ -66,15 +66,9 @@ def rows() -> tuple[object, list[tuple[str, str]]]:
     t = table.slice(mid, 1)
 
     def iso(column: str) -> str:
-        v = t.column(column)[0]
-        count = v.cast(pa.int64()).as_py()
-        unit = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[v.type.unit]
-        seconds, fraction = divmod(count, unit)
-        from datetime import UTC, datetime
+        from .literals import literal
 
-        base = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        digits = len(str(unit)) - 1
-        return f"TIMESTAMP '{base}.{fraction:0{digits}d}'" if digits else f"TIMESTAMP '{base}'"
+        return str(literal(t.column(column)[0]))
 
     literals = [
         ("i8", str(t.column("i8")[0].as_py())),
