@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, App, Stack, Validations
+from aws_cdk import Acknowledgment, App, Names, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
 from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
-from infra.stack import EMR_ARTIFACTS, EMR_LOGS, ERASURE_RESULTS, MAINTENANCE_RESULTS, CastableStack
+from infra.ingest import IngestStack
+from infra.stack import EMR_ARTIFACTS, EMR_LOGS, ERASURE_RESULTS, MAINTENANCE_RESULTS, ROOTS, CastableStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 
@@ -18,18 +19,19 @@ def _logical_id(construct: IConstruct) -> str:
     return str(stack.resolve(stack.get_logical_id(construct.node.default_child)))  # type: ignore[arg-type]
 
 
+def _prefixes_reason(prefix: str) -> str:
+    return (
+        f"Objects under {prefix[:-1]} get run-time UUID keys, so the grant cannot name them; it is limited "
+        "to that prefix of the table bucket."
+    )
+
+
 def accepted_findings(stack: CastableStack) -> dict[str, str]:
-    """Each accepted finding (cdk-nag's exact id) and why it is acceptable."""
+    """Each accepted finding of the main stack (cdk-nag's exact id) and why it is acceptable."""
     bucket = _logical_id(stack.bucket)
-    prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*", f"{MAINTENANCE_RESULTS}*"]
-    roots = [(f"tables/{t.name}/", t.name) for t in stack.config.tables]
-    roots += [(f"databases/{d.name}/", d.name) for d in stack.config.databases]
-    for root, name in roots:
-        prefixes += [f"{root}*", f"{root}data/*", f"landing/{name}/*"]
-        prefixes += [f"landing-failed/landing/{name}/*", f"{root}{PROBE_PREFIX}*"]
-        prefixes += [f"{root}{ERASURE_PLAN_PREFIX}*", f"{root}{MAINTENANCE_PLAN_PREFIX}*"]
-    prefixes += [f"databases/{d.name}/*/data/*" for d in stack.config.databases]
-    prefixes += [f"databases/{d.name}/*/{PROBE_PREFIX}*" for d in stack.config.databases]
+    prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*", f"{MAINTENANCE_RESULTS}*", "landing/*"]
+    prefixes += [f"{root}*" for root in ROOTS] + ["tables/*/data/*", "databases/*/*/data/*"]
+    prefixes += [f"{root}*/{plans}*" for root in ROOTS for plans in (ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX)]
     findings = {
         f"AwsSolutions-IAM4[{BASIC_EXECUTION}]": "AWSLambdaBasicExecutionRole only lets a function write its own "
         "logs, as AWS recommends; every data permission is an inline, prefix-scoped statement.",
@@ -39,10 +41,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
         "delivery actions of Lambda tracing and state-machine logging have no resource-level permissions.",
     }
     for prefix in prefixes:
-        findings[f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{prefix}]"] = (
-            f"Objects under {prefix[:-1]} get run-time UUID keys, so the grant cannot name them; it is limited "
-            "to that prefix of the table bucket."
-        )
+        findings[f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{prefix}]"] = _prefixes_reason(prefix)
     for machine in (stack.erasure, stack.maintenance):
         executions = (
             f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{_logical_id(machine)}.Name>/*"
@@ -55,6 +54,27 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
         findings[f"AwsSolutions-IAM5[Resource::<{_logical_id(fn)}.Arn>:*]"] = (
             "grant_invoke adds ':*' so that published versions and aliases of this one function can be invoked."
         )
+    group = stack.resolve(stack.schedule_group.schedule_group_name)
+    schedules = f"arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/{group}/*"
+    findings[f"AwsSolutions-IAM5[Resource::{schedules}]"] = (
+        "The tombstone trigger reads a table's maintenance input from its schedule, found by name at run "
+        "time; the grant is limited to GetSchedule in the deployment's own schedule group."
+    )
+    return findings
+
+
+def accepted_ingest_findings(stack: CastableStack, ingest: IngestStack) -> dict[str, str]:
+    """The same for an ingest stack, where the bucket is a parameter the main stack passes in:
+    each function's own table (or database) and landing prefixes."""
+    bucket = f"referenceto{Names.node_unique_id(stack.bucket.node.default_child.node)}Arn"  # type: ignore[union-attr]
+    findings = {}
+    for unit in ingest.units:
+        prefixes = [f"{unit.prefix}*", f"landing/{unit.name}/*", f"landing-failed/landing/{unit.name}/*"]
+        prefixes.append(f"{unit.prefix}{PROBE_PREFIX}*")
+        if unit.prefix.startswith("databases/"):
+            prefixes.append(f"{unit.prefix}*/{PROBE_PREFIX}*")
+        for prefix in prefixes:
+            findings[f"AwsSolutions-IAM5[Resource::<{bucket}>/{prefix}]"] = _prefixes_reason(prefix)
     return findings
 
 
@@ -63,6 +83,12 @@ def check(app: App, stack: CastableStack) -> None:
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     for finding, reason in accepted_findings(stack).items():
         Validations.of(stack).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
+    for ingest in stack.ingest_stacks:
+        common = {
+            k: v for k, v in accepted_findings(stack).items() if "Resource::" not in k or k.endswith("[Resource::*]")
+        }
+        for finding, reason in (common | accepted_ingest_findings(stack, ingest)).items():
+            Validations.of(ingest).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
     for scope, finding, reason in accepted_resource_findings(stack):
         Validations.of(scope).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
 

@@ -11,6 +11,7 @@ of many tables adds an alarm per ten tables, not per table, to CloudFormation's 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
@@ -107,9 +108,10 @@ class Operations(Construct):
         self.dashboard = self._dashboard(functions, queue_depth, workflows)
 
     def _count(self, error: str, where: str, log_group: logs.ILogGroup) -> None:
-        """A metric of how often ``error`` appears in ``log_group``."""
+        """A metric of how often ``error`` appears in ``log_group`` (made beside the log group,
+        so an ingest stack's filters stay in that stack)."""
         logs.MetricFilter(
-            self,
+            cast(Construct, log_group),
             f"{error}In{where}",
             log_group=log_group,
             metric_namespace=NAMESPACE,

@@ -9,7 +9,6 @@ landing prefix); nothing gets a bucket-wide write.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,22 +18,20 @@ from aws_cdk import aws_emrserverless as emrs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
 from castable.sources import MANIFEST_SUFFIX
-from castable.store.probe import PROBE_PREFIX
-from infra.bundling import RUNTIME, function_code
+from infra.bundling import function_code
+from infra.ingest import UNITS_PER_STACK, IngestStack, IngestUnit, Maintained, Shared
 from infra.operations import Operations
+from infra.parts import function, grant_tables, queue
 from infra.patterns import objects_created
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
@@ -47,9 +44,9 @@ MAINTENANCE_RESULTS = "maintenance-results/"
 """Where the maintenance workflow's Distributed Map writes its compactions' results."""
 RESULTS_DAYS = 30
 """How long the workflows' results are kept."""
-SCHEDULE_RETRIES = 3
-"""Times a maintenance schedule retries a start that failed (throttled, say) before it keeps it
-as a dead letter."""
+ROOTS = ("tables/", "databases/")
+"""Where every table and database of the deployment lives: the functions that serve them all
+are granted these prefixes (a list per table would outgrow IAM's policy sizes at ~50 tables)."""
 
 
 @dataclass(frozen=True)
@@ -158,16 +155,12 @@ class CastableStack(Stack):
         )
         self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
         self.database_uris = {d.name: f"s3://{self.bucket.bucket_name}/databases/{d.name}" for d in config.databases}
-        self.prefixes = [f"tables/{t.name}/" for t in config.tables] + [
-            f"databases/{d.name}/" for d in config.databases
-        ]
         self._protect_logs()
         code = function_code()
-        self.ingest_functions: dict[str, lambda_.Function] = {}
         self.dead_letters: list[sqs.Queue] = []
         self.workflow_logs: dict[str, logs.LogGroup] = {}
         self.functions = {
-            name: self._function(name, code, description, timeout, memory)
+            name: function(self, name, code, description, timeout, memory)
             for name, description, timeout, memory in [
                 ("commit", "Register Parquet files written elsewhere as one append", 900, 1024),
                 ("tombstone", "Soft-delete rows by SQL predicate", 120, 1024),
@@ -179,7 +172,7 @@ class CastableStack(Stack):
         }
         for name, fn in self.functions.items():
             if name != "trigger":
-                self._grant_tables(fn)
+                grant_tables(fn, self.bucket, list(ROOTS))
         # Erase is refused on a bucket with Object Lock (its versions would outlive a purge).
         for name in ("erasure", "splice"):
             self.functions[name].add_to_role_policy(
@@ -190,22 +183,21 @@ class CastableStack(Stack):
         self.functions["maintenance"].add_to_role_policy(
             iam.PolicyStatement(actions=["s3:ListBucketMultipartUploads"], resources=[self.bucket.bucket_arn])
         )
-        for table in config.tables:
-            self._ingest_table(table, code)
-        for database in config.databases:
-            self._ingest_database(database, code)
         self.erasure = self._state_machine("erasure", ["tombstone", "erasure", "splice"])
         self._distributed_map(self.erasure, ERASURE_PLAN_PREFIX, ERASURE_RESULTS)
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
         self._distributed_map(self.maintenance, MAINTENANCE_PLAN_PREFIX, MAINTENANCE_RESULTS)
-        self._schedules()
+        self.ingest_stacks = self._ingest_stacks()
+        self.ingest_functions = [fn for group in self.ingest_stacks for fn in group.functions]
+        self.dead_letters += [q for group in self.ingest_stacks for q in group.dead_letters]
+        self._tombstone_trigger()
         self.emr_job_role = self._emr_role()
         self.emr_application = self._emr_application()
         self.operations = Operations(
             self,
             "Operations",
             bucket=self.bucket,
-            functions=[*self.functions.values(), *self.ingest_functions.values()],
+            functions=[*self.functions.values(), *self.ingest_functions],
             dead_letters=self.dead_letters,
             workflows=[self.erasure, self.maintenance],
             erasure_logs=self.workflow_logs["erasure"],
@@ -219,7 +211,6 @@ class CastableStack(Stack):
         PUT must carry If-Match or If-None-Match, a manifest PUT If-None-Match. So no role,
         however broad its grant on the prefix, can overwrite a committed version or move the
         pointer blindly (CopyObject and multipart uploads are PutObject too, and refused alike)."""
-        logs = [f"{p}{member}" for p in self.prefixes for member in ("", "*/")]
         required = {
             POINTER_KEY: {"s3:if-match": "true", "s3:if-none-match": "true"},
             f"{MANIFEST_PREFIX}*": {"s3:if-none-match": "true"},
@@ -230,188 +221,12 @@ class CastableStack(Stack):
                     effect=iam.Effect.DENY,
                     principals=[iam.AnyPrincipal()],
                     actions=["s3:PutObject"],
-                    resources=[self.bucket.arn_for_objects(f"{log}{key}") for log in logs],
+                    # a table's, a database's and its members' (``*`` spans ``/`` in an ARN)
+                    resources=[self.bucket.arn_for_objects(f"{root}*/{key}") for root in ROOTS]
+                    + [self.bucket.arn_for_objects(f"{root}{key}") for root in ROOTS],
                     conditions={"Null": absent},
                 )
             )
-
-    # ------------------------------------------------------------------ functions
-
-    def _function(
-        self, name: str, code: lambda_.Code, description: str, timeout: int, memory: int, construct: str | None = None
-    ) -> lambda_.Function:
-        """The function running ``lambdas/<name>.py``; ``construct`` names it when one handler serves several."""
-        construct = construct or name.title()
-        log_group = logs.LogGroup(self, f"{construct}Logs", retention=logs.RetentionDays.ONE_MONTH)
-        return lambda_.Function(
-            self,
-            f"{construct}Function",
-            description=f"castable: {description}",
-            runtime=RUNTIME,
-            architecture=lambda_.Architecture.X86_64,
-            handler=f"lambdas.{name}.handler",
-            code=code,
-            timeout=Duration.seconds(timeout),
-            memory_size=memory,
-            ephemeral_storage_size=None,
-            tracing=lambda_.Tracing.ACTIVE,
-            log_group=log_group,
-            environment={
-                "POWERTOOLS_SERVICE_NAME": f"castable-{name}",
-                "POWERTOOLS_METRICS_NAMESPACE": "castable",
-                "POWERTOOLS_LOG_LEVEL": "INFO",
-            },
-        )
-
-    def _grant_tables(self, fn: lambda_.Function, prefixes: list[str] | None = None, *, delete: bool = True) -> None:
-        """Read/write (and with ``delete``, delete) under the table and database prefixes only
-        (``prefixes``, default all); listing restricted to them. Without ``delete`` a function may
-        delete only the scratch keys of castable's store probe."""
-        prefixes = prefixes or self.prefixes
-        actions = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:AbortMultipartUpload"]
-        actions.append("s3:ListMultipartUploadParts")
-        if delete:
-            actions += ["s3:DeleteObject", "s3:DeleteObjectVersion"]
-        else:
-            fn.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
-                    # a database's member tables probe under their own prefixes
-                    resources=[self.bucket.arn_for_objects(f"{p}{PROBE_PREFIX}*") for p in prefixes]
-                    + [
-                        self.bucket.arn_for_objects(f"{p}*/{PROBE_PREFIX}*")
-                        for p in prefixes
-                        if p.startswith("databases/")
-                    ],
-                )
-            )
-        fn.add_to_role_policy(
-            iam.PolicyStatement(actions=actions, resources=[self.bucket.arn_for_objects(f"{p}*") for p in prefixes])
-        )
-        fn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket", "s3:ListBucketVersions"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
-            )
-        )
-        # Whether the bucket keeps versions: castable's deletes then delete every version.
-        fn.add_to_role_policy(
-            iam.PolicyStatement(actions=["s3:GetBucketVersioning"], resources=[self.bucket.bucket_arn])
-        )
-
-    # --------------------------------------------------------------------- ingest
-
-    def _queue(self, construct_id: str, **kwargs: object) -> sqs.Queue:
-        """An SQS queue that refuses plain HTTP and is encrypted at rest."""
-        return sqs.Queue(
-            self,
-            construct_id,
-            enforce_ssl=True,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            **kwargs,  # type: ignore[arg-type]
-        )
-
-    def _ingest_table(self, table: TableConfig, code: lambda_.Code) -> None:
-        """Per table: a landing queue with its dead letters, fed by the table's landing prefix, and an
-        ingest function of its own, scoped to that table, at most ``ingest_concurrency`` at a time."""
-        environment = {
-            "CASTABLE_TABLE": self.table_uris[table.name],
-            "CASTABLE_INGEST_MODE": table.ingest_mode,
-            "CASTABLE_SCHEMA_MODE": table.schema_mode,
-        }
-        if table.op_column is not None:
-            environment["CASTABLE_OP_COLUMN"] = table.op_column
-        description = f"{table.ingest_mode.title()} Parquet, CSV and JSON Lines files landing in landing/{table.name}/"
-        self.ingest_functions[table.name] = self._ingest(
-            table.name,
-            f"tables/{table.name}/",
-            environment,
-            None,
-            description,
-            code,
-            memory=table.ingest_memory_mb,
-            concurrency=table.ingest_concurrency,
-        )
-
-    def _ingest_database(self, database: DatabaseConfig, code: lambda_.Code) -> None:
-        """Per database: the same, fed by the batch manifests landing under its landing prefix."""
-        description = f"Append the files of each batch manifest landing in landing/{database.name}/, in one commit"
-        self.ingest_functions[database.name] = self._ingest(
-            database.name,
-            f"databases/{database.name}/",
-            {"CASTABLE_DATABASE": self.database_uris[database.name]},
-            MANIFEST_SUFFIX,
-            description,
-            code,
-            memory=database.ingest_memory_mb,
-            concurrency=database.ingest_concurrency,
-        )
-
-    def _ingest(
-        self,
-        name: str,
-        prefix: str,
-        environment: dict[str, str],
-        suffix: str | None,
-        description: str,
-        code: lambda_.Code,
-        *,
-        memory: int,
-        concurrency: int,
-    ) -> lambda_.Function:
-        """A landing queue with its dead letters, fed by ``landing/<name>/`` keys ending in
-        ``suffix`` (every key if ``None``: S3's suffix filters are case-sensitive, so a table's
-        function picks its data files itself, in any case), and an ingest function scoped to
-        ``prefix`` and that landing prefix."""
-        construct = name.replace("-", " ").replace("_", " ").title().replace(" ", "")
-        dead_letters = self._queue(f"Landing{construct}DeadLetters", retention_period=Duration.days(14))
-        self.dead_letters.append(dead_letters)
-        queue = self._queue(
-            f"Landing{construct}",
-            visibility_timeout=Duration.seconds(6 * 900),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
-        )
-        fn = self._function("ingest", code, description, 900, memory, f"Ingest{construct}")
-        self._grant_tables(fn, [prefix], delete=False)
-        fn.add_environment("POWERTOOLS_SERVICE_NAME", f"castable-ingest-{name}")  # each table's logs apart
-        fn.add_environment("CASTABLE_LANDING", f"s3://{self.bucket.bucket_name}/landing/{name}/")
-        fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
-        for key, value in environment.items():
-            fn.add_environment(key, value)
-        self.bucket.add_event_notification(
-            s3.EventType.OBJECT_CREATED,
-            s3n.SqsDestination(queue),
-            s3.NotificationKeyFilter(prefix=f"landing/{name}/", suffix=suffix),
-        )
-        fn.add_event_source(
-            sources.SqsEventSource(
-                queue,
-                batch_size=50,
-                max_batching_window=Duration.seconds(30),
-                report_batch_item_failures=True,
-                max_concurrency=concurrency,
-            )
-        )
-        fn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:DeleteObject", "s3:PutObject"],
-                resources=[
-                    self.bucket.arn_for_objects(f"landing/{name}/*"),
-                    self.bucket.arn_for_objects(f"landing-failed/landing/{name}/*"),
-                ],
-            )
-        )
-        # Without listing, S3 answers 403 instead of 404 for a landed file already ingested (a
-        # duplicate delivery): the function could not tell it from a refusal.
-        fn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"landing/{name}/*"]}},
-            )
-        )
-        return fn
 
     # -------------------------------------------------------------- state machines
 
@@ -453,7 +268,7 @@ class CastableStack(Stack):
             statements=[
                 iam.PolicyStatement(
                     actions=["s3:GetObject"],
-                    resources=[self.bucket.arn_for_objects(f"{p}{plans}*") for p in self.prefixes],
+                    resources=[self.bucket.arn_for_objects(f"{root}*/{plans}*") for root in ROOTS],
                 ),
                 iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{results}*")]),
                 iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine.state_machine_arn]),
@@ -463,27 +278,22 @@ class CastableStack(Stack):
             ],
         )
 
-    def _schedules(self) -> None:
-        """A maintenance schedule per table, a database's members included (keyed ``<db>/<member>``)."""
-        maintained = [(t.name, self.table_uris[t.name], t) for t in self.config.tables] + [
-            (f"{d.name}/{t.name}", f"{self.database_uris[d.name]}/{t.name}", t)
+    def _ingest_stacks(self) -> list[IngestStack]:
+        """Each table's and database's ingest unit, and each maintained table's schedule (a
+        database's members keyed ``<db>/<member>``), in nested stacks of ``UNITS_PER_STACK``."""
+        units = [self._table_unit(t) for t in self.config.tables]
+        units += [self._database_unit(d) for d in self.config.databases]
+        maintained = {t.name: [self._maintained(t.name, self.table_uris[t.name], t)] for t in self.config.tables}
+        maintained |= {
+            d.name: [
+                self._maintained(f"{d.name}/{t.name}", f"{self.database_uris[d.name]}/{t.name}", t) for t in d.tables
+            ]
             for d in self.config.databases
-            for t in d.tables
-        ]
-        self.maintenance_inputs = {
-            key: {
-                "table": uri,
-                "retain_versions": t.retain_versions,
-                "retain_hours": t.retain_hours,
-                "grace_hours": t.grace_hours,
-            }
-            for key, uri, t in maintained
         }
-        # EventBridge Scheduler, not legacy scheduled rules: a start that fails is retried, then
-        # kept in a dead-letter queue (which an alarm watches) instead of being dropped.
-        dead_letters = self._queue("MaintenanceSchedulesDeadLetters", retention_period=Duration.days(14))
+        dead_letters = queue(self, "MaintenanceSchedulesDeadLetters", retention_period=Duration.days(14))
         self.dead_letters.append(dead_letters)
         self.schedule_dead_letters = dead_letters
+        self.schedule_group = scheduler.ScheduleGroup(self, "MaintenanceSchedules")
         role = iam.Role(
             self,
             "MaintenanceSchedulesRole",
@@ -491,28 +301,61 @@ class CastableStack(Stack):
                 "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self.account}}
             ),
         )
-        for key, _, t in maintained:
-            scheduler.Schedule(
+        shared = Shared(self.bucket, self.maintenance, self.schedule_group, role, dead_letters)
+        return [
+            IngestStack(
                 self,
-                "Maintain" + key.replace("/", " ").replace("-", " ").replace("_", " ").title().replace(" ", ""),
-                description=f"castable maintenance of table {key}",
-                schedule=scheduler.ScheduleExpression.expression(t.schedule),
-                target=scheduler_targets.StepFunctionsStartExecution(
-                    self.maintenance,
-                    input=scheduler.ScheduleTargetInput.from_object(self.maintenance_inputs[key]),
-                    role=role,
-                    retry_attempts=SCHEDULE_RETRIES,
-                    max_event_age=Duration.hours(1),
-                    dead_letter_queue=dead_letters,
-                ),
+                f"Ingest{start // UNITS_PER_STACK + 1}",
+                shared,
+                chunk,
+                [m for unit in chunk for m in maintained[unit.name]],
             )
-        self._tombstone_trigger()
+            for start in range(0, len(units), UNITS_PER_STACK)
+            for chunk in [units[start : start + UNITS_PER_STACK]]
+        ]
+
+    def _table_unit(self, table: TableConfig) -> IngestUnit:
+        environment = {
+            "CASTABLE_TABLE": self.table_uris[table.name],
+            "CASTABLE_INGEST_MODE": table.ingest_mode,
+            "CASTABLE_SCHEMA_MODE": table.schema_mode,
+        }
+        if table.op_column is not None:
+            environment["CASTABLE_OP_COLUMN"] = table.op_column
+        description = f"{table.ingest_mode.title()} Parquet, CSV and JSON Lines files landing in landing/{table.name}/"
+        return IngestUnit(
+            table.name,
+            f"tables/{table.name}/",
+            environment,
+            None,
+            description,
+            table.ingest_memory_mb,
+            table.ingest_concurrency,
+        )
+
+    def _database_unit(self, database: DatabaseConfig) -> IngestUnit:
+        """The same, fed by the batch manifests landing under the database's landing prefix."""
+        return IngestUnit(
+            database.name,
+            f"databases/{database.name}/",
+            {"CASTABLE_DATABASE": self.database_uris[database.name]},
+            MANIFEST_SUFFIX,
+            f"Append the files of each batch manifest landing in landing/{database.name}/, in one commit",
+            database.ingest_memory_mb,
+            database.ingest_concurrency,
+        )
+
+    @staticmethod
+    def _maintained(key: str, uri: str, t: TableConfig) -> Maintained:
+        retention = {"retain_versions": t.retain_versions, "retain_hours": t.retain_hours, "grace_hours": t.grace_hours}
+        return Maintained(key, t.schedule, {"table": uri, **retention})
 
     def _tombstone_trigger(self) -> None:
         """S3 tombstone writes -> EventBridge -> SQS -> trigger Lambda -> one maintenance run per window."""
-        dead_letters = self._queue("TombstoneEventsDeadLetters")
+        dead_letters = queue(self, "TombstoneEventsDeadLetters")
         self.dead_letters.append(dead_letters)
-        queue = self._queue(
+        events_queue = queue(
+            self,
             "TombstoneEvents",
             visibility_timeout=Duration.seconds(360),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
@@ -521,18 +364,23 @@ class CastableStack(Stack):
             self,
             "TombstonesWritten",
             description="castable: tombstone files written under any table",
+            # every table's: the trigger looks the table's schedule up, and skips one without
             event_pattern=objects_created(
-                self.bucket,
-                [{"wildcard": f"tables/{t.name}/tombstone/*"} for t in self.config.tables]
-                + [{"wildcard": f"databases/{d.name}/*/tombstone/*"} for d in self.config.databases],
+                self.bucket, [{"wildcard": "tables/*/tombstone/*"}, {"wildcard": "databases/*/*/tombstone/*"}]
             ),
-            targets=[targets.SqsQueue(queue)],
+            targets=[targets.SqsQueue(events_queue)],
         )
         fn = self.functions["trigger"]
         fn.add_environment("MAINTENANCE_STATE_MACHINE_ARN", self.maintenance.state_machine_arn)
-        fn.add_environment("CASTABLE_TABLES", json.dumps(self.maintenance_inputs))
+        fn.add_environment("MAINTENANCE_SCHEDULE_GROUP", self.schedule_group.schedule_group_name)
         fn.add_environment("DEBOUNCE_SECONDS", "900")
-        fn.add_event_source(sources.SqsEventSource(queue, batch_size=100, max_batching_window=Duration.seconds(60)))
+        schedules = self.format_arn(
+            service="scheduler", resource="schedule", resource_name=f"{self.schedule_group.schedule_group_name}/*"
+        )
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["scheduler:GetSchedule"], resources=[schedules]))
+        fn.add_event_source(
+            sources.SqsEventSource(events_queue, batch_size=100, max_batching_window=Duration.seconds(60))
+        )
         self.maintenance.grant_start_execution(fn)
 
     # ------------------------------------------------------------------------ EMR
@@ -561,22 +409,20 @@ class CastableStack(Stack):
             ),
             description="castable Spark jobs: write Parquet under tables/*/data/ and call the commit function",
         )
-        tables = self.prefixes
-        landing = [f"landing/{t.name}/" for t in self.config.tables] + [
-            f"landing/{d.name}/" for d in self.config.databases
-        ]
+        readable = [*ROOTS, "landing/", EMR_ARTIFACTS]
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:PutObject", "s3:AbortMultipartUpload"],
-                resources=[self.bucket.arn_for_objects(f"tables/{t.name}/data/*") for t in self.config.tables]
-                + [self.bucket.arn_for_objects(f"databases/{d.name}/*/data/*") for d in self.config.databases]
-                + [self.bucket.arn_for_objects(f"{EMR_LOGS}*")],
+                resources=[
+                    self.bucket.arn_for_objects("tables/*/data/*"),
+                    self.bucket.arn_for_objects("databases/*/*/data/*"),
+                    self.bucket.arn_for_objects(f"{EMR_LOGS}*"),
+                ],
             )
         )
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject"],
-                resources=[self.bucket.arn_for_objects(f"{p}*") for p in [*tables, *landing, EMR_ARTIFACTS]],
+                actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{p}*") for p in readable]
             )
         )
         # Without ListBucket a GET of a missing key is 403, not 404: the commit protocol's probe
@@ -585,7 +431,7 @@ class CastableStack(Stack):
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in [*tables, *landing, EMR_ARTIFACTS]]}},
+                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in readable]}},
             )
         )
         self.functions["commit"].grant_invoke(role)

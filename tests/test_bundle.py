@@ -61,6 +61,15 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
         definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}',
         roleArn="arn:aws:iam::123456789012:role/castable",
     )["stateMachineArn"]
+    scheduler = boto3.client("scheduler", endpoint_url=s3_endpoint, region_name="us-east-1")
+    scheduler.create_schedule_group(Name=f"schedules-{bucket}")
+    scheduler.create_schedule(
+        Name="events",
+        GroupName=f"schedules-{bucket}",
+        ScheduleExpression="rate(6 hours)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": machine, "RoleArn": "arn:aws:iam::123456789012:role/s", "Input": json.dumps({"table": uri})},
+    )
     sqs = sqs_event(bucket, ["landing/events/a.parquet"])
     tombstoned = {
         "Records": [
@@ -93,11 +102,12 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
         "CASTABLE_TABLE": uri,
         "CASTABLE_LANDING": f"s3://{bucket}/landing/events/",
         "MAINTENANCE_STATE_MACHINE_ARN": machine,
-        "CASTABLE_TABLES": json.dumps({"events": {"table": uri}}),
+        "MAINTENANCE_SCHEDULE_GROUP": f"schedules-{bucket}",
     }
     answer = invoke(bundle, [{"handler": h, "event": e} for h, e in calls], env)
     assert all(not p.startswith(str(ROOT / ".venv")) and "site-packages" not in p for p in answer["path"])
     for (handler, _), outcome in zip(calls, answer["calls"], strict=True):
         assert "errorType" not in outcome, f"{handler}: {outcome.get('trace')}"
+    assert answer["calls"][-1]["result"]["started"] == ["events"], "the trigger read the table's schedule"
     ids = castable.open_table(uri, storage_options=options).scan(["id"]).to_arrow().column("id").to_pylist()
     assert sorted(ids) == [i for i in range(5, 100) if i != 50] + list(range(1000, 1010)) + list(range(2000, 2005))

@@ -4,6 +4,7 @@ and each role is refused what it must not do."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -104,9 +105,32 @@ def deploy(raw: dict[str, Any], s3_endpoint: str, *, versioned: bool) -> Iterato
         roleArn="arn:aws:iam::123456789012:role/castable",
     )["stateMachineArn"]
     template = Template(raw, bucket, {machine_id: machine})
+    schedule_maintenance(template, s3_endpoint)
     front = IamFront(s3_endpoint, bucket, template.bucket_policy())
     with front.serving():
         yield Deployment(template, front, bucket, s3_endpoint)
+
+
+def schedule_maintenance(template: Template, endpoint: str) -> None:
+    """The template's schedule group and maintenance schedules, with their inputs, as the
+    deployment's tombstone trigger reads them back (the latest deployment's inputs win)."""
+    scheduler = boto3.client("scheduler", endpoint_url=endpoint, region_name="us-east-1")
+    for resource in template.resources.values():
+        props = template.resolve(resource.get("Properties", {}))
+        if resource["Type"] == "AWS::Scheduler::ScheduleGroup":
+            with contextlib.suppress(scheduler.exceptions.ConflictException):
+                scheduler.create_schedule_group(Name=props["Name"])
+        elif resource["Type"] == "AWS::Scheduler::Schedule":
+            with contextlib.suppress(scheduler.exceptions.ResourceNotFoundException):
+                scheduler.delete_schedule(Name=props["Name"], GroupName=props["GroupName"])
+            target = props["Target"]
+            scheduler.create_schedule(
+                Name=props["Name"],
+                GroupName=props["GroupName"],
+                ScheduleExpression=props["ScheduleExpression"],
+                FlexibleTimeWindow={"Mode": "OFF"},
+                Target={"Arn": target["Arn"], "RoleArn": target["RoleArn"], "Input": target["Input"]},
+            )
 
 
 @pytest.fixture(scope="module")

@@ -368,9 +368,23 @@ def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeyp
     from lambdas import trigger
 
     monkeypatch.setenv("MAINTENANCE_STATE_MACHINE_ARN", aws["maintenance"])
-    monkeypatch.setenv("CASTABLE_TABLES", json.dumps({"events": {"table": "s3://no-such-bucket/tables/events"}}))
+    monkeypatch.setenv("MAINTENANCE_SCHEDULE_GROUP", "castable-schedules")
     monkeypatch.setenv("DEBOUNCE_SECONDS", "3600")
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    schedules = boto3.client("scheduler", region_name="us-east-1")
+    schedules.create_schedule_group(Name="castable-schedules")
+    scheduled = {"table": "s3://no-such-bucket/tables/events", "retain_versions": 7}
+    schedules.create_schedule(
+        Name="events",
+        GroupName="castable-schedules",
+        ScheduleExpression="rate(6 hours)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": aws["maintenance"],
+            "RoleArn": "arn:aws:iam::123456789012:role/s",
+            "Input": json.dumps(scheduled),
+        },
+    )
 
     def burst(n: int) -> dict[str, Any]:
         body: dict[str, Any] = {"detail-type": "Object Created", "detail": {"object": {"key": ""}}}
@@ -381,6 +395,8 @@ def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeyp
         records.append(
             {"messageId": "x", "body": json.dumps({"detail": {"object": {"key": "tables/events/data/x.parquet"}}})}
         )
+        unknown = {"detail": {"object": {"key": "tables/not-deployed/tombstone/1.del"}}}
+        records.append({"messageId": "y", "body": json.dumps(unknown)})
         return {"Records": records}
 
     context = type(
@@ -398,7 +414,11 @@ def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeyp
     assert first["started"] == ["events"]
     assert second["started"] + second["debounced"] == ["events"]  # AWS answers a same-name start idempotently
     executions = sfn.list_executions(stateMachineArn=aws["maintenance"])["executions"]
-    assert len([e for e in executions if e["name"].startswith("events-tombstones-")]) == 1
+    (run,) = [e for e in executions if e["name"].startswith("events-tombstones-")]
+    assert json.loads(sfn.describe_execution(executionArn=run["executionArn"])["input"]) == scheduled, (
+        "the run takes the table's schedule's input"
+    )
+    assert not any("not-deployed" in e["name"] for e in executions), "a table without a schedule starts nothing"
 
 
 @pytest.fixture

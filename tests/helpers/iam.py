@@ -237,8 +237,9 @@ def deleted_keys(body: bytes) -> list[tuple[str, str]]:
     return out
 
 
-def other_needs(service: str, path: str, headers: Any, body: bytes) -> list[Need]:
-    """The IAM authorisation for a call to Step Functions, Lambda or SQS (JSON protocols)."""
+def other_needs(service: str, method: str, path: str, query: dict[str, str], headers: Any, body: bytes) -> list[Need]:
+    """The IAM authorisation for a call to Step Functions, Lambda, SQS (JSON protocols) or
+    EventBridge Scheduler (REST)."""
     target = str(headers.get("x-amz-target", ""))
     data = json.loads(body or b"{}") if body.strip().startswith(b"{") else {}
     if service == "states":
@@ -253,6 +254,10 @@ def other_needs(service: str, path: str, headers: Any, body: bytes) -> list[Need
         op = target.rpartition(".")[2]
         url = str(data.get("QueueUrl", ""))
         return [Need(f"sqs:{op}", f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rstrip('/').rpartition('/')[2]}")]
+    if service == "scheduler" and path.startswith("/schedules/") and method == "GET":
+        name = urllib.parse.unquote(path.removeprefix("/schedules/"))
+        group = query.get("groupName", "default")
+        return [Need("scheduler:GetSchedule", f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/{group}/{name}")]
     return [Need(f"unmapped:{service}:{target or path}", "*")]
 
 
@@ -378,7 +383,7 @@ def _handler(front: IamFront) -> type[BaseHTTPRequestHandler]:
             if service == "s3":
                 needs = s3_needs(self.command, split.path, query, self.headers, body)
             else:
-                needs = other_needs(service, split.path, self.headers, body)
+                needs = other_needs(service, self.command, split.path, query, self.headers, body)
             denied = [n for n in needs if not front.allows(principal, n)]
             for n in denied:
                 front.refusals.append(Refusal(principal.name, self.command, self.path, n, "not allowed"))

@@ -1,0 +1,90 @@
+"""Building blocks both the main stack and its ingest stacks make: a function with its log
+group, an encrypted TLS-only queue, and a function's grant on table prefixes."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from castable.store.probe import PROBE_PREFIX
+from infra.bundling import RUNTIME
+
+
+def function(
+    scope: Construct,
+    name: str,
+    code: lambda_.Code,
+    description: str,
+    timeout: int,
+    memory: int,
+    construct: str | None = None,
+) -> lambda_.Function:
+    """The function running ``lambdas/<name>.py``; ``construct`` names it when one handler serves several."""
+    construct = construct or name.title()
+    log_group = logs.LogGroup(scope, f"{construct}Logs", retention=logs.RetentionDays.ONE_MONTH)
+    return lambda_.Function(
+        scope,
+        f"{construct}Function",
+        description=f"castable: {description}",
+        runtime=RUNTIME,
+        architecture=lambda_.Architecture.X86_64,
+        handler=f"lambdas.{name}.handler",
+        code=code,
+        timeout=Duration.seconds(timeout),
+        memory_size=memory,
+        ephemeral_storage_size=None,
+        tracing=lambda_.Tracing.ACTIVE,
+        log_group=log_group,
+        environment={
+            "POWERTOOLS_SERVICE_NAME": f"castable-{name}",
+            "POWERTOOLS_METRICS_NAMESPACE": "castable",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        },
+    )
+
+
+def queue(scope: Construct, construct_id: str, **kwargs: object) -> sqs.Queue:
+    """An SQS queue that refuses plain HTTP and is encrypted at rest."""
+    return sqs.Queue(
+        scope,
+        construct_id,
+        enforce_ssl=True,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def grant_tables(fn: lambda_.Function, bucket: s3.IBucket, prefixes: list[str], *, delete: bool = True) -> None:
+    """Read/write (and with ``delete``, delete) under ``prefixes`` only (``tables/`` and
+    ``databases/`` for a function serving every table, one table's for its ingest function);
+    listing restricted to them. Without ``delete`` a function may delete only the scratch keys
+    of castable's store probe (a database's members probe under their own prefixes)."""
+    actions = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:AbortMultipartUpload"]
+    actions.append("s3:ListMultipartUploadParts")
+    if delete:
+        actions += ["s3:DeleteObject", "s3:DeleteObjectVersion"]
+    else:
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
+                resources=[bucket.arn_for_objects(f"{p}{PROBE_PREFIX}*") for p in prefixes]
+                + [bucket.arn_for_objects(f"{p}*/{PROBE_PREFIX}*") for p in prefixes if p.startswith("databases/")],
+            )
+        )
+    fn.add_to_role_policy(
+        iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes])
+    )
+    fn.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket", "s3:ListBucketVersions"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+        )
+    )
+    # Whether the bucket keeps versions: castable's deletes then delete every version.
+    fn.add_to_role_policy(iam.PolicyStatement(actions=["s3:GetBucketVersioning"], resources=[bucket.bucket_arn]))
