@@ -13,18 +13,23 @@ bundle alone under python3.12.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 import jsii
-from aws_cdk import BundlingOptions, ILocalBundling
+from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = lambda_.Runtime.PYTHON_3_12
+Architecture = Literal["x86_64", "arm64"]
+MACHINES: dict[str, str] = {"x86_64": "x86_64", "arm64": "aarch64"}
+"""Each Lambda architecture and the machine its manylinux wheels name."""
 CONSTRAINTS = ROOT / "infra" / "bundle-constraints.txt"
 """The exact version of every package the bundle ships, so what deploys is what was tested."""
 _PRUNE = [
@@ -55,11 +60,12 @@ def requirements() -> list[str]:
     return [*project["dependencies"], *project["optional-dependencies"]["lambda"]]
 
 
-def install(target: Path) -> None:
-    """Fill ``target`` with the function code and its Linux x86_64 / CPython 3.12 wheels."""
+def install(target: Path, architecture: Architecture = "x86_64") -> None:
+    """Fill ``target`` with the function code and its Linux / CPython 3.12 wheels for ``architecture``."""
     # Every manylinux tag Amazon Linux 2023 accepts: with manylinux2014 alone pip falls back to an
     # old pyarrow, with manylinux_2_28 alone it finds no pydantic-core.
-    platforms = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+    machine = MACHINES[architecture]
+    platforms = [f"manylinux_2_28_{machine}", f"manylinux_2_17_{machine}", f"manylinux2014_{machine}"]
     subprocess.run(
         [
             sys.executable,
@@ -100,14 +106,33 @@ def install(target: Path) -> None:
 class LocalBundler:
     """CDK local bundling: runs pip on this machine instead of in the bundling image."""
 
+    def __init__(self, architecture: Architecture) -> None:
+        self.architecture = architecture
+
     def try_bundle(self, output_dir: str, *, image: object = None, **_: object) -> bool:
-        install(Path(output_dir))
+        install(Path(output_dir), self.architecture)
         return True
 
 
-def function_code() -> lambda_.Code:
-    """The one asset every castable function shares (its hash covers src/, lambdas/, pyproject.toml
-    and the bundle's pins, so a changed pin deploys a new bundle)."""
+def _sources() -> list[Path]:
+    """The files the bundle is made from, beside the wheels the constraints pin."""
+    files = [ROOT / "pyproject.toml", CONSTRAINTS]
+    for folder in (ROOT / "src" / "castable", ROOT / "lambdas"):
+        files += sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return files
+
+
+def source_hash(architecture: Architecture) -> str:
+    """The bundle's identity: its sources, its pins and the architecture its wheels are for, so a
+    changed pin or architecture deploys a new bundle."""
+    digest = hashlib.sha256(architecture.encode())
+    for path in _sources():
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def function_code(architecture: Architecture = "x86_64") -> lambda_.Code:
+    """The one asset every castable function of an architecture shares."""
     return lambda_.Code.from_asset(
         str(ROOT),
         exclude=[
@@ -122,5 +147,7 @@ def function_code() -> lambda_.Code:
             "!lambdas/**",
             "**/__pycache__",
         ],
-        bundling=BundlingOptions(image=RUNTIME.bundling_image, local=LocalBundler(), command=["false"]),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=source_hash(architecture),
+        bundling=BundlingOptions(image=RUNTIME.bundling_image, local=LocalBundler(architecture), command=["false"]),
     )

@@ -19,7 +19,7 @@ from infra.stack import CastableConfig, DatabaseConfig, TableConfig
 C = TypeVar("C")
 
 CONTEXT_KEYS = {"tables": "tables", "databases": "databases", "versioned": "versioned", "emrImage": "emr_image"}
-CONTEXT_KEYS |= {"alertEmail": "alert_email"}
+CONTEXT_KEYS |= {"alertEmail": "alert_email", "architecture": "architecture", "kmsKeyArn": "kms_key_arn"}
 """The ``-c`` context flags and the settings they give."""
 
 

@@ -12,7 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from castable.store.probe import PROBE_PREFIX
-from infra.bundling import RUNTIME
+from infra.bundling import RUNTIME, Architecture
 
 
 def function(
@@ -23,8 +23,10 @@ def function(
     timeout: int,
     memory: int,
     construct: str | None = None,
+    architecture: Architecture = "x86_64",
 ) -> lambda_.Function:
-    """The function running ``lambdas/<name>.py``; ``construct`` names it when one handler serves several."""
+    """The function running ``lambdas/<name>.py`` (``code`` bundled for ``architecture``);
+    ``construct`` names it when one handler serves several."""
     construct = construct or name.title()
     log_group = logs.LogGroup(scope, f"{construct}Logs", retention=logs.RetentionDays.ONE_MONTH)
     return lambda_.Function(
@@ -32,7 +34,7 @@ def function(
         f"{construct}Function",
         description=f"castable: {description}",
         runtime=RUNTIME,
-        architecture=lambda_.Architecture.X86_64,
+        architecture=lambda_.Architecture.ARM_64 if architecture == "arm64" else lambda_.Architecture.X86_64,
         handler=f"lambdas.{name}.handler",
         code=code,
         timeout=Duration.seconds(timeout),
@@ -59,11 +61,24 @@ def queue(scope: Construct, construct_id: str, **kwargs: object) -> sqs.Queue:
     )
 
 
-def grant_tables(fn: lambda_.Function, bucket: s3.IBucket, prefixes: list[str], *, delete: bool = True) -> None:
+def object_key_use(key_arn: str) -> iam.PolicyStatement:
+    """Use of the bucket's customer-managed KMS key to read and write its objects, through S3
+    only (S3 asks KMS for a data key to write, and to decrypt one to read or copy)."""
+    return iam.PolicyStatement(
+        actions=["kms:Decrypt", "kms:GenerateDataKey"],
+        resources=[key_arn],
+        conditions={"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}},
+    )
+
+
+def grant_tables(
+    fn: lambda_.Function, bucket: s3.IBucket, prefixes: list[str], *, delete: bool = True, key_arn: str | None = None
+) -> None:
     """Read/write (and with ``delete``, delete) under ``prefixes`` only (``tables/`` and
     ``databases/`` for a function serving every table, one table's for its ingest function);
     listing restricted to them. Without ``delete`` a function may delete only the scratch keys
-    of castable's store probe (a database's members probe under their own prefixes)."""
+    of castable's store probe (a database's members probe under their own prefixes). With
+    ``key_arn`` (the bucket's customer-managed key) it may use that key through S3."""
     actions = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:AbortMultipartUpload"]
     actions.append("s3:ListMultipartUploadParts")
     if delete:
@@ -88,3 +103,5 @@ def grant_tables(fn: lambda_.Function, bucket: s3.IBucket, prefixes: list[str], 
     )
     # Whether the bucket keeps versions: castable's deletes then delete every version.
     fn.add_to_role_policy(iam.PolicyStatement(actions=["s3:GetBucketVersioning"], resources=[bucket.bucket_arn]))
+    if key_arn is not None:
+        fn.add_to_role_policy(object_key_use(key_arn))

@@ -18,6 +18,7 @@ from aws_cdk import aws_emrserverless as emrs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
@@ -31,7 +32,7 @@ from castable.sources import MANIFEST_SUFFIX
 from infra.bundling import function_code
 from infra.ingest import UNITS_PER_STACK, IngestStack, IngestUnit, Maintained, Shared
 from infra.operations import Operations
-from infra.parts import function, grant_tables, queue
+from infra.parts import function, grant_tables, object_key_use, queue
 from infra.patterns import objects_created
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
@@ -114,6 +115,13 @@ class CastableConfig:
     """A custom EMR Serverless image with Python 3.11 and castable (jobs/emr.Dockerfile)."""
     alert_email: str | None = None
     """Who the alerts topic emails (infra/operations.py); without it, subscribe to the topic yourself."""
+    kms_key_arn: str | None = None
+    """A customer-managed KMS key to encrypt the table bucket with (SSE-KMS, with an S3 Bucket
+    Key); every role that reads or writes its objects may use the key through S3. Without it,
+    S3-managed keys. The key's policy must let the account's IAM policies grant its use."""
+    architecture: Literal["x86_64", "arm64"] = "x86_64"
+    """Of the functions (their wheels are bundled for it) and of the EMR Serverless application
+    (Graviton: ``arm64``; a custom ``emr_image`` must be built for it)."""
 
 
 class CastableStack(Stack):
@@ -134,7 +142,11 @@ class CastableStack(Stack):
             self,
             "Tables",
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            encryption=s3.BucketEncryption.S3_MANAGED,
+            encryption=s3.BucketEncryption.S3_MANAGED if config.kms_key_arn is None else s3.BucketEncryption.KMS,
+            encryption_key=None
+            if config.kms_key_arn is None
+            else kms.Key.from_key_arn(self, "TablesKey", config.kms_key_arn),
+            bucket_key_enabled=config.kms_key_arn is not None or None,
             enforce_ssl=True,
             versioned=config.versioned,
             server_access_logs_bucket=access_logs,
@@ -156,11 +168,11 @@ class CastableStack(Stack):
         self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
         self.database_uris = {d.name: f"s3://{self.bucket.bucket_name}/databases/{d.name}" for d in config.databases}
         self._protect_logs()
-        code = function_code()
+        code = function_code(config.architecture)
         self.dead_letters: list[sqs.Queue] = []
         self.workflow_logs: dict[str, logs.LogGroup] = {}
         self.functions = {
-            name: function(self, name, code, description, timeout, memory)
+            name: function(self, name, code, description, timeout, memory, architecture=config.architecture)
             for name, description, timeout, memory in [
                 ("commit", "Register Parquet files written elsewhere as one append", 900, 1024),
                 ("tombstone", "Soft-delete rows by SQL predicate", 120, 1024),
@@ -172,7 +184,7 @@ class CastableStack(Stack):
         }
         for name, fn in self.functions.items():
             if name != "trigger":
-                grant_tables(fn, self.bucket, list(ROOTS))
+                grant_tables(fn, self.bucket, list(ROOTS), key_arn=config.kms_key_arn)
         # Erase is refused on a bucket with Object Lock (its versions would outlive a purge).
         for name in ("erasure", "splice"):
             self.functions[name].add_to_role_policy(
@@ -275,6 +287,7 @@ class CastableStack(Stack):
                 iam.PolicyStatement(
                     actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
                 ),
+                *([] if self.config.kms_key_arn is None else [object_key_use(self.config.kms_key_arn)]),
             ],
         )
 
@@ -301,7 +314,15 @@ class CastableStack(Stack):
                 "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self.account}}
             ),
         )
-        shared = Shared(self.bucket, self.maintenance, self.schedule_group, role, dead_letters)
+        shared = Shared(
+            self.bucket,
+            self.maintenance,
+            self.schedule_group,
+            role,
+            dead_letters,
+            self.config.architecture,
+            self.config.kms_key_arn,
+        )
         return [
             IngestStack(
                 self,
@@ -434,6 +455,8 @@ class CastableStack(Stack):
                 conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in readable]}},
             )
         )
+        if self.config.kms_key_arn is not None:
+            role.add_to_policy(object_key_use(self.config.kms_key_arn))
         self.functions["commit"].grant_invoke(role)
         return role
 
@@ -445,7 +468,7 @@ class CastableStack(Stack):
             name="castable-spark",
             release_label=self.config.emr_release,
             type="Spark",
-            architecture="X86_64",
+            architecture=self.config.architecture.upper(),
             auto_start_configuration=emrs.CfnApplication.AutoStartConfigurationProperty(enabled=True),
             auto_stop_configuration=emrs.CfnApplication.AutoStopConfigurationProperty(
                 enabled=True, idle_timeout_minutes=15

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from helpers import ROOT
 from helpers.aws_stubs import sqs_event
-from helpers.bundles import invoke
+from helpers.bundles import build_bundle, invoke
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
@@ -29,17 +29,52 @@ def test_the_bundle_fits_lambda(bundle: Path) -> None:
     assert size < LAMBDA_LIMIT, f"{size / 2**20:.0f} MiB unzipped"
 
 
+ELF_MACHINES = {"x86_64": 62, "arm64": 183}
+"""The ELF header's e_machine of each Lambda architecture (EM_X86_64, EM_AARCH64)."""
+
+
+def machines(bundle: Path) -> set[int]:
+    """The machines the bundle's shared libraries are built for."""
+    return {
+        int.from_bytes(p.read_bytes()[18:20], "little")
+        for p in bundle.rglob("*.so*")
+        if p.is_file() and p.read_bytes()[:4] == b"\x7fELF"
+    }
+
+
+def test_the_bundle_is_built_for_x86_64(bundle: Path) -> None:
+    assert machines(bundle) == {ELF_MACHINES["x86_64"]}
+
+
+def test_an_arm64_bundle_has_only_aarch64_libraries_and_fits_lambda(tmp_path: Path) -> None:
+    """What ``"architecture": "arm64"`` deploys: the same pinned packages, every shared library
+    built for AArch64 (Graviton), under Lambda's limit. This machine cannot run it."""
+    arm = build_bundle(tmp_path / "arm64", "arm64")
+    assert machines(arm) == {ELF_MACHINES["arm64"]}
+    assert sum(p.stat().st_size for p in arm.rglob("*") if p.is_file()) < LAMBDA_LIMIT
+    assert shipped(arm) == pinned()
+
+
 def test_the_bundle_ships_exactly_the_pinned_versions(bundle: Path) -> None:
     """Every package in the bundle is pinned, at the version it is pinned to: a deploy months
     later builds the bundle these tests ran, not whatever the index holds newest."""
+    assert shipped(bundle) == pinned()
+
+
+def shipped(bundle: Path) -> dict[str, str]:
+    """The packages in a bundle and their versions."""
     names_and_versions = (d.name.removesuffix(".dist-info").split("-") for d in bundle.glob("*.dist-info"))
-    shipped = {canonical(name): version for name, version in names_and_versions}
-    pinned: dict[str, str] = {}
+    return {canonical(name): version for name, version in names_and_versions}
+
+
+def pinned() -> dict[str, str]:
+    """The packages infra/bundle-constraints.txt pins, and their versions."""
+    pins: dict[str, str] = {}
     for line in CONSTRAINTS.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, version = line.split("==")
-            pinned[canonical(name)] = version.strip()
-    assert shipped == pinned
+            pins[canonical(name)] = version.strip()
+    return pins
 
 
 def canonical(name: str) -> str:

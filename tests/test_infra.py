@@ -85,6 +85,59 @@ def test_versioning_and_a_custom_emr_image_are_options(tmp_path: Path) -> None:
     assert app["Properties"]["ImageConfiguration"] == {"ImageUri": image}
 
 
+def test_arm64_is_an_option_for_functions_and_emr(tmp_path: Path) -> None:
+    t = synth(tmp_path, architecture="arm64", databases=[{"name": "shop"}])
+    functions = [
+        f for f in resources(t, "AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")
+    ]
+    assert len(functions) == 6 + 3 and all(f["Properties"]["Architectures"] == ["arm64"] for f in functions)
+    (app,) = resources(t, "AWS::EMRServerless::Application").values()
+    assert app["Properties"]["Architecture"] == "ARM64"
+    x86 = synth(tmp_path / "x86")
+    assert all(
+        f["Properties"].get("Architectures", ["x86_64"]) == ["x86_64"]
+        for f in resources(x86, "AWS::Lambda::Function").values()
+    )
+
+    def bundles(outdir: Path) -> set[str]:
+        files = json.loads((outdir / "Castable.assets.json").read_text())["files"]
+        return {k for k, v in files.items() if v["source"]["packaging"] == "zip"}
+
+    assert len(bundles(tmp_path)) == len(bundles(tmp_path / "x86")) == 1
+    assert bundles(tmp_path) != bundles(tmp_path / "x86"), "each architecture deploys its own bundle"
+
+
+def test_a_customer_managed_key_encrypts_the_bucket_and_every_role_that_touches_objects_may_use_it(
+    tmp_path: Path,
+) -> None:
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    t = synth(tmp_path, kmsKeyArn=key, databases=[{"name": "shop"}])
+    (tables,) = (b["Properties"] for k, b in resources(t, "AWS::S3::Bucket").items() if k.startswith("Tables"))
+    (rule,) = tables["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule == {
+        "BucketKeyEnabled": True,
+        "ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key},
+    }
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for policy in resources(t, "AWS::IAM::Policy").values():
+        for role in policy["Properties"]["Roles"]:
+            by_role.setdefault(json.dumps(role), []).extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    touching = 0
+    for role, stmts in by_role.items():
+        objects = [
+            s
+            for s in stmts
+            if {"s3:GetObject", "s3:PutObject"} & set(json.dumps(s["Action"]).strip('[]"').split('", "'))
+        ]
+        if not objects:
+            continue
+        touching += 1
+        uses = [s for s in stmts if s["Resource"] == key]
+        assert uses and set(uses[0]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}, role
+        assert uses[0]["Condition"] == {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}}
+    assert touching == 5 + 3 + 1 + 2, "five table functions, three ingest functions, EMR, two workflows"
+
+
 def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> None:
     fns = {
         f["Properties"]["Handler"]: f["Properties"]

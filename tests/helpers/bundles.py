@@ -17,14 +17,16 @@ from helpers import ROOT
 PYTHON312 = Path(os.environ.get("CASTABLE_PYTHON312", Path.home() / ".pyenv/versions/3.12.1/bin/python3.12"))
 
 
-def build_bundle(target: Path) -> Path:
-    """The bundle, installed into ``target`` as the CDK app builds it."""
+def build_bundle(target: Path, architecture: str = "x86_64") -> Path:
+    """The bundle for ``architecture``, installed into ``target`` as the CDK app builds it."""
     subprocess.run(
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from infra.bundling import install; install(Path(sys.argv[1]))",
+            "import sys; from pathlib import Path; from infra.bundling import install; "
+            "install(Path(sys.argv[1]), sys.argv[2])",
             str(target),
+            architecture,
         ],
         cwd=ROOT,
         check=True,
