@@ -5,9 +5,11 @@ The configuration file (named by the ``config`` context in cdk.json; infra/confi
 holds ``tables`` (a list of {"name", "schedule", "retain_versions", "retain_hours", "grace_hours",
 "ingest_concurrency", "ingest_memory_mb", "ingest_mode", "schema_mode", "op_column"}),
 ``databases`` (a list of {"name", "tables": [members to maintain, as in ``tables``],
-"ingest_concurrency", "ingest_memory_mb"}), ``versioned``, ``emr_image`` and ``alert_email``.
+"ingest_concurrency", "ingest_memory_mb"}), ``versioned``, ``emr_image``, ``alert_email``,
+``architecture``, ``kms_key_arn`` and ``bucket_name``.
 With ``-c config=`` the same come from flags instead: ``-c tables='[...]'``, ``-c databases=``,
-``-c versioned=true``, ``-c emrImage=``, ``-c alertEmail=``. Findings of cdk-nag's AWS Solutions
+``-c versioned=true``, ``-c emrImage=``, ``-c alertEmail=``, ``-c architecture=``,
+``-c kmsKeyArn=``, ``-c bucketName=``. Findings of cdk-nag's AWS Solutions
 checks fail the synth; each suppression in infra/ says why.
 """
 

@@ -26,9 +26,19 @@ def _prefixes_reason(prefix: str) -> str:
     )
 
 
+def _bucket_arn(stack: CastableStack, nested: bool = False) -> str:
+    """The table bucket's ARN as cdk-nag prints it: the bucket resource's attribute, a nested
+    stack's parameter for it, or an existing bucket's ARN."""
+    if stack.config.bucket_name is not None:
+        return f"arn:<AWS::Partition>:s3:::{stack.config.bucket_name}"
+    if nested:
+        return f"<referenceto{Names.node_unique_id(stack.bucket.node.default_child.node)}Arn>"  # type: ignore[union-attr]
+    return f"<{_logical_id(stack.bucket)}.Arn>"
+
+
 def accepted_findings(stack: CastableStack) -> dict[str, str]:
     """Each accepted finding of the main stack (cdk-nag's exact id) and why it is acceptable."""
-    bucket = _logical_id(stack.bucket)
+    bucket = _bucket_arn(stack)
     prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*", f"{MAINTENANCE_RESULTS}*", "landing/*"]
     prefixes += [f"{root}*" for root in ROOTS] + ["tables/*/data/*", "databases/*/*/data/*"]
     prefixes += [f"{root}*/{plans}*" for root in ROOTS for plans in (ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX)]
@@ -41,7 +51,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
         "delivery actions of Lambda tracing and state-machine logging have no resource-level permissions.",
     }
     for prefix in prefixes:
-        findings[f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{prefix}]"] = _prefixes_reason(prefix)
+        findings[f"AwsSolutions-IAM5[Resource::{bucket}/{prefix}]"] = _prefixes_reason(prefix)
     for machine in (stack.erasure, stack.maintenance):
         executions = (
             f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{_logical_id(machine)}.Name>/*"
@@ -66,7 +76,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
 def accepted_ingest_findings(stack: CastableStack, ingest: IngestStack) -> dict[str, str]:
     """The same for an ingest stack, where the bucket is a parameter the main stack passes in:
     each function's own table (or database) and landing prefixes."""
-    bucket = f"referenceto{Names.node_unique_id(stack.bucket.node.default_child.node)}Arn"  # type: ignore[union-attr]
+    bucket = _bucket_arn(stack, nested=True)
     findings = {}
     for unit in ingest.units:
         prefixes = [f"{unit.prefix}*", f"landing/{unit.name}/*", f"landing-failed/landing/{unit.name}/*"]
@@ -74,7 +84,7 @@ def accepted_ingest_findings(stack: CastableStack, ingest: IngestStack) -> dict[
         if unit.prefix.startswith("databases/"):
             prefixes.append(f"{unit.prefix}*/{PROBE_PREFIX}*")
         for prefix in prefixes:
-            findings[f"AwsSolutions-IAM5[Resource::<{bucket}>/{prefix}]"] = _prefixes_reason(prefix)
+            findings[f"AwsSolutions-IAM5[Resource::{bucket}/{prefix}]"] = _prefixes_reason(prefix)
     return findings
 
 

@@ -122,49 +122,22 @@ class CastableConfig:
     architecture: Literal["x86_64", "arm64"] = "x86_64"
     """Of the functions (their wheels are bundled for it) and of the EMR Serverless application
     (Graviton: ``arm64``; a custom ``emr_image`` must be built for it)."""
+    bucket_name: str | None = None
+    """An existing bucket to keep the tables in, instead of one the stack creates. The stack adds
+    its landing notifications and turns on its EventBridge events; the compare-and-swap policy
+    statements are an output (``RequiredBucketPolicyStatements``) to add to the bucket's policy,
+    and its encryption, versioning and lifecycle stay as its owner set them."""
+
+    def __post_init__(self) -> None:
+        if self.bucket_name is not None and self.versioned:
+            raise ValueError("versioned applies to a bucket the stack creates: set it on the existing bucket yourself")
 
 
 class CastableStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, config: CastableConfig, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
-        access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        self.bucket = s3.Bucket(
-            self,
-            "Tables",
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            encryption=s3.BucketEncryption.S3_MANAGED if config.kms_key_arn is None else s3.BucketEncryption.KMS,
-            encryption_key=None
-            if config.kms_key_arn is None
-            else kms.Key.from_key_arn(self, "TablesKey", config.kms_key_arn),
-            bucket_key_enabled=config.kms_key_arn is not None or None,
-            enforce_ssl=True,
-            versioned=config.versioned,
-            server_access_logs_bucket=access_logs,
-            server_access_logs_prefix="tables-bucket/",
-            event_bridge_enabled=True,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    abort_incomplete_multipart_upload_after=Duration.days(config.incomplete_upload_days),
-                    noncurrent_version_expiration=Duration.days(config.noncurrent_days) if config.versioned else None,
-                ),
-                # the workflows' Distributed Map results: for looking into a run, not kept for ever
-                *(
-                    s3.LifecycleRule(prefix=results, expiration=Duration.days(RESULTS_DAYS))
-                    for results in (ERASURE_RESULTS, MAINTENANCE_RESULTS)
-                ),
-            ],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
+        self.bucket = self._bucket()
         self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
         self.database_uris = {d.name: f"s3://{self.bucket.bucket_name}/databases/{d.name}" for d in config.databases}
         self._protect_logs()
@@ -217,6 +190,54 @@ class CastableStack(Stack):
         )
         self._outputs()
 
+    def _bucket(self) -> s3.IBucket:
+        """The table bucket: one the stack creates (private, encrypted, TLS only, access-logged,
+        sending its events to EventBridge, with lifecycle rules), or the existing ``bucket_name``,
+        whose notifications the stack adds to and which it makes send events to EventBridge;
+        its policy, encryption, versioning and lifecycle stay its owner's (README: what to add)."""
+        config = self.config
+        if config.bucket_name is not None:
+            existing = s3.Bucket.from_bucket_name(self, "Tables", config.bucket_name)
+            existing.enable_event_bridge_notification()
+            return existing
+        access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        return s3.Bucket(
+            self,
+            "Tables",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED if config.kms_key_arn is None else s3.BucketEncryption.KMS,
+            encryption_key=None
+            if config.kms_key_arn is None
+            else kms.Key.from_key_arn(self, "TablesKey", config.kms_key_arn),
+            bucket_key_enabled=config.kms_key_arn is not None or None,
+            enforce_ssl=True,
+            versioned=config.versioned,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="tables-bucket/",
+            event_bridge_enabled=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    abort_incomplete_multipart_upload_after=Duration.days(config.incomplete_upload_days),
+                    noncurrent_version_expiration=Duration.days(config.noncurrent_days) if config.versioned else None,
+                ),
+                # the workflows' Distributed Map results: for looking into a run, not kept for ever
+                *(
+                    s3.LifecycleRule(prefix=results, expiration=Duration.days(RESULTS_DAYS))
+                    for results in (ERASURE_RESULTS, MAINTENANCE_RESULTS)
+                ),
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
     def _protect_logs(self) -> None:
         """No principal may write a table's or database's pointer or manifests except by
         compare-and-swap, the only way castable writes them (docs/format.md section 7): a pointer
@@ -227,17 +248,28 @@ class CastableStack(Stack):
             POINTER_KEY: {"s3:if-match": "true", "s3:if-none-match": "true"},
             f"{MANIFEST_PREFIX}*": {"s3:if-none-match": "true"},
         }
-        for key, absent in required.items():
-            self.bucket.add_to_resource_policy(
-                iam.PolicyStatement(
-                    effect=iam.Effect.DENY,
-                    principals=[iam.AnyPrincipal()],
-                    actions=["s3:PutObject"],
-                    # a table's, a database's and its members' (``*`` spans ``/`` in an ARN)
-                    resources=[self.bucket.arn_for_objects(f"{root}*/{key}") for root in ROOTS]
-                    + [self.bucket.arn_for_objects(f"{root}{key}") for root in ROOTS],
-                    conditions={"Null": absent},
-                )
+        statements = [
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                # a table's, a database's and its members' (``*`` spans ``/`` in an ARN)
+                resources=[self.bucket.arn_for_objects(f"{root}*/{key}") for root in ROOTS],
+                conditions={"Null": absent},
+            )
+            for key, absent in required.items()
+        ]
+        if self.config.bucket_name is None:
+            for statement in statements:
+                self.bucket.add_to_resource_policy(statement)
+        else:  # a stack cannot add to the policy of a bucket it does not own without replacing it
+            document = iam.PolicyDocument(statements=statements)
+            CfnOutput(
+                self,
+                "RequiredBucketPolicyStatements",
+                value=Stack.of(self).to_json_string(document.to_json()["Statement"]),
+                description="Add these statements to the existing bucket's policy: pointer and manifest "
+                "writes only by compare-and-swap",
             )
 
     # -------------------------------------------------------------- state machines

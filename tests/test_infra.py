@@ -138,6 +138,22 @@ def test_a_customer_managed_key_encrypts_the_bucket_and_every_role_that_touches_
     assert touching == 5 + 3 + 1 + 2, "five table functions, three ingest functions, EMR, two workflows"
 
 
+def test_an_existing_bucket_is_used_as_it_is_and_told_what_policy_to_add(tmp_path: Path) -> None:
+    t = synth(tmp_path, bucketName="my-lake")
+    assert not resources(t, "AWS::S3::Bucket") and not resources(t, "AWS::S3::BucketPolicy"), "the stack owns no bucket"
+    (notes,) = [n["Properties"] for n in resources(t, "Custom::S3BucketNotifications").values()]
+    assert notes["BucketName"] == "my-lake" and notes["Managed"] is False, "the bucket's own notifications are kept"
+    assert "EventBridgeConfiguration" in notes["NotificationConfiguration"], "tombstone and landing-failed events"
+    required = json.dumps(t["Outputs"]["RequiredBucketPolicyStatements"]["Value"])
+    for key in ("tables/*/_latest_manifest", "databases/*/_latest_manifest", "tables/*/manifest/*"):
+        assert f"my-lake/{key}" in required
+    assert required.count("Deny") == 2 and "s3:if-none-match" in required and "s3:if-match" in required
+    granted = json.dumps(statements(t))
+    assert ":s3:::my-lake/tables/*" in granted and ":s3:::my-lake/landing/events/*" in granted
+    with pytest.raises(Exception, match="versioned applies to a bucket the stack creates"):
+        synth(tmp_path / "versioned", bucketName="my-lake", versioned="true")
+
+
 def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> None:
     fns = {
         f["Properties"]["Handler"]: f["Properties"]
