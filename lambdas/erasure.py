@@ -3,6 +3,9 @@
 - ``{"action": "validate", "input": <the workflow's input>}`` checks the request before anything
   runs: its commit id, the table or database and its tables, each predicate against its schema,
   and that the bucket has no Object Lock (which would keep the erased rows' versions);
+- ``{"action": "preview", "input": <the workflow's input with "dry_run": true>}`` reports what
+  the request would erase, writing nothing: per table, the rows its predicate matches now and
+  the data files a splice would rewrite;
 - ``{"action": "plan", "commit_id", "items": [{"table", "predicate"}, ...]}`` keeps the data
   files of every table that may hold matching rows in one plan object, under the tables'
   common root, and returns where it is and how many files it names: the Distributed Map over
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, model_validator
 
 import castable
 from castable.erase import (
@@ -58,6 +61,10 @@ class Request(BaseModel):
     predicate: str | None = Field(default=None, min_length=1)
     database: TableUri | None = None
     tables: dict[str, Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    dry_run: StrictBool = False
+    """Report what would be erased (``preview``) instead of erasing it. Strictly a JSON boolean:
+    the workflow's choice compares it as one, so a ``"yes"`` pydantic would read as true would
+    send the request to the erasure itself."""
 
     @model_validator(mode="after")
     def _one_target(self) -> Request:
@@ -71,6 +78,12 @@ class Request(BaseModel):
 class Validate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: Literal["validate"]
+    input: Request
+
+
+class Preview(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["preview"]
     input: Request
 
 
@@ -114,7 +127,9 @@ class Receipt(BaseModel):
     """What the workflow's TableReceipt state built: kept under the table (predicate hashed)."""
 
 
-class ErasureEvent(RootModel[Annotated[Validate | Plan | Purge | Verify | Receipt, Field(discriminator="action")]]):
+class ErasureEvent(
+    RootModel[Annotated[Validate | Preview | Plan | Purge | Verify | Receipt, Field(discriminator="action")]]
+):
     pass
 
 
@@ -124,6 +139,8 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
     step = event.root
     if isinstance(step, Validate):
         return {"valid": True, "tables": _validate(step.input)}
+    if isinstance(step, Preview):
+        return _preview(step.input)
     if isinstance(step, Plan):
         return _plan(step)
     if isinstance(step, Receipt):
@@ -166,6 +183,27 @@ def _plan(step: Plan) -> dict[str, Any]:
         root = root.rsplit("/", 1)[0]
     key = write_erasure_plan(store_from_uri(root), step.commit_id, files)
     return {"files": len(files), **plan_location(root, key)}
+
+
+def _preview(request: Request) -> dict[str, Any]:
+    """What ``request`` would erase, table by table; nothing is written."""
+    if request.table is not None and request.predicate is not None:
+        targets = [(request.table, open_table(request.table), request.predicate)]
+    else:
+        assert request.database is not None and request.tables is not None
+        snapshot = castable.open_database(request.database).snapshot()
+        targets = [(f"{request.database}/{n}", snapshot.table(n), p) for n, p in request.tables.items()]
+    tables = []
+    for uri, table, predicate in targets:
+        scan = table.scan(filter=predicate)
+        tables.append({"table": uri, "rows": scan.count(), "files": len(list(scan.files()))})
+    return {
+        "dry_run": True,
+        "commit_id": request.commit_id,
+        "tables": tables,
+        "rows": sum(t["rows"] for t in tables),
+        "files": sum(t["files"] for t in tables),
+    }
 
 
 def _validate(request: Request) -> int:

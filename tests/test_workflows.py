@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.aws_stubs import fail_distributed_maps_as_aws_does, function_code, run_handler_in_process
 from helpers.s3servers import new_bucket
-from helpers.tables import EVENTS, events, parquet_bytes
+from helpers.tables import EVENTS, events, parquet_bytes, snapshot_of
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
@@ -450,6 +450,32 @@ def test_erasure_workflow_erases_across_the_tables_of_a_database(aws: dict[str, 
     snap = shop.snapshot()
     assert 42 not in snap.table("orders").to_arrow().column("id").to_pylist()
     assert 42 not in snap.table("lines").to_arrow().column("order_id").to_pylist()
+
+
+def test_a_dry_run_reports_what_an_erasure_would_erase_and_writes_nothing(
+    aws: dict[str, str], table: Table, shop: castable.Database
+) -> None:
+    before = snapshot_of(table.store)
+    request = {"table": table.uri, "predicate": "id IN (10, 2500, 3999)", "commit_id": "gdpr-dry", "dry_run": True}
+    d = run(aws["erasure"], request)
+    assert d["status"] == "SUCCEEDED", failures(d)
+    assert json.loads(d["output"]) == {
+        "dry_run": True,
+        "commit_id": "gdpr-dry",
+        "tables": [{"table": table.uri, "rows": 3, "files": 3}],
+        "rows": 3,
+        "files": 3,
+    }
+    assert snapshot_of(table.store) == before, "no tombstone, plan, splice or receipt"
+    db_before = snapshot_of(shop.store)
+    request = {"database": shop.uri, "tables": {"orders": "id = 42", "lines": "order_id = 42"}, "commit_id": "db-dry"}
+    d = run(aws["erasure"], {**request, "dry_run": True})
+    assert d["status"] == "SUCCEEDED", failures(d)
+    preview = json.loads(d["output"])
+    assert {t["table"].rsplit("/", 1)[1]: t["rows"] for t in preview["tables"]} == {"orders": 1, "lines": 2}
+    assert snapshot_of(shop.store) == db_before
+    d = run(aws["erasure"], {**request, "dry_run": "yes"})
+    assert d["status"] == "FAILED" and snapshot_of(shop.store) == db_before, "a malformed flag erases nothing"
 
 
 def test_erasure_workflow_refuses_a_table_name_outside_the_database(
