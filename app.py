@@ -6,10 +6,10 @@ holds ``tables`` (a list of {"name", "schedule", "retain_versions", "retain_hour
 "ingest_concurrency", "ingest_memory_mb", "ingest_mode", "schema_mode", "op_column"}),
 ``databases`` (a list of {"name", "tables": [members to maintain, as in ``tables``],
 "ingest_concurrency", "ingest_memory_mb"}), ``versioned``, ``emr_image``, ``alert_email``,
-``architecture``, ``kms_key_arn`` and ``bucket_name``.
+``architecture``, ``kms_key_arn``, ``bucket_name`` and ``function_package``.
 With ``-c config=`` the same come from flags instead: ``-c tables='[...]'``, ``-c databases=``,
 ``-c versioned=true``, ``-c emrImage=``, ``-c alertEmail=``, ``-c architecture=``,
-``-c kmsKeyArn=``, ``-c bucketName=``. Findings of cdk-nag's AWS Solutions
+``-c kmsKeyArn=``, ``-c bucketName=``, ``-c functionPackage=``. Findings of cdk-nag's AWS Solutions
 checks fail the synth; each suppression in infra/ says why.
 """
 

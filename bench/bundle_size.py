@@ -1,6 +1,6 @@
 """Lambda bundle size and cold import times, built exactly as the CDK app bundles it.
 
-Builds the bundle with infra.bundling.install (pip, manylinux_2_28 x86_64 wheels for
+Builds the bundle with infra.bundle.install (pip, manylinux_2_28 x86_64 wheels for
 CPython 3.12, no Docker) into a temporary directory, reports its unzipped size against
 Lambda's 250 MiB limit, and the cold import time of each handler module from the bundle alone
 (median of 5 fresh python3.12 interpreters run with -I -S and only the bundle on sys.path, as
@@ -25,7 +25,7 @@ from benchlib import publish
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infra.bundling import install  # noqa: E402
+from infra.bundle import install  # noqa: E402
 
 HANDLERS = ["commit", "tombstone", "splice", "ingest", "maintenance", "erasure", "trigger"]
 LIMIT = 250 * 1024 * 1024

@@ -1,105 +1,25 @@
-"""Lambda code bundled without Docker: pip installs manylinux wheels for the Lambda runtime.
-
-The bundle holds castable (src/castable), the handlers (lambdas/) and their dependencies:
-castable's own and its ``lambda`` extra, read from pyproject.toml so the bundle can never miss
-a dependency the package declares, at the versions infra/bundle-constraints.txt pins (boto3 is
-among them: the X-Ray SDK pulls in a newer botocore than the runtime's boto3 expects, so both
-are bundled together). To stay under Lambda's 250 MiB
-limit with numpy, the parts of pyarrow castable never loads are removed: headers, tests, Flight,
-the filesystems castable does not use (S3 goes through boto3), and the copies pip makes of
-symlinked shared libraries. tests/test_bundle.py proves it by invoking every handler from the
-bundle alone under python3.12.
+"""The CDK side of the Lambda bundle: an asset bundled locally, without Docker, by
+infra/bundle.py (what the bundle holds and how it is installed), or a container image built
+from infra/lambda.Dockerfile, which runs the same install.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
-import subprocess
-import sys
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 import jsii
 from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_lambda as lambda_
 
-ROOT = Path(__file__).resolve().parent.parent
+from infra.bundle import CONSTRAINTS, ROOT, Architecture, install
+
 RUNTIME = lambda_.Runtime.PYTHON_3_12
-Architecture = Literal["x86_64", "arm64"]
-MACHINES: dict[str, str] = {"x86_64": "x86_64", "arm64": "aarch64"}
-"""Each Lambda architecture and the machine its manylinux wheels name."""
-CONSTRAINTS = ROOT / "infra" / "bundle-constraints.txt"
-"""The exact version of every package the bundle ships, so what deploys is what was tested."""
-_PRUNE = [
-    "pyarrow/include",
-    "pyarrow/tests",
-    "pyarrow/src",
-    "pyarrow/libarrow_flight.so.*",
-    "pyarrow/libarrow_python_flight.so*",
-    "pyarrow/_flight.*.so",
-    "pyarrow/flight.py",
-    "pyarrow/libarrow_s3.so.*",
-    "pyarrow/_s3fs.*.so",
-    "pyarrow/_gcsfs.*.so",
-    "pyarrow/_azurefs.*.so",
-    "pyarrow/_hdfs.*.so",
-    "pyarrow/_pyarrow_cpp_tests.*.so",
-    "pyarrow/libarrow_python.so",
-    "pyarrow/libarrow_python.so.*.*.*",
-    "pyarrow/libarrow_python_parquet_encryption.so",
-    "pyarrow/libarrow_python_parquet_encryption.so.*.*.*",
-]
-"""Globs under the bundle removed after pip: each is loaded by nothing castable imports."""
-
-
-def requirements() -> list[str]:
-    """castable's dependencies plus its ``lambda`` extra, as pyproject.toml declares them."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [*project["dependencies"], *project["optional-dependencies"]["lambda"]]
-
-
-def install(target: Path, architecture: Architecture = "x86_64") -> None:
-    """Fill ``target`` with the function code and its Linux / CPython 3.12 wheels for ``architecture``."""
-    # Every manylinux tag Amazon Linux 2023 accepts: with manylinux2014 alone pip falls back to an
-    # old pyarrow, with manylinux_2_28 alone it finds no pydantic-core.
-    machine = MACHINES[architecture]
-    platforms = [f"manylinux_2_28_{machine}", f"manylinux_2_17_{machine}", f"manylinux2014_{machine}"]
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-compile",
-            *(arg for p in platforms for arg in ("--platform", p)),
-            "--python-version",
-            "3.12",
-            "--implementation",
-            "cp",
-            "--only-binary=:all:",
-            "--target",
-            str(target),
-            "--constraint",
-            str(CONSTRAINTS),
-            *requirements(),
-        ],
-        check=True,
-    )
-    for pattern in _PRUNE:
-        for path in target.glob(pattern):
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-    shutil.copytree(
-        ROOT / "src" / "castable", target / "castable", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
-    )
-    shutil.copytree(
-        ROOT / "lambdas", target / "lambdas", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
-    )
+PackageKind = Literal["zip", "image"]
+DOCKERFILE = "infra/lambda.Dockerfile"
+"""The container image of the functions (``"function_package": "image"``), built from the repository."""
 
 
 @jsii.implements(ILocalBundling)
@@ -131,8 +51,8 @@ def source_hash(architecture: Architecture) -> str:
     return digest.hexdigest()
 
 
-def function_code(architecture: Architecture = "x86_64") -> lambda_.Code:
-    """The one asset every castable function of an architecture shares."""
+def _zip_code(architecture: Architecture) -> lambda_.Code:
+    """The zip asset every castable function of a stack shares."""
     return lambda_.Code.from_asset(
         str(ROOT),
         exclude=[
@@ -151,3 +71,39 @@ def function_code(architecture: Architecture = "x86_64") -> lambda_.Code:
         asset_hash=source_hash(architecture),
         bundling=BundlingOptions(image=RUNTIME.bundling_image, local=LocalBundler(architecture), command=["false"]),
     )
+
+
+class Package:
+    """How a stack's functions get their code: one zip asset they share (bundled here, no
+    Docker), or the container image of infra/lambda.Dockerfile with each handler as its command
+    (built with Docker on deploy; the choice when the zip nears Lambda's 250 MiB)."""
+
+    def __init__(self, architecture: Architecture, kind: PackageKind) -> None:
+        self.architecture = architecture
+        self.kind = kind
+        self._zip = _zip_code(architecture) if kind == "zip" else None
+
+    def code(self, handler: str) -> lambda_.Code:
+        """The code of the function running ``handler`` (``lambdas.<name>.handler``)."""
+        if self._zip is not None:
+            return self._zip
+        return lambda_.Code.from_asset_image(
+            str(ROOT),
+            file=DOCKERFILE,
+            build_args={"ARCHITECTURE": self.architecture},
+            platform=ecr_assets.Platform.LINUX_ARM64
+            if self.architecture == "arm64"
+            else ecr_assets.Platform.LINUX_AMD64,
+            cmd=[handler],
+        )
+
+    def handler(self, handler: str) -> str:
+        return handler if self._zip is not None else lambda_.Handler.FROM_IMAGE
+
+    @property
+    def runtime(self) -> lambda_.Runtime:
+        return RUNTIME if self._zip is not None else lambda_.Runtime.FROM_IMAGE
+
+    @property
+    def lambda_architecture(self) -> lambda_.Architecture:
+        return lambda_.Architecture.ARM_64 if self.architecture == "arm64" else lambda_.Architecture.X86_64

@@ -21,7 +21,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.bundling import Architecture, function_code
+from infra.bundle import Architecture
+from infra.bundling import Package, PackageKind
 from infra.parts import function, grant_tables, queue
 from lambdas.names import schedule_name
 
@@ -68,6 +69,7 @@ class Shared:
     schedule_role: iam.IRole
     schedule_dead_letters: sqs.IQueue
     architecture: Architecture
+    package: PackageKind
     key_arn: str | None
     """The bucket's customer-managed KMS key, if it has one."""
 
@@ -86,7 +88,8 @@ class IngestStack(NestedStack):
         super().__init__(scope, construct_id, description="castable: landing queues, ingest functions and schedules")
         self.shared = shared
         self.units = list(units)
-        self.code = function_code(shared.architecture)  # an asset belongs to one stack (bundled once: CDK caches it)
+        # an asset belongs to one stack (a zip is bundled once: CDK caches it)
+        self.package = Package(shared.architecture, shared.package)
         self.functions: list[lambda_.Function] = []
         self.dead_letters: list[sqs.Queue] = []
         for unit in units:
@@ -109,16 +112,7 @@ class IngestStack(NestedStack):
             visibility_timeout=Duration.seconds(6 * 900),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
-        fn = function(
-            self,
-            "ingest",
-            self.code,
-            unit.description,
-            900,
-            unit.memory,
-            f"Ingest{construct}",
-            self.shared.architecture,
-        )
+        fn = function(self, "ingest", self.package, unit.description, 900, unit.memory, f"Ingest{construct}")
         self.functions.append(fn)
         grant_tables(fn, bucket, [unit.prefix], delete=False, key_arn=self.shared.key_arn)
         fn.add_environment("POWERTOOLS_SERVICE_NAME", f"castable-ingest-{name}")  # each table's logs apart

@@ -12,31 +12,31 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from castable.store.probe import PROBE_PREFIX
-from infra.bundling import RUNTIME, Architecture
+from infra.bundling import Package
 
 
 def function(
     scope: Construct,
     name: str,
-    code: lambda_.Code,
+    package: Package,
     description: str,
     timeout: int,
     memory: int,
     construct: str | None = None,
-    architecture: Architecture = "x86_64",
 ) -> lambda_.Function:
-    """The function running ``lambdas/<name>.py`` (``code`` bundled for ``architecture``);
-    ``construct`` names it when one handler serves several."""
+    """The function running ``lambdas/<name>.py`` from ``package``; ``construct`` names it when
+    one handler serves several."""
     construct = construct or name.title()
     log_group = logs.LogGroup(scope, f"{construct}Logs", retention=logs.RetentionDays.ONE_MONTH)
+    handler = f"lambdas.{name}.handler"
     return lambda_.Function(
         scope,
         f"{construct}Function",
         description=f"castable: {description}",
-        runtime=RUNTIME,
-        architecture=lambda_.Architecture.ARM_64 if architecture == "arm64" else lambda_.Architecture.X86_64,
-        handler=f"lambdas.{name}.handler",
-        code=code,
+        runtime=package.runtime,
+        architecture=package.lambda_architecture,
+        handler=package.handler(handler),
+        code=package.code(handler),
         timeout=Duration.seconds(timeout),
         memory_size=memory,
         ephemeral_storage_size=None,

@@ -29,7 +29,7 @@ from constructs import Construct
 
 from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
 from castable.sources import MANIFEST_SUFFIX
-from infra.bundling import function_code
+from infra.bundling import Package
 from infra.ingest import UNITS_PER_STACK, IngestStack, IngestUnit, Maintained, Shared
 from infra.operations import Operations
 from infra.parts import function, grant_tables, object_key_use, queue
@@ -122,6 +122,9 @@ class CastableConfig:
     architecture: Literal["x86_64", "arm64"] = "x86_64"
     """Of the functions (their wheels are bundled for it) and of the EMR Serverless application
     (Graviton: ``arm64``; a custom ``emr_image`` must be built for it)."""
+    function_package: Literal["zip", "image"] = "zip"
+    """``image`` deploys the functions as the container image of infra/lambda.Dockerfile (built
+    with Docker on deploy; up to 10 GB) instead of the zip bundle (250 MiB unzipped)."""
     bucket_name: str | None = None
     """An existing bucket to keep the tables in, instead of one the stack creates. The stack adds
     its landing notifications and turns on its EventBridge events; the compare-and-swap policy
@@ -141,11 +144,11 @@ class CastableStack(Stack):
         self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
         self.database_uris = {d.name: f"s3://{self.bucket.bucket_name}/databases/{d.name}" for d in config.databases}
         self._protect_logs()
-        code = function_code(config.architecture)
+        package = Package(config.architecture, config.function_package)
         self.dead_letters: list[sqs.Queue] = []
         self.workflow_logs: dict[str, logs.LogGroup] = {}
         self.functions = {
-            name: function(self, name, code, description, timeout, memory, architecture=config.architecture)
+            name: function(self, name, package, description, timeout, memory)
             for name, description, timeout, memory in [
                 ("commit", "Register Parquet files written elsewhere as one append", 900, 1024),
                 ("tombstone", "Soft-delete rows by SQL predicate", 120, 1024),
@@ -353,6 +356,7 @@ class CastableStack(Stack):
             role,
             dead_letters,
             self.config.architecture,
+            self.config.function_package,
             self.config.kms_key_arn,
         )
         return [

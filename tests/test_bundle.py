@@ -1,10 +1,12 @@
-"""The Lambda bundle as the runtime meets it: built by infra/bundling.py, imported under python3.12
+"""The Lambda bundle as the runtime meets it: built by infra/bundle.py, imported under python3.12
 with nothing but the bundle and the standard library on ``sys.path``, and every handler invoked
 once against S3 on the moto server over HTTP. A dependency the dev venv happens to provide fails here."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import boto3
@@ -12,11 +14,12 @@ import pytest
 from helpers import ROOT
 from helpers.aws_stubs import sqs_event
 from helpers.bundles import build_bundle, invoke
+from helpers.cdk import synth
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
-from infra.bundling import CONSTRAINTS
+from infra.bundle import CONSTRAINTS
 
 LAMBDA_LIMIT = 262_144_000
 """Lambda's limit on a function's unzipped code, in bytes (250 MiB)."""
@@ -53,6 +56,32 @@ def test_an_arm64_bundle_has_only_aarch64_libraries_and_fits_lambda(tmp_path: Pa
     assert machines(arm) == {ELF_MACHINES["arm64"]}
     assert sum(p.stat().st_size for p in arm.rglob("*") if p.is_file()) < LAMBDA_LIMIT
     assert shipped(arm) == pinned()
+
+
+def test_the_container_image_is_built_from_a_context_holding_exactly_what_the_bundle_needs(
+    tmp_path: Path, bundle: Path
+) -> None:
+    """``"function_package": "image"``: the build context CDK stages (the repository through
+    .dockerignore) holds the Dockerfile and every file it copies, and nothing of a checkout's
+    venvs, tests or benchmarks; the Dockerfile's one RUN step, run here in that context, makes
+    the same bundle as the zip's. (The base image and docker itself cannot run on this machine.)"""
+    synth(tmp_path / "cdk", functionPackage="image")
+    (context,) = (tmp_path / "cdk").glob("asset.*")
+    dockerfile = (context / "infra" / "lambda.Dockerfile").read_text()
+    copied = [w for line in dockerfile.splitlines() if line.startswith("COPY ") for w in line.split()[1:-1]]
+    assert copied and all((context / c).exists() for c in copied), copied
+    size = sum(p.stat().st_size for p in context.rglob("*") if p.is_file())
+    assert size < 5 * 2**20 and not (context / "tests").exists() and not (context / ".venv").exists()
+    (run,) = [line for line in dockerfile.splitlines() if line.startswith("RUN ")]
+    assert 'python infra/bundle.py "${LAMBDA_TASK_ROOT}" "${ARCHITECTURE}"' in run
+    built = tmp_path / "task"
+    subprocess.run(
+        [sys.executable, "infra/bundle.py", str(built), "x86_64"], cwd=context, check=True, capture_output=True
+    )
+    files = {str(p.relative_to(built)) for p in built.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert files == {
+        str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_the_bundle_ships_exactly_the_pinned_versions(bundle: Path) -> None:

@@ -154,6 +154,20 @@ def test_an_existing_bucket_is_used_as_it_is_and_told_what_policy_to_add(tmp_pat
         synth(tmp_path / "versioned", bucketName="my-lake", versioned="true")
 
 
+def test_functions_can_run_from_a_container_image(tmp_path: Path) -> None:
+    t = synth(tmp_path, functionPackage="image")
+    functions = [
+        f["Properties"] for f in resources(t, "AWS::Lambda::Function").values() if "ImageConfig" in f["Properties"]
+    ]
+    commands = sorted(f["ImageConfig"]["Command"][0] for f in functions)
+    assert commands == sorted(
+        [f"lambdas.{n}.handler" for n in ("commit", "tombstone", "splice", "maintenance", "erasure", "trigger")]
+        + ["lambdas.ingest.handler"] * 2
+    )
+    assert all("ImageUri" in f["Code"] and "Runtime" not in f and "Handler" not in f for f in functions)
+    assert len({json.dumps(f["Code"]) for f in functions}) == 1, "one image for every function"
+
+
 def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> None:
     fns = {
         f["Properties"]["Handler"]: f["Properties"]

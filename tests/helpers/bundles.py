@@ -1,4 +1,4 @@
-"""The Lambda bundle as the runtime meets it: built by infra/bundling.py, and handlers invoked
+"""The Lambda bundle as the runtime meets it: built by infra/bundle.py, and handlers invoked
 under python3.12 with nothing but the bundle and the standard library on ``sys.path``."""
 
 from __future__ import annotations
@@ -19,15 +19,8 @@ PYTHON312 = Path(os.environ.get("CASTABLE_PYTHON312", Path.home() / ".pyenv/vers
 
 def build_bundle(target: Path, architecture: str = "x86_64") -> Path:
     """The bundle for ``architecture``, installed into ``target`` as the CDK app builds it."""
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path; from infra.bundling import install; "
-            "install(Path(sys.argv[1]), sys.argv[2])",
-            str(target),
-            architecture,
-        ],
+    subprocess.run(  # as the zip asset's local bundling and the container image's build run it
+        [sys.executable, str(ROOT / "infra" / "bundle.py"), str(target), architecture],
         cwd=ROOT,
         check=True,
         capture_output=True,

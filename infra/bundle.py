@@ -1,0 +1,103 @@
+"""The Lambda bundle's contents, installed without Docker and without the CDK: pip installs
+manylinux wheels for the Lambda runtime into a folder, then castable and the handlers beside them.
+
+The bundle holds castable (src/castable), the handlers (lambdas/) and their dependencies:
+castable's own and its ``lambda`` extra, read from pyproject.toml so the bundle can never miss
+a dependency the package declares, at the versions infra/bundle-constraints.txt pins (boto3 is
+among them: the X-Ray SDK pulls in a newer botocore than the runtime's boto3 expects, so both
+are bundled together). To stay under Lambda's 250 MiB limit with numpy, the parts of pyarrow
+castable never loads are removed: headers, tests, Flight, the filesystems castable does not use
+(S3 goes through boto3), and the copies pip makes of symlinked shared libraries.
+
+The zip bundle (infra/bundling.py) and the container image (infra/lambda.Dockerfile, which runs
+``python infra/bundle.py /var/task``) are both made by :func:`install`, so they hold the same
+files. tests/test_bundle.py invokes every handler from the bundle alone under python3.12.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+ROOT = Path(__file__).resolve().parent.parent
+Architecture = Literal["x86_64", "arm64"]
+MACHINES: dict[str, str] = {"x86_64": "x86_64", "arm64": "aarch64"}
+"""Each Lambda architecture and the machine its manylinux wheels name."""
+CONSTRAINTS = ROOT / "infra" / "bundle-constraints.txt"
+"""The exact version of every package the bundle ships, so what deploys is what was tested."""
+_PRUNE = [
+    "pyarrow/include",
+    "pyarrow/tests",
+    "pyarrow/src",
+    "pyarrow/libarrow_flight.so.*",
+    "pyarrow/libarrow_python_flight.so*",
+    "pyarrow/_flight.*.so",
+    "pyarrow/flight.py",
+    "pyarrow/libarrow_s3.so.*",
+    "pyarrow/_s3fs.*.so",
+    "pyarrow/_gcsfs.*.so",
+    "pyarrow/_azurefs.*.so",
+    "pyarrow/_hdfs.*.so",
+    "pyarrow/_pyarrow_cpp_tests.*.so",
+    "pyarrow/libarrow_python.so",
+    "pyarrow/libarrow_python.so.*.*.*",
+    "pyarrow/libarrow_python_parquet_encryption.so",
+    "pyarrow/libarrow_python_parquet_encryption.so.*.*.*",
+]
+"""Globs under the bundle removed after pip: each is loaded by nothing castable imports."""
+
+
+def requirements() -> list[str]:
+    """castable's dependencies plus its ``lambda`` extra, as pyproject.toml declares them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["lambda"]]
+
+
+def install(target: Path, architecture: Architecture = "x86_64") -> None:
+    """Fill ``target`` with the function code and its Linux / CPython 3.12 wheels for ``architecture``."""
+    # Every manylinux tag Amazon Linux 2023 accepts: with manylinux2014 alone pip falls back to an
+    # old pyarrow, with manylinux_2_28 alone it finds no pydantic-core.
+    machine = MACHINES[architecture]
+    platforms = [f"manylinux_2_28_{machine}", f"manylinux_2_17_{machine}", f"manylinux2014_{machine}"]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            *(arg for p in platforms for arg in ("--platform", p)),
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            "--only-binary=:all:",
+            "--target",
+            str(target),
+            "--constraint",
+            str(CONSTRAINTS),
+            *requirements(),
+        ],
+        check=True,
+    )
+    for pattern in _PRUNE:
+        for path in target.glob(pattern):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    shutil.copytree(
+        ROOT / "src" / "castable", target / "castable", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copytree(
+        ROOT / "lambdas", target / "lambdas", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
+
+
+if __name__ == "__main__":
+    install(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "x86_64")  # type: ignore[arg-type]
