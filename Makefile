@@ -70,6 +70,7 @@ bench: $(VENV)/.installed $(DUCKDB15)/.installed
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_register.py
 	cd bench && ../$(BIN)/python bench_maintenance.py
+	cd bench && ../$(BIN)/python bench_workflow_scale.py
 	cd bench && ../$(BIN)/python bench_contention.py
 	cd bench && ../$(BIN)/python bench_ingest_memory.py
 	cd bench && ../$(BIN)/python bench_spark.py

@@ -72,6 +72,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("## full scan after 1,000 deletes", "## 1-row append", "castable speed / fastest peer"),
         ),
         (
+            "bench_workflow_scale.py",
+            "workflow_scale.md",
+            ("| erasure |", "| maintenance |"),
+            ("SUCCEEDED",),
+            (),
+            ("complete within every limit: **met**",),
+        ),
+        (
             "bench_scale.py",
             "scale.md",
             ("| local store |", "| moto S3 over HTTP |"),

@@ -1,24 +1,29 @@
 """Both state machines executed by moto's Step Functions interpreter, their Lambda tasks running
-the real handler code in-process, against S3 on the moto server over HTTP."""
+the real handler code in-process, against moto's S3 in the same process (helpers/workflows.py;
+the IAM-enforced runs of every handler over HTTP are tests/test_iam.py's)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.aws_stubs import fail_distributed_maps_as_aws_does, function_code, run_handler_in_process
 from helpers.s3servers import new_bucket
-from helpers.tables import EVENTS, events, parquet_bytes, snapshot_of
+from helpers.tables import EVENTS, events, snapshot_of
+from helpers.workflows import (
+    ROOT,
+    failures,
+    history,
+    largest_payload,
+    run,
+    wide_table,
+    workflows,
+)
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
@@ -28,89 +33,11 @@ from castable.errors import CorruptObjectError
 from castable.table import Table
 from castable.tables import load_table
 
-ROOT = Path(__file__).resolve().parent.parent
-FUNCTIONS = {
-    "TombstoneFunctionArn": "lambdas.tombstone.handler",
-    "ErasureFunctionArn": "lambdas.erasure.handler",
-    "SpliceFunctionArn": "lambdas.splice.handler",
-    "MaintenanceFunctionArn": "lambdas.maintenance.handler",
-}
-
 
 @pytest.fixture
-def aws(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """In-process Step Functions and Lambda (moto) whose tasks reach S3 on the moto server; the
-    erasure workflow writes its splice results to a bucket of their own."""
-    import boto3
-    from moto import mock_aws
-    from moto.awslambda.models import LambdaFunction
-
-    logging.getLogger("moto.stepfunctions").setLevel(logging.CRITICAL)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
-    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
-    fail_distributed_maps_as_aws_does(monkeypatch)
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        iam = boto3.client("iam", region_name="us-east-1")
-        role = iam.create_role(RoleName="castable", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        lam = boto3.client("lambda", region_name="us-east-1")
-        arns = {}
-        for placeholder, handler in FUNCTIONS.items():
-            name = handler.split(".")[1]
-            arns[placeholder] = lam.create_function(
-                FunctionName=name, Runtime="python3.12", Role=role, Handler=handler, Code={"ZipFile": function_code()}
-            )["FunctionArn"]
-        sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        results = new_bucket(s3_endpoint)
-        machines = {}
-        for name in ("erasure", "maintenance"):
-            definition = (ROOT / "statemachines" / f"{name}.asl.json").read_text()
-            for placeholder, value in {**arns, "ResultsBucket": results}.items():
-                definition = definition.replace("${" + placeholder + "}", value)
-            machines[name] = sfn.create_state_machine(name=name, definition=definition, roleArn=role)["stateMachineArn"]
+def aws(s3_endpoint: str) -> Iterator[dict[str, str]]:
+    with workflows(s3_endpoint) as machines:
         yield machines
-
-
-STATE_PAYLOAD_LIMIT = 262_144
-"""Step Functions' limit on a state's input or output, a task's result included (256 KiB)."""
-HISTORY_LIMIT = 25_000
-"""Step Functions' limit on the events of one execution's history."""
-
-
-def run(machine: str, payload: dict[str, Any], *, seconds: float = 60) -> dict[str, Any]:
-    """Start an execution and wait up to ``seconds`` for it to end; then check it stayed within
-    Step Functions' payload and history limits, which moto does not enforce."""
-    import boto3
-
-    sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    execution = sfn.start_execution(stateMachineArn=machine, name=str(uuid.uuid4()), input=json.dumps(payload))
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        d = sfn.describe_execution(executionArn=execution["executionArn"])
-        if d["status"] != "RUNNING":
-            events = history(d)
-            assert len(events) <= HISTORY_LIMIT, f"{len(events)} history events"
-            for e in events:
-                for details in (v for k, v in e.items() if k.endswith("Details") and isinstance(v, dict)):
-                    for field in ("input", "output", "parameters"):
-                        size = len(str(details.get(field, "")).encode())
-                        assert size <= STATE_PAYLOAD_LIMIT, f"{e['type']} {field} of {size} bytes"
-            return d
-        time.sleep(0.1)
-    raise TimeoutError("execution did not finish")
-
-
-def failures(execution: dict[str, Any]) -> list[Any]:
-    """The error details of failed tasks and of the execution, for assertion messages."""
-    keys = ("taskFailedEventDetails", "executionFailedEventDetails", "lambdaFunctionFailedEventDetails")
-    return [e[k] for e in history(execution) for k in keys if k in e]
-
-
-def history(execution: dict[str, Any]) -> list[dict[str, Any]]:
-    import boto3
-
-    sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution["executionArn"])
-    return [e for page in pages for e in page["events"]]
 
 
 @pytest.fixture
@@ -156,37 +83,6 @@ def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dic
         assert not {10, 2500, 3999} & set(data)
 
 
-def _wide_table(bucket: str, endpoint: str, name: str, files: int) -> Table:
-    """A table of ``files`` two-row files whose id ranges all span id 500000 (a table not sorted
-    by user, as a per-user erase meets it); file 7 holds that id."""
-    import boto3
-
-    options = {"endpoint_url": endpoint, "region": "us-east-1"}
-    t = castable.create_table(f"s3://{bucket}/{name}", EVENTS, primary_key="id", storage_options=options)
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    keys = []
-    for i in range(files):
-        first = events(i, i + 1) if i != 7 else events(500_000, 500_001)
-        key = f"data/ext/part-{i:04d}.parquet"
-        s3.put_object(
-            Bucket=bucket,
-            Key=f"{name}/{key}",
-            Body=parquet_bytes(pa.concat_tables([first, events(10**6 + i, 10**6 + i + 1)])),
-        )
-        keys.append(key)
-    t.add_files(keys, commit_id="load")
-    return t
-
-
-def _largest_payload(execution: dict[str, Any]) -> int:
-    return max(
-        len(str(details.get(f, "")).encode())
-        for e in history(execution)
-        for details in (v for k, v in e.items() if k.endswith("Details") and isinstance(v, dict))
-        for f in ("input", "output", "parameters")
-    )
-
-
 @pytest.mark.slow
 def test_erasure_workflow_state_and_history_do_not_grow_with_the_files_it_splices(
     aws: dict[str, str], s3_bucket: str, s3_endpoint: str
@@ -195,19 +91,39 @@ def test_erasure_workflow_state_and_history_do_not_grow_with_the_files_it_splice
     the splices run as a Distributed Map's child executions, so neither the largest state payload
     nor the execution's history depends on the number of files: the same for 8 files and 80
     (an inline Map's list of files reached 256 KiB at ~550 files, its history 25,000 events at
-    ~3,500)."""
+    ~3,500; bench_workflow_scale.py runs 5,000)."""
     shape = []
     for files in (8, 80):
-        t = _wide_table(s3_bucket, s3_endpoint, f"wide{files}", files)
+        t = wide_table(s3_bucket, s3_endpoint, f"wide{files}", files)
         d = run(aws["erasure"], {"table": t.uri, "predicate": "id = 500000", "commit_id": f"user-{files}"}, seconds=300)
         assert d["status"] == "SUCCEEDED", failures(d)
         receipt = json.loads(d["output"])
         assert receipt["verified"] is True and receipt["rows_erased"] == 1 and receipt["files_spliced"] == 1, receipt
         assert len(ids(t)) == 2 * files - 1
-        shape.append((len(history(d)), _largest_payload(d)))
+        shape.append((len(history(d)), largest_payload(d)))
     (events_8, largest_8), (events_80, largest_80) = shape
     assert events_80 == events_8, f"the history grew from {events_8} to {events_80} events"
     assert largest_80 <= largest_8 + 16, f"the largest payload grew from {largest_8} to {largest_80} bytes"
+
+
+@pytest.mark.slow
+def test_maintenance_workflow_state_and_history_do_not_grow_with_the_files_it_compacts(
+    aws: dict[str, str], s3_bucket: str, s3_endpoint: str
+) -> None:
+    """The compaction plan lives in S3 and the groups run as a Distributed Map's child
+    executions: the same history and largest payload for 10 small files and 200 (an inline
+    Map reached Step Functions' limits at ~3,800; bench_workflow_scale.py runs 10,000)."""
+    shape = []
+    for files in (10, 200):
+        t = wide_table(s3_bucket, s3_endpoint, f"small{files}", files)
+        d = run(aws["maintenance"], {"table": t.uri, "retain_versions": 1, "retain_hours": None, "grace_hours": 0})
+        assert d["status"] == "SUCCEEDED", failures(d)
+        latest = load_table(t.store)
+        assert latest.count() == 2 * files and len(latest.manifest.data_files) == 1, "compacted into one file"
+        shape.append((len(history(d)), largest_payload(d)))
+    (events_10, largest_10), (events_200, largest_200) = shape
+    assert events_200 == events_10, f"the history grew from {events_10} to {events_200} events"
+    assert largest_200 <= largest_10 + 16, f"the largest payload grew from {largest_10} to {largest_200} bytes"
 
 
 def test_erasure_workflow_catch_path(aws: dict[str, str], table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -424,7 +340,6 @@ def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeyp
 @pytest.fixture
 def shop(s3_bucket: str, s3_endpoint: str) -> castable.Database:
     """A database on S3 with ``orders`` and ``lines`` (two lines per order)."""
-    import pyarrow as pa
 
     db = castable.create_database(
         f"s3://{s3_bucket}/shop", storage_options={"endpoint_url": s3_endpoint, "region": "us-east-1"}
