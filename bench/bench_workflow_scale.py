@@ -69,14 +69,13 @@ def main() -> None:
             boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="scale")
             log(f"erasure over {erase_files:,} files")
             t = wide_table("scale", endpoint, "erase", erase_files)
-            request = {"table": t.uri, "predicate": "id = 500000", "commit_id": "user-500000"}
-            result = one(machines["erasure"], request)
+            result = one(machines["erasure"], {"table": t.uri, "predicate": "id = 500000", "commit_id": "user-500000"})
             result["check"] = result.get("output", {}).get("files_spliced") == 1 and result["output"].get("verified")
             rows.append(("erasure", erase_files, result))
             log(f"maintenance over {maintain_files:,} files")
             t = wide_table("scale", endpoint, "maintain", maintain_files)
-            request = {"table": t.uri, "retain_versions": 1, "retain_hours": None, "grace_hours": 0}
-            result = one(machines["maintenance"], request)
+            maintain: dict[str, Any] = {"table": t.uri, "retain_versions": 1, "retain_hours": None, "grace_hours": 0}
+            result = one(machines["maintenance"], maintain)
             options = {"endpoint_url": endpoint, "region": "us-east-1"}
             after = castable.open_table(t.uri, storage_options=options)
             result["check"] = after.count() == 2 * maintain_files and len(after.manifest.data_files) < maintain_files
