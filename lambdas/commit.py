@@ -1,10 +1,12 @@
 """Commit Lambda: register Parquet files written elsewhere (Spark on EMR, ...) in one commit.
 
 Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ...],
-"commit_id": "job-run-42", "mode": "append"}``. ``mode`` is ``append`` (the default), ``upsert``
-(the files' rows replace the live rows with their primary keys) or ``overwrite`` (they replace
-the whole table, or with ``"where": "<predicate>"`` the rows matching it), as
-``Table.add_files``. The ``commit_id`` makes retried invocations idempotent.
+"commit_id": "job-run-42", "mode": "append"}``, or ``"file_list": "data/_file_lists/..."``
+instead of ``files``: the entries a Spark job's executors wrote, statistics included
+(``castable.register.write_file_list``), any number of them, each checked by one HEAD.
+``mode`` is ``append`` (the default), ``upsert`` (the files' rows replace the live rows with
+their primary keys) or ``overwrite`` (they replace the whole table, or with ``"where":
+"<predicate>"`` the rows matching it), as ``Table.add_files``. The ``commit_id`` makes retried invocations idempotent.
 Every file must exist under the table's ``data/`` prefix, match the table schema and decode
 (``"verify": "footer"`` reads footers and INT96 columns only, as the Spark ingest job asks for
 the files it has just written); otherwise the function fails with a clear error and changes
@@ -13,12 +15,14 @@ nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from castable.register import Verify
+from castable.manifest import DataFile
+from castable.register import Verify, read_file_list
 from castable.writes import AddMode
 from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
@@ -27,21 +31,34 @@ class CommitEvent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     table: TableUri
-    files: list[str] = Field(min_length=1, max_length=10_000)
+    files: list[str] | None = Field(default=None, min_length=1, max_length=10_000)
+    """Paths whose footers the function reads (at most 10,000: a path list rides in the event)."""
+    file_list: str | None = Field(default=None, min_length=1)
+    """A file list under the table's ``data/_file_lists/``: entries with their statistics."""
     commit_id: str = Field(min_length=1, max_length=256)
     mode: AddMode = "append"
     where: str | None = Field(default=None, min_length=1, max_length=65_536)
     verify: Verify = "decode"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CommitEvent:
+        if (self.files is None) == (self.file_list is None):
+            raise ValueError("give either files or file_list")
+        return self
 
 
 @lambda_handler(CommitEvent)
 @tracer.capture_method
 def handler(event: CommitEvent) -> dict[str, Any]:
     table = open_table(event.table)
-    version = table.add_files(
-        event.files, mode=event.mode, where=event.where, commit_id=event.commit_id, verify=event.verify
-    )
+    files: Sequence[str | DataFile] = []
+    version = table.committed_version(event.commit_id)  # a retry: its file list may be gone already
+    if version is None:
+        files = read_file_list(table.store, event.file_list, table.schema) if event.file_list else event.files or []
+        version = table.add_files(
+            files, mode=event.mode, where=event.where, commit_id=event.commit_id, verify=event.verify
+        )
     summary = table.manifest_at(version).commit.summary
     logger.info("committed", extra={"version": version, "commit_id": event.commit_id, "summary": summary})
-    metrics.add_metric(name="FilesCommitted", unit=MetricUnit.Count, value=len(event.files))
+    metrics.add_metric(name="FilesCommitted", unit=MetricUnit.Count, value=len(files))
     return {"table": event.table, "version": version, "commit_id": event.commit_id, "summary": summary}

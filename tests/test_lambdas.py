@@ -6,7 +6,8 @@ import gzip
 import io
 import json
 import os
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,8 +20,12 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
 
 import castable
+from castable.manifest import DataFile
+from castable.properties import TableProperties
+from castable.register import write_file_list
 from castable.table import Table
 from castable.tables import load_table
+from castable.writer import write_data_files
 from lambdas import commit, tombstone
 from lambdas.runtime import InvalidEventError, logger
 
@@ -59,6 +64,55 @@ def test_commit_registers_spark_output_idempotently(table: Table) -> None:
     assert result["version"] == 2 and result["summary"]["files_added"] == 3
     assert commit.handler(event, Context())["version"] == 2, "a duplicate delivery commits nothing twice"
     assert ids(table) == [*range(10), *range(100, 130)]
+
+
+@pytest.mark.slow
+def test_commit_takes_a_file_list_of_any_number_of_files(table: Table) -> None:
+    """10,001 files (past the 10,000 paths an event takes) whose entries a job left as one file
+    list: one commit, each file checked by a HEAD, their statistics kept from the writer's."""
+    (written,) = write_data_files(
+        table.store, [events(500, 510).to_batches()[0]], table.schema, TableProperties.parse(table.properties)
+    )
+    s3, bucket, prefix = table.store.client, table.store.bucket, table.store.prefix  # type: ignore[attr-defined]
+
+    def copy(i: int) -> DataFile:
+        key = f"data/emr/run-12/part-{i:05d}.parquet"
+        source = {"Bucket": bucket, "Key": f"{prefix}/{written.path}"}
+        s3.copy_object(Bucket=bucket, Key=f"{prefix}/{key}", CopySource=source)
+        return replace(written, path=key)
+
+    with ThreadPoolExecutor(32) as pool:
+        entries = list(pool.map(copy, range(10_001)))
+    listed = write_file_list(table.store, "emr-run-12", entries, table.schema)
+    event = {"table": table.uri, "file_list": listed, "commit_id": "emr-run-12", "verify": "footer"}
+    result = commit.handler(event, Context())
+    assert result["summary"]["files_added"] == 10_001 and result["summary"]["rows_added"] == 100_010
+    after = load_table(table.store)
+    assert after.count() == 10 + 100_010
+    assert after.scan(filter="id > 509").count() == 0, "the writer's statistics prune"
+    table.store.delete(listed)
+    assert commit.handler(event, Context())["version"] == result["version"], "a retry, its list gone, commits once"
+
+
+@pytest.mark.parametrize(
+    ("file_list", "message"),
+    [
+        ("data/elsewhere.arrow", "lies under data/_file_lists/"),
+        ("data/_file_lists/../../manifest/v1.json", "lies under data/_file_lists/"),
+        ("data/_file_lists/missing.arrow", "does not exist"),
+        ("data/_file_lists/garbage.arrow", "is not a castable file list"),
+    ],
+)
+def test_commit_refuses_a_bad_file_list_and_changes_nothing(table: Table, file_list: str, message: str) -> None:
+    table.store.put("data/_file_lists/garbage.arrow", b"not arrow")
+    before = snapshot_of(table.store)
+    with pytest.raises(castable.InvalidInputError, match=message):
+        commit.handler({"table": table.uri, "file_list": file_list, "commit_id": "bad"}, Context())
+    with pytest.raises(InvalidEventError):
+        commit.handler(
+            {"table": table.uri, "files": ["data/x.parquet"], "file_list": file_list, "commit_id": "b"}, Context()
+        )
+    assert snapshot_of(table.store) == before
 
 
 def test_commit_upserts_and_overwrites_where_as_the_event_says(table: Table) -> None:

@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -27,6 +28,7 @@ from helpers.aws_stubs import function_code, run_handler_in_process
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
+from castable.register import read_file_list
 from castable.spark import register
 from castable.spark.ingest import main as ingest_main
 from castable.spark.remote import invoke_commit
@@ -178,9 +180,16 @@ def test_job_commits_through_the_commit_lambda(
     assert (result.version, result.rows, result.already_committed) == (1, 3000, False)
     assert ids(table) == list(range(3000))
     assert load_table(table.store).history(limit=1)[0].summary["registered"] is True
+    (listed,) = [o.key for o in table.store.list("data/_file_lists/")]
+    committed = [replace(f, added_version=0) for f in load_table(table.store).manifest.data_files]
+    assert sorted(read_file_list(table.store, listed, table.schema), key=str) == sorted(committed, key=str), (
+        "the executors' entries, statistics and all, went to the function as one object"
+    )
     before = snapshot_of(table.store)
     again = ingest_main([*argv, "--commit-function", commit_function], spark=spark)
     assert again.already_committed and snapshot_of(table.store) == before
+    table.gc(orphan_grace=timedelta(0))
+    assert not list(table.store.list("data/_file_lists/")), "gc takes the list, which nothing refers to"
 
 
 def test_job_upserts_through_the_commit_lambda(

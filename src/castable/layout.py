@@ -8,6 +8,10 @@ from datetime import UTC, datetime
 POINTER_KEY = "_latest_manifest"
 MANIFEST_PREFIX = "manifest/"
 DATA_PREFIX = "data/"
+FILE_LISTS_PREFIX = f"{DATA_PREFIX}_file_lists/"
+"""Where a writer in another process (a Spark job) leaves the entries of the files one commit
+registers, for a committer elsewhere (the commit function) to read: any number of files, and
+their statistics computed where they were written. Unreferenced, so gc removes them later."""
 TOMBSTONE_PREFIX = "tombstone/"
 ERASURE_PREFIX = "erasure/"
 """An erasure's search targets (the erased rows), kept from before its purge deletes anything

@@ -3,7 +3,9 @@
 Runs on Spark 3.5 (EMR 7.x) and 4.x: it uses ``DataFrame.mapInArrow`` only, not the Python
 Data Source API. Executors write Parquet files of the table's target sizes under ``data/``
 and return their manifest entries (path, size, ETag, rows, statistics); the driver commits
-them in one commit, through the commit Lambda or (``--direct``) the library. The ``commit_id``
+them in one commit, through the commit Lambda (the entries left as one file list object under
+the table's ``data/_file_lists/``, so a job of any number of files commits, each checked by one
+HEAD) or (``--direct``) the library. The ``commit_id``
 makes a re-run commit nothing twice; files of a failed run are orphans that ``gc`` collects.
 
 ``--mode`` says what the rows do, as ``Table.add_files``: ``append`` (the default), ``upsert``
@@ -31,6 +33,7 @@ import pyarrow as pa
 import castable
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.manifest import DataFile
+from castable.register import write_file_list
 from castable.spark.files import TableTarget, WriteMode
 from castable.spark.remote import invoke_commit
 from castable.writes import ADD_MODES, AddMode
@@ -108,12 +111,20 @@ def ingest(
     if not files:
         raise castable.EmptyWriteError("the source has no rows; nothing was committed")
     log.info("wrote %d files, %d rows, %d bytes; committing %s as %s", len(files), rows, size, commit_id, mode)
-    if commit_function:
-        paths = [f.path for f in files]
+    if commit_function:  # the entries travel as an object: any number, statistics from the executors
+        listed = write_file_list(table.store, commit_id, files, table.schema)
         options = storage_options or {}
         region = options.get("region") or options.get("region_name")
         response = invoke_commit(
-            commit_function, table.uri, paths, commit_id, mode=mode, where=where, client=lambda_client, region=region
+            commit_function,
+            table.uri,
+            None,
+            commit_id,
+            file_list=listed,
+            mode=mode,
+            where=where,
+            client=lambda_client,
+            region=region,
         )
         version = int(response["version"])
     else:

@@ -16,7 +16,8 @@ from castable.errors import CastableError
 from castable.writes import AddMode
 
 MAX_FILES = 10_000
-"""The most files one commit event may list (the function's event model allows no more)."""
+"""The most paths one commit event may list (the function's event model allows no more); a
+file list (:func:`castable.register.write_file_list`) has no cap."""
 READ_TIMEOUT_SECONDS = 960
 """How long the caller waits for the function's answer: longer than the function may run
 (infra/stack.py gives it Lambda's 900 s at most, for 10,000 footers), where boto3's default of
@@ -41,9 +42,10 @@ def lambda_client(region: str | None = None) -> Any:
 def invoke_commit(
     function_name: str,
     table_uri: str,
-    paths: Sequence[str],
+    paths: Sequence[str] | None,
     commit_id: str,
     *,
+    file_list: str | None = None,
     mode: AddMode = "append",
     where: str | None = None,
     client: Any = None,
@@ -51,17 +53,23 @@ def invoke_commit(
 ) -> dict[str, Any]:
     """Invoke the commit function synchronously; return its result (``version``, ``summary``).
 
-    ``mode`` and ``where`` are ``Table.add_files``'s; an append's event leaves them out. The
-    files were just written by castable's writer on the executors, so the function reads their
-    footers only (``"verify": "footer"``) instead of decoding every page again. Without a
-    ``client``, one is made in ``region`` (the table's, from its storage options)."""
-    if len(paths) > MAX_FILES:
+    The files are ``paths`` (at most :data:`MAX_FILES`; the function reads their footers), or
+    the ``file_list`` the job left under the table (any number of entries, statistics
+    included; the function checks each by one HEAD). ``mode`` and ``where`` are
+    ``Table.add_files``'s; an append's event leaves them out. The files were just written by
+    castable's writer on the executors, so the function never decodes their pages again
+    (``"verify": "footer"``). Without a ``client``, one is made in ``region`` (the table's,
+    from its storage options)."""
+    if (paths is None) == (file_list is None):
+        raise errors.InvalidInputError("give the commit either paths or a file list")
+    if paths is not None and len(paths) > MAX_FILES:
         raise errors.InvalidInputError(
-            f"{len(paths)} files exceed the {MAX_FILES} one commit takes; write larger files (fewer partitions)"
+            f"{len(paths)} paths exceed the {MAX_FILES} one event takes; commit a file list instead"
         )
     if client is None:
         client = lambda_client(region)
-    payload: dict[str, Any] = {"table": table_uri, "files": list(paths), "commit_id": commit_id, "verify": "footer"}
+    payload: dict[str, Any] = {"table": table_uri, "commit_id": commit_id, "verify": "footer"}
+    payload |= {"files": list(paths)} if paths is not None else {"file_list": file_list}
     if mode != "append":
         payload["mode"] = mode
     if where is not None:
