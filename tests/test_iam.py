@@ -22,6 +22,8 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
+from castable.register import describe_data_file
+from castable.segment import data_table, encode
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]
@@ -323,14 +325,26 @@ def test_pointers_and_manifests_are_written_only_by_compare_and_swap(
 
 
 def test_the_emr_job_role_writes_data_files_and_commits_only_through_the_commit_function(
-    deployment: Deployment, events_uri: str
+    bundle: Path, deployment: Deployment, events_uri: str
 ) -> None:
     d = deployment
     role = next(
         k for k, v in d.template.resources.items() if v["Type"] == "AWS::IAM::Role" and k.startswith("EmrJobRole")
     )
     s3 = d.s3_as(role)
-    s3.put_object(Bucket=d.bucket, Key="tables/events/data/emr/run-1/part-0.parquet", Body=parquet_bytes(events(0, 2)))
+    s3.put_object(
+        Bucket=d.bucket, Key="tables/events/data/emr/run-1/part-0.parquet", Body=parquet_bytes(events(5000, 5002))
+    )
+    # the job's file list, written as the job role, read by the commit function under its own
+    table = castable.open_table(events_uri, storage_options=d.admin)
+    entry, _ = describe_data_file(table.store, "data/emr/run-1/part-0.parquet", table.schema)
+    listed = "data/_file_lists/emr-1.arrow"
+    s3.put_object(
+        Bucket=d.bucket, Key=f"tables/events/{listed}", Body=encode(data_table([entry], table.schema), "data")
+    )
+    event = {"table": events_uri, "file_list": listed, "commit_id": "emr-list-1", "verify": "footer"}
+    (committed,) = d.run(bundle, "CommitFunction", event)
+    assert committed["summary"]["files_added"] == 1
     assert s3.list_objects_v2(Bucket=d.bucket, Prefix="tables/events/manifest/")["KeyCount"] > 0
     with pytest.raises(ClientError) as missing:
         s3.get_object(Bucket=d.bucket, Key="tables/events/manifest/v99999999999999999999.json")
