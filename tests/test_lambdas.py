@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -586,6 +587,19 @@ def test_ingest_dead_letters_a_manifest_whose_file_does_not_decode(db_ingest_env
     why = s3.get_object(Bucket=bucket, Key=f"landing-failed/{key}.reason.json")["Body"].read().decode()
     assert "landing/b3/orders.parquet does not decode" in why, why
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="landing/"), "all moved to landing-failed/"
+
+
+def test_schedule_names_fit_eventbridge_scheduler_and_stay_apart() -> None:
+    """A name as EventBridge Scheduler takes it (at most 64 of [0-9a-zA-Z-_.]), the same wherever
+    it is made (the stack names the schedule, the trigger looks it up), distinct for two keys."""
+    from lambdas.names import schedule_name
+
+    long_db, long_member = "d" * 128, "m" * 128
+    keys = ["events", "shop/orders", f"{long_db}/{long_member}", f"{long_db}/{long_member[:-1]}x"]
+    names = [schedule_name(k) for k in keys]
+    assert names[:2] == ["events", "shop.orders"]
+    assert all(len(n) <= 64 and re.fullmatch(r"[0-9a-zA-Z\-_.]+", n) for n in names)
+    assert len(set(names)) == len(names), "two long keys that share their start still differ"
 
 
 def test_the_trigger_knows_database_members_by_their_path() -> None:
