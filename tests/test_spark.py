@@ -741,3 +741,62 @@ def test_native_read_on_spark_35(local_table: Table) -> None:
         assert got[str(version)] == [want.column_names, rows(want)], version
     want = fresh.scan(["amount", "id"], "id BETWEEN 100 AND 3000 AND category = 'a'").to_arrow()
     assert got["filtered"] == [want.column_names, rows(want)]
+
+
+def test_every_table_of_a_database_is_a_sql_view_at_one_database_version(spark: Any, tmp_path: Path) -> None:
+    """Spark's own Parquet reader reads the views' files (a local database: no Hadoop S3 here)."""
+    from castable.spark import register_views
+
+    db = castable.create_database(str(tmp_path / "shop"))
+    lines_schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("qty", pa.int64())])
+    db.create_table("orders", EVENTS, primary_key="id")
+    db.create_table("lines", lines_schema)
+    with db.transaction() as tx:
+        tx.table("orders").append(events(0, 10))
+        tx.table("lines").append(pa.table({"order_id": list(range(10)) * 2, "qty": [1] * 20}, schema=lines_schema))
+    then = db.refresh().version
+    with db.transaction() as tx:
+        tx.table("orders").delete("id < 5")
+        tx.table("lines").append(pa.table({"order_id": [100], "qty": [7]}, schema=lines_schema))
+    join = "SELECT count(*) AS n FROM {o} o JOIN {l} ln ON ln.order_id = o.id"
+    views = register_views(spark, db.uri, version=then, prefix="then_")
+    assert views == {"lines": "then_lines", "orders": "then_orders"}
+    assert spark.sql(join.format(o="then_orders", l="then_lines")).collect()[0]["n"] == 20
+    register_views(spark, db.refresh())
+    assert spark.sql(join.format(o="orders", l="lines")).collect()[0]["n"] == 10, "the newest version: 5 orders left"
+    assert spark.sql("SELECT sum(qty) AS q FROM lines").collect()[0]["q"] == 27
+
+
+def test_a_streaming_query_commits_each_micro_batch_once(
+    spark: Any, table: Table, tmp_path: Path, options: dict[str, str]
+) -> None:
+    """foreachBatch with ``stream_sink``: one commit per micro-batch, ids ``<query>-<batch>``; a
+    batch Spark replays (same id, after a failure) commits nothing; a restart from the same
+    checkpoint picks up only new files."""
+    from castable.spark import stream_sink
+    from castable.spark.files import spark_schema
+
+    source, checkpoint = tmp_path / "stream", tmp_path / "checkpoint"
+    source.mkdir()
+    sink = stream_sink(table.uri, "events-stream", storage_options=options)
+
+    def run_once() -> None:
+        stream = spark.readStream.schema(spark_schema(EVENTS)).option("maxFilesPerTrigger", 1).parquet(str(source))
+        query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+        query.trigger(availableNow=True).start().awaitTermination()
+
+    for i in range(2):
+        pq.write_table(events(i * 100, i * 100 + 100), source / f"part-{i}.parquet")
+    run_once()
+    t = load_table(table.store)
+    assert ids(t) == list(range(200))
+    assert sorted(h.commit_id for h in t.history() if h.version > 0) == ["events-stream-0", "events-stream-1"]
+    before = snapshot_of(table.store)
+    sink(spark.createDataFrame(events(0, 100).to_pandas(), spark_schema(EVENTS)), 1)
+    assert snapshot_of(table.store) == before, "a replayed batch commits nothing"
+    pq.write_table(events(200, 300), source / "part-2.parquet")
+    run_once()
+    t = load_table(table.store)
+    assert ids(t) == list(range(300)) and t.history(limit=1)[0].commit_id == "events-stream-2"
+    with pytest.raises(castable.InvalidInputError, match="query must name"):
+        stream_sink(table.uri, "a/b")

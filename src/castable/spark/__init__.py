@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 from castable.spark.files import TableTarget, from_spark
 from castable.spark.read import read_table
+from castable.spark.sql import register_views, stream_sink
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["TableTarget", "from_spark", "read_table", "register"]
+__all__ = ["TableTarget", "from_spark", "read_table", "register", "register_views", "stream_sink"]
 
 
 def register(spark: SparkSession) -> None:
