@@ -800,3 +800,41 @@ def test_a_streaming_query_commits_each_micro_batch_once(
     assert ids(t) == list(range(300)) and t.history(limit=1)[0].commit_id == "events-stream-2"
     with pytest.raises(castable.InvalidInputError, match="query must name"):
         stream_sink(table.uri, "a/b")
+
+
+VIEWS_AND_STREAM_35 = """
+import json, sys
+from pyspark.sql import SparkSession
+from castable.spark import register_views, stream_sink
+from castable.spark.files import spark_schema
+import castable
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+db_uri, table_uri, source, checkpoint = sys.argv[1:5]
+register_views(spark, db_uri)
+joined = spark.sql("SELECT count(*) AS n FROM orders o JOIN lines l ON l.order_id = o.id").collect()[0]["n"]
+schema = spark_schema(castable.open_table(table_uri).schema)
+stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
+query = stream.writeStream.foreachBatch(stream_sink(table_uri, "s35")).option("checkpointLocation", checkpoint)
+query.trigger(availableNow=True).start().awaitTermination()
+print(json.dumps({"joined": joined}))
+"""
+
+
+def test_views_and_the_stream_sink_on_spark_35(tmp_path: Path) -> None:
+    """register_views and stream_sink under pyspark 3.5, as EMR 7 runs them."""
+    db = castable.create_database(str(tmp_path / "shop"))
+    lines_schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("qty", pa.int64())])
+    db.create_table("orders", EVENTS, primary_key="id").append(events(0, 10))
+    db.create_table("lines", lines_schema).append(
+        pa.table({"order_id": [1, 1, 2], "qty": [1, 2, 3]}, schema=lines_schema)
+    )
+    table = castable.create_table(str(tmp_path / "events"), EVENTS, primary_key="id")
+    source = tmp_path / "stream"
+    source.mkdir()
+    for i in range(2):
+        pq.write_table(events(i * 100, i * 100 + 100), source / f"part-{i}.parquet")
+    script = [str(SPARK35_PYTHON), "-c", VIEWS_AND_STREAM_35, db.uri, table.uri, str(source), str(tmp_path / "cp")]
+    assert on_spark_35(script) == {"joined": 3}
+    t = load_table(table.store)
+    assert ids(t) == list(range(200))
+    assert sorted(h.commit_id for h in t.history() if h.version > 0) == ["s35-0", "s35-1"]
