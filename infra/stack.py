@@ -1,10 +1,12 @@
 """The castable stack: table bucket, landing queues, functions, workflows, schedules, and the EMR
 side (an EMR Serverless Spark application and the job role of the ingest job).
 
-Tables live under ``s3://<bucket>/tables/<name>/``; files dropped under ``landing/<name>/``
-are ingested into table ``<name>`` by that table's own queue and ingest function. Every
-function's role is limited to the table prefixes (an ingest function to its own table and
-landing prefix); nothing gets a bucket-wide write.
+Tables live under ``s3://<bucket>/tables/<name>/`` (databases under ``databases/<name>/``);
+files dropped under ``landing/<name>/`` are ingested into table ``<name>`` by that table's own
+queue and ingest function, which live with its maintenance schedule in nested stacks of 30
+(infra/ingest.py). The functions serving every table are limited to ``tables/`` and
+``databases/``, an ingest function to its own table and landing prefix; nothing gets a
+bucket-wide write.
 """
 
 from __future__ import annotations
