@@ -5,6 +5,7 @@ from infra/lambda.Dockerfile, which runs the same install.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import Literal
@@ -42,9 +43,11 @@ def _sources() -> list[Path]:
     return files
 
 
+@functools.cache
 def source_hash(architecture: Architecture) -> str:
     """The bundle's identity: its sources, its pins and the architecture its wheels are for, so a
-    changed pin or architecture deploys a new bundle."""
+    changed pin or architecture deploys a new bundle. Read once per process: the main stack and
+    every ingest stack take it for their assets."""
     digest = hashlib.sha256(architecture.encode())
     for path in _sources():
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())

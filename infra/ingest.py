@@ -23,6 +23,7 @@ from constructs import Construct
 
 from infra.bundle import Architecture
 from infra.bundling import Package, PackageKind
+from infra.operations import FAILED_LANDING_PREFIX
 from infra.parts import function, grant_tables, queue
 from lambdas.names import schedule_name
 
@@ -31,7 +32,6 @@ UNITS_PER_STACK = 30
 SCHEDULE_RETRIES = 3
 """Times a maintenance schedule retries a start that failed (throttled, say) before it keeps it
 as a dead letter."""
-FAILED_LANDING = "landing-failed/"
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class IngestStack(NestedStack):
         grant_tables(fn, bucket, [unit.prefix], delete=False, key_arn=self.shared.key_arn)
         fn.add_environment("POWERTOOLS_SERVICE_NAME", f"castable-ingest-{name}")  # each table's logs apart
         fn.add_environment("CASTABLE_LANDING", f"s3://{bucket.bucket_name}/landing/{name}/")
-        fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", FAILED_LANDING)
+        fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", FAILED_LANDING_PREFIX)
         for key, value in unit.environment.items():
             fn.add_environment(key, value)
         bucket.add_event_notification(
@@ -139,7 +139,7 @@ class IngestStack(NestedStack):
                 actions=["s3:GetObject", "s3:DeleteObject", "s3:PutObject"],
                 resources=[
                     bucket.arn_for_objects(f"landing/{name}/*"),
-                    bucket.arn_for_objects(f"{FAILED_LANDING}landing/{name}/*"),
+                    bucket.arn_for_objects(f"{FAILED_LANDING_PREFIX}landing/{name}/*"),
                 ],
             )
         )

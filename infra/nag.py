@@ -91,12 +91,12 @@ def accepted_ingest_findings(stack: CastableStack, ingest: IngestStack) -> dict[
 def check(app: App, stack: CastableStack) -> None:
     """Fail synthesis on any AWS Solutions finding that is not acknowledged with a reason."""
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    for finding, reason in accepted_findings(stack).items():
+    findings = accepted_findings(stack)
+    for finding, reason in findings.items():
         Validations.of(stack).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
+    # what any stack's functions meet: the basic execution role, the runtime, X-Ray's wildcard
+    common = {k: v for k, v in findings.items() if "Resource::" not in k or k.endswith("[Resource::*]")}
     for ingest in stack.ingest_stacks:
-        common = {
-            k: v for k, v in accepted_findings(stack).items() if "Resource::" not in k or k.endswith("[Resource::*]")
-        }
         for finding, reason in (common | accepted_ingest_findings(stack, ingest)).items():
             Validations.of(ingest).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
     for scope, finding, reason in accepted_resource_findings(stack):

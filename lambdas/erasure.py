@@ -196,7 +196,7 @@ def _preview(request: Request) -> dict[str, Any]:
     tables = []
     for uri, table, predicate in targets:
         scan = table.scan(filter=predicate)
-        tables.append({"table": uri, "rows": scan.count(), "files": len(list(scan.files()))})
+        tables.append({"table": uri, "rows": scan.count(), "files": len(scan.files())})
     return {
         "dry_run": True,
         "commit_id": request.commit_id,
