@@ -10,8 +10,12 @@ IAMSIM := .tools/node_modules/@cloud-copilot/iam-simulate/package.json
 # LocalStack needs Python 3.13 (pyenv's on these machines, else python3.13 on PATH).
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
 PYTEST_WORKERS ?= 2
+# The packed Python environment of castable's Spark jobs on EMR (infra/emr_env.py): built here from
+# this machine's Python for the tests; `make emr-env` builds the deployable one on Amazon Linux 2023.
+EMR_ENV := build/emr/castable-emr-env.tgz
+DOCKER_PLATFORM ?= linux/amd64
 
-.PHONY: demo test lint bench compare clean
+.PHONY: demo test lint bench compare clean emr-env emr-image
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,18 +54,32 @@ $(S3RVER):
 $(IAMSIM):
 	npm install --silent --no-audit --no-fund --prefix .tools @cloud-copilot/iam-simulate@0.1.173
 
+$(EMR_ENV): $(VENV)/.installed infra/emr_env.py infra/bundle.py infra/emr-constraints.txt $(shell git ls-files src/castable)
+	$(BIN)/python -m infra.emr_env $@
+
+# What deploys to EMR 7 (Docker needed): the archive built on Amazon Linux 2023, and an EMR
+# Serverless image holding it, pushed to the stack's EmrImageRepositoryUri.
+emr-env:
+	docker build --platform $(DOCKER_PLATFORM) -f jobs/emr.Dockerfile --target archive --output build/emr-al2023 .
+
+emr-image:
+	@test -n "$(EMR_IMAGE)" || { echo "set EMR_IMAGE=<EmrImageRepositoryUri>:<tag>"; exit 1; }
+	docker build --platform $(DOCKER_PLATFORM) -f jobs/emr.Dockerfile --target image -t $(EMR_IMAGE) .
+	docker push $(EMR_IMAGE)
+
 demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs tools
 	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs tools
+	$(BIN)/ruff check --target-version py39 --select E9,F,UP jobs/castable_ingest.py
 	$(BIN)/mypy
 	$(BIN)/mypy --config-file tests/mypy.ini
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
 
-test: lint $(SPARK35)/.installed $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM)
+test: lint $(EMR_ENV) $(SPARK35)/.installed $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
 bench: $(VENV)/.installed $(DUCKDB15)/.installed
@@ -81,4 +99,4 @@ compare: $(VENV)/.installed
 	cd bench && ../$(BIN)/python -m compare
 
 clean:
-	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) .tools demo-table .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) build/emr .tools demo-table .pytest_cache .ruff_cache .hypothesis

@@ -51,14 +51,17 @@ _PRUNE = [
 """Globs under the bundle removed after pip: each is loaded by nothing castable imports."""
 
 
-def requirements() -> list[str]:
-    """castable's dependencies plus its ``lambda`` extra, as pyproject.toml declares them."""
+def requirements(extra: str = "lambda") -> list[str]:
+    """castable's dependencies plus one of its extras, as pyproject.toml declares them."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [*project["dependencies"], *project["optional-dependencies"]["lambda"]]
+    return [*project["dependencies"], *project["optional-dependencies"][extra]]
 
 
-def install(target: Path, architecture: Architecture = "x86_64") -> None:
-    """Fill ``target`` with the function code and its Linux / CPython 3.12 wheels for ``architecture``."""
+def install_wheels(
+    target: Path, packages: list[str], python_version: str, architecture: Architecture, constraints: Path = CONSTRAINTS
+) -> None:
+    """pip-install ``packages`` into ``target`` as Linux / CPython ``python_version`` wheels for
+    ``architecture`` at the versions ``constraints`` pins, whatever machine runs this."""
     # Every manylinux tag Amazon Linux 2023 accepts: with manylinux2014 alone pip falls back to an
     # old pyarrow, with manylinux_2_28 alone it finds no pydantic-core.
     machine = MACHINES[architecture]
@@ -73,18 +76,23 @@ def install(target: Path, architecture: Architecture = "x86_64") -> None:
             "--no-compile",
             *(arg for p in platforms for arg in ("--platform", p)),
             "--python-version",
-            "3.12",
+            python_version,
             "--implementation",
             "cp",
             "--only-binary=:all:",
             "--target",
             str(target),
             "--constraint",
-            str(CONSTRAINTS),
-            *requirements(),
+            str(constraints),
+            *packages,
         ],
         check=True,
     )
+
+
+def install(target: Path, architecture: Architecture = "x86_64") -> None:
+    """Fill ``target`` with the function code and its Linux / CPython 3.12 wheels for ``architecture``."""
+    install_wheels(target, requirements(), "3.12", architecture)
     for pattern in _PRUNE:
         for path in target.glob(pattern):
             if path.is_dir():

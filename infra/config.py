@@ -20,7 +20,11 @@ C = TypeVar("C")
 
 CONTEXT_KEYS = {"tables": "tables", "databases": "databases", "versioned": "versioned", "emrImage": "emr_image"}
 CONTEXT_KEYS |= {"alertEmail": "alert_email", "architecture": "architecture", "kmsKeyArn": "kms_key_arn"}
-CONTEXT_KEYS |= {"bucketName": "bucket_name", "functionPackage": "function_package"}
+CONTEXT_KEYS |= {
+    "bucketName": "bucket_name",
+    "functionPackage": "function_package",
+    "emrEnvironment": "emr_environment",
+}
 """The ``-c`` context flags and the settings they give."""
 
 

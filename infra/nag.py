@@ -8,8 +8,9 @@ from constructs import IConstruct
 
 from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
+from infra.emr import EMR_ARTIFACTS, EMR_LOGS
 from infra.ingest import IngestStack
-from infra.stack import EMR_ARTIFACTS, EMR_LOGS, ERASURE_RESULTS, MAINTENANCE_RESULTS, ROOTS, CastableStack
+from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS, ROOTS, CastableStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
-from aws_cdk import aws_emrserverless as emrs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -32,15 +31,14 @@ from constructs import Construct
 from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
 from castable.sources import MANIFEST_SUFFIX
 from infra.bundling import Package
+from infra.emr import Emr
+from infra.emr_env import check_archive
 from infra.ingest import UNITS_PER_STACK, IngestStack, IngestUnit, Maintained, Shared
 from infra.operations import Operations
 from infra.parts import function, grant_tables, object_key_use, queue
 from infra.patterns import objects_created
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
-EMR_ARTIFACTS = "artifacts/"
-"""Where the ingest job's entry script and packed Python environment are uploaded."""
-EMR_LOGS = "emr-logs/"
 ERASURE_RESULTS = "erasure-results/"
 """Where the erasure workflow's Distributed Map writes its splices' results (file, version, rows)."""
 MAINTENANCE_RESULTS = "maintenance-results/"
@@ -114,7 +112,11 @@ class CastableConfig:
     emr_release: str = "emr-7.5.0"
     """EMR 7.x runs Spark 3.5, which the ingest job supports (the data source needs Spark 4)."""
     emr_image: str | None = None
-    """A custom EMR Serverless image with Python 3.11 and castable (jobs/emr.Dockerfile)."""
+    """A custom EMR Serverless image with castable's environment (``make emr-image``, pushed to
+    the stack's ``EmrImageRepositoryUri``)."""
+    emr_environment: str | None = None
+    """The packed environment the Spark application's jobs run in (``make emr-env`` builds
+    build/emr-al2023/castable-emr-env.tgz): uploaded with the stack and unpacked for every job."""
     alert_email: str | None = None
     """Who the alerts topic emails (infra/operations.py); without it, subscribe to the topic yourself."""
     kms_key_arn: str | None = None
@@ -136,6 +138,10 @@ class CastableConfig:
     def __post_init__(self) -> None:
         if self.bucket_name is not None and self.versioned:
             raise ValueError("versioned applies to a bucket the stack creates: set it on the existing bucket yourself")
+        if self.emr_image is not None and self.emr_environment is not None:
+            raise ValueError("emr_image and emr_environment both give the jobs their Python: choose one")
+        if self.emr_environment is not None:
+            check_archive(Path(self.emr_environment), self.architecture)
 
 
 class CastableStack(Stack):
@@ -181,8 +187,17 @@ class CastableStack(Stack):
         self.ingest_functions = [fn for group in self.ingest_stacks for fn in group.functions]
         self.dead_letters += [q for group in self.ingest_stacks for q in group.dead_letters]
         self._tombstone_trigger()
-        self.emr_job_role = self._emr_role()
-        self.emr_application = self._emr_application()
+        self.emr = Emr(
+            self,
+            self.bucket,
+            self.functions["commit"],
+            roots=ROOTS,
+            release=config.emr_release,
+            architecture=config.architecture,
+            image=config.emr_image,
+            environment=config.emr_environment,
+            kms_key_arn=config.kms_key_arn,
+        )
         self.operations = Operations(
             self,
             "Operations",
@@ -442,88 +457,6 @@ class CastableStack(Stack):
         )
         self.maintenance.grant_start_execution(fn)
 
-    # ------------------------------------------------------------------------ EMR
-
-    def _emr_role(self) -> iam.Role:
-        """The job role of the Spark ingest job: read its inputs and the tables, write data files
-        (``tables/*/data/``, and ``databases/*/<member>/data/``) and logs, and commit only through the
-        commit function."""
-        here = f"arn:{self.partition}:"
-        role = iam.Role(
-            self,
-            "EmrJobRole",
-            # Only this account's EMR may assume it (no confused deputy): EMR Serverless for its
-            # applications here, EMR on EC2 for its clusters here.
-            assumed_by=iam.CompositePrincipal(
-                *(
-                    iam.ServicePrincipal(
-                        f"{service}.amazonaws.com",
-                        conditions={
-                            "StringEquals": {"aws:SourceAccount": self.account},
-                            "ArnLike": {"aws:SourceArn": f"{here}{service}:{self.region}:{self.account}:{what}"},
-                        },
-                    )
-                    for service, what in (("emr-serverless", "/applications/*"), ("elasticmapreduce", "cluster/*"))
-                )
-            ),
-            description="castable Spark jobs: write Parquet under tables/*/data/ and call the commit function",
-        )
-        readable = [*ROOTS, "landing/", EMR_ARTIFACTS]
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
-                resources=[
-                    self.bucket.arn_for_objects("tables/*/data/*"),
-                    self.bucket.arn_for_objects("databases/*/*/data/*"),
-                    self.bucket.arn_for_objects(f"{EMR_LOGS}*"),
-                ],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{p}*") for p in readable]
-            )
-        )
-        # Without ListBucket a GET of a missing key is 403, not 404: the commit protocol's probe
-        # for a newer manifest needs the 404, so listing is granted on exactly these prefixes.
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in readable]}},
-            )
-        )
-        if self.config.kms_key_arn is not None:
-            role.add_to_policy(object_key_use(self.config.kms_key_arn))
-        self.functions["commit"].grant_invoke(role)
-        return role
-
-    def _emr_application(self) -> emrs.CfnApplication:
-        """A Spark application that starts on the first job and stops when idle (no cluster to keep)."""
-        return emrs.CfnApplication(
-            self,
-            "SparkApplication",
-            name="castable-spark",
-            release_label=self.config.emr_release,
-            type="Spark",
-            architecture=self.config.architecture.upper(),
-            auto_start_configuration=emrs.CfnApplication.AutoStartConfigurationProperty(enabled=True),
-            auto_stop_configuration=emrs.CfnApplication.AutoStopConfigurationProperty(
-                enabled=True, idle_timeout_minutes=15
-            ),
-            maximum_capacity=emrs.CfnApplication.MaximumAllowedResourcesProperty(
-                cpu="64 vCPU", memory="256 GB", disk="1000 GB"
-            ),
-            image_configuration=None
-            if self.config.emr_image is None
-            else emrs.CfnApplication.ImageConfigurationInputProperty(image_uri=self.config.emr_image),
-            monitoring_configuration=emrs.CfnApplication.MonitoringConfigurationProperty(
-                s3_monitoring_configuration=emrs.CfnApplication.S3MonitoringConfigurationProperty(
-                    log_uri=f"s3://{self.bucket.bucket_name}/{EMR_LOGS}"
-                )
-            ),
-        )
-
     def _outputs(self) -> None:
         """What the README's commands need: the bucket, the functions, the workflows, EMR."""
         for name, value in [
@@ -531,8 +464,7 @@ class CastableStack(Stack):
             ("CommitFunctionName", self.functions["commit"].function_name),
             ("ErasureStateMachineArn", self.erasure.state_machine_arn),
             ("MaintenanceStateMachineArn", self.maintenance.state_machine_arn),
-            ("EmrApplicationId", self.emr_application.attr_application_id),
-            ("EmrJobRoleArn", self.emr_job_role.role_arn),
+            *self.emr.outputs(),
             ("AlertsTopicArn", self.operations.topic.topic_arn),
         ]:
             CfnOutput(self, name, value=value)

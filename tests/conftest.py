@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -14,6 +16,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
 from helpers import ROOT
+from helpers.aws_stubs import function_code, run_handler_in_process
 from helpers.bundles import build_bundle
 from helpers.s3servers import localstack_s3, moto_s3, new_bucket, s3rver
 
@@ -86,3 +89,25 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
         return LocalStore(tmp_path / "store")
     bucket = request.getfixturevalue("s3_bucket")
     return S3Store(bucket, "root/prefix", make_s3_client(request.getfixturevalue("s3_options")))
+
+
+@pytest.fixture
+def commit_function(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The commit Lambda on the moto server (over HTTP); its handler runs in this process."""
+    from moto.awslambda.models import LambdaFunction
+
+    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", s3_endpoint)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    iam = boto3.client("iam", endpoint_url=s3_endpoint, region_name="us-east-1")
+    name = f"castable-commit-{uuid.uuid4().hex[:8]}"
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    boto3.client("lambda", endpoint_url=s3_endpoint, region_name="us-east-1").create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role,
+        Handler="lambdas.commit.handler",
+        Code={"ZipFile": function_code()},
+    )
+    return name

@@ -66,7 +66,7 @@ def test_the_container_image_is_built_from_a_context_holding_exactly_what_the_bu
     venvs, tests or benchmarks; the Dockerfile's one RUN step, run here in that context, makes
     the same bundle as the zip's. (The base image and docker itself cannot run on this machine.)"""
     synth(tmp_path / "cdk", functionPackage="image")
-    (context,) = (tmp_path / "cdk").glob("asset.*")
+    (context,) = (p for p in (tmp_path / "cdk").glob("asset.*") if (p / "infra").is_dir())
     dockerfile = (context / "infra" / "lambda.Dockerfile").read_text()
     copied = [w for line in dockerfile.splitlines() if line.startswith("COPY ") for w in line.split()[1:-1]]
     assert copied and all((context / c).exists() for c in copied), copied

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from helpers.cdk import synth
 
 from castable.spark.remote import lambda_client
+from infra.emr_env import MANIFEST
 from infra.ingest import UNITS_PER_STACK
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
@@ -83,6 +86,75 @@ def test_versioning_and_a_custom_emr_image_are_options(tmp_path: Path) -> None:
     assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 30 for r in rules)
     (app,) = resources(t, "AWS::EMRServerless::Application").values()
     assert app["Properties"]["ImageConfiguration"] == {"ImageUri": image}
+
+
+def fake_environment(path: Path, glibc: str = "2.34", architecture: str = "x86_64") -> Path:
+    """An environment archive holding only its manifest (what the stack reads of it)."""
+    manifest = json.dumps({"python": "3.11.14", "architecture": architecture, "glibc": glibc, "castable": "0.1.0"})
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(MANIFEST)
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest.encode()))
+    return path
+
+
+def test_jobs_run_on_the_packed_environment_the_stack_uploads(tmp_path: Path) -> None:
+    archive = fake_environment(tmp_path / "env.tgz")
+    t = synth(tmp_path / "out", emrEnvironment=str(archive))
+    (app,) = resources(t, "AWS::EMRServerless::Application").values()
+    (defaults,) = app["Properties"]["RuntimeConfiguration"]
+    assert defaults["Classification"] == "spark-defaults"
+    spark = defaults["Properties"]
+    assert "ImageConfiguration" not in app["Properties"]
+    for key in ("spark.emr-serverless.driverEnv.PYSPARK_PYTHON", "spark.executorEnv.PYSPARK_PYTHON"):
+        assert spark[key] == "./environment/bin/python"
+    # the uploaded object keeps the .tgz Spark unpacks by, and is unpacked as ./environment
+    uploaded = t["Outputs"]["EmrEnvironmentArchive"]["Value"]
+    assert uploaded["Fn::Sub"].endswith(".tgz")
+    assert spark["spark.archives"] == {"Fn::Join": ["", [uploaded, "#environment"]]}
+    # the job role reads exactly its two assets (the script, the archive) of the asset bucket
+    role = [k for k, r in resources(t, "AWS::IAM::Role").items() if "EmrJobRole" in k]
+    reads = [
+        s
+        for p in resources(t, "AWS::IAM::Policy").values()
+        if json.dumps(p["Properties"]["Roles"]).count(role[0])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "cdk-hnb659fds-assets" in json.dumps(s["Resource"])
+    ]
+    assert len(reads) == 1 and reads[0]["Action"] == "s3:GetObject" and len(reads[0]["Resource"]) == 2
+    assert "*" not in json.dumps(reads[0]["Resource"])
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda p: fake_environment(p.with_suffix(".gz")), r"must be named \*\.tgz, the suffix Spark unpacks"),
+        (lambda p: fake_environment(p, glibc="2.35"), r"needs glibc 2\.35; EMR 7 \(Amazon Linux 2023\) has 2\.34"),
+        (lambda p: fake_environment(p, architecture="arm64"), "built for arm64, the application runs x86_64"),
+        (lambda p: p, "does not exist: build it with make emr-env"),
+    ],
+)
+def test_an_environment_emr_cannot_run_is_refused(tmp_path: Path, make: Any, match: str) -> None:
+    from infra.config import ConfigError, load
+
+    path = tmp_path / "castable.json"
+    path.write_text(json.dumps({"emr_environment": str(make(tmp_path / "env.tgz"))}))
+    with pytest.raises(ConfigError, match=match):
+        load(path)
+    path.write_text(json.dumps({"emr_environment": str(fake_environment(tmp_path / "ok.tgz")), "emr_image": "x"}))
+    with pytest.raises(ConfigError, match="emr_image and emr_environment both give the jobs their Python"):
+        load(path)
+
+
+def test_emr_serverless_may_pull_custom_images_from_the_stacks_repository(template: dict[str, Any]) -> None:
+    (repository,) = resources(template, "AWS::ECR::Repository").values()
+    (pull,) = repository["Properties"]["RepositoryPolicyText"]["Statement"]
+    assert pull["Principal"] == {"Service": "emr-serverless.amazonaws.com"}
+    assert sorted(pull["Action"]) == ["ecr:BatchGetImage", "ecr:DescribeImages", "ecr:GetDownloadUrlForLayer"]
+    assert "/applications/*" in json.dumps(pull["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert pull["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    assert repository["Properties"]["ImageTagMutability"] == "IMMUTABLE"
+    assert {"EmrImageRepositoryUri", "EmrEntryPoint"} <= set(template["Outputs"])
 
 
 def test_arm64_is_an_option_for_functions_and_emr(tmp_path: Path) -> None:
@@ -200,6 +272,8 @@ def test_permissions_are_scoped_to_table_prefixes(template: dict[str, Any]) -> N
             continue
         if any(a.startswith("s3:") and a not in BUCKET_WIDE for a in actions):
             text = json.dumps(s["Resource"])
+            if actions == ["s3:GetObject"] and "*" not in text:  # single objects: the EMR job's assets
+                continue
             # the workflows' results (file names and counts, never a row) have their own prefixes
             scoped = ["/tables/", "/databases/", "/landing/", "/landing-failed/"]
             scoped += [f"/{ERASURE_RESULTS}", f"/{MAINTENANCE_RESULTS}"]

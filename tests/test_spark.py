@@ -11,7 +11,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -20,11 +19,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
 
-import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.aws_stubs import function_code, run_handler_in_process
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
@@ -97,28 +94,6 @@ def landing(tmp_path: Path) -> Path:
     for i in range(3):
         pq.write_table(events(i * 1000, i * 1000 + 1000), root / f"part-{i}.parquet")
     return root
-
-
-@pytest.fixture
-def commit_function(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The commit Lambda on the moto server (over HTTP); its handler runs in this process."""
-    from moto.awslambda.models import LambdaFunction
-
-    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", s3_endpoint)
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    iam = boto3.client("iam", endpoint_url=s3_endpoint, region_name="us-east-1")
-    name = f"castable-commit-{uuid.uuid4().hex[:8]}"
-    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    boto3.client("lambda", endpoint_url=s3_endpoint, region_name="us-east-1").create_function(
-        FunctionName=name,
-        Runtime="python3.12",
-        Role=role,
-        Handler="lambdas.commit.handler",
-        Code={"ZipFile": function_code()},
-    )
-    return name
 
 
 def storage_args(options: dict[str, str]) -> list[str]:
