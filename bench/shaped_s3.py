@@ -3,7 +3,8 @@
 The proxy forwards every request to moto and answers no sooner than ``latency`` after the request
 arrived (S3's time to first byte), then sends the body at no more than ``bandwidth`` bytes/s per
 connection (a single S3 connection's throughput); throughput comes only from requests in flight.
-It counts requests, bytes and the most requests in flight, read and reset at ``/__shaping__``.
+It counts requests (by method, listings as LIST), bytes and the most requests in flight, read
+and reset at ``/__shaping__``.
 The moto server runs in its own process with ranged GETs that copy only the range: stock moto
 copies the whole object for each one (about 80 ms of CPU per 100 MB), which would penalise clients
 that issue many small reads for moto's reasons.
@@ -154,7 +155,8 @@ def serve_proxy(port: int, upstream: str, latency: float, bandwidth: float) -> N
                 return
             arrived = time.monotonic()
             body = self._body()
-            counters.begin(self.command, len(body or b""))
+            listing = self.command == "GET" and "list-type=" in self.path
+            counters.begin("LIST" if listing else self.command, len(body or b""))
             sent = 0
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}

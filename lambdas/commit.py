@@ -3,7 +3,8 @@
 Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ...],
 "commit_id": "job-run-42", "mode": "append"}``, or ``"file_list": "data/_file_lists/..."``
 instead of ``files``: the entries a Spark job's executors wrote, statistics included
-(``castable.register.write_file_list``), any number of them, each checked by one HEAD.
+(``castable.register.write_file_list``), any number of them, checked by listing their
+directories (or one HEAD each where a directory holds few of them).
 ``mode`` is ``append`` (the default), ``upsert`` (the files' rows replace the live rows with
 their primary keys) or ``overwrite`` (they replace the whole table, or with ``"where":
 "<predicate>"`` the rows matching it), as ``Table.add_files``. The ``commit_id`` makes retried invocations idempotent.
@@ -11,6 +12,10 @@ Every file must exist under the table's ``data/`` prefix, match the table schema
 (``"verify": "footer"`` reads footers and INT96 columns only, as the Spark ingest job asks for
 the files it has just written); otherwise the function fails with a clear error and changes
 nothing.
+
+``{"table", "commit_id", "add_columns": [{"name": "tag", "type": "string"}]}`` instead adds
+nullable columns in one commit (types as ``castable info`` prints them): a Spark write with
+``mergeSchema`` adds the columns its data brings before it writes files with them.
 """
 
 from __future__ import annotations
@@ -23,8 +28,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from castable.manifest import DataFile
 from castable.register import Verify, read_file_list
+from castable.types import parse_type
 from castable.writes import AddMode
 from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
+
+
+class NewColumn(BaseModel):
+    """A nullable column to add, its type as ``castable info`` prints it."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=1024)
+    type: str = Field(min_length=1, max_length=4096)
 
 
 class CommitEvent(BaseModel):
@@ -39,11 +53,15 @@ class CommitEvent(BaseModel):
     mode: AddMode = "append"
     where: str | None = Field(default=None, min_length=1, max_length=65_536)
     verify: Verify = "decode"
+    add_columns: list[NewColumn] | None = Field(default=None, min_length=1, max_length=1_000)
+    """Columns to add (a schema change of its own), instead of files to register."""
 
     @model_validator(mode="after")
     def _one_source(self) -> CommitEvent:
-        if (self.files is None) == (self.file_list is None):
-            raise ValueError("give either files or file_list")
+        if sum(x is not None for x in (self.files, self.file_list, self.add_columns)) != 1:
+            raise ValueError("give one of files, file_list or add_columns")
+        if self.add_columns is not None and (self.mode != "append" or self.where is not None):
+            raise ValueError("add_columns takes no mode or where")
         return self
 
 
@@ -53,7 +71,12 @@ def handler(event: CommitEvent) -> dict[str, Any]:
     table = open_table(event.table)
     files: Sequence[str | DataFile] = []
     version = table.committed_version(event.commit_id)  # a retry: its file list may be gone already
-    if version is None:
+    if version is None and event.add_columns is not None:
+        update = table.alter(commit_id=event.commit_id)
+        for column in event.add_columns:
+            update.add_column(column.name, parse_type(column.type))
+        version = update.commit()
+    elif version is None:
         files = read_file_list(table.store, event.file_list, table.schema) if event.file_list else event.files or []
         version = table.add_files(
             files, mode=event.mode, where=event.where, commit_id=event.commit_id, verify=event.verify

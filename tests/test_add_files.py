@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pyarrow as pa
@@ -110,6 +111,47 @@ def test_a_written_entry_must_describe_the_object(table: Table) -> None:
         with pytest.raises(InvalidInputError, match=match):
             table.add_files([bad])
     assert snapshot_of(table.store) == before
+
+
+def copies(t: Table, directory: str, n: int, name: str = "part") -> list[DataFile]:
+    """``n`` entries as a Spark job's executors leave them in one directory (copies of one file)."""
+    (f,) = written_elsewhere(t, 100, 120)
+    body = t.store.get(f.path).data
+    keys = [f"{directory}/{name}-{i:05d}.parquet" for i in range(n)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: t.store.put(k, body), keys))
+    return [replace(f, path=k, etag=t.store.head(k).etag) for k in keys]
+
+
+def test_many_written_entries_in_a_directory_are_checked_by_listing_it(table: Table) -> None:
+    """A Spark job's files: one LIST request per 1,000 instead of a HEAD each (200,000 files,
+    200 requests), and a listing checks as a HEAD does."""
+    files = copies(table, "data/job-7", 150)
+    before = snapshot_of(table.store)
+    for bad, match in [
+        ([*files[:-1], replace(files[-1], etag="other")], "ETag"),
+        ([*files[:-1], replace(files[-1], size=files[-1].size + 1)], "bytes"),
+        ([*files, replace(files[0], path="data/job-7/part-99999.parquet")], "does not exist"),
+    ]:
+        with pytest.raises(InvalidInputError, match=match):
+            table.add_files(bad)
+    assert snapshot_of(table.store) == before
+    table.store.stats.reset()
+    table.add_files(files, commit_id="job-7")
+    requests = table.store.stats.snapshot()
+    assert requests.get("HEAD", 0) == 0 and requests["LIST"] == 1
+    assert table.count() == 10 + 150 * 20
+
+
+def test_a_listing_gives_way_to_heads_in_a_directory_of_many_other_files(table: Table) -> None:
+    """Files of a job that share their directory with many more: the listing stops once the
+    others outnumber them (twice their number and 1,000 more), the rest are checked by HEAD."""
+    copies(table, "data/shared", 1_400, name="a-other")
+    files = copies(table, "data/shared", 150, name="z-job")
+    table.store.stats.reset()
+    table.add_files(files, commit_id="job-8")
+    assert table.store.stats.snapshot()["HEAD"] == 150
+    assert table.count() == 10 + 150 * 20
 
 
 def test_files_in_another_layout_of_the_same_types_read_as_the_table(table: Table) -> None:

@@ -80,6 +80,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("complete within every limit: **met**",),
         ),
         (
+            "bench_commit_scale.py",
+            "commit_scale.md",
+            ("| ",),
+            ("one directory (listed)", "a directory per file (HEAD each)"),
+            (),
+            ("commits through the commit function and completes within",),
+        ),
+        (
             "bench_scale.py",
             "scale.md",
             ("| local store |", "| moto S3 over HTTP |"),

@@ -14,6 +14,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import ROOT
@@ -96,8 +97,9 @@ def test_spark_submit_runs_the_ingest_job_from_the_archive_alone(
     table.append(events(0, 100))
     landing = tmp_path / "landing"
     landing.mkdir()
-    for i in range(2):
-        pq.write_table(events(1000 + i * 500, 1500 + i * 500), landing / f"part-{i}.parquet")
+    for i in range(2):  # with a column the table lacks: added by the commit function (mergeSchema)
+        rows = events(1000 + i * 500, 1500 + i * 500)
+        pq.write_table(rows.append_column("tag", pa.array(["x"] * rows.num_rows)), landing / f"part-{i}.parquet")
     shutil.copy(ROOT / "jobs" / "castable_ingest.py", unpacked / "castable_ingest.py")
     python = "./environment/bin/python"
     command = [
@@ -107,7 +109,7 @@ def test_spark_submit_runs_the_ingest_job_from_the_archive_alone(
         "castable_ingest.py",
         *("--source", str(landing), "--table", table.uri, "--commit-id", "emr-archive-1"),
         *("--commit-function", commit_function, "--storage-option", f"endpoint_url={s3_endpoint}"),
-        *("--storage-option", "region=us-east-1"),
+        *("--storage-option", "region=us-east-1", "--schema-mode", "merge"),
     ]
     environment = {
         "PATH": BARE_PATH,
@@ -122,9 +124,10 @@ def test_spark_submit_runs_the_ingest_job_from_the_archive_alone(
     run = subprocess.run(command, cwd=unpacked, env=environment, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert [result[k] for k in ("version", "rows", "already_committed")] == [2, 1000, False]
-    ids = load_table(table.store).scan(["id"]).to_arrow().column("id")
-    assert sorted(ids.to_pylist()) == [*range(100), *range(1000, 2000)]
+    assert [result[k] for k in ("version", "rows", "already_committed")] == [3, 1000, False]
+    rows = load_table(table.store).scan(["id", "tag"]).to_arrow().to_pylist()
+    assert sorted(r["id"] for r in rows) == [*range(100), *range(1000, 2000)]
+    assert {r["tag"] for r in rows if r["id"] < 100} == {None} and {r["tag"] for r in rows if r["id"] >= 1000} == {"x"}
 
 
 def test_the_dockerfile_builds_this_environment_from_a_context_of_sources_only(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -332,19 +332,22 @@ def test_the_emr_job_role_writes_data_files_and_commits_only_through_the_commit_
         k for k, v in d.template.resources.items() if v["Type"] == "AWS::IAM::Role" and k.startswith("EmrJobRole")
     )
     s3 = d.s3_as(role)
-    s3.put_object(
-        Bucket=d.bucket, Key="tables/events/data/emr/run-1/part-0.parquet", Body=parquet_bytes(events(5000, 5002))
-    )
-    # the job's file list, written as the job role, read by the commit function under its own
+    body = parquet_bytes(events(5000, 5002))
+    keys = [f"data/emr/run-1/part-{i}.parquet" for i in range(100)]
+    for key in keys:
+        s3.put_object(Bucket=d.bucket, Key=f"tables/events/{key}", Body=body)
+    # the job's file list, written as the job role, read by the commit function under its own,
+    # which checks the 100 entries of one directory by listing it
     table = castable.open_table(events_uri, storage_options=d.admin)
-    entry, _ = describe_data_file(table.store, "data/emr/run-1/part-0.parquet", table.schema)
+    entry, _ = describe_data_file(table.store, keys[0], table.schema)
+    entries = [replace(entry, path=key) for key in keys]
     listed = "data/_file_lists/emr-1.arrow"
     s3.put_object(
-        Bucket=d.bucket, Key=f"tables/events/{listed}", Body=encode(data_table([entry], table.schema), "data")
+        Bucket=d.bucket, Key=f"tables/events/{listed}", Body=encode(data_table(entries, table.schema), "data")
     )
     event = {"table": events_uri, "file_list": listed, "commit_id": "emr-list-1", "verify": "footer"}
     (committed,) = d.run(bundle, "CommitFunction", event)
-    assert committed["summary"]["files_added"] == 1
+    assert committed["summary"]["files_added"] == 100
     assert s3.list_objects_v2(Bucket=d.bucket, Prefix="tables/events/manifest/")["KeyCount"] > 0
     with pytest.raises(ClientError) as missing:
         s3.get_object(Bucket=d.bucket, Key="tables/events/manifest/v99999999999999999999.json")

@@ -116,6 +116,24 @@ def test_commit_refuses_a_bad_file_list_and_changes_nothing(table: Table, file_l
     assert snapshot_of(table.store) == before
 
 
+def test_commit_adds_columns_once_and_refuses_bad_types(table: Table) -> None:
+    """What a Spark write with mergeSchema asks of the function before it writes its files."""
+    columns = [{"name": "tag", "type": "string"}, {"name": "at", "type": "timestamp[us, tz=UTC]"}]
+    event = {"table": table.uri, "commit_id": "wide-columns", "add_columns": columns}
+    version = commit.handler(event, Context())["version"]
+    assert load_table(table.store).schema.field("at").type == pa.timestamp("us", tz="UTC")
+    assert commit.handler(event, Context())["version"] == version, "a retry adds nothing"
+    before = snapshot_of(table.store)
+    bad = {"table": table.uri, "commit_id": "bad-type", "add_columns": [{"name": "x", "type": "int65"}]}
+    with pytest.raises(castable.InvalidInputError, match="int65"):
+        commit.handler(bad, Context())
+    with pytest.raises(InvalidEventError):
+        commit.handler({**event, "commit_id": "both", "files": ["data/x.parquet"]}, Context())
+    with pytest.raises(InvalidEventError):
+        commit.handler({**event, "commit_id": "moded", "mode": "upsert"}, Context())
+    assert snapshot_of(table.store) == before
+
+
 def test_commit_upserts_and_overwrites_where_as_the_event_says(table: Table) -> None:
     changed = events(5, 12).set_column(1, "category", pa.array(["z"] * 7))
     files = [upload(table, "data/emr/run-8/part-0.parquet", changed)]

@@ -234,6 +234,46 @@ def test_job_with_a_wrong_schema_fails_and_leaves_only_orphans(
     assert snapshot_of(table.store) == before
 
 
+def test_job_with_merge_schema_adds_the_new_columns_through_the_commit_lambda(
+    spark: Any, table: Table, tmp_path: Path, options: dict[str, str], commit_function: str
+) -> None:
+    """``--schema-mode merge`` (Spark's mergeSchema): the column the source brings is added in a
+    commit of its own, then the rows land with it; a nullable column the source lacks is NULL.
+    Without it the same source is refused before anything is written."""
+    table.append(events(0, 10))
+    landing = tmp_path / "wider"
+    landing.mkdir()
+    rows = events(100, 110).drop_columns(["value"])
+    pq.write_table(rows.append_column("tag", pa.array([f"t{i}" for i in range(10)])), landing / "part-0.parquet")
+    argv = ["--source", str(landing), "--table", table.uri, "--commit-id", "wide-1", *storage_args(options)]
+    argv += ["--commit-function", commit_function]
+    before = snapshot_of(table.store)
+    with pytest.raises(castable.SchemaMismatchError, match=r"missing \['value'\], unknown \['tag'\]"):
+        ingest_main(argv, spark=spark)
+    assert snapshot_of(table.store) == before, "refused before any file is written"
+    result = ingest_main([*argv, "--schema-mode", "merge"], spark=spark)
+    after = load_table(table.store)
+    assert after.schema.names == ["id", "category", "value", "tag"] and result.version == after.version == 3
+    assert [h.operation for h in after.history(limit=2)] == ["append", "alter"]
+    got = {r["id"]: (r["value"], r["tag"]) for r in after.scan(["id", "value", "tag"]).to_arrow().to_pylist()}
+    assert got[5] == (2.5, None) and got[105] == (None, "t5")
+    again = ingest_main([*argv, "--schema-mode", "merge"], spark=spark)
+    assert again.already_committed and load_table(table.store).version == 3
+
+
+def test_data_source_merge_schema_adds_columns(spark: Any, table: Table, options: dict[str, str]) -> None:
+    table.append(events(0, 10))
+    wider = spark.createDataFrame([(100, "a", 1.0, 7)], "id long, category string, value double, score int")
+    writer = wider.write.format("castable").mode("append").options(**options)
+    with pytest.raises(Exception, match="score"):
+        writer.save(table.uri)
+    writer.option("mergeSchema", "true").option("commitId", "wider-1").save(table.uri)
+    after = load_table(table.store)
+    assert after.schema.field("score").type == pa.int32()
+    assert after.scan(["id", "score"], filter="id = 100").to_arrow().to_pylist() == [{"id": 100, "score": 7}]
+    assert after.scan(["score"], filter="id = 1").to_arrow().column("score").to_pylist() == [None]
+
+
 def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("CASTABLE_COMMIT_FUNCTION", raising=False)
     base = ["--source", "x", "--table", "s3://b/t", "--commit-id", "c"]

@@ -24,9 +24,10 @@ prunes the slice's entries and reads their files, so the driver neither reads th
 nor holds an object per file.
 
 Options: ``path`` (or ``load(uri)`` / ``save(uri)``); to read ``versionAsOf``, ``timestampAsOf``,
-``columns``, ``filter``, ``maxPartitionBytes``, ``executorPlanningFiles``; to write ``commitId``, ``upsert``,
-``replaceWhere``; and castable's storage options (``endpoint_url``, ``region``, ``profile``,
-``max_attempts``, ``single_writer``).
+``columns``, ``filter``, ``maxPartitionBytes``, ``executorPlanningFiles``; to write ``commitId``,
+``upsert``, ``replaceWhere``, ``mergeSchema`` (add the columns the DataFrame brings, in a commit of
+their own first, and write the table's nullable columns it lacks as NULLs); and castable's
+storage options (``endpoint_url``, ``region``, ``profile``, ``max_attempts``, ``single_writer``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import SegmentSlice, Snapshot
-from castable.spark.files import TableLocation, TableTarget, WriteMode, spark_schema
+from castable.spark.files import TableLocation, TableTarget, WriteMode, add_columns, added_columns, spark_schema
 from castable.store import ObjectStore
 from castable.table import Table
 
@@ -155,7 +156,10 @@ class CastableDataSource(DataSource):
         write_mode.check(table)
         commit_id = _option(self.options, "commitId") or str(uuid.uuid4())
         done = table.manifest.recent_commits.get(commit_id)
-        return CastableWriter(TableTarget.of(table, location.storage_options), write_mode, commit_id, done)
+        merge = (_option(self.options, "mergeSchema") or "false").lower() == "true"
+        if merge and done is None:
+            table = add_columns(table, added_columns(schema, table.schema), f"{commit_id}-columns")
+        return CastableWriter(TableTarget.of(table, location.storage_options, merge), write_mode, commit_id, done)
 
 
 @dataclass

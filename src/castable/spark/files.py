@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.inputs import with_missing
 from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.schema import conform
@@ -33,12 +34,41 @@ def spark_schema(schema: pa.Schema) -> StructType:
         raise InvalidInputError(f"the table has a type Spark cannot represent: {e}") from None
 
 
-def from_spark(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+def added_columns(struct: StructType, schema: pa.Schema) -> list[pa.Field]:
+    """The columns of a Spark schema the table lacks, as the nullable columns ``mergeSchema``
+    adds (Spark's timestamps as UTC microseconds, its own Arrow types)."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    def arrow(dt: Any) -> pa.DataType:
+        try:
+            return to_arrow_type(dt, timezone="UTC")  # Spark 4 asks for the zone of timestamps
+        except TypeError:
+            return to_arrow_type(dt)  # Spark 3.5 takes none: UTC
+
+    try:
+        return [pa.field(f.name, arrow(f.dataType)) for f in struct.fields if f.name not in schema.names]
+    except (TypeError, NotImplementedError) as e:
+        raise InvalidInputError(f"a new column has a type castable cannot store: {e}") from None
+
+
+def add_columns(table: Table, columns: Sequence[pa.Field], commit_id: str) -> Table:
+    """Add ``columns`` (nullable) to the table in one commit of their own, ``commit_id``, before
+    files are written with them; the table as it then is. A repeated ``commit_id`` adds nothing."""
+    if columns and table.committed_version(commit_id) is None:
+        update = table.alter(commit_id=commit_id)
+        for column in columns:
+            update.add_column(column.name, column.type)
+        update.commit()
+    return table.refresh()
+
+
+def from_spark(batch: pa.RecordBatch, schema: pa.Schema, fill: bool = False) -> pa.RecordBatch:
     """A batch from Spark in the table's types, or ``SchemaMismatchError``.
 
     Spark labels every timestamp with its session time zone and has microseconds only, so a
     timestamp column is cast to the table's zone and unit when that loses nothing (the same
-    instants); everything else must already match, as for any append (:func:`conform`).
+    instants); everything else must already match, as for any append (:func:`conform`). With
+    ``fill`` (``mergeSchema``), nullable columns the batch lacks are NULL.
     """
     columns = []
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
@@ -55,7 +85,8 @@ def from_spark(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             except pa.ArrowInvalid as e:
                 raise SchemaMismatchError(f"column {name!r} does not fit {target}: {e}") from None
         columns.append(column)
-    conformed = conform(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), schema)
+    adapted = pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+    conformed = conform(with_missing(adapted, schema) if fill else adapted, schema)
     assert isinstance(conformed, pa.RecordBatch)
     return conformed
 
@@ -81,17 +112,20 @@ class TableTarget:
     location: TableLocation
     schema: pa.Schema
     properties: Mapping[str, str]
+    fill: bool = False
+    """Whether the table's nullable columns the data lacks are written as NULLs (``mergeSchema``)."""
 
     @classmethod
-    def of(cls, table: Table, storage_options: Mapping[str, Any] | None) -> TableTarget:
-        return cls(TableLocation(table.uri, dict(storage_options or {}) or None), table.schema, table.properties)
+    def of(cls, table: Table, storage_options: Mapping[str, Any] | None, fill: bool = False) -> TableTarget:
+        location = TableLocation(table.uri, dict(storage_options or {}) or None)
+        return cls(location, table.schema, table.properties, fill)
 
     def store(self) -> ObjectStore:
         return self.location.store()
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> list[DataFile]:
         """Write Spark's batches as data files of the table's target sizes; nothing is committed."""
-        conformed: Iterator[pa.RecordBatch] = (from_spark(b, self.schema) for b in batches if b.num_rows)
+        conformed: Iterator[pa.RecordBatch] = (from_spark(b, self.schema, self.fill) for b in batches if b.num_rows)
         return write_data_files(self.store(), conformed, self.schema, TableProperties.parse(self.properties))
 
 

@@ -32,10 +32,12 @@ import pyarrow as pa
 
 import castable
 from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.handle import SchemaMode
 from castable.manifest import DataFile
 from castable.register import write_file_list
-from castable.spark.files import TableTarget, WriteMode
-from castable.spark.remote import invoke_commit
+from castable.spark.files import TableTarget, WriteMode, add_columns, added_columns
+from castable.spark.remote import invoke_add_columns, invoke_commit
+from castable.table import Table
 from castable.writes import ADD_MODES, AddMode
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ class IngestResult:
 def write_files(df: DataFrame, target: TableTarget) -> list[DataFile]:
     """Write ``df`` as data files from the executors; return their entries, nothing committed."""
     extra = sorted(set(df.columns) - set(target.schema.names))
-    missing = [n for n in target.schema.names if n not in df.columns]
+    missing = [] if target.fill else [n for n in target.schema.names if n not in df.columns]
     if extra or missing:
         raise SchemaMismatchError(f"the source does not match the table schema: missing {missing}, unknown {extra}")
 
@@ -71,7 +73,8 @@ def write_files(df: DataFrame, target: TableTarget) -> list[DataFile]:
         entries = [json.dumps(f.to_json()) for f in target.write(batches)]
         yield pa.RecordBatch.from_pydict({"file": entries}, schema=pa.schema([("file", pa.string())]))
 
-    rows = df.select(*target.schema.names).mapInArrow(write_partition, "file string").collect()
+    columns = [n for n in target.schema.names if n in df.columns]
+    rows = df.select(*columns).mapInArrow(write_partition, "file string").collect()
     return [DataFile.from_json(json.loads(r["file"])) for r in rows]
 
 
@@ -85,9 +88,14 @@ def ingest(
     storage_options: Mapping[str, Any] | None = None,
     commit_function: str | None = None,
     lambda_client: Any = None,
+    schema_mode: SchemaMode = "strict",
 ) -> IngestResult:
     """Append, upsert or overwrite (``where``: the rows matching it) ``df`` in one commit, as
-    ``Table.add_files``: through ``commit_function`` if given, else directly."""
+    ``Table.add_files``: through ``commit_function`` if given, else directly.
+
+    With ``schema_mode="merge"`` (Spark's ``mergeSchema``) the columns ``df`` brings are added
+    to the table first, in a commit of their own (``<commit_id>-columns``), and the table's
+    nullable columns ``df`` lacks are written as NULLs; ``"strict"`` refuses both."""
     table = castable.open_table(table_uri, storage_options=storage_options)
     write = WriteMode(mode, where)
     write.check(table)
@@ -106,15 +114,17 @@ def ingest(
             int(summary.get("bytes_added", 0)),
             True,
         )
-    files = write_files(df, TableTarget.of(table, storage_options))
+    options = storage_options or {}
+    region = options.get("region") or options.get("region_name")
+    if schema_mode == "merge":
+        table = _merged(df, table, f"{commit_id}-columns", commit_function, lambda_client, region)
+    files = write_files(df, TableTarget.of(table, storage_options, fill=schema_mode == "merge"))
     rows, size = sum(f.rows for f in files), sum(f.size for f in files)
     if not files:
         raise castable.EmptyWriteError("the source has no rows; nothing was committed")
     log.info("wrote %d files, %d rows, %d bytes; committing %s as %s", len(files), rows, size, commit_id, mode)
     if commit_function:  # the entries travel as an object: any number, statistics from the executors
         listed = write_file_list(table.store, commit_id, files, table.schema)
-        options = storage_options or {}
-        region = options.get("region") or options.get("region_name")
         response = invoke_commit(
             commit_function,
             table.uri,
@@ -132,6 +142,17 @@ def ingest(
     ours = {f.path for f in files}
     added = {f.path for f in table.manifest_at(version).data_files if f.added_version == version}
     return IngestResult(table.uri, commit_id, mode, version, len(files), rows, size, added != ours)
+
+
+def _merged(
+    df: DataFrame, table: Table, commit_id: str, commit_function: str | None, client: Any, region: str | None
+) -> Table:
+    """The table with the columns ``df`` brings (``mergeSchema``), added in one commit of their own."""
+    new = added_columns(df.schema, table.schema)
+    if not new or commit_function is None:
+        return add_columns(table, new, commit_id)
+    invoke_add_columns(commit_function, table.uri, new, commit_id, client=client, region=region)
+    return table.refresh()
 
 
 def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
@@ -162,6 +183,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     how.add_argument("--direct", action="store_true", help="commit with the library instead of the Lambda")
     parser.add_argument("--storage-option", action="append", default=[], metavar="K=V", help="castable option")
     parser.add_argument("--partitions", type=int, help="repartition the input first (fewer, larger files)")
+    parser.add_argument(
+        "--schema-mode",
+        choices=["strict", "merge"],
+        default="strict",
+        help="merge: add the columns the source brings (mergeSchema); strict (default): refuse them",
+    )
     args = parser.parse_args(argv)
     if args.replace_where is not None and args.mode != "overwrite":
         parser.error("--replace-where applies to --mode overwrite only")
@@ -195,6 +222,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
         where=args.replace_where,
         storage_options=_pairs(args.storage_option, "--storage-option") or None,
         commit_function=None if args.direct else args.commit_function,
+        schema_mode=args.schema_mode,
     )
     print(json.dumps(asdict(result)), flush=True)
     return result

@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from castable import errors
 from castable.errors import CastableError
 from castable.writes import AddMode
@@ -55,7 +57,7 @@ def invoke_commit(
 
     The files are ``paths`` (at most :data:`MAX_FILES`; the function reads their footers), or
     the ``file_list`` the job left under the table (any number of entries, statistics
-    included; the function checks each by one HEAD). ``mode`` and ``where`` are
+    included; the function checks them by listing their directories). ``mode`` and ``where`` are
     ``Table.add_files``'s; an append's event leaves them out. The files were just written by
     castable's writer on the executors, so the function never decodes their pages again
     (``"verify": "footer"``). Without a ``client``, one is made in ``region`` (the table's,
@@ -66,14 +68,38 @@ def invoke_commit(
         raise errors.InvalidInputError(
             f"{len(paths)} paths exceed the {MAX_FILES} one event takes; commit a file list instead"
         )
-    if client is None:
-        client = lambda_client(region)
     payload: dict[str, Any] = {"table": table_uri, "commit_id": commit_id, "verify": "footer"}
     payload |= {"files": list(paths)} if paths is not None else {"file_list": file_list}
     if mode != "append":
         payload["mode"] = mode
     if where is not None:
         payload["where"] = where
+    return _invoke(function_name, payload, client, region)
+
+
+def invoke_add_columns(
+    function_name: str,
+    table_uri: str,
+    columns: Sequence[pa.Field],
+    commit_id: str,
+    *,
+    client: Any = None,
+    region: str | None = None,
+) -> dict[str, Any]:
+    """Have the commit function add nullable ``columns`` to the table in one commit (a Spark
+    write with ``mergeSchema``, before its files are written with them); return its result."""
+    payload = {
+        "table": table_uri,
+        "commit_id": commit_id,
+        "add_columns": [{"name": c.name, "type": str(c.type)} for c in columns],  # castable.types parses it
+    }
+    return _invoke(function_name, payload, client, region)
+
+
+def _invoke(function_name: str, payload: dict[str, Any], client: Any, region: str | None) -> dict[str, Any]:
+    """Invoke the function synchronously; its castable errors raised here as the same classes."""
+    if client is None:
+        client = lambda_client(region)
     response = client.invoke(FunctionName=function_name, Payload=json.dumps(payload).encode())
     body = json.loads(response["Payload"].read() or b"null")
     if response.get("FunctionError"):
@@ -81,7 +107,7 @@ def invoke_commit(
         message = f"{function_name}: {(body or {}).get('errorMessage', body)}"
         cls = getattr(errors, error_type, None)
         if cls is errors.CommitStateUnknownError:
-            raise errors.CommitStateUnknownError(message, commit_id)
+            raise errors.CommitStateUnknownError(message, str(payload["commit_id"]))
         if isinstance(cls, type) and issubclass(cls, CastableError):
             raise cls(message)
         raise RemoteCommitError(f"{error_type}: {message}")
