@@ -71,11 +71,11 @@ def handler(event: MaintenanceEvent) -> dict[str, Any]:
         key = write_plan(table.store, MAINTENANCE_PLAN_PREFIX, step.run, [{"files": g} for g in groups])
         return {"table": step.table, "version": table.version, "groups": len(groups), **plan_location(table.uri, key)}
     if isinstance(step, Compact):
-        report = table.compact(files=step.files, min_file_size=2**62, delete_ratio=1e-9, commit_id=step.commit_id)
+        report = table.compact_group(step.files, commit_id=step.commit_id)
         metrics.add_metric(name="FilesCompacted", unit=MetricUnit.Count, value=len(report.files_rewritten))
         return {"table": step.table, **report.summary()}
     if isinstance(step, Coalesce):
-        report = table.compact(min_file_size=1, delete_ratio=1.0, commit_id=step.commit_id)
+        report = table.coalesce_tombstones(commit_id=step.commit_id)
         return {"table": step.table, **report.summary()}
     if isinstance(step, Expire):
         retain_for = None if step.retain_hours is None else timedelta(hours=step.retain_hours)

@@ -274,6 +274,32 @@ def test_data_source_merge_schema_adds_columns(spark: Any, table: Table, options
     assert after.scan(["score"], filter="id = 1").to_arrow().column("score").to_pylist() == [None]
 
 
+def test_compaction_on_the_cluster_keeps_every_row_and_a_rerun_finishes_what_is_left(
+    spark: Any, table: Table, options: dict[str, str]
+) -> None:
+    """castable.spark.compact: one Spark task per group of files, each group one commit, then
+    the tombstones of the files that stay merged; the rows are the library's before and after."""
+    from castable.spark import compact
+    from castable.spark.maintenance import group_commit_id
+
+    for i in range(12):
+        table.append(events(i * 100, i * 100 + 100))
+    table.delete("id IN (5, 250, 777)")
+    table.delete("id BETWEEN 1100 AND 1105")
+    before = library_rows(table)
+    groups = table.plan_compaction()
+    assert len(groups) >= 2
+    table.compact_group(groups[0], commit_id=group_commit_id("nightly", groups[0]))  # a run that stopped
+    done = compact(spark, table.uri, "nightly", storage_options=options)
+    after = load_table(table.store)
+    assert library_rows(after) == before
+    assert done.groups == len(groups) - 1 and done.files_rewritten == sum(len(g) for g in groups[1:])
+    assert len(after.manifest.data_files) < 12 and len(after.manifest.tombstones) <= 1
+    assert done.version == after.version
+    assert compact(spark, table.uri, "nightly", storage_options=options).groups == 0
+    assert load_table(table.store).version == after.version, "a finished run commits nothing more"
+
+
 def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("CASTABLE_COMMIT_FUNCTION", raising=False)
     base = ["--source", "x", "--table", "s3://b/t", "--commit-id", "c"]
@@ -820,7 +846,7 @@ def test_a_streaming_query_commits_each_micro_batch_once(
 VIEWS_AND_STREAM_35 = """
 import json, sys
 from pyspark.sql import SparkSession
-from castable.spark import register_views, stream_sink
+from castable.spark import compact, register_views, stream_sink
 from castable.spark.files import spark_schema
 import castable
 spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
@@ -831,12 +857,13 @@ schema = spark_schema(castable.open_table(table_uri).schema)
 stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
 query = stream.writeStream.foreachBatch(stream_sink(table_uri, "s35")).option("checkpointLocation", checkpoint)
 query.trigger(availableNow=True).start().awaitTermination()
-print(json.dumps({"joined": joined}))
+done = compact(spark, table_uri, "c35")
+print(json.dumps({"joined": joined, "groups": done.groups, "rewritten": done.files_rewritten}))
 """
 
 
 def test_views_and_the_stream_sink_on_spark_35(tmp_path: Path) -> None:
-    """register_views and stream_sink under pyspark 3.5, as EMR 7 runs them."""
+    """register_views, stream_sink and compaction on the cluster under pyspark 3.5, as EMR 7 runs them."""
     db = castable.create_database(str(tmp_path / "shop"))
     lines_schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("qty", pa.int64())])
     db.create_table("orders", EVENTS, primary_key="id").append(events(0, 10))
@@ -849,7 +876,8 @@ def test_views_and_the_stream_sink_on_spark_35(tmp_path: Path) -> None:
     for i in range(2):
         pq.write_table(events(i * 100, i * 100 + 100), source / f"part-{i}.parquet")
     script = [str(SPARK35_PYTHON), "-c", VIEWS_AND_STREAM_35, db.uri, table.uri, str(source), str(tmp_path / "cp")]
-    assert on_spark_35(script) == {"joined": 3}
+    assert on_spark_35(script) == {"joined": 3, "groups": 1, "rewritten": 2}
     t = load_table(table.store)
-    assert ids(t) == list(range(200))
-    assert sorted(h.commit_id for h in t.history() if h.version > 0) == ["s35-0", "s35-1"]
+    assert ids(t) == list(range(200)) and len(t.manifest.data_files) == 1
+    assert [h.commit_id for h in t.history() if h.version in (1, 2)] == ["s35-1", "s35-0"]
+    assert t.history(limit=1)[0].operation == "compact"

@@ -391,6 +391,19 @@ class Table:
         options = maintenance.compact_options(self, min_file_size, delete_ratio, sort_by, coalesce_tombstones, files)
         return maintenance.compact(self, options, commit_id=commit_id)
 
+    def compact_group(
+        self, files: list[str], *, sort_by: str | None = None, commit_id: str | None = None
+    ) -> CompactReport:
+        """Rewrite exactly ``files`` (one group of :meth:`plan_compaction`, planned elsewhere: a
+        workflow's or a Spark task's) into files of the target size, in one commit; tombstones are
+        left as they are."""
+        return self.compact(files=files, min_file_size=2**62, delete_ratio=1e-9, sort_by=sort_by, commit_id=commit_id)
+
+    def coalesce_tombstones(self, *, commit_id: str | None = None) -> CompactReport:
+        """Merge the tombstone files of the table's data files into one, rewriting no data file
+        (but dropping those every row of which is deleted): the step after compacting groups."""
+        return self.compact(min_file_size=1, delete_ratio=1.0, commit_id=commit_id)
+
     def plan_compaction(
         self, *, min_file_size: int | None = None, delete_ratio: float | None = None
     ) -> list[list[str]]:

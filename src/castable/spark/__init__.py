@@ -1,7 +1,7 @@
 """castable for Apache Spark: an ingest job that runs on Spark 3.5 (EMR 7.x) and 4.x,
 ``read_table`` (Spark's own Parquet reader over a version's live files, deletes applied; 3.5
-and 4.x), and a ``spark.read.format("castable")`` / ``df.write.format("castable")`` data source
-(Spark 4.0+).
+and 4.x), ``compact`` (compaction on the cluster, a group of files per task; 3.5 and 4.x), and
+a ``spark.read.format("castable")`` / ``df.write.format("castable")`` data source (Spark 4.0+).
 
 Both are thin layers over the library: executors write data files with castable's writer and
 read scan tasks with castable's scan; the driver commits once through the commit protocol (or
@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from castable.spark.files import TableTarget, from_spark
+from castable.spark.maintenance import compact
 from castable.spark.read import read_table
 from castable.spark.sql import register_views, stream_sink
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["TableTarget", "from_spark", "read_table", "register", "register_views", "stream_sink"]
+__all__ = ["TableTarget", "compact", "from_spark", "read_table", "register", "register_views", "stream_sink"]
 
 
 def register(spark: SparkSession) -> None:
