@@ -27,6 +27,7 @@ from helpers.tables import EVENTS, events, snapshot_of
 import castable
 from castable.register import read_file_list
 from castable.spark import register
+from castable.spark.ingest import ingest
 from castable.spark.ingest import main as ingest_main
 from castable.spark.remote import invoke_commit
 from castable.table import Table
@@ -259,6 +260,8 @@ def test_job_with_merge_schema_adds_the_new_columns_through_the_commit_lambda(
     assert got[5] == (2.5, None) and got[105] == (None, "t5")
     again = ingest_main([*argv, "--schema-mode", "merge"], spark=spark)
     assert again.already_committed and load_table(table.store).version == 3
+    with pytest.raises(castable.InvalidInputError, match="schema_mode must be 'strict' or 'merge'"):
+        ingest(spark.range(1), table.uri, "wide-2", storage_options=options, schema_mode="wide")  # type: ignore[arg-type]
 
 
 def test_data_source_merge_schema_adds_columns(spark: Any, table: Table, options: dict[str, str]) -> None:
@@ -306,6 +309,7 @@ def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, capsys: pyte
     for extra, match in [
         ([], "give --commit-function"),
         (["--direct", "--mode", "merge"], "invalid choice: 'merge'"),
+        (["--direct", "--schema-mode", "wide"], "invalid choice: 'wide'"),
         (["--direct", "--mode", "upsert", "--replace-where", "id > 1"], "--replace-where applies to --mode overwrite"),
     ]:
         with pytest.raises(SystemExit):

@@ -96,6 +96,8 @@ def ingest(
     With ``schema_mode="merge"`` (Spark's ``mergeSchema``) the columns ``df`` brings are added
     to the table first, in a commit of their own (``<commit_id>-columns``), and the table's
     nullable columns ``df`` lacks are written as NULLs; ``"strict"`` refuses both."""
+    if schema_mode not in ("strict", "merge"):
+        raise InvalidInputError(f"schema_mode must be 'strict' or 'merge', not {schema_mode!r}")
     table = castable.open_table(table_uri, storage_options=storage_options)
     write = WriteMode(mode, where)
     write.check(table)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import castable
 from castable.errors import EmptyWriteError, InvalidInputError
+from castable.handle import SchemaMode
 from castable.spark.ingest import ingest
 from castable.spark.read import read_table
 from castable.writes import AddMode
@@ -51,12 +52,14 @@ def stream_sink(
     mode: AddMode = "append",
     storage_options: Mapping[str, Any] | None = None,
     commit_function: str | None = None,
+    schema_mode: SchemaMode = "strict",
 ) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function that commits each micro-batch as one commit with id
     ``<query>-<batch id>``. Spark replays a batch after a failure with the same id (from the
     query's checkpoint), so a replay commits nothing twice; ``query`` must stay the same for a
     query across restarts (its name, say) and differ between queries writing the same table.
-    An empty batch commits nothing. ``mode`` is the ingest job's (``append`` or ``upsert``)."""
+    An empty batch commits nothing. ``mode`` and ``schema_mode`` (``merge``: a batch's new columns
+    are added) are the ingest job's."""
     if not query or "/" in query:
         raise InvalidInputError(f"query must name the streaming query (no '/'), not {query!r}")
 
@@ -69,6 +72,7 @@ def stream_sink(
                 mode=mode,
                 storage_options=storage_options,
                 commit_function=commit_function,
+                schema_mode=schema_mode,
             )
         except EmptyWriteError:
             return
