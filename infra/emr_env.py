@@ -142,7 +142,8 @@ def pack_interpreter(python: Interpreter, env: Path) -> None:
     shutil.copy2(python.executable, binary)
     stdlib = env / python.platlibdir / f"python{python.series}"
     shutil.copytree(python.stdlib, stdlib, ignore=_STDLIB_SKIP)
-    shutil.copytree(python.platstdlib, stdlib, ignore=_STDLIB_SKIP, dirs_exist_ok=True)
+    if python.platstdlib != python.stdlib:  # Fedora-like layouts keep extension modules apart
+        shutil.copytree(python.platstdlib, stdlib, ignore=_STDLIB_SKIP, dirs_exist_ok=True)
     if python.shared_library is not None:
         (env / "lib").mkdir(exist_ok=True)
         shutil.copy2(python.shared_library, env / "lib" / Path(python.shared_library).name)
