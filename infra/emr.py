@@ -9,8 +9,6 @@ custom image (jobs/emr.Dockerfile), whichever the configuration names.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_emrserverless as emrs
@@ -19,9 +17,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as assets
 
+from infra.bundle import ROOT
 from infra.parts import object_key_use
 
-ROOT = Path(__file__).resolve().parent.parent
 ENTRY_POINT = ROOT / "jobs" / "castable_ingest.py"
 EMR_ARTIFACTS = "artifacts/"
 """Where jobs may read other artifacts of their own from the table bucket."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -72,10 +73,8 @@ def handler(event: CommitEvent) -> dict[str, Any]:
     files: Sequence[str | DataFile] = []
     version = table.committed_version(event.commit_id)  # a retry: its file list may be gone already
     if version is None and event.add_columns is not None:
-        update = table.alter(commit_id=event.commit_id)
-        for column in event.add_columns:
-            update.add_column(column.name, parse_type(column.type))
-        version = update.commit()
+        columns = [pa.field(c.name, parse_type(c.type)) for c in event.add_columns]
+        version = table.add_columns(columns, commit_id=event.commit_id)
     elif version is None:
         files = read_file_list(table.store, event.file_list, table.schema) if event.file_list else event.files or []
         version = table.add_files(

@@ -267,10 +267,7 @@ def _add_columns(table: castable.Table, landed: list[Landed], commit_id: str) ->
     fresh = [c for c in new.values() if c.name not in table.refresh().schema.names]
     if not fresh:
         return
-    update = table.alter(commit_id=f"{commit_id}-columns")
-    for column in fresh:
-        update.add_column(column.name, column.type)
-    version = update.commit()
+    version = table.add_columns(fresh, commit_id=f"{commit_id}-columns")
     logger.info("columns added", extra={"version": version, "columns": [c.name for c in fresh]})
 
 

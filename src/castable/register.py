@@ -89,7 +89,7 @@ def check_files(
 
     A path is described from its footer and, unless ``verify="footer"``, decoded in full
     (:func:`describe_data_file`); a ``DataFile`` written by castable's writer is checked against
-    the object's size and ETag (:func:`verify_data_file`). Either way a keyed table takes no file
+    the object's size and ETag (:func:`verify_data_files`). Either way a keyed table takes no file
     whose key column holds NULLs.
     """
     if verify not in VERIFY_MODES:
@@ -98,19 +98,17 @@ def check_files(
     if len(set(keys)) != len(keys):
         raise InvalidInputError("the same file is listed twice")
 
-    if all(isinstance(f, DataFile) for f in files):
-        entries = [replace(f, path=k) for f, k in zip(files, keys, strict=True) if isinstance(f, DataFile)]
-        checked: list[tuple[DataFile, dict[str, int] | None]] = [(f, None) for f in verify_data_files(store, entries)]
-    else:
+    # Entries written elsewhere are checked together (by listings), paths described a few at once.
+    entries = [replace(f, path=k) for f, k in zip(files, keys, strict=True) if isinstance(f, DataFile)]
+    verified = {f.path: f for f in verify_data_files(store, entries)}
+    paths = [k for k in keys if k not in verified]
 
-        def check(item: tuple[str, str | DataFile]) -> tuple[DataFile, dict[str, int] | None]:
-            key, f = item
-            if isinstance(f, DataFile):
-                return verify_data_file(store, f), None
-            return describe_data_file(store, key, schema, decode=verify == "decode")
+    def describe(key: str) -> tuple[DataFile, dict[str, int] | None]:
+        return describe_data_file(store, key, schema, decode=verify == "decode")
 
-        with ThreadPoolExecutor(max(1, min(_CHECK_THREADS, len(keys)))) as pool:
-            checked = list(pool.map(check, zip(keys, files, strict=True)))
+    with ThreadPoolExecutor(max(1, min(_CHECK_THREADS, len(paths)))) as pool:
+        described = dict(zip(paths, pool.map(describe, paths), strict=True))
+    checked = [(verified[k], None) if k in verified else described[k] for k in keys]
     if primary_key is not None:
         for f, nulls in checked:
             decoded = None if nulls is None else nulls.get(primary_key)

@@ -366,6 +366,14 @@ class Table:
         read together. Lossy changes, and dropping or retyping the primary key, are refused."""
         return SchemaUpdate(partial(writes.alter, self, commit_id=commit_id))
 
+    def add_columns(self, columns: Sequence[pa.Field], *, commit_id: str | None = None) -> int:
+        """Add nullable ``columns`` in one commit (an :meth:`alter` of adds only, what a write
+        bringing new columns asks for before it writes files with them); return the version."""
+        update = self.alter(commit_id=commit_id)
+        for column in columns:
+            update.add_column(column.name, column.type)
+        return update.commit()
+
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:
         the files and tombstones are listed in segments; return that version (or the current

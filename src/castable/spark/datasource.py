@@ -55,7 +55,7 @@ from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import SegmentSlice, Snapshot
-from castable.spark.files import TableLocation, TableTarget, WriteMode, add_columns, added_columns, spark_schema
+from castable.spark.files import TableLocation, TableTarget, WriteMode, added_columns, spark_schema
 from castable.store import ObjectStore
 from castable.table import Table
 
@@ -157,8 +157,10 @@ class CastableDataSource(DataSource):
         commit_id = _option(self.options, "commitId") or str(uuid.uuid4())
         done = table.manifest.recent_commits.get(commit_id)
         merge = (_option(self.options, "mergeSchema") or "false").lower() == "true"
-        if merge and done is None:
-            table = add_columns(table, added_columns(schema, table.schema), f"{commit_id}-columns")
+        new = added_columns(schema, table.schema) if merge and done is None else []
+        if new:
+            table.add_columns(new, commit_id=f"{commit_id}-columns")
+            table = table.refresh()
         return CastableWriter(TableTarget.of(table, location.storage_options, merge), write_mode, commit_id, done)
 
 

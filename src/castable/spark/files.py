@@ -51,17 +51,6 @@ def added_columns(struct: StructType, schema: pa.Schema) -> list[pa.Field]:
         raise InvalidInputError(f"a new column has a type castable cannot store: {e}") from None
 
 
-def add_columns(table: Table, columns: Sequence[pa.Field], commit_id: str) -> Table:
-    """Add ``columns`` (nullable) to the table in one commit of their own, ``commit_id``, before
-    files are written with them; the table as it then is. A repeated ``commit_id`` adds nothing."""
-    if columns and table.committed_version(commit_id) is None:
-        update = table.alter(commit_id=commit_id)
-        for column in columns:
-            update.add_column(column.name, column.type)
-        update.commit()
-    return table.refresh()
-
-
 def from_spark(batch: pa.RecordBatch, schema: pa.Schema, fill: bool = False) -> pa.RecordBatch:
     """A batch from Spark in the table's types, or ``SchemaMismatchError``.
 

@@ -4,8 +4,8 @@ Runs on Spark 3.5 (EMR 7.x) and 4.x: it uses ``DataFrame.mapInArrow`` only, not 
 Data Source API. Executors write Parquet files of the table's target sizes under ``data/``
 and return their manifest entries (path, size, ETag, rows, statistics); the driver commits
 them in one commit, through the commit Lambda (the entries left as one file list object under
-the table's ``data/_file_lists/``, so a job of any number of files commits, each checked by one
-HEAD) or (``--direct``) the library. The ``commit_id``
+the table's ``data/_file_lists/``, so a job of any number of files commits, checked by listing
+their directories) or (``--direct``) the library. The ``commit_id``
 makes a re-run commit nothing twice; files of a failed run are orphans that ``gc`` collects.
 
 ``--mode`` says what the rows do, as ``Table.add_files``: ``append`` (the default), ``upsert``
@@ -35,7 +35,7 @@ from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.handle import SchemaMode
 from castable.manifest import DataFile
 from castable.register import write_file_list
-from castable.spark.files import TableTarget, WriteMode, add_columns, added_columns
+from castable.spark.files import TableTarget, WriteMode, added_columns
 from castable.spark.remote import invoke_add_columns, invoke_commit
 from castable.table import Table
 from castable.writes import ADD_MODES, AddMode
@@ -151,9 +151,10 @@ def _merged(
 ) -> Table:
     """The table with the columns ``df`` brings (``mergeSchema``), added in one commit of their own."""
     new = added_columns(df.schema, table.schema)
-    if not new or commit_function is None:
-        return add_columns(table, new, commit_id)
-    invoke_add_columns(commit_function, table.uri, new, commit_id, client=client, region=region)
+    if new and commit_function is not None:
+        invoke_add_columns(commit_function, table.uri, new, commit_id, client=client, region=region)
+    elif new:
+        table.add_columns(new, commit_id=commit_id)
     return table.refresh()
 
 
