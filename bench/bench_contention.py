@@ -3,12 +3,14 @@
 For each number of writer processes W, every process opens its own handle, waits for the others at a
 barrier, then appends one-row batches to the same table with default settings, recording each commit's
 outcome and latency. The window runs from the first writer's start to the last writer's end. Every run is
-verified afterwards (each committed row present once, versions dense). castable-moto-fair is castable-moto
-with ``commit.fair-turns = true``, so the cost and the gain of fair turns show side by side. Then a stale
+verified afterwards (each committed row present once, versions dense). castable-shaped is castable-moto behind
+a proxy that answers each request 25 ms late, as S3 does; castable-moto-race and castable-shaped-race turn fair
+turns off (``commit.fair-turns = false``), so the cost and the gain of fair turns show side by side. Then a stale
 handle: one append through a handle opened before many commits by another handle.
 
 Usage: cd bench && ../.venv/bin/python bench_contention.py [--writers 4 6 8 16] [--commits 25] [--repeats 3]
-       [--systems castable-local castable-moto castable-moto-fair deltalake] [--quick] [--out DIR]
+       [--systems castable-local castable-moto castable-moto-race castable-shaped castable-shaped-race deltalake]
+       [--quick] [--out DIR]
 Writes DIR/contention.md and DIR/contention.png (DIR defaults to bench/results/).
 """
 
@@ -25,6 +27,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,15 +37,30 @@ import pyarrow as pa
 from benchlib import RESULTS, fmt_s, moto_server, publish, report_header
 from deltalake import DeltaTable, write_deltalake
 from deltalake import __version__ as deltalake_version
+from shaped_s3 import shaping_proxy
 
 import castable
 from castable.layout import version_of_manifest_key
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.int32())])
-LOCAL, MOTO, MOTO_FAIR, DELTA = "castable-local", "castable-moto", "castable-moto-fair", "deltalake"
-SYSTEMS = (LOCAL, MOTO, MOTO_FAIR, DELTA)
-"""castable-moto-fair is castable-moto with ``commit.fair-turns = true``: writers that keep losing take turns."""
-COLORS = {LOCAL: "#1b9e77", MOTO: "#7570b3", MOTO_FAIR: "#e7298a", DELTA: "#d95f02"}
+LOCAL, MOTO, MOTO_RACE, DELTA = "castable-local", "castable-moto", "castable-moto-race", "deltalake"
+SHAPED, SHAPED_RACE = "castable-shaped", "castable-shaped-race"
+SYSTEMS = (LOCAL, MOTO, MOTO_RACE, SHAPED, SHAPED_RACE, DELTA)
+FAIR = {MOTO_RACE: "false", SHAPED_RACE: "false"}
+"""The ``commit.fair-turns`` property of each system that sets it: the *-race systems turn fair
+turns off, so every commit is left to the race."""
+ON_MOTO, BEHIND_PROXY = {MOTO, MOTO_RACE}, {SHAPED, SHAPED_RACE}
+"""Systems on moto over HTTP, and on the same moto behind the shaping proxy (S3's latency)."""
+LATENCY_S = 0.025
+"""The shaping proxy's wait before each response, as bench_shaped's."""
+COLORS = {
+    LOCAL: "#1b9e77",
+    MOTO: "#7570b3",
+    MOTO_RACE: "#e7298a",
+    SHAPED: "#66a61e",
+    SHAPED_RACE: "#e6ab02",
+    DELTA: "#d95f02",
+}
 IDS_PER_WRITER = 1000
 BUCKET = "bench"
 STARTUP_TIMEOUT_S = 300.0
@@ -150,17 +168,17 @@ class Run:
         return float(np.percentile(ok, percentile)) * 1000 if ok else math.nan
 
 
-def create(system: str, name: str, work: Path, endpoint: str | None) -> tuple[str, dict[str, str] | None]:
+def create(system: str, name: str, work: Path, endpoints: dict[str, str]) -> tuple[str, dict[str, str] | None]:
     """A fresh empty table for one run; returns its URI and storage options."""
     if system == DELTA:
         uri = str(work / name)
         write_deltalake(uri, SCHEMA.empty_table())
         return uri, None
-    if system in (MOTO, MOTO_FAIR):
-        uri, options = f"s3://{BUCKET}/{name}", {"endpoint_url": str(endpoint), "region": "us-east-1"}
+    if system in endpoints:
+        uri, options = f"s3://{BUCKET}/{name}", {"endpoint_url": endpoints[system], "region": "us-east-1"}
     else:
         uri, options = str(work / name), None
-    properties = {"commit.fair-turns": "true"} if system == MOTO_FAIR else None
+    properties = {"commit.fair-turns": FAIR[system]} if system in FAIR else None
     castable.create_table(uri, SCHEMA, primary_key="id", properties=properties, storage_options=options)
     return uri, options
 
@@ -188,9 +206,9 @@ def verify(system: str, uri: str, options: dict[str, str] | None, expected: list
     return rows_ok, versions_ok, detail
 
 
-def run_once(system: str, writers: int, commits: int, name: str, work: Path, endpoint: str | None) -> Run:
+def run_once(system: str, writers: int, commits: int, name: str, work: Path, endpoints: dict[str, str]) -> Run:
     """Start ``writers`` spawned processes on one fresh table, time their window and verify the table."""
-    uri, options = create(system, name, work, endpoint)
+    uri, options = create(system, name, work, endpoints)
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(writers), ctx.Queue()
     procs = [
@@ -376,7 +394,7 @@ def target_lines(summaries: dict[tuple[str, int], Summary], writers: list[int]) 
                 f"({s.committed} committed, {s.failed} failed, rows {'ok' if s.rows_ok else 'WRONG'}, "
                 f"versions {'dense' if s.versions_ok else 'NOT dense'})"
             )
-    for system in (MOTO, MOTO_FAIR):
+    for system in (MOTO, MOTO_RACE, SHAPED, SHAPED_RACE):
         moto6 = summaries.get((system, 6))
         if moto6 is not None:
             fair = moto6.max_ms < 2000
@@ -441,23 +459,24 @@ def main() -> None:
         parser.error(f"--commits must be between 1 and {IDS_PER_WRITER}")
 
     work = Path(tempfile.mkdtemp(prefix="castable-contention-"))
-    server, endpoint = None, None
-    try:
-        if {MOTO, MOTO_FAIR} & set(args.systems):
+    with ExitStack() as servers:
+        endpoints: dict[str, str] = {}
+        if (ON_MOTO | BEHIND_PROXY) & set(args.systems):
             import boto3
 
             server, endpoint = moto_server()
+            servers.callback(server.close)
             boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+            endpoints = dict.fromkeys(ON_MOTO, endpoint)
+            if BEHIND_PROXY & set(args.systems):
+                endpoints |= dict.fromkeys(BEHIND_PROXY, servers.enter_context(shaping_proxy(endpoint, LATENCY_S)))
+        servers.callback(shutil.rmtree, work, ignore_errors=True)
         summaries: dict[tuple[str, int], Summary] = {}
         for w in writers:
             for system in args.systems:
-                runs = [run_once(system, w, commits, f"{system}-{w}-{r}", work, endpoint) for r in range(repeats)]
+                runs = [run_once(system, w, commits, f"{system}-{w}-{r}", work, endpoints) for r in range(repeats)]
                 summaries[system, w] = summarize(runs)
         stale = stale_handle(stale_versions, stale_setups, work)
-    finally:
-        if server is not None:
-            server.close()
-        shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - STARTED
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -474,8 +493,10 @@ def main() -> None:
         f'mode="append")`). Medians of {repeats} run(s) for commits/s (successful commits over the window from '
         "the first writer's start to the last writer's end) and for p50/p99 latency of successful commits; "
         "commit counts are summed. castable-moto runs against a moto server over HTTP whose object PUT, POST "
-        "and DELETE are serialized, as S3 applies conditional writes atomically; castable-moto-fair is the same "
-        "with the table property `commit.fair-turns = true` (writers that keep losing take turns). "
+        "and DELETE are serialized, as S3 applies conditional writes atomically; castable-shaped is the same moto "
+        f"behind a proxy that answers each request {LATENCY_S * 1000:.0f} ms late (S3's time to first byte); the "
+        "*-race systems set `commit.fair-turns = false`, leaving every commit to the race instead of the default "
+        "fair turns (writers that keep losing take turns). "
         "*castable/deltalake* is the commits/s ratio on the local store.",
         "",
         "## Concurrent writers",

@@ -268,22 +268,33 @@ def shaped_s3(latency: float = 0.025, bandwidth: float = 90e6) -> Iterator[Shape
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     here = str(Path(__file__).resolve())
-    moto_port, proxy_port = _free_port(), _free_port()
+    moto_port = _free_port()
     moto = subprocess.Popen([sys.executable, here, "moto", "--port", str(moto_port)])
-    proxy = None
     try:
         direct = f"http://127.0.0.1:{moto_port}"
         _wait(f"{direct}/moto-api/", moto)
-        shape = ["--upstream", direct, "--latency", str(latency), "--bandwidth", str(bandwidth)]
-        proxy = subprocess.Popen([sys.executable, here, "proxy", "--port", str(proxy_port), *shape])
-        endpoint = f"http://127.0.0.1:{proxy_port}"
-        _wait(f"{endpoint}{CONTROL}", proxy)
-        yield ShapedS3(endpoint, direct)
+        with shaping_proxy(direct, latency, bandwidth) as endpoint:
+            yield ShapedS3(endpoint, direct)
     finally:
-        for process in (proxy, moto):
-            if process is not None:
-                process.kill()
-                process.wait()
+        moto.kill()
+        moto.wait()
+
+
+@contextmanager
+def shaping_proxy(upstream: str, latency: float = 0.025, bandwidth: float = 90e6) -> Iterator[str]:
+    """The shaping proxy alone, in its own process, in front of the S3 server at ``upstream``
+    (bench_contention puts it before a moto whose conditional writes are atomic); its endpoint."""
+    here = str(Path(__file__).resolve())
+    port = _free_port()
+    shape = ["--upstream", upstream, "--latency", str(latency), "--bandwidth", str(bandwidth)]
+    proxy = subprocess.Popen([sys.executable, here, "proxy", "--port", str(port), *shape])
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        _wait(f"{endpoint}{CONTROL}", proxy)
+        yield endpoint
+    finally:
+        proxy.kill()
+        proxy.wait()
 
 
 def main() -> None:

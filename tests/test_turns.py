@@ -1,7 +1,9 @@
 """Fair turns (docs/format.md sections 2 and 7): the line of waiting writers in the pointer, how
-a writer joins it, waits for its turn and leaves it, and what happens to a writer that crashed
-in it; on for a table whose property ``commit.fair-turns`` is true. What it costs and buys
-under contention is measured by bench/bench_contention.py (castable-moto-fair)."""
+a writer joins it, waits for its turn and leaves it, how a writer outside it holds back until
+it drains, and what happens to a writer that crashed in it; on unless a table's property
+``commit.fair-turns`` is false. What it costs and buys under contention is measured by
+bench/bench_contention.py (castable-moto against castable-moto-race, and the same behind S3's
+latency)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from castable.pointer import LINE_LIMIT, Turn, advance_pointer, put_pointer, rai
 from castable.store import ObjectStore
 from castable.table import Table
 from castable.tables import load_table
-from castable.turns import JOIN_AFTER_LOSSES, PATIENCE_SECONDS
+from castable.turns import JOIN_AFTER_LOSSES, PATIENCE_SECONDS, Place
 
 
 def long_ago() -> Turn:
@@ -38,14 +40,11 @@ def set_line(store: ObjectStore, *line: Turn) -> None:
     put_pointer(store, read_pointer(store), line=tuple(sorted(line)))
 
 
-FAIR = {"commit.fair-turns": "true"}
-
-
 @pytest.fixture
 def base(table_uri: tuple[str, dict | None]) -> Table:
-    """A table that takes fair turns, holding 10 rows at version 1."""
+    """A table with default properties (so it takes fair turns), holding 10 rows at version 1."""
     uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", properties=FAIR, storage_options=options)
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
     t.append(events(0, 10))
     return t
 
@@ -169,6 +168,27 @@ def test_the_second_in_line_follows_the_first_as_soon_as_its_version_lands(base:
     assert line_of(base.store) == (first,), "left the line; the first's entry is the first's to take out"
 
 
+@pytest.mark.parametrize("place", [1, 2, None], ids=["second", "third", "joining-behind-two"])
+def test_a_waiting_writer_watches_for_the_version_past_every_writer_ahead(base: Table, place: int | None) -> None:
+    """A writer ``k`` places behind the first (one not in line joins it at the back) asks for
+    the entry ``k`` versions past the pointer it knows (``peek`` is asked for the one after
+    its argument), and takes its turn once that exists: the writers ahead have had theirs."""
+    ahead = [Turn(time.time() - 0.3, "first-in-line"), Turn(time.time() - 0.2, "second-in-line")]
+    waiting = Place(base.store)
+    set_line(base.store, *(ahead if place is None else [*ahead[:place], waiting.me]))
+    waiting.saw(read_pointer(base.store))
+    k = len(ahead) if place is None else place
+    asked: list[int] = []
+
+    def peek(after: int) -> bool:
+        asked.append(after)
+        return len(asked) >= 3 and after == k
+
+    waiting.wait_turn(peek)
+    assert set(asked) == {k}, "it asked only for the version past every writer ahead"
+    assert waiting.line == (waiting.me,), "its turn: first in line"
+
+
 def test_a_writer_finding_the_line_full_waits_outside_it_and_commits_once_it_clears(base: Table) -> None:
     full = [Turn(time.time() + 60 + i, f"waiting-{i}-{uuid.uuid4().hex}") for i in range(LINE_LIMIT)]
     set_line(base.store, *full)
@@ -200,7 +220,7 @@ def test_fair_turns_can_be_turned_off_per_table(table_uri: tuple[str, dict | Non
 def test_a_database_commit_waits_its_turn_in_the_database_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
     ghost = long_ago()
     db = castable.create_database(str(tmp_path / "db"))
-    db.create_table("a", EVENTS, properties=FAIR)
+    db.create_table("a", EVENTS)
     log = db.store.child("_database")
     set_line(log, ghost)
     writer = castable.open_database(str(tmp_path / "db"))

@@ -2,12 +2,12 @@
 
 A writer that keeps losing the race for the next version cannot make the winner see it: the
 winner reads nothing that changes. So, for a table whose property ``commit.fair-turns`` is
-true, a writer that has lost ``JOIN_AFTER_LOSSES`` times in a row joins a line kept in the
-pointer, and a writer that sees a line joins it at once. Only the line's first writer
-attempts; the second watches for the first's version and follows it a request after it
-lands; the others read the pointer every few round trips. A commit that lands leaves the line
-in the same write that advances the pointer. The line is ordered by when each commit began,
-so the longest wait is bounded by the line's length.
+true (the default), a writer that has lost ``JOIN_AFTER_LOSSES`` times in a row joins a line
+kept in the pointer, and a writer that sees a line joins it at once. Only the line's first
+writer attempts; each of the others watches for the version that shows the writers ahead of
+it have committed, the second following the first a request after it lands. A commit that
+lands leaves the line in the same write that advances the pointer. The line is
+ordered by when each commit began, so the longest wait is bounded by the line's length.
 
 A line is advice: a writer that does not know of it yet may still win a round, and the first
 writer's turn lasts ``PATIENCE_SECONDS`` in any one process, after which that process takes it
@@ -36,7 +36,9 @@ JOIN_AFTER_LOSSES = 2
 """A writer that has lost this many attempts in a row joins the line."""
 PATIENCE_SECONDS = 2.0
 """How long a process waits on one writer's turn before it takes that writer out of the line."""
-POLL_MIN_SECONDS = 0.002
+POLL_MIN_SECONDS = 0.005
+PEEKS_PER_POINTER_READ = 4
+"""A writer in line reads the pointer once for this many requests it makes while waiting."""
 UPDATE_ATTEMPTS = 8
 """Compare-and-swap attempts to change the line: each one lost means another writer moved the
 pointer, so the writers as a whole progress."""
@@ -73,11 +75,15 @@ class _RoundTrips:
         self._latest: deque[float] = deque(maxlen=self.KEEP)
         self._lock = threading.Lock()
 
-    def add(self, seconds: float) -> float:
-        """Record one round trip; the typical one now."""
+    def add(self, seconds: float) -> None:
+        """Record one round trip."""
         with self._lock:
             self._latest.append(seconds)
-            return statistics.median(self._latest)
+
+    def typical(self) -> float:
+        """The median of the latest round trips (0 before the first)."""
+        with self._lock:
+            return statistics.median(self._latest) if self._latest else 0.0
 
 
 _round_trips = _RoundTrips()
@@ -120,22 +126,29 @@ class Place:
         return self.me in self.line
 
     def wait_turn(self, peek: Callable[[int], bool]) -> Pointer | None:
-        """Wait while there is a line and this commit is not first in it (joining it if it is
-        not in it); the newest pointer read, if any. The second in line watches with ``peek``
-        for the entry after the newest version it knows of (true: it exists, and the race
-        builds on it), so it follows the first a request after that lands; every waiter also
-        reads the pointer, a few typical round trips per writer ahead of it (never so long
-        that its own turn would outlast the others' patience), since the line can move
-        without a commit."""
+        """Wait while there is a line and this commit is not first in it, joining it if it is
+        not in it; the newest pointer read, if any. A writer ``k`` places behind the first
+        (or outside a full line of ``k``) watches with ``peek`` for the entry ``k`` versions
+        after the newest pointer it has seen (true: it exists, and the race builds on it):
+        then the writers ahead have had their turns. The second asks a request at a time, so
+        it follows the first a request after that lands; the others ask a typical round trip
+        apart per place ahead. One request in ``PEEKS_PER_POINTER_READ`` reads the pointer
+        instead, since the line can move without a commit."""
         newest: Pointer | None = None
+        requests = 0
         while self.line and not self.first:
             started = time.monotonic()
+            requests += 1
             if _patience.exhausted(self.line[0].writer):
                 newest = self._update(partial(_first_is, self.line[0]), _but_first) or newest
             elif not self.queued and len(self.line) < LINE_LIMIT:  # join, however often the pointer moves meanwhile
                 newest = self.join() or newest
-            elif self.queued and self.line.index(self.me) == 1 and self._peek(peek):  # the first has committed
-                self.gone.add(self.line[0].writer)
+            elif requests % PEEKS_PER_POINTER_READ != 0:
+                ahead = self.line.index(self.me) if self.queued else len(self.line)
+                if self._peek(peek, ahead):
+                    self.gone.update(t.writer for t in self.line[:ahead])
+                else:
+                    self._pause(ahead - 1)
             else:
                 looked = time.monotonic()
                 try:
@@ -143,20 +156,24 @@ class Place:
                 except (StoreError, CorruptObjectError, TableNotFoundError):
                     return newest
                 self.saw(newest)
-                typical = _round_trips.add(time.monotonic() - looked)
-                if self.line and not self.first:
-                    ahead = self.line.index(self.me) if self.queued else len(self.line)
-                    poll = random.uniform(0.5, 1.5) * max(3 * typical, POLL_MIN_SECONDS) * ahead
-                    time.sleep(min(poll, PATIENCE_SECONDS / 4))
+                _round_trips.add(time.monotonic() - looked)
             self.waited += time.monotonic() - started
         return newest
 
-    def _peek(self, peek: Callable[[int], bool]) -> bool:
+    def _pause(self, round_trips: int) -> None:
+        """Sleep about ``round_trips`` typical pointer round trips, jittered: at least
+        ``POLL_MIN_SECONDS`` (a log that cannot peek answers at once), and never so long that
+        this commit's own turn would outlast the others' patience."""
+        poll = random.uniform(0.5, 1.5) * _round_trips.typical() * round_trips
+        time.sleep(min(max(poll, POLL_MIN_SECONDS), PATIENCE_SECONDS / 4))
+
+    def _peek(self, peek: Callable[[int], bool], ahead: int) -> bool:
         assert self.known is not None
+        after = self.known.version + ahead - 1
         try:
-            return peek(self.known.version)
+            return peek(after)
         except (StoreError, CorruptObjectError) as e:
-            log.info("could not look for the entry after version %d of %s: %s", self.known.version, self.store.uri, e)
+            log.info("could not look for the entry after version %d of %s: %s", after, self.store.uri, e)
             return False
 
     def join(self) -> Pointer | None:
