@@ -17,6 +17,7 @@ from helpers.faults import FaultyStore
 from helpers.tables import EVENTS, events
 
 import castable
+from castable.database import Database
 from castable.errors import InvalidInputError
 from castable.layout import POINTER_KEY, manifest_key
 from castable.pointer import LINE_LIMIT, Turn, advance_pointer, put_pointer, raise_floor, read_pointer
@@ -145,6 +146,21 @@ def test_a_writer_gone_from_the_head_of_the_line_is_taken_out_after_the_patience
     assert line_of(base.store) == ()
 
 
+def test_a_writer_that_cannot_take_a_gone_writer_out_of_the_line_commits_all_the_same(base: Table) -> None:
+    """Once its patience with the first writer has run out, a writer whose pointer writes fail
+    stops waiting on it and commits (the manifest's PUT is the commit point), where it spun."""
+    ghost = long_ago()
+    set_line(base.store, ghost)
+    writer = load_table(FaultyStore(base.store, lambda op, key: "fail" if key == POINTER_KEY and op == "put" else None))
+    writer.refresh()
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11))), daemon=True)
+    thread.start()
+    thread.join(PATIENCE_SECONDS * 5)
+    assert result == [2], "committed after the patience"
+    assert line_of(base.store) == (ghost,), "the line as it was: no pointer write got through"
+
+
 def test_the_second_in_line_follows_the_first_as_soon_as_its_version_lands(base: Table) -> None:
     """The second in line watches for the version after the pointer's: once the first writer's
     manifest is there, it commits on it at once, however long the pointer takes to move."""
@@ -229,3 +245,40 @@ def test_a_database_commit_waits_its_turn_in_the_database_line(tmp_path) -> None
         tx.table("a").append(events(0, 1))
     assert time.monotonic() - started >= PATIENCE_SECONDS * 0.9
     assert line_of(log) == ()
+
+
+def test_a_database_writer_in_line_follows_the_first_as_soon_as_its_entry_lands(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The second in a database's line watches for the log entry after the pointer's: once the
+    first writer's version is there, its transaction commits, however long the database
+    pointer takes to move. (The first writer writes a table that takes no turns, so it
+    commits without looking at the line.)"""
+    uri = str(tmp_path / "db")
+    db = castable.create_database(uri)
+    db.create_table("a", EVENTS)
+    db.create_table("b", EVENTS, properties={"commit.fair-turns": "false"})
+    log = db.store.child("_database")
+    pointer = f"_database/{POINTER_KEY}"
+    rival = Database.load(FaultyStore(db.store, lambda op, key: "fail" if key == pointer and op == "put" else None))
+    set_line(log, Turn(time.time() - 0.1, f"first-in-line-{uuid.uuid4().hex}"))  # a writer new to this process
+    writer = castable.open_database(uri)
+    done = threading.Event()
+
+    def transaction() -> None:
+        with writer.transaction() as tx:
+            tx.table("a").append(events(0, 1))
+        done.set()
+
+    thread = threading.Thread(target=transaction, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(line_of(log)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(PATIENCE_SECONDS / 2)
+    assert len(line_of(log)) == 2 and not done.is_set(), "joined behind the first, and waits"
+    with rival.transaction() as tx:  # the first writer's turn: its pointer is not moved
+        tx.table("b").append(events(10, 11))
+    landed = time.monotonic()
+    assert done.wait(PATIENCE_SECONDS / 4), "followed at once, not after the first's patience ran out"
+    thread.join(30)
+    assert time.monotonic() - landed < PATIENCE_SECONDS / 4
+    assert sorted(castable.open_database(uri).table("a").scan(["id"]).to_arrow().column("id").to_pylist()) == [0]

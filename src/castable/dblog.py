@@ -411,6 +411,14 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         if self.on_newer_head is not None:
             self.on_newer_head(head, self.pointer)
 
+    def peek_next(self, after: int) -> bool:
+        """Whether the log entry after version ``after`` (or after the head in hand) is
+        committed; then the next attempt loads it and rolls it forward before building."""
+        if not self.store.exists(manifest_key(max(after, self.head.version, self.taken) + 1)):
+            return False
+        self.behind = True
+        return True
+
     def _current(self, name: str, base: Manifest) -> Manifest:
         """The version of table ``name`` (``base`` is an older one) that the head lists."""
         member = self.head.tables.get(name)

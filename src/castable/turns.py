@@ -140,7 +140,11 @@ class Place:
             started = time.monotonic()
             requests += 1
             if _patience.exhausted(self.line[0].writer):
-                newest = self._update(partial(_first_is, self.line[0]), _but_first) or newest
+                first = self.line[0]
+                taken_out = self._update(partial(_first_is, first), _but_first)
+                if taken_out is None:  # the pointer could not be changed: wait on that writer no more
+                    self.gone.add(first.writer)
+                newest = taken_out or newest
             elif not self.queued and len(self.line) < LINE_LIMIT:  # join, however often the pointer moves meanwhile
                 newest = self.join() or newest
             elif requests % PEEKS_PER_POINTER_READ != 0:
