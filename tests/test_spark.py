@@ -26,6 +26,7 @@ from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.register import read_file_list
+from castable.snapshot import Snapshot
 from castable.spark import register
 from castable.spark.ingest import ingest
 from castable.spark.ingest import main as ingest_main
@@ -107,6 +108,10 @@ def ids(t: Table, **kwargs: Any) -> list[int]:
 
 def spark_rows(df: Any) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in df.collect())
+
+
+def paths(t: Table) -> set[str]:
+    return {f.path for f in t.manifest.data_files}
 
 
 def library_rows(t: Table, **kwargs: Any) -> list[tuple[Any, ...]]:
@@ -301,6 +306,99 @@ def test_compaction_on_the_cluster_keeps_every_row_and_a_rerun_finishes_what_is_
     assert done.version == after.version
     assert compact(spark, table.uri, "nightly", storage_options=options).groups == 0
     assert load_table(table.store).version == after.version, "a finished run commits nothing more"
+
+
+def test_delete_reads_its_files_in_spark_tasks_and_commits_one_tombstone(
+    spark: Any, table: Table, twin: Table, options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """castable.spark.delete: the files a predicate must read are read by Spark tasks (the
+    driver reads no row: its Snapshot.read raises), and one tombstone deletes what the
+    library's own delete deletes on a twin; a re-run with the same commit id adds nothing."""
+    from castable.spark import delete
+
+    for i in range(9):
+        table.append(events(i * 100, i * 100 + 100))
+        twin.append(events(i * 100, i * 100 + 100))
+    where = "value > 120 AND category = 'b' OR id BETWEEN 10 AND 14"
+    before, rows_before = load_table(table.store), library_rows(table)
+
+    def no_reads_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the driver read rows")
+
+    monkeypatch.setattr(Snapshot, "read", no_reads_here)
+    version = delete(spark, table.uri, where, commit_id="spark-delete", storage_options=options)
+    monkeypatch.undo()
+    twin.delete(where)
+    after = load_table(table.store)
+    assert version == after.version == before.version + 1
+    assert library_rows(after) == library_rows(twin) != rows_before
+    assert len(after.manifest.tombstones) == 1 and paths(after) == paths(before)
+    assert delete(spark, table.uri, where, commit_id="spark-delete", storage_options=options) == version
+    assert delete(spark, table.uri, "id < 0", storage_options=options) == version, "nothing matches: no commit"
+    assert load_table(table.store).version == version
+
+
+def test_a_cluster_delete_whose_files_change_first_is_planned_again_on_the_cluster(
+    spark: Any, table: Table, twin: Table, options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer compacts the files the cluster's plan read, after the plan and before its
+    commit: the delete is planned again on the newer version (the planner runs twice) and
+    deletes the same rows from the compacted file."""
+    from castable.spark import delete
+    from castable.spark.dml import ClusterPlanner
+
+    for i in range(4):
+        table.append(events(i * 100, i * 100 + 100))
+        twin.append(events(i * 100, i * 100 + 100))
+    where = "value > 120 AND category = 'b'"
+    planned = ClusterPlanner.__call__
+    versions: list[int] = []
+
+    def racing(self: ClusterPlanner, snapshot: Snapshot, files: list[Any], predicate: Any) -> Any:
+        plan = planned(self, snapshot, files, predicate)
+        if not versions:
+            load_table(table.store).compact()  # replaces every file the plan read
+        versions.append(snapshot.manifest.version)
+        return plan
+
+    monkeypatch.setattr(ClusterPlanner, "__call__", racing)
+    version = delete(spark, table.uri, where, storage_options=options)
+    twin.delete(where)
+    assert versions == [4, 5] and version == 6
+    assert len(load_table(table.store).manifest.data_files) == 1
+    assert library_rows(load_table(table.store)) == library_rows(twin)
+
+
+def test_update_rewrites_the_matching_rows_in_spark_tasks_in_one_commit(
+    spark: Any, table: Table, twin: Table, options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """castable.spark.update: the matching rows are read, changed and written by Spark tasks
+    (the driver reads no row), replaced through one tombstone in one commit, leaving what the
+    library's own update leaves on a twin; a re-run with the same commit id adds nothing."""
+    from castable.spark import update
+
+    for i in range(9):
+        table.append(events(i * 100, i * 100 + 100))
+        twin.append(events(i * 100, i * 100 + 100))
+    where = "value > 120 AND category = 'b' OR id BETWEEN 10 AND 14"
+    changes = {"category": "'z'", "value": "value * 2"}
+    before, rows_before = load_table(table.store), library_rows(table)
+
+    def no_reads_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the driver read rows")
+
+    monkeypatch.setattr(Snapshot, "read", no_reads_here)
+    version = update(spark, table.uri, changes, where, commit_id="spark-update", storage_options=options)
+    monkeypatch.undo()
+    twin.update(changes, where)
+    after = load_table(table.store)
+    assert version == after.version == before.version + 1
+    assert library_rows(after) == library_rows(twin) != rows_before
+    assert len(after.manifest.tombstones) == 1
+    assert paths(before) < paths(after), "every old file kept, new files added"
+    assert after.history()[0].summary["rows_updated"] == len(library_rows(twin, filter="category = 'z'"))
+    assert update(spark, table.uri, changes, where, commit_id="spark-update", storage_options=options) == version
+    assert update(spark, table.uri, changes, "id < 0", storage_options=options) == version, "no row: no commit"
 
 
 def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -62,9 +63,35 @@ class DeletePlan:
     def is_empty(self) -> bool:
         return not self.entries and not self.removed
 
+    @classmethod
+    def merged(cls, parts: Iterable[DeletePlan]) -> DeletePlan:
+        """One plan of the plans of disjoint sets of files (each file planned once)."""
+        plan = cls()
+        for part in parts:
+            plan.entries += part.entries
+            plan.removed |= part.removed
+            plan.rows = None if plan.rows is None or part.rows is None else plan.rows + part.rows
+        return plan
 
-def plan_delete(snapshot: Snapshot, predicate: Predicate) -> DeletePlan:
-    """The tombstone entries that delete every live row matching ``predicate`` in ``snapshot``."""
+
+FilePlanner = Callable[[Snapshot, list[DataFile], Predicate], DeletePlan]
+"""Plans the files of a delete that must be read (the statistics and the primary key decided
+the rest): :func:`plan_files`, here, or ``castable.spark``'s, one Spark task per few files."""
+
+
+def plan_files(snapshot: Snapshot, files: list[DataFile], predicate: Predicate) -> DeletePlan:
+    """The entries deleting the rows of ``files`` that match ``predicate``, each file read here
+    for the predicate's columns in the row groups its statistics leave."""
+    plan = DeletePlan()
+    deletes = snapshot.deletes_for(files)
+    for f in files:
+        _plan_file(snapshot, f, predicate, deletes.get(f.path), plan)
+    return plan
+
+
+def plan_delete(snapshot: Snapshot, predicate: Predicate, read_files: FilePlanner = plan_files) -> DeletePlan:
+    """The tombstone entries that delete every live row matching ``predicate`` in ``snapshot``;
+    the files that must be read are planned by ``read_files``."""
     plan = DeletePlan()
     if predicate == Constant(True):  # every row (an overwrite of the whole table): drop every file unread
         plan.removed = {f.path for f in snapshot.manifest.data_files}
@@ -86,10 +113,7 @@ def plan_delete(snapshot: Snapshot, predicate: Predicate) -> DeletePlan:
     if points is not None and len(points) <= MAX_KEY_POINTS:
         _plan_key_points(snapshot, files, points, plan)
         return plan
-    deletes = snapshot.deletes_for(files)
-    for f in files:
-        _plan_file(snapshot, f, predicate, deletes.get(f.path), plan)
-    return plan
+    return read_files(snapshot, files, predicate)
 
 
 def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array, plan: DeletePlan) -> None:
@@ -217,14 +241,17 @@ class DeleteChange(PlannedChange):
     delete is ever dropped (see :mod:`castable.conflicts`).
     """
 
-    def __init__(self, store: ObjectStore, predicate: Predicate, base: Manifest) -> None:
+    def __init__(
+        self, store: ObjectStore, predicate: Predicate, base: Manifest, read_files: FilePlanner = plan_files
+    ) -> None:
         self.store = store
         self.predicate = predicate
+        self.read_files = read_files
         self._plan(base)
 
     def _plan(self, base: Manifest) -> None:
         self.planned_on = base
-        self.plan = plan_delete(Snapshot(self.store, base), self.predicate)
+        self.plan = plan_delete(Snapshot(self.store, base), self.predicate, self.read_files)
         self.tombstone = self._write_tombstone()
         self.footprint = Footprint(targets=frozenset(self.plan.files | self.plan.removed))
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from castable.commit import NextState
 from castable.conflicts import Footprint, PlannedChange
-from castable.delete import DeleteChange
+from castable.delete import DeleteChange, FilePlanner, plan_files
 from castable.errors import InvalidInputError
 from castable.manifest import DataFile, FileList, Manifest
 from castable.predicate import Predicate
@@ -83,30 +83,44 @@ class Rewrite:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Rewritten:
+    """A rewrite made of one version: its new rows written as ``files``, and the rows they replace."""
+
+    replaced: Predicate
+    files: list[DataFile]
+    supersedes: Predicate | None = None
+    """As :attr:`Rewrite.supersedes`."""
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
 class RewriteChange(PlannedChange):
     """Rows read from a version, changed, and written back in one commit: the read rows get
-    tombstones and their new rows are appended. A re-plan reads and writes again."""
+    tombstones and their new rows are appended. A re-plan reads and writes again.
+
+    ``produce`` reads, changes and writes (here, or on a cluster); ``read_files`` plans the
+    tombstones of the files the replaced rows' delete must read."""
 
     def __init__(
         self,
         store: ObjectStore,
         base: Manifest,
-        derive: Callable[[Snapshot], Rewrite],
-        write: Callable[[pa.Table], list[DataFile]],
+        produce: Callable[[Snapshot], Rewritten],
         *,
         operation: str,
+        read_files: FilePlanner = plan_files,
     ) -> None:
         self.store = store
-        self.derive = derive
-        self.write = write
+        self.produce = produce
+        self.read_files = read_files
         self.operation = operation
         self._plan(base)
 
     def _plan(self, base: Manifest) -> None:
         self.planned_on = base
-        rewrite = self.derive(Snapshot(self.store, base))
-        self.files = self.write(rewrite.rows) if rewrite.rows.num_rows else []
-        self.delete = DeleteChange(self.store, rewrite.replaced, base)
+        rewrite = self.produce(Snapshot(self.store, base))
+        self.files = rewrite.files
+        self.delete = DeleteChange(self.store, rewrite.replaced, base, self.read_files)
         self.summary = rewrite.summary
         self.footprint = Footprint(reads=self.delete.footprint.targets, supersedes=rewrite.supersedes)
 

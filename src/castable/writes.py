@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from castable.commit import NextState
 from castable.conflicts import Access, Rows, check_sources
-from castable.delete import DeleteChange
+from castable.delete import DeleteChange, FilePlanner, plan_files
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
@@ -29,7 +29,7 @@ from castable.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, 
 from castable.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
 from castable.predicate import Constant, InList, Predicate, parse_predicate
 from castable.register import Verify, check_files
-from castable.replacement import ReplaceChange, Rewrite, RewriteChange, check_new_files
+from castable.replacement import ReplaceChange, Rewrite, RewriteChange, Rewritten, check_new_files
 from castable.scan import Scan
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
@@ -155,7 +155,21 @@ def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_i
     return t.commit_change("overwrite", start.commit_id, change.build, access).version
 
 
-def update(t: Handle, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
+UpdateWriter = Callable[[Snapshot, Predicate, Assignments], tuple[list[DataFile], int]]
+"""Reads the live rows of a version matching a predicate, sets their columns and writes them
+as new data files (not committed): the files, and how many rows were updated. Here by
+default; ``castable.spark`` passes one that runs as Spark tasks."""
+
+
+def update(
+    t: Handle,
+    set: Mapping[str, object],
+    where: Where | None = None,
+    *,
+    commit_id: str | None = None,
+    write_updated: UpdateWriter | None = None,
+    read_files: FilePlanner = plan_files,
+) -> int:
     """Set columns of the rows matching ``where`` (every row without it) in one commit; return
     the version.
 
@@ -164,32 +178,59 @@ def update(t: Handle, set: Mapping[str, object], where: Where | None = None, *, 
     :mod:`castable.expressions`), Arrow expressions or Python values. Only the matching rows
     are read; they get tombstones and their changed rows are appended. The primary key cannot
     be set. Nothing is committed (and the current version is returned) when no row matches.
+    ``write_updated`` and ``read_files`` say where the rows are read and written.
     """
     assignments = Assignments.parse(set, t.schema, key=t.primary_key)
     selected: Predicate = Constant(True) if where is None else parse_predicate(where, t.schema)
+    write = partial(_update_here, t) if write_updated is None else write_updated
 
-    def derive(snapshot: Snapshot) -> Rewrite:
-        rows = Scan(snapshot, None, selected).to_arrow()
-        replaced = selected if rows.num_rows else Constant(False)  # no live row: nothing to tombstone
-        return Rewrite(replaced, assignments.apply(rows, rows), summary={"rows_updated": rows.num_rows})
+    def produce(snapshot: Snapshot) -> Rewritten:
+        files, rows = write(snapshot, selected, assignments)
+        replaced = selected if rows else Constant(False)  # no live row: nothing to tombstone
+        return Rewritten(replaced, files, summary={"rows_updated": rows})
 
     access = Access(rows=(Rows(selected, by="update"),), reads=(Rows(selected, by="update"),))
-    version = rewrite(t, "update", derive, access, commit_id=commit_id)
+    version = rewrite_files(t, "update", produce, access, commit_id=commit_id, read_files=read_files)
     return t.manifest.version if version is None else version
+
+
+def _update_here(
+    t: Handle, snapshot: Snapshot, selected: Predicate, assignments: Assignments
+) -> tuple[list[DataFile], int]:
+    rows = Scan(snapshot, None, selected).to_arrow()
+    if not rows.num_rows:
+        return [], 0
+    return write_files(t, t.conforming_batches(assignments.apply(rows, rows))), rows.num_rows
 
 
 def rewrite(
     t: Handle, operation: str, derive: Callable[[Snapshot], Rewrite], access: Access, *, commit_id: str | None = None
 ) -> int | None:
     """See :meth:`castable.table.Table.rewrite`."""
+
+    def produce(snapshot: Snapshot) -> Rewritten:
+        made = derive(snapshot)
+        files = write_files(t, t.conforming_batches(made.rows)) if made.rows.num_rows else []
+        return Rewritten(made.replaced, files, made.supersedes, made.summary)
+
+    return rewrite_files(t, operation, produce, access, commit_id=commit_id)
+
+
+def rewrite_files(
+    t: Handle,
+    operation: str,
+    produce: Callable[[Snapshot], Rewritten],
+    access: Access,
+    *,
+    commit_id: str | None = None,
+    read_files: FilePlanner = plan_files,
+) -> int | None:
+    """Commit what ``produce`` writes of the latest version (see :class:`RewriteChange`); the
+    version, or ``None`` when it changes nothing."""
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
-
-    def write(rows: pa.Table) -> list[DataFile]:
-        return write_files(t, t.conforming_batches(rows))
-
-    change = RewriteChange(t.store, t.manifest, derive, write, operation=operation)
+    change = RewriteChange(t.store, t.manifest, produce, operation=operation, read_files=read_files)
     if change.is_empty:
         for rows in access.reads:  # that nothing matched was read
             t.observe(rows)
@@ -197,13 +238,14 @@ def rewrite(
     return t.commit_change(operation, start.commit_id, change.build, access).version
 
 
-def delete(t: Handle, predicate: Where, *, commit_id: str | None = None) -> int:
-    """See :meth:`castable.table.Table.delete`."""
+def delete(t: Handle, predicate: Where, *, commit_id: str | None = None, read_files: FilePlanner = plan_files) -> int:
+    """See :meth:`castable.table.Table.delete`; ``read_files`` plans the files that must be
+    read (``castable.spark`` passes one that reads them on the cluster)."""
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
     parsed = parse_predicate(predicate, t.schema)
-    change = DeleteChange(t.store, parsed, t.manifest)
+    change = DeleteChange(t.store, parsed, t.manifest, read_files)
     deleted = Rows(parsed, by="delete")
     if change.plan.is_empty:
         t.observe(deleted)  # that no row matched was read

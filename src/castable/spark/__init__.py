@@ -1,6 +1,8 @@
 """castable for Apache Spark: an ingest job that runs on Spark 3.5 (EMR 7.x) and 4.x,
 ``read_table`` (Spark's own Parquet reader over a version's live files, deletes applied; 3.5
-and 4.x), ``compact`` (compaction on the cluster, a group of files per task; 3.5 and 4.x), and
+and 4.x), ``compact`` (compaction on the cluster, a group of files per task; 3.5 and 4.x),
+``delete`` and ``update`` (their file reads and writes in Spark tasks, each committed as one
+castable commit with one tombstone; 3.5 and 4.x), and
 a ``spark.read.format("castable")`` / ``df.write.format("castable")`` data source (Spark 4.0+).
 
 Both are thin layers over the library: executors write data files with castable's writer and
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from castable.spark.dml import delete, update
 from castable.spark.files import TableTarget, from_spark
 from castable.spark.maintenance import compact
 from castable.spark.read import read_table
@@ -20,7 +23,17 @@ from castable.spark.sql import register_views, stream_sink
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["TableTarget", "compact", "from_spark", "read_table", "register", "register_views", "stream_sink"]
+__all__ = [
+    "TableTarget",
+    "compact",
+    "delete",
+    "from_spark",
+    "read_table",
+    "register",
+    "register_views",
+    "stream_sink",
+    "update",
+]
 
 
 def register(spark: SparkSession) -> None:
