@@ -198,9 +198,12 @@ def _update_here(
     t: Handle, snapshot: Snapshot, selected: Predicate, assignments: Assignments
 ) -> tuple[list[DataFile], int]:
     rows = Scan(snapshot, None, selected).to_arrow()
-    if not rows.num_rows:
-        return [], 0
-    return write_files(t, t.conforming_batches(assignments.apply(rows, rows))), rows.num_rows
+    return _written(t, assignments.apply(rows, rows)), rows.num_rows
+
+
+def _written(t: Handle, rows: pa.Table) -> list[DataFile]:
+    """Rows of a rewrite as new data files, conformed to the table's schema (none for none)."""
+    return write_files(t, t.conforming_batches(rows)) if rows.num_rows else []
 
 
 def rewrite(
@@ -210,8 +213,7 @@ def rewrite(
 
     def produce(snapshot: Snapshot) -> Rewritten:
         made = derive(snapshot)
-        files = write_files(t, t.conforming_batches(made.rows)) if made.rows.num_rows else []
-        return Rewritten(made.replaced, files, made.supersedes, made.summary)
+        return Rewritten(made.replaced, _written(t, made.rows), made.supersedes, made.summary)
 
     return rewrite_files(t, operation, produce, access, commit_id=commit_id)
 

@@ -99,7 +99,7 @@ class ClusterUpdate:
         work = self.spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary").repartition(len(tasks))
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            scan = Scan(target.location.open().snapshot(version), None, selected)
+            scan = Scan(target.location.snapshot(version), None, selected)
             for batch in batches:
                 for blob in batch.column("task").to_pylist():
                     read = list(scan.read_task(pickle.loads(blob)))
@@ -128,7 +128,7 @@ class ClusterPlanner:
         work = self.spark.createDataFrame([(json.dumps(g),) for g in groups], "files string").repartition(len(groups))
 
         def plan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            at = location.open().snapshot(version)
+            at = location.snapshot(version)
             entries = {f.path: f for f in at.manifest.data_files}
             for batch in batches:
                 for text in batch.column("files").to_pylist():

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from castable.commit import read_manifest
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.inputs import with_missing
 from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.schema import conform
+from castable.snapshot import Snapshot
 from castable.store import ObjectStore, store_from_uri
 from castable.table import Table
 from castable.tables import load_table
@@ -92,6 +94,11 @@ class TableLocation:
 
     def open(self) -> Table:
         return load_table(self.store())
+
+    def snapshot(self, version: int) -> Snapshot:
+        """One version, from its manifest alone (one GET, where ``open`` reads the latest first)."""
+        store = self.store()
+        return Snapshot(store, read_manifest(store, version))
 
 
 @dataclass(frozen=True)
