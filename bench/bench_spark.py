@@ -3,10 +3,12 @@
 1. Ingest: the castable ingest job (executors write castable data files, the driver commits
    once, directly) against Spark's own ``df.write.parquet`` of the same DataFrame to the same
    local disk, with the same codec (zstd): rows/s and MB/s of Parquet written.
-2. Scan: ``castable.spark.read_table`` (Spark's own Parquet reader, deletes as anti-joins) and
+2. Scan: ``castable.spark.read_table`` (Spark's own Parquet reader, deletes as bitmap filters) and
    ``spark.read.format("castable")`` (Spark 4 only) of the table against ``spark.read.parquet``
    of the very same data files, forced through Spark's ``noop`` sink (every column of every row
-   read); then ``read_table`` again after 1,000 scattered deletes.
+   read); then ``read_table`` again after 1,000 scattered deletes, and after 1,000,000 keys
+   deleted more (``--deleted-keys``, key lists of 10,000: resolved against the files' keys by
+   the planning tasks, applied as bitmap filters).
 
 Run it with Spark 4 (the main venv) and with Spark 3.5 (``.venv-spark35/bin/python``, as EMR 7
 runs): the report is named after the Spark version (spark.md, spark35.md).
@@ -14,7 +16,8 @@ runs): the report is named after the Spark version (spark.md, spark35.md).
 Spark cannot reach the moto S3 server here (no hadoop-aws), so both sides use a local
 directory; the castable side would reach S3 through the library unchanged.
 
-Usage: python bench/bench_spark.py [--rows 5000000] [--repeats 5] [--partitions 4] [--out DIR]
+Usage: python bench/bench_spark.py [--rows 5000000] [--repeats 5] [--partitions 4] [--deleted-keys 1000000]
+       [--out DIR]
 Writes bench/results/spark.md (or DIR/spark.md) as well as printing it.
 """
 
@@ -31,7 +34,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from benchlib import RESULTS, SCHEMA, event_batches, publish, report_header, timed
 
@@ -49,6 +54,7 @@ def spark_session(partitions: int) -> object:
         SparkSession.builder.master("local[2]")
         .appName("castable-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "6g")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.parquet.compression.codec", "zstd")
@@ -112,11 +118,23 @@ def run_scans(scans: dict[str, Callable[[], Any]], times: dict[str, list[float]]
                 times[name].append(elapsed)
 
 
+def delete_keys(table: castable.Table, count: int, rows: int) -> int:
+    """Delete ``count`` random live keys (at most half the rows) as key lists of 10,000, the
+    constant-time deletes a reader resolves against each file's key column; how many."""
+    rng = np.random.default_rng(7)
+    live = np.setdiff1d(np.arange(rows), np.arange(7, rows, max(1, rows // 1000))[:1000])
+    keys = rng.choice(live, min(count, rows // 2), replace=False)
+    for chunk in np.array_split(keys, max(1, len(keys) // 10_000)):
+        table.delete(pc.field("id").isin(pa.array(chunk)))
+    return len(keys)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--deleted-keys", type=int, default=1_000_000)
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the report")
     args = parser.parse_args()
     spark = spark_session(args.partitions)
@@ -160,6 +178,11 @@ def main() -> None:
         scan_times |= {name: [] for name in deleted}
         run_scans(deleted, scan_times, args.repeats)
         assert read_table(spark, table.uri).count() == args.rows - len(keys.split(","))
+        gone = delete_keys(table, args.deleted_keys, args.rows)
+        many = {f"read_table, {gone:,} deleted keys": lambda: read_table(spark, table.uri)}
+        scan_times |= {name: [] for name in many}
+        run_scans(many, scan_times, args.repeats)
+        assert read_table(spark, table.uri).count() == args.rows - len(keys.split(",")) - gone
     finally:
         spark.stop()  # type: ignore[attr-defined]
         shutil.rmtree(root, ignore_errors=True)

@@ -788,6 +788,7 @@ def native_history(table: Table) -> list[int]:
 NATIVE_35 = """
 import json, sys
 from pyspark.sql import SparkSession
+from castable.spark import read
 from castable.spark.read import read_table
 spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
 uri, versions = sys.argv[1], json.loads(sys.argv[2])
@@ -795,23 +796,24 @@ out = {}
 for v in versions:
     df = read_table(spark, uri, version=v)
     out[v] = [df.columns, sorted([list(r) for r in df.collect()], key=json.dumps)]
+read.JVM_SPLIT_PATHS = 1  # the paths handed to the JVM as one string
 df = read_table(spark, uri, columns=["amount", "id"], filter="id BETWEEN 100 AND 3000 AND category = 'a'")
 out["filtered"] = [df.columns, sorted([list(r) for r in df.collect()], key=json.dumps)]
 print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("per_file", [True, False], ids=["per-file-filters", "anti-joins"])
+@pytest.mark.parametrize("per_file", [True, False], ids=["bitmap-filters", "anti-joins"])
 def test_native_read_matches_the_library_at_every_version(
     spark: Any, local_table: Table, per_file: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Deletes applied as each file's own filter (the default for up to 256 files with deletes),
-    or as anti-joins keyed by file path (beyond)."""
+    """Deletes applied as one bitmap filter (the default up to 64M rows of files with deletes),
+    or as an anti-join keyed by file path and row (beyond)."""
     from castable.spark import read
     from castable.spark.read import read_table
 
     if not per_file:
-        monkeypatch.setattr(read, "PER_FILE_DELETES", 0)
+        monkeypatch.setattr(read, "MAX_FILTER_WORDS", 0)
     versions = native_history(local_table)
     for version in versions:
         df = read_table(spark, local_table.uri, version=version)
@@ -825,7 +827,7 @@ def test_native_read_matches_the_library_at_every_version(
     assert empty.count() == 0 and empty.columns == load_table(local_table.store).schema.names
 
 
-@pytest.mark.parametrize("per_file", [True, False], ids=["per-file-filters", "anti-joins"])
+@pytest.mark.parametrize("per_file", [True, False], ids=["bitmap-filters", "anti-joins"])
 def test_native_read_deletes_string_keys_that_need_quoting(
     spark: Any, tmp_path: Path, per_file: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -837,7 +839,7 @@ def test_native_read_deletes_string_keys_that_need_quoting(
     from castable.spark.read import read_table
 
     if not per_file:
-        monkeypatch.setattr(read, "PER_FILE_DELETES", 0)
+        monkeypatch.setattr(read, "MAX_FILTER_WORDS", 0)
     awkward = ["o'brien", "back\\slash", "\\'", "new\nline", "`tick`", "caf\u00e9", "plain", "\\n"]
     schema = pa.schema([pa.field("user `key`", pa.string(), nullable=False), ("n", pa.int64())])
     table = castable.create_table(str(tmp_path / "names"), schema, primary_key="user `key`")
@@ -848,6 +850,66 @@ def test_native_read_deletes_string_keys_that_need_quoting(
     assert df.columns == ["user `key`", "n"]
     assert spark_rows(df) == library_rows(table)
     assert sorted(r[0] for r in df.collect()) == sorted(["plain", "\\n"] + [f"k{i}" for i in range(49)])
+
+
+def test_native_read_plans_in_spark_tasks_and_the_driver_reads_no_footer(
+    spark: Any, local_table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Footers, tombstones and key columns are read by Spark tasks, never by the driver: with
+    the files listed by the driver, and from ``SLICE_FILES`` with the segments read by the tasks."""
+    from castable.spark import read
+    from castable.spark.read import read_table
+
+    native_history(local_table)
+    expected = library_rows(local_table)
+    calls: list[str] = []
+    for name in ("footer", "deletes_for", "read", "slice_files"):
+        original = getattr(Snapshot, name)
+
+        def counted(self: Snapshot, *args: Any, _name: str = name, _original: Any = original, **kw: Any) -> Any:
+            calls.append(_name)
+            return _original(self, *args, **kw)
+
+        monkeypatch.setattr(Snapshot, name, counted)
+    sliced: list[int] = []
+    real_slices = Snapshot.segment_slices
+
+    def slices(self: Snapshot, *args: Any, **kw: Any) -> Any:
+        sliced.append(1)
+        return real_slices(self, *args, **kw)
+
+    monkeypatch.setattr(Snapshot, "segment_slices", slices)
+    for slice_files in (read.SLICE_FILES, 1):
+        monkeypatch.setattr(read, "SLICE_FILES", slice_files)
+        monkeypatch.setattr(read, "JVM_SPLIT_PATHS", slice_files)  # the second, as one string
+        assert spark_rows(read_table(spark, local_table.uri)) == expected
+        assert calls == [], f"the driver read {calls}"
+    assert sliced, "the second read was planned from segment slices"
+
+
+def test_native_read_tells_many_files_deletes_apart(spark: Any, tmp_path: Path) -> None:
+    """Each of many files with key deletes gets its own rows deleted (the filter finds a file's
+    bitmap by its path), a file whose path Spark spells otherwise (spaces) is read alone, and the
+    anti-join does the same when the bitmaps outgrow the filter."""
+    import pyarrow.compute as pc
+
+    from castable.spark import read
+    from castable.spark.read import read_table
+
+    table = castable.create_table(str(tmp_path / "many"), EVENTS, primary_key="id")
+    for part in range(9):
+        table.append(events(part * 100, part * 100 + 100))
+    odd = tmp_path / "many" / "data" / "day=2026-01-01 00:00:00"
+    odd.mkdir()
+    pq.write_table(events(900, 1000), odd / "part 0.parquet")
+    table.add_files(["data/day=2026-01-01 00:00:00/part 0.parquet"])
+    table.delete(pc.field("id").isin(list(range(3, 1000, 7))))  # a key list in every file
+    expected = library_rows(table)
+    assert len(expected) == 1000 - len(range(3, 1000, 7))
+    assert spark_rows(read_table(spark, table.uri)) == expected
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(read, "MAX_FILTER_WORDS", 0)
+        assert spark_rows(read_table(spark, table.uri)) == expected
 
 
 def test_native_read_of_a_database_at_one_version(spark: Any, tmp_path: Path) -> None:

@@ -225,7 +225,7 @@ class Scan:
         for rg in kept:
             if deletes is not None and rg in deletes.full_groups:
                 continue
-            touched = deletes is not None and deletes.touches(rg, self._key_bounds(f, footer, rg, pk))
+            touched = deletes is not None and deletes.touches(rg, self.snapshot.key_bounds(f, footer, rg))
             touching = deletes if touched else None
             read = _RowGroupRead(self.snapshot, f, footer, rg, needed, columns, expression, touching, pk[:1])
             yield _Part(self.snapshot.store.uri, f.path, read, expected, self.batch_size)
@@ -235,16 +235,6 @@ class Scan:
         ``readahead_bytes`` allow."""
         for batches in read_ahead(parts, self.readahead, budget=self.readahead_bytes):
             yield from batches
-
-    def _key_bounds(
-        self, f: DataFile, footer: pq.FileMetaData, rg: int, pk: tuple[str, ...]
-    ) -> tuple[object, object] | None:
-        if not pk:
-            return None
-        s = self.snapshot.row_group_stats(f, footer, rg).get(pk[0])
-        if s is None or not s.has_bounds:
-            return None
-        return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -106,10 +107,13 @@ class Snapshot:
             table = table.filter(mask)
         return DATA.from_table(table, self.schema)
 
-    def segment_slices(self, predicate: Predicate | None, target_bytes: int) -> list[SegmentSlice] | None:
+    def segment_slices(
+        self, predicate: Predicate | None, target_bytes: int, *, max_entries: int | None = None
+    ) -> list[SegmentSlice] | None:
         """The version's data files as slices of its segments of about ``target_bytes`` of data
-        each (by the segments' summaries), pruned by summary only: planning that reads no
-        segment, so the reader of each slice can plan it (``None`` for format version 1)."""
+        each (0: any) and at most ``max_entries`` entries, by the segments' summaries, pruned
+        by summary only: planning that reads no segment, so the reader of each slice can plan
+        it (``None`` for format version 1)."""
         slices = []
         for part in self.manifest.data_files.parts:
             ref = part.ref
@@ -117,7 +121,9 @@ class Snapshot:
                 return None
             if predicate is not None and self._summary_match(ref, predicate) is Match.NONE:
                 continue
-            pieces = max(1, min(ref.entries, -(-ref.bytes // max(target_bytes, 1))))
+            by_bytes = -(-ref.bytes // target_bytes) if target_bytes > 0 else 1
+            by_entries = -(-ref.entries // max_entries) if max_entries else 1
+            pieces = max(1, min(ref.entries, max(by_bytes, by_entries)))
             bounds = [round(i * ref.entries / pieces) for i in range(pieces + 1)]
             slices += [SegmentSlice(ref.path, lo, hi) for lo, hi in itertools.pairwise(bounds)]
         return slices
@@ -287,6 +293,45 @@ class Snapshot:
             found = row_group_stats(footer, row_group, self.schema, self.columns_of(f, footer))
             self._group_stats[(f.path, row_group)] = found
         return found
+
+    def key_bounds(self, f: DataFile, footer: pq.FileMetaData, row_group: int) -> tuple[object, object] | None:
+        """A row group's primary-key (min, max) from its footer, when the table has a key and
+        the footer bounds it: which key deletes can hit the row group."""
+        pk = self.manifest.primary_key
+        s = self.row_group_stats(f, footer, row_group).get(pk[0]) if pk else None
+        if s is None or not s.has_bounds:
+            return None
+        return s.min.as_py(), s.max.as_py()  # type: ignore[union-attr]
+
+    def deleted_positions(self, f: DataFile, footer: pq.FileMetaData, deletes: tombstone.FileDeletes) -> np.ndarray:
+        """The rows of ``f`` its deletes remove, as sorted positions over the whole file (each
+        row group's rows numbered on from the last's), for readers that number rows by file:
+        Spark's ``_metadata.row_index``, Iceberg's position deletes. Key deletes are matched
+        against the key column, read only from the row groups whose key bounds they touch."""
+        sizes = [footer.row_group(rg).num_rows for rg in range(footer.num_row_groups)]
+        keyed = [
+            rg
+            for rg in range(len(sizes))
+            if rg not in deletes.full_groups
+            and deletes.needs_keys(rg)
+            and deletes.touches(rg, self.key_bounds(f, footer, rg))
+        ]
+        keys: dict[int, pa.ChunkedArray] = {}
+        if keyed:
+            key = self.manifest.primary_key[0]
+            column = self.read(f, footer, [key], keyed).column(key)
+            offsets = itertools.accumulate((sizes[rg] for rg in keyed), initial=0)
+            keys = {rg: column.slice(at, sizes[rg]) for rg, at in zip(keyed, offsets, strict=False)}
+        parts = []
+        for rg, (start, n) in enumerate(zip(itertools.accumulate(sizes, initial=0), sizes, strict=False)):
+            if rg in deletes.full_groups:
+                rows = np.arange(n, dtype=np.int64)
+            elif rg in keys or not deletes.needs_keys(rg):
+                rows = deletes.deleted_rows(rg, n, keys.get(rg)).astype(np.int64)
+            else:  # key deletes that cannot hit this row group: its positions alone
+                rows = np.flatnonzero(deletes.position_mask(rg, n))
+            parts.append(rows + start)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def row_groups_matching(self, f: DataFile, footer: pq.FileMetaData, predicate: Predicate | None) -> list[int]:
         """The row groups of ``f`` whose footer statistics leave room for a row matching ``predicate``."""

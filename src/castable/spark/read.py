@@ -1,46 +1,77 @@
 """Spark's own Parquet reader over one version's live files: ``read_table`` (Spark 3.5 and 4.x).
 
-The driver plans from the manifest: the files the statistics leave, their footers (for how
-each file's columns map onto the version's schema, section 4.1 of docs/format.md) and their
-deletes. Files that map alike are read together by ``spark.read.parquet``, vectorised, and
-their columns renamed, widened or filled with defaults. A file with deletes is read with them
-as a filter on its own ``_metadata.row_index`` (positions, whole row groups) and primary key
-(key ranges and lists); with more than ``PER_FILE_DELETES`` such files, they become anti-joins
-against small broadcast tables keyed by ``_metadata.file_path`` instead. So EMR 7
-(Spark 3.5) reads castable tables with Spark's own reader, through EMRFS on ``s3://``.
+The driver prunes the version's files by the manifest's statistics (or, from
+``SLICE_FILES`` files, only cuts the manifest's segments into slices) and hands them to Spark
+tasks, which read the footers and tombstones: each task returns how its files' columns map
+onto the version's schema (section 4.1 of docs/format.md) and, for each file with deletes, the
+positions they remove as a roaring bitmap (key deletes matched against the file's keys there).
+The driver reads no footer and no row. Files that map alike are read together by
+``spark.read.parquet``, vectorised, and their columns renamed, widened or filled with
+defaults; the files with deletes are read apart, with one filter that looks each row's
+``_metadata.row_index`` up in a bitmap literal of all their deleted positions (a word per 64
+rows), or, beyond ``MAX_FILTER_WORDS`` words or ``MAX_FILTER_FILES`` files, with an anti-join
+on (file, row) against positions expanded by Spark tasks. So EMR 7 (Spark 3.5) reads castable
+tables with Spark's own reader, through EMRFS on ``s3://``.
 """
 
 from __future__ import annotations
 
+import json
+import pickle
+import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+from pyroaring import BitMap
 
 import castable
 from castable.errors import InvalidInputError
 from castable.evolution import default_of
 from castable.manifest import DataFile
-from castable.predicate import parse_predicate
+from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan
-from castable.snapshot import Snapshot
-from castable.spark.files import spark_schema
-from castable.tombstone import FileDeletes
+from castable.snapshot import SegmentSlice, Snapshot
+from castable.spark.files import TableLocation, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.readwriter import DataFrameReader
     from pyspark.sql.types import DataType
 
+FILES_PER_TASK = 64
+"""Files whose footers (and deletes) one planning task reads."""
+SLICE_FILES = 100_000
+"""From this many files, planning tasks read the manifest's segments themselves (format version
+2): the driver then holds no entry of the version, only the paths Spark reads."""
+MAX_FILTER_WORDS = 1 << 20
+"""Deleted positions travel in the plan as a bitmap literal of up to this many 64-bit words
+(64M rows of files with deletes, 8 MiB); beyond, they are anti-joined."""
+MAX_FILTER_FILES = 4_096
+"""Files with deletes one bitmap filter tells apart (by path, in a comparison tree)."""
+JVM_SPLIT_PATHS = 1_000
+"""From this many paths, a read's paths reach the JVM as one string."""
+_THREADS = 16
+_PLANNED = "layout string, paths array<string>, rows long, deleted binary"
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9/._=+-]+")
+"""Paths Spark reports in ``_metadata.file_path`` as they are (after the table's prefix)."""
 _PATH = "__castable_path"
 _ROW = "__castable_row"
-_FOOTER_THREADS = 16
-PER_FILE_DELETES = 256
-"""Up to this many files with deletes, each is read with its deletes as a filter on its own row
-indexes and keys (no per-row path column); beyond, anti-joins keyed by file path do it."""
+_PREFIXES: dict[str, str] = {}
+"""What Spark puts before a table's file paths, by table URI (one small job each, once)."""
+
+
+@dataclass
+class _Layout:
+    """Files whose columns map alike onto the version's schema, those with deletes apart."""
+
+    clean: list[str] = field(default_factory=list)
+    dirty: list[tuple[str, int, BitMap]] = field(default_factory=list)
 
 
 def read_table(
@@ -61,118 +92,208 @@ def read_table(
     ``s3://`` on EMR (EMRFS), a local directory in tests. ``uri`` may also be a table handle,
     such as ``db.snapshot(version=7).table("orders")``: every table of a database read at one
     database version is one consistent snapshot."""
-    from pyspark.sql import functions as F
-
     table = uri if isinstance(uri, castable.Table) else castable.open_table(uri, storage_options=storage_options)
     snapshot = table.snapshot(version, timestamp)
     predicate = None if filter is None else parse_predicate(filter, snapshot.schema)
     scan = Scan(snapshot, None if columns is None else list(columns), predicate)
-    files = scan.files()
     target = pa.schema([snapshot.schema.field(c) for c in scan.columns])
-    if not files:
-        return spark.createDataFrame([], spark_schema(target))
-    deletes = snapshot.deletes_for(files)
     needed = snapshot.columns_for(scan.predicate, [*scan.columns, *snapshot.manifest.primary_key])
-    with ThreadPoolExecutor(min(_FOOTER_THREADS, len(files))) as pool:
-        footers = list(pool.map(snapshot.footer, files))
-    groups: dict[tuple[Any, ...], list[tuple[DataFile, pq.FileMetaData]]] = defaultdict(list)
-    for f, footer in zip(files, footers, strict=True):
-        where = snapshot.columns_of(f, footer)
-        physical = footer.schema.to_arrow_schema()
-        layout = tuple((c, where[c], None if where[c] is None else physical.field(where[c]).type) for c in needed)
-        groups[layout].append((f, footer))
+    location = TableLocation(table.uri, None if storage_options is None else dict(storage_options))
+    layouts = _plan(spark, _Planner(location, snapshot.manifest.version, scan.predicate, needed), snapshot)
+    if not layouts:
+        return spark.createDataFrame([], spark_schema(target))
     root = table.store.uri.rstrip("/")
-    key = snapshot.manifest.primary_key[0] if snapshot.manifest.primary_key else None
-    dirty = sum(f.path in deletes for f in files)
-    per_file = dirty <= PER_FILE_DELETES
-    parts = []
-    for layout, members in groups.items():
-        schema = spark_schema(pa.schema([pa.field(stored, t) for _, stored, t in layout if stored is not None]))
-        reader = spark.read.schema(schema)
-        wanted = spark_schema(pa.schema([snapshot.schema.field(c) for c, _, _ in layout]))
-        as_stored = [(f.name, f.dataType) for f in schema] == [(f.name, f.dataType) for f in wanted]
-        projected: list[Column] | list[str] = (
-            [_quoted(n) for n in wanted.names]  # the files hold the columns as they are: nothing to cast
-            if as_stored
-            else [
-                _column(snapshot.schema.field(c), stored, target.dataType)
-                for (c, stored, _), target in zip(layout, wanted, strict=True)
-            ]
-        )
-        if per_file:
-            clean = [f"{root}/{f.path}" for f, _ in members if f.path not in deletes]
-            if clean:
-                df = reader.parquet(*clean)
-                parts.append(df if as_stored else df.select(*projected))
-            stored_key = None if key is None else dict((c, stored) for c, stored, _ in layout)[key]
-            for f, footer in members:
-                if f.path in deletes:
-                    kept = _kept(footer, deletes[f.path], stored_key)
-                    df = reader.parquet(f"{root}/{f.path}").where(kept)
-                    parts.append(df if as_stored else df.select(*projected))
-        else:
-            prefix = _spark_prefix(spark, root, files[0])
-            path = F.expr(f"substring(_metadata.file_path, {len(prefix) + 1})").alias(_PATH)
-            df = reader.parquet(*(f"{root}/{f.path}" for f, _ in members))
-            parts.append(df.select(*projected, path, F.col("_metadata.row_index").alias(_ROW)))
+    parts = [
+        part
+        for layout, files in layouts.items()
+        for part in _read_layout(spark, root, snapshot, json.loads(layout), files)
+    ]
     live = parts[0]
     for part in parts[1:]:
         live = live.unionByName(part)
-    if not per_file:
-        deleted = {f.path: (fr, deletes[f.path]) for f, fr in zip(files, footers, strict=True) if f.path in deletes}
-        live = _without_deletes(spark, live, deleted, key, snapshot)
     if filter is not None:
         live = live.filter(_sql(filter))
     return live if live.columns == scan.columns else live.select(*(_quoted(c) for c in scan.columns))
 
 
-def _deleted_rows(footer: pq.FileMetaData, d: FileDeletes) -> tuple[list[tuple[int, int]], list[int]]:
-    """A file's deletes by position as Spark numbers its rows (``_metadata.row_index``, from 0
-    over the whole file): the inclusive spans of whole row groups, and single rows."""
-    starts = [0]
-    for rg in range(footer.num_row_groups):
-        starts.append(starts[-1] + footer.row_group(rg).num_rows)
-    spans = [(starts[rg], starts[rg + 1] - 1) for rg in sorted(d.full_groups)]
-    return spans, [starts[rg] + p for rg, bitmap in d.positions.items() for p in bitmap]
+@dataclass(frozen=True)
+class _Planner:
+    """The planning task: a piece of the version (a segment slice or a list of entries) in,
+    its files by layout and each file's deleted positions out."""
+
+    location: TableLocation
+    version: int
+    predicate: Predicate | None
+    needed: list[str]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        snapshot = self.location.snapshot(self.version)
+        for batch in batches:
+            for blob in batch.column("piece").to_pylist():
+                piece: SegmentSlice | list[DataFile] = pickle.loads(blob)
+                files = snapshot.slice_files(piece, self.predicate) if isinstance(piece, SegmentSlice) else piece
+                if files:
+                    yield pa.RecordBatch.from_pylist(self.plan(snapshot, files))
+
+    def plan(self, snapshot: Snapshot, files: list[DataFile]) -> list[dict[str, Any]]:
+        deletes = snapshot.deletes_for(files)
+
+        layouts: dict[tuple[str, int], str] = {}
+
+        def one(f: DataFile) -> tuple[str, bytes | None]:
+            footer = snapshot.footer(f)
+            known = (str(footer.schema), f.added_version)  # files written alike map alike
+            layout = layouts.get(known)
+            if layout is None:
+                where = snapshot.columns_of(f, footer)
+                physical = footer.schema.to_arrow_schema()
+                stored = pa.schema([physical.field(where[c]) for c in self.needed if where[c] is not None])
+                doc = {"stored": spark_schema(stored).json(), "where": [[c, where[c]] for c in self.needed]}
+                layout = layouts[known] = json.dumps(doc)
+            d = deletes.get(f.path)
+            if d is None:
+                return layout, None
+            return layout, BitMap(snapshot.deleted_positions(f, footer, d)).serialize()
+
+        with ThreadPoolExecutor(min(_THREADS, len(files))) as pool:
+            planned = list(pool.map(one, files))
+        clean: dict[str, list[str]] = defaultdict(list)
+        rows: list[dict[str, Any]] = []
+        for f, (layout, deleted) in zip(files, planned, strict=True):
+            if deleted is None:
+                clean[layout].append(f.path)
+            else:
+                rows.append({"layout": layout, "paths": [f.path], "rows": f.rows, "deleted": deleted})
+        return [{"layout": k, "paths": v, "rows": None, "deleted": None} for k, v in clean.items()] + rows
 
 
-def _kept(footer: pq.FileMetaData, d: FileDeletes, key: str | None) -> Column:
-    """The rows of one file its deletes leave, as a filter on ``_metadata.row_index`` and on the
-    file's own primary-key column ``key`` (a NULL key is never deleted)."""
+def _plan(spark: SparkSession, planner: _Planner, snapshot: Snapshot) -> dict[str, _Layout]:
+    """The version's files by layout, planned by Spark tasks."""
+    slices = None
+    if len(snapshot.manifest.data_files) >= SLICE_FILES:
+        slices = snapshot.segment_slices(planner.predicate, 0, max_entries=FILES_PER_TASK * 16)
+    if slices is not None:
+        pieces: list[Any] = list(slices)
+    else:
+        files = Scan(snapshot, planner.needed, planner.predicate).files()
+        pieces = [files[i : i + FILES_PER_TASK] for i in range(0, len(files), FILES_PER_TASK)]
+    if not pieces:
+        return {}
+    work = spark.createDataFrame([(pickle.dumps(p),) for p in pieces], "piece binary")
+    layouts: dict[str, _Layout] = defaultdict(_Layout)
+    for r in work.mapInArrow(planner, _PLANNED).collect():
+        if r["deleted"] is None:
+            layouts[r["layout"]].clean += r["paths"]
+        else:
+            layouts[r["layout"]].dirty.append((r["paths"][0], r["rows"], BitMap.deserialize(bytes(r["deleted"]))))
+    return layouts
+
+
+def _read_layout(
+    spark: SparkSession, root: str, snapshot: Snapshot, layout: dict[str, Any], files: _Layout
+) -> list[DataFrame]:
+    """The live rows of files of one layout, as the version's columns."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(json.loads(layout["stored"]))
+    where: list[tuple[str, str | None]] = [(c, stored) for c, stored in layout["where"]]
+    reader = spark.read.schema(schema)
+    wanted = spark_schema(pa.schema([snapshot.schema.field(c) for c, _ in where]))
+    as_stored = [(f.name, f.dataType) for f in schema] == [(f.name, f.dataType) for f in wanted]
+    frames = [_parquet(spark, reader, [f"{root}/{p}" for p in files.clean])] if files.clean else []
+    frames += _without_deletes(spark, reader, root, files.dirty)
+    if as_stored:  # the files hold the columns as they are: nothing to cast
+        return frames
+    projected = [
+        _column(snapshot.schema.field(c), stored, target.dataType)
+        for (c, stored), target in zip(where, wanted, strict=True)
+    ]
+    return [df.select(*projected) for df in frames]
+
+
+def _without_deletes(
+    spark: SparkSession, reader: DataFrameReader, root: str, dirty: list[tuple[str, int, BitMap]]
+) -> list[DataFrame]:
+    """Files with deletes read without the deleted rows: a file whose path Spark may spell
+    otherwise alone with its own bitmap filter; the rest together, by one bitmap filter or,
+    beyond its limits, an anti-join."""
     from pyspark.sql import functions as F
 
-    row = F.col("_metadata.row_index")
-    spans, positions = _deleted_rows(footer, d)
-    gone: list[Column] = [row.between(lo, hi) for lo, hi in spans]
-    if positions:
-        gone.append(_isin("_metadata.row_index", positions))
-    if key is not None:
-        k = F.col(_quoted(key))
-        for lo, hi in d.ranges:
-            inside = k.isNotNull()
-            if lo.is_valid:
-                inside &= k >= F.lit(lo.as_py())
-            if hi.is_valid:
-                inside &= k <= F.lit(hi.as_py())
-            gone.append(inside)
-        if len(d.points):
-            gone.append(_isin(_quoted(key), d.points.to_pylist()))
-    deleted = gone[0]
-    for g in gone[1:]:
-        deleted |= g
-    return ~F.coalesce(deleted, F.lit(False))
+    alone = [d for d in dirty if not _PLAIN_PATH.fullmatch(d[0])]
+    together = [d for d in dirty if _PLAIN_PATH.fullmatch(d[0])]
+    frames = [
+        reader.parquet(f"{root}/{path}").where(_bitmap_filter([(path, rows, bits)], None)) for path, rows, bits in alone
+    ]
+    if not together:
+        return frames
+    df = _parquet(spark, reader, [f"{root}/{path}" for path, _, _ in together])
+    words = sum(-(-rows // 64) for _, rows, _ in together)
+    if len(together) == 1:
+        return [*frames, df.where(_bitmap_filter(together, None))]
+    prefix = _spark_prefix(spark, root, together[0][0])
+    if words <= MAX_FILTER_WORDS and len(together) <= MAX_FILTER_FILES:
+        return [*frames, df.where(_bitmap_filter(together, prefix))]
+    pairs = [(prefix + path, bits.serialize()) for path, _, bits in together]
+    positions = spark.createDataFrame(pairs, f"{_PATH} string, deleted binary").mapInArrow(
+        _expand, f"{_PATH} string, {_ROW} long"
+    )
+    keyed = df.withColumn(_PATH, F.col("_metadata.file_path")).withColumn(_ROW, F.col("_metadata.row_index"))
+    return [*frames, keyed.join(positions, [_PATH, _ROW], "left_anti").drop(_PATH, _ROW)]
 
 
-def _isin(column: str, values: list[Any]) -> Column:
-    """``column IN (values)``: for integers and strings one SQL expression, parsed by Spark in
-    one call to the JVM (``Column.isin`` makes one per value: a third of a second per 1,000)."""
+def _parquet(spark: SparkSession, reader: DataFrameReader, paths: list[str]) -> DataFrame:
+    """``reader.parquet(*paths)``; many paths go to the JVM as one string split there, since
+    PySpark hands a list over with one py4j call per path (30 s for 1,000,000 paths)."""
+    jreader = getattr(reader, "_jreader", None)  # Spark Connect has none
+    if jreader is None or len(paths) < JVM_SPLIT_PATHS or any("\n" in p for p in paths):
+        return reader.parquet(*paths)
+    jvm: Any = spark._jvm
+    split = jvm.java.util.regex.Pattern.compile("\n").splitAsStream("\n".join(paths))
+    listed = split.collect(jvm.java.util.stream.Collectors.toList())
+    df: DataFrame = reader._df(jreader.parquet(jvm.PythonUtils.toSeq(listed)))
+    return df
+
+
+def _expand(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """(file, bitmap) rows as (file, row) rows: the anti-join's deleted positions, made by a task."""
+    for batch in batches:
+        for path, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            rows = np.asarray(BitMap.deserialize(blob).to_array(), dtype=np.int64)
+            yield pa.record_batch([pa.array([path] * len(rows), pa.string()), pa.array(rows)], names=[_PATH, _ROW])
+
+
+def _bitmap_filter(files: list[tuple[str, int, BitMap]], prefix: str | None) -> Column:
+    """Rows of ``files`` (read by one scan) that no bitmap deletes: each file's bitmap is a
+    run of 64-bit words in one array literal, found by a comparison tree on Spark's file path
+    (``prefix`` joined with the path; ``None`` for a single file)."""
     from pyspark.sql import functions as F
 
-    if all(type(v) is int for v in values):
-        return F.expr(f"{column} IN ({', '.join(map(str, values))})")
-    if all(type(v) is str for v in values):
-        return F.expr(f"{column} IN ({', '.join(_string(v) for v in values)})")
-    return F.expr(column).isin(values)
+    files = sorted(files, key=lambda d: d[0].encode())
+    offsets = [0]
+    chunks = []
+    for _, rows, bits in files:
+        mask = np.zeros(-(-rows // 64) * 64, dtype=bool)
+        mask[np.asarray(bits.to_array(), dtype=np.int64)] = True
+        chunks.append(np.packbits(mask, bitorder="little").view("<i8"))
+        offsets.append(offsets[-1] + len(chunks[-1]))
+    words = ",".join(map(str, np.concatenate(chunks).tolist()))
+    paths = [None if prefix is None else prefix + path for path, _, _ in files]
+    word = f"{_offset_tree(paths, offsets, 0, len(files))} + int(shiftright(_metadata.row_index, 6))"
+    deleted = f"shiftright(get(from_json('[{words}]', 'array<bigint>'), {word}), int(_metadata.row_index & 63)) & 1"
+    return F.expr(f"{deleted} = 0")
+
+
+def _offset_tree(paths: list[str | None], offsets: list[int], lo: int, hi: int) -> str:
+    """SQL giving the first word of the bitmap of the file being read, among the sorted
+    ``paths[lo:hi]``: a balanced tree of comparisons (Spark compares strings by their UTF-8
+    bytes, as the sort did)."""
+    if hi - lo == 1:
+        return str(offsets[lo])
+    mid = (lo + hi) // 2
+    pivot = paths[mid]
+    assert pivot is not None, "several files need their paths"
+    left, right = _offset_tree(paths, offsets, lo, mid), _offset_tree(paths, offsets, mid, hi)
+    return f"(CASE WHEN _metadata.file_path < {_string(pivot)} THEN {left} ELSE {right} END)"
 
 
 def _quoted(name: str) -> str:
@@ -196,58 +317,18 @@ def _column(field: pa.Field, stored: str | None, spark_type: DataType) -> Column
     return F.col(_quoted(stored)).cast(spark_type).alias(field.name)
 
 
-def _spark_prefix(spark: SparkSession, root: str, f: DataFile) -> str:
-    """What Spark's ``_metadata.file_path`` puts before a file's table-relative path (``file:/``
-    for ``file:///``, say): read from one file, so the deletes' keys match Spark's own."""
-    reported = spark.read.parquet(f"{root}/{f.path}").select("_metadata.file_path").limit(1).collect()
-    path = reported[0][0] if reported else f"{root}/{f.path}"
-    if not path.endswith(f.path):
-        raise InvalidInputError(f"Spark reports {path!r} for data file {f.path!r}: cannot match its deletes")
-    return path[: len(path) - len(f.path)]
-
-
-def _without_deletes(
-    spark: SparkSession,
-    df: DataFrame,
-    deleted: dict[str, tuple[pq.FileMetaData, FileDeletes]],
-    key: str | None,
-    snapshot: Snapshot,
-) -> DataFrame:
-    """``df`` less the rows the version's tombstones delete: anti-joins with broadcast tables."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    points: list[tuple[str, int]] = []
-    spans: list[tuple[str, int, int]] = []
-    key_ranges: list[tuple[str, Any, Any]] = []
-    key_points: list[tuple[str, Any]] = []
-    for path, (footer, d) in deleted.items():
-        file_spans, file_points = _deleted_rows(footer, d)
-        spans += [(path, lo, hi) for lo, hi in file_spans]
-        points += [(path, p) for p in file_points]
-        key_ranges += [(path, lo.as_py(), hi.as_py()) for lo, hi in d.ranges]
-        key_points += [(path, k) for k in d.points.to_pylist()]
-    positions = StructType([StructField(_PATH, StringType(), False), StructField(_ROW, LongType(), False)])
-    if points:
-        df = df.join(F.broadcast(spark.createDataFrame(points, positions)), [_PATH, _ROW], "left_anti")
-    if spans:
-        span_schema = StructType([*positions.fields[:1], StructField("lo", LongType()), StructField("hi", LongType())])
-        s = F.broadcast(spark.createDataFrame(spans, span_schema).withColumnRenamed(_PATH, "p"))
-        df = df.join(s, (df[_PATH] == s["p"]) & df[_ROW].between(s["lo"], s["hi"]), "left_anti")
-    if key is not None and (key_ranges or key_points):
-        key_type = spark_schema(pa.schema([snapshot.schema.field(key)]))[0].dataType
-        if key_ranges:
-            schema = StructType(
-                [StructField("p", StringType()), StructField("lo", key_type), StructField("hi", key_type)]
-            )
-            r = F.broadcast(spark.createDataFrame(key_ranges, schema))
-            above = r["lo"].isNull() | (df[_quoted(key)] >= r["lo"])
-            below = r["hi"].isNull() | (df[_quoted(key)] <= r["hi"])
-            df = df.join(r, (df[_PATH] == r["p"]) & above & below, "left_anti")
-        if key_points:
-            schema = StructType([StructField(_PATH, StringType()), StructField(key, key_type)])
-            df = df.join(F.broadcast(spark.createDataFrame(key_points, schema)), [_PATH, key], "left_anti")
-    return df
+def _spark_prefix(spark: SparkSession, root: str, path: str) -> str:
+    """What Spark's ``_metadata.file_path`` puts before a table-relative path (``file:/`` for
+    ``file:///``, say): read once per table from one file with rows, so the filters' and
+    joins' paths match Spark's own."""
+    prefix = _PREFIXES.get(root)
+    if prefix is None:
+        reported = spark.read.parquet(f"{root}/{path}").select("_metadata.file_path").limit(1).collect()
+        spelled = reported[0][0] if reported else f"{root}/{path}"
+        if not spelled.endswith(path):
+            raise InvalidInputError(f"Spark reports {spelled!r} for data file {path!r}: cannot match its deletes")
+        prefix = _PREFIXES[root] = spelled[: len(spelled) - len(path)]
+    return prefix
 
 
 def _sql(text: str) -> Column:
