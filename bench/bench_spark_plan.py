@@ -107,13 +107,13 @@ def main() -> None:
             theirs: list[float] = []
             footers = 0  # the driver's footer reads while both plan
             for r in range(args.repeats + 1):  # the first round warms both up and is not counted
-                elapsed, df = timed(partial(read_table, spark, table))
+                elapsed, df = timed(partial(read_table, spark, table))  # a DataFrame
                 ours += [elapsed] if r else []
                 elapsed, spark_df = timed(partial(spark.read.parquet, *paths))
                 theirs += [elapsed] if r else []
             counts = ["-", "-"]
             if n <= args.count_max_files:
-                for i, frame in enumerate(cast(list[Any], [df, spark_df])):
+                for i, frame in enumerate([df, spark_df]):
                     elapsed, got = timed(frame.count)
                     assert got == 10 * n, got
                     counts[i] = f"{elapsed:.1f} s"
