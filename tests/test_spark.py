@@ -880,11 +880,15 @@ def test_native_read_plans_in_spark_tasks_and_the_driver_reads_no_footer(
 
     monkeypatch.setattr(Snapshot, "segment_slices", slices)
     for slice_files in (read.SLICE_FILES, 1):
+        castable.clear_caches()  # planned again
         monkeypatch.setattr(read, "SLICE_FILES", slice_files)
         monkeypatch.setattr(read, "JVM_SPLIT_PATHS", slice_files)  # the second, as one string
         assert spark_rows(read_table(spark, local_table.uri)) == expected
         assert calls == [], f"the driver read {calls}"
     assert sliced, "the second read was planned from segment slices"
+    planned = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    assert spark_rows(read_table(spark, local_table.uri)) == expected
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) == planned + 1, "read again: no planning"
 
 
 def test_native_read_tells_many_files_deletes_apart(spark: Any, tmp_path: Path) -> None:

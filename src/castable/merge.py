@@ -16,7 +16,7 @@ of the source's keys, makes the merge read and decide again on the newer version
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -24,12 +24,13 @@ import pyarrow.compute as pc
 
 from castable import writes
 from castable.conflicts import Access, Rows
+from castable.delete import FilePlanner, plan_files
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.expressions import Assignments, Value, parse_value
 from castable.handle import Handle
 from castable.inputs import DataLike, arrow_pieces, is_dataframe
 from castable.predicate import Constant, InList
-from castable.replacement import Rewrite
+from castable.replacement import Rewrite, Rewritten
 from castable.scan import Scan
 from castable.schema import conform
 from castable.snapshot import Snapshot
@@ -58,12 +59,74 @@ _COUNTS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_
 
 
 @dataclass
-class _Outcome:
-    """A merge decided on one version."""
+class MergeOutcome:
+    """What a merge's clauses decide for some source rows: the keys of the table rows they
+    replace (updated or deleted), the rows to write (updated and inserted), the counts."""
 
     replaced: list[pa.Array] = field(default_factory=list)
     rows: list[pa.Table] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTS.values(), 0))
+
+    def replaced_keys(self, key_type: pa.DataType) -> pa.Array:
+        return pa.concat_arrays([k.cast(key_type) for k in self.replaced]) if self.replaced else pa.array([], key_type)
+
+    def written(self, schema: pa.Schema) -> pa.Table:
+        """The rows to write, as one table of ``schema``."""
+        return pa.concat_tables([schema.empty_table(), *(conform(r, schema) for r in self.rows)])
+
+
+@dataclass(frozen=True)
+class MergeClauses:
+    """A merge's clauses, decided on any rows given: picklable (by cloudpickle), so the rows of
+    a merge can be decided where they are, in Spark tasks as here."""
+
+    key: str
+    aliases: tuple[str, str]
+    """The source's alias and the table's."""
+    schema: pa.Schema
+    matched: tuple[_Clause, ...]
+    unmatched: tuple[_Clause, ...]
+
+    def decide(self, matched: pa.Table, unmatched: pa.Table) -> MergeOutcome:
+        """The clauses on ``matched`` (each source row beside its table row, columns named
+        ``<alias>.<column>``) and on ``unmatched`` (source rows without a table row)."""
+        outcome = MergeOutcome()
+        self._apply(self.matched, matched, _unprefixed(matched, self.aliases[1], self.schema), outcome)
+        self._apply(self.unmatched, unmatched, None, outcome)
+        return outcome
+
+    @property
+    def _source_key(self) -> str:
+        return f"{self.aliases[0]}.{self.key}"
+
+    def _apply(
+        self, clauses: tuple[_Clause, ...], rows: pa.Table, targets: pa.Table | None, outcome: MergeOutcome
+    ) -> None:
+        """Each clause on the rows no earlier clause took, in order."""
+        left = pa.chunked_array([pa.repeat(True, rows.num_rows)])
+        for clause in clauses:
+            taken = left if clause.where is None else pc.and_(left, clause.where.mask(rows))
+            left = pc.and_(left, pc.invert(taken))
+            chosen = rows.filter(taken)
+            if not chosen.num_rows:
+                continue
+            outcome.counts[_COUNTS[clause.action]] += chosen.num_rows
+            if targets is not None:
+                outcome.replaced.append(chosen.column(self._source_key).combine_chunks())
+            if clause.action == "delete":
+                continue
+            if clause.assignments is None:
+                new = _unprefixed(chosen, self.aliases[0], self.schema)
+            else:
+                base = targets.filter(taken) if targets is not None else self._blank(chosen)
+                new = clause.assignments.apply(chosen, base)
+            outcome.rows.append(new)
+
+    def _blank(self, rows: pa.Table) -> pa.Table:
+        """Rows of the table's schema holding only the source rows' keys (the rest NULL)."""
+        key = rows.column(self._source_key).cast(self.schema.field(self.key).type)
+        columns = [key if f.name == self.key else pa.nulls(rows.num_rows, f.type) for f in self.schema]
+        return pa.Table.from_arrays(columns, schema=self.schema.remove_metadata())
 
 
 class MergeBuilder:
@@ -152,13 +215,42 @@ class MergeBuilder:
 
     # ---------------------------------------------------------------- execution
 
+    @property
+    def clauses(self) -> MergeClauses:
+        return MergeClauses(self.key, self.aliases, self.table.schema, tuple(self._matched), tuple(self._unmatched))
+
     def execute(self, *, commit_id: str | None = None) -> MergeResult:
         """Decide every clause on the latest version and commit the outcome once."""
+        self._check_clauses()
+        version = writes.rewrite(
+            self.table, "merge", self._decide, self._access(self.source.column(self.key)), commit_id=commit_id
+        )
+        return self._result(version)
+
+    def commit(
+        self,
+        keys: pa.Array,
+        produce: Callable[[Snapshot], Rewritten],
+        *,
+        commit_id: str | None = None,
+        read_files: FilePlanner = plan_files,
+    ) -> MergeResult:
+        """Commit a merge whose source (of the schema given, with ``keys``) is decided and its
+        rows written by ``produce`` on a version, elsewhere (``castable.spark.merge``: Spark
+        tasks decide with :attr:`clauses`); ``read_files`` plans the replaced rows' delete."""
+        self._check_clauses()
+        access = self._access(keys)
+        version = writes.rewrite_files(self.table, "merge", produce, access, commit_id=commit_id, read_files=read_files)
+        return self._result(version)
+
+    def _check_clauses(self) -> None:
         if not self._matched and not self._unmatched:
             raise InvalidInputError("a merge needs at least one when_matched_* or when_not_matched_* clause")
-        keys = InList(self.key, self.source.column(self.key).combine_chunks())
-        access = Access(keys=(Rows(keys, by="merge"),))
-        version = writes.rewrite(self.table, "merge", self._decide, access, commit_id=commit_id)
+
+    def _access(self, keys: pa.Array | pa.ChunkedArray) -> Access:
+        return Access(keys=(Rows(InList(self.key, _array(keys)), by="merge"),))
+
+    def _result(self, version: int | None) -> MergeResult:
         if version is None:
             return MergeResult(self.table.version, 0, 0, 0)
         summary = self.table.manifest_at(version).commit.summary
@@ -173,42 +265,19 @@ class MergeBuilder:
         position = pc.index_in(target.column(self.key), value_set=keys)
         matched = _join(self.source.take(position), source_alias, target, target_alias)
         unmatched = _join(self.source.filter(pc.invert(pc.is_in(keys, target.column(self.key)))), source_alias)
-        outcome = _Outcome()
-        self._apply(self._matched, matched, _unprefixed(matched, target_alias, self.table.schema), outcome)
-        self._apply(self._unmatched, unmatched, None, outcome)
-        schema = self.table.schema
-        rows = pa.concat_tables([schema.empty_table(), *(conform(r, schema) for r in outcome.rows)])
-        replaced = InList(self.key, pa.concat_arrays(outcome.replaced)) if outcome.replaced else Constant(False)
-        return Rewrite(replaced, rows, supersedes=everything, summary=dict(outcome.counts))
+        outcome = self.clauses.decide(matched, unmatched)
+        replaced = outcome.replaced_keys(self.table.schema.field(self.key).type)
+        rows = outcome.written(self.table.schema)
+        return Rewrite(
+            InList(self.key, replaced) if len(replaced) else Constant(False),
+            rows,
+            supersedes=everything,
+            summary=dict(outcome.counts),
+        )
 
-    def _apply(self, clauses: list[_Clause], rows: pa.Table, targets: pa.Table | None, outcome: _Outcome) -> None:
-        """Each clause on the rows no earlier clause took, in order."""
-        source_alias = self.aliases[0]
-        left = pa.chunked_array([pa.repeat(True, rows.num_rows)])
-        for clause in clauses:
-            taken = left if clause.where is None else pc.and_(left, clause.where.mask(rows))
-            left = pc.and_(left, pc.invert(taken))
-            chosen = rows.filter(taken)
-            if not chosen.num_rows:
-                continue
-            outcome.counts[_COUNTS[clause.action]] += chosen.num_rows
-            if targets is not None:
-                outcome.replaced.append(chosen.column(self._source_key).combine_chunks())
-            if clause.action == "delete":
-                continue
-            if clause.assignments is None:
-                new = _unprefixed(chosen, source_alias, self.table.schema)
-            else:
-                base = targets.filter(taken) if targets is not None else self._blank(chosen)
-                new = clause.assignments.apply(chosen, base)
-            outcome.rows.append(new)
 
-    def _blank(self, rows: pa.Table) -> pa.Table:
-        """Rows of the table's schema holding only the source rows' keys (the rest NULL)."""
-        schema = self.table.schema
-        key = rows.column(self._source_key).cast(schema.field(self.key).type)
-        columns = [key if f.name == self.key else pa.nulls(rows.num_rows, f.type) for f in schema]
-        return pa.Table.from_arrays(columns, schema=schema.remove_metadata())
+def _array(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
 
 
 def _arrow(source: DataLike) -> pa.Table:

@@ -31,6 +31,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 import castable
+from castable.cache import LruCache
 from castable.errors import InvalidInputError
 from castable.evolution import default_of
 from castable.manifest import DataFile
@@ -56,6 +57,8 @@ MAX_FILTER_FILES = 4_096
 """Files with deletes one bitmap filter tells apart (by path, in a comparison tree)."""
 JVM_SPLIT_PATHS = 1_000
 """From this many paths, a read's paths reach the JVM as one string."""
+PLAN_CACHE_FILES = 2_000_000
+"""Files (and layouts) of the plans kept for versions read again."""
 _THREADS = 16
 _PLANNED = "layout string, paths array<string>, rows long, deleted binary"
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9/._=+-]+")
@@ -72,6 +75,19 @@ class _Layout:
 
     clean: list[str] = field(default_factory=list)
     dirty: list[tuple[str, int, BitMap]] = field(default_factory=list)
+    filters: dict[str | None, str] = field(default_factory=dict)
+    """The bitmap filters' SQL, worked out once: by Spark's path prefix, and by a lone file's path."""
+
+    @property
+    def weight(self) -> int:
+        return 1 + len(self.clean) + len(self.dirty)
+
+
+_PLANS: LruCache[tuple[Any, ...], dict[str, _Layout]] = LruCache(
+    PLAN_CACHE_FILES, weigh=lambda layouts: sum(layout.weight for layout in layouts.values())
+)
+"""Plans by (table URI, version, columns read, filter): a version never changes, so reading it
+again plans nothing."""
 
 
 def read_table(
@@ -99,7 +115,11 @@ def read_table(
     target = pa.schema([snapshot.schema.field(c) for c in scan.columns])
     needed = snapshot.columns_for(scan.predicate, [*scan.columns, *snapshot.manifest.primary_key])
     location = TableLocation(table.uri, None if storage_options is None else dict(storage_options))
-    layouts = _plan(spark, _Planner(location, snapshot.manifest.version, scan.predicate, needed), snapshot)
+    known = (table.store.uri, snapshot.manifest.version, tuple(needed), filter)
+    layouts = _PLANS.get(known)
+    if layouts is None:
+        layouts = _plan(spark, _Planner(location, snapshot.manifest.version, scan.predicate, needed), snapshot)
+        _PLANS.put(known, layouts)
     if not layouts:
         return spark.createDataFrame([], spark_schema(target))
     root = table.store.uri.rstrip("/")
@@ -201,7 +221,7 @@ def _read_layout(
     wanted = spark_schema(pa.schema([snapshot.schema.field(c) for c, _ in where]))
     as_stored = [(f.name, f.dataType) for f in schema] == [(f.name, f.dataType) for f in wanted]
     frames = [_parquet(spark, reader, [f"{root}/{p}" for p in files.clean])] if files.clean else []
-    frames += _without_deletes(spark, reader, root, files.dirty)
+    frames += _without_deletes(spark, reader, root, files)
     if as_stored:  # the files hold the columns as they are: nothing to cast
         return frames
     projected = [
@@ -211,28 +231,26 @@ def _read_layout(
     return [df.select(*projected) for df in frames]
 
 
-def _without_deletes(
-    spark: SparkSession, reader: DataFrameReader, root: str, dirty: list[tuple[str, int, BitMap]]
-) -> list[DataFrame]:
+def _without_deletes(spark: SparkSession, reader: DataFrameReader, root: str, files: _Layout) -> list[DataFrame]:
     """Files with deletes read without the deleted rows: a file whose path Spark may spell
     otherwise alone with its own bitmap filter; the rest together, by one bitmap filter or,
     beyond its limits, an anti-join."""
     from pyspark.sql import functions as F
 
-    alone = [d for d in dirty if not _PLAIN_PATH.fullmatch(d[0])]
-    together = [d for d in dirty if _PLAIN_PATH.fullmatch(d[0])]
-    frames = [
-        reader.parquet(f"{root}/{path}").where(_bitmap_filter([(path, rows, bits)], None)) for path, rows, bits in alone
-    ]
+    alone = [d for d in files.dirty if not _PLAIN_PATH.fullmatch(d[0])]
+    together = [d for d in files.dirty if _PLAIN_PATH.fullmatch(d[0])]
+    frames = []
+    for path, rows, bits in alone:
+        sql = files.filters.get(path) or files.filters.setdefault(path, _bitmap_filter([(path, rows, bits)], None))
+        frames.append(reader.parquet(f"{root}/{path}").where(F.expr(sql)))
     if not together:
         return frames
     df = _parquet(spark, reader, [f"{root}/{path}" for path, _, _ in together])
+    prefix = None if len(together) == 1 else _spark_prefix(spark, root, together[0][0])
     words = sum(-(-rows // 64) for _, rows, _ in together)
-    if len(together) == 1:
-        return [*frames, df.where(_bitmap_filter(together, None))]
-    prefix = _spark_prefix(spark, root, together[0][0])
-    if words <= MAX_FILTER_WORDS and len(together) <= MAX_FILTER_FILES:
-        return [*frames, df.where(_bitmap_filter(together, prefix))]
+    if prefix is None or (words <= MAX_FILTER_WORDS and len(together) <= MAX_FILTER_FILES):
+        sql = files.filters.get(prefix) or files.filters.setdefault(prefix, _bitmap_filter(together, prefix))
+        return [*frames, df.where(F.expr(sql))]
     pairs = [(prefix + path, bits.serialize()) for path, _, bits in together]
     positions = spark.createDataFrame(pairs, f"{_PATH} string, deleted binary").mapInArrow(
         _expand, f"{_PATH} string, {_ROW} long"
@@ -262,12 +280,10 @@ def _expand(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield pa.record_batch([pa.array([path] * len(rows), pa.string()), pa.array(rows)], names=[_PATH, _ROW])
 
 
-def _bitmap_filter(files: list[tuple[str, int, BitMap]], prefix: str | None) -> Column:
-    """Rows of ``files`` (read by one scan) that no bitmap deletes: each file's bitmap is a
-    run of 64-bit words in one array literal, found by a comparison tree on Spark's file path
-    (``prefix`` joined with the path; ``None`` for a single file)."""
-    from pyspark.sql import functions as F
-
+def _bitmap_filter(files: list[tuple[str, int, BitMap]], prefix: str | None) -> str:
+    """SQL keeping the rows of ``files`` (read by one scan) that no bitmap deletes: each file's
+    bitmap is a run of 64-bit words in one array literal, found by a comparison tree on Spark's
+    file path (``prefix`` joined with the path; ``None`` for a single file)."""
     files = sorted(files, key=lambda d: d[0].encode())
     offsets = [0]
     chunks = []
@@ -280,7 +296,7 @@ def _bitmap_filter(files: list[tuple[str, int, BitMap]], prefix: str | None) -> 
     paths = [None if prefix is None else prefix + path for path, _, _ in files]
     word = f"{_offset_tree(paths, offsets, 0, len(files))} + int(shiftright(_metadata.row_index, 6))"
     deleted = f"shiftright(get(from_json('[{words}]', 'array<bigint>'), {word}), int(_metadata.row_index & 63)) & 1"
-    return F.expr(f"{deleted} = 0")
+    return f"{deleted} = 0"
 
 
 def _offset_tree(paths: list[str | None], offsets: list[int], lo: int, hi: int) -> str:
