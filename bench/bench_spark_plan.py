@@ -113,7 +113,8 @@ def main() -> None:
                 theirs += [elapsed] if r else []
             counts = ["-", "-"]
             if n <= args.count_max_files:
-                for i, frame in enumerate([df, spark_df]):
+                frames: list[Any] = [df, spark_df]
+                for i, frame in enumerate(frames):
                     elapsed, got = timed(frame.count)
                     assert got == 10 * n, got
                     counts[i] = f"{elapsed:.1f} s"
