@@ -401,6 +401,75 @@ def test_update_rewrites_the_matching_rows_in_spark_tasks_in_one_commit(
     assert update(spark, table.uri, changes, "id < 0", storage_options=options) == version, "no row: no commit"
 
 
+def merge_source(spark: Any, start: int, stop: int) -> tuple[pa.Table, Any]:
+    """Source rows for ids in [start, stop), every third marked for deletion: as Arrow (for the
+    library) and as a Spark DataFrame."""
+    rows = changed(start, stop)
+    ops = pa.array(["d" if i % 3 == 0 else "u" for i in range(rows.num_rows)])
+    rows = rows.append_column("op", ops)
+    return rows, spark.createDataFrame(rows.to_pandas())
+
+
+def test_merge_decides_and_writes_in_spark_tasks_in_one_commit(
+    spark: Any, table: Table, twin: Table, options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """castable.spark.merge: the library's clauses (matched delete and update with conditions,
+    not-matched insert) decided and the new rows written by Spark tasks (the driver reads no
+    row but the keys of small files its key-list delete checks), committed as one tombstone
+    plus new files, untouched rows never rewritten: the rows the library's own merge leaves on
+    a twin; a re-run with the same commit id adds nothing."""
+    from castable.spark import merge
+
+    for i in range(6):
+        table.append(events(i * 100, i * 100 + 100))
+        twin.append(events(i * 100, i * 100 + 100))
+    rows, source = merge_source(spark, 550, 700)  # 50 matched, 100 not
+
+    def clauses(builder: Any) -> Any:
+        return (
+            builder.when_matched_delete(where="s.op = 'd'")
+            .when_matched_update(set={"value": "t.value + s.value", "category": "s.category"})
+            .when_not_matched_insert_all(where="s.op != 'd'")
+        )
+
+    before = load_table(table.store)
+    read = Snapshot.read
+
+    def keys_only(self: Snapshot, f: Any, footer: Any, columns: list[str], row_groups: Any) -> Any:
+        assert columns == ["id"], "the driver read rows (a key-list delete may check small files' keys)"
+        return read(self, f, footer, columns, row_groups)
+
+    monkeypatch.setattr(Snapshot, "read", keys_only)
+    result = clauses(merge(spark, table.uri, source, storage_options=options)).execute(commit_id="spark-merge")
+    monkeypatch.undo()
+    expected = clauses(twin.merge(rows)).execute()
+    after = load_table(table.store)
+    assert result == replace(expected, version=after.version) and after.version == before.version + 1
+    assert min(result.rows_deleted, result.rows_updated, result.rows_inserted) > 0
+    assert library_rows(after) == library_rows(twin)
+    assert len(after.manifest.tombstones) == 1 and paths(before) < paths(after), "old files kept, new added"
+    again = clauses(merge(spark, table.uri, source, storage_options=options)).execute(commit_id="spark-merge")
+    assert again.version == result.version and load_table(table.store).version == result.version
+
+
+def test_merge_from_spark_refuses_what_the_library_refuses(spark: Any, table: Table, options: dict[str, str]) -> None:
+    """A source key held twice, a NULL key or no clause is refused before anything is written."""
+    from castable.errors import InvalidInputError, SchemaMismatchError
+    from castable.spark import merge
+
+    table.append(events(0, 10))
+    before = load_table(table.store).version
+    twice = spark.createDataFrame([(1, "a", 1.0), (1, "b", 2.0)], "id long, category string, value double")
+    with pytest.raises(InvalidInputError, match="more than once"):
+        merge(spark, table.uri, twice, storage_options=options).when_matched_delete().execute()
+    null = spark.createDataFrame([(None, "a", 1.0)], "id long, category string, value double")
+    with pytest.raises(SchemaMismatchError, match="NULLs"):
+        merge(spark, table.uri, null, storage_options=options).when_matched_delete().execute()
+    with pytest.raises(InvalidInputError, match="at least one"):
+        merge(spark, table.uri, twice.limit(1), storage_options=options).execute()
+    assert load_table(table.store).version == before
+
+
 def test_job_arguments_are_checked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("CASTABLE_COMMIT_FUNCTION", raising=False)
     base = ["--source", "x", "--table", "s3://b/t", "--commit-id", "c"]

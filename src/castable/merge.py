@@ -143,25 +143,30 @@ class MergeBuilder:
         self.source = _arrow(source)
         if key not in self.source.schema.names:
             raise SchemaMismatchError(f"the source has no primary key column {key!r} to match rows by")
-        keys = self.source.column(key)
-        key_type = table.schema.field(key).type
-        try:
-            keys = keys.cast(key_type, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise SchemaMismatchError(
-                f"the source's key column {key!r} is {keys.type}, the table's {key_type}"
-            ) from None
+        keys = self.source_keys(self.source.column(key))
         self.source = self.source.set_column(self.source.schema.get_field_index(key), key, keys)
-        if keys.null_count:
-            raise SchemaMismatchError(f"the source's key column {key!r} holds NULLs")
-        if len(pc.unique(keys)) != len(keys):
-            raise InvalidInputError("the source holds a key more than once; a merge matches each key to one row")
         self.aliases = (source_alias, target_alias)
         target = table.schema
         self._matched_rows = pa.schema(_prefixed(self.source.schema, source_alias) + _prefixed(target, target_alias))
         self._unmatched_rows = pa.schema(_prefixed(self.source.schema, source_alias))
         self._matched: list[_Clause] = []
         self._unmatched: list[_Clause] = []
+
+    def source_keys(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+        """The source's keys as the table's key type, each once and none NULL, or an error
+        saying which: what a merge can match rows by."""
+        key, key_type = self.key, self.table.schema.field(self.key).type
+        try:
+            keys = keys.cast(key_type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise SchemaMismatchError(
+                f"the source's key column {key!r} is {keys.type}, the table's {key_type}"
+            ) from None
+        if keys.null_count:
+            raise SchemaMismatchError(f"the source's key column {key!r} holds NULLs")
+        if len(pc.unique(keys)) != len(keys):
+            raise InvalidInputError("the source holds a key more than once; a merge matches each key to one row")
+        return keys
 
     # ------------------------------------------------------------------ clauses
 

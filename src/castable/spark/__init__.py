@@ -1,8 +1,8 @@
 """castable for Apache Spark: an ingest job that runs on Spark 3.5 (EMR 7.x) and 4.x,
 ``read_table`` (Spark's own Parquet reader over a version's live files, deletes applied; 3.5
 and 4.x), ``compact`` (compaction on the cluster, a group of files per task; 3.5 and 4.x),
-``delete`` and ``update`` (their file reads and writes in Spark tasks, each committed as one
-castable commit with one tombstone; 3.5 and 4.x), and
+``delete``, ``update`` and ``merge`` (their file reads and writes in Spark tasks, each
+committed as one castable commit with one tombstone; 3.5 and 4.x), and
 a ``spark.read.format("castable")`` / ``df.write.format("castable")`` data source (Spark 4.0+).
 
 Both are thin layers over the library: executors write data files with castable's writer and
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from castable.spark.dml import delete, update
+from castable.spark.dml import delete, merge, update
 from castable.spark.files import TableTarget, from_spark
 from castable.spark.maintenance import compact
 from castable.spark.read import read_table
@@ -28,6 +28,7 @@ __all__ = [
     "compact",
     "delete",
     "from_spark",
+    "merge",
     "read_table",
     "register",
     "register_views",

@@ -36,9 +36,8 @@ def spark_schema(schema: pa.Schema) -> StructType:
         raise InvalidInputError(f"the table has a type Spark cannot represent: {e}") from None
 
 
-def added_columns(struct: StructType, schema: pa.Schema) -> list[pa.Field]:
-    """The columns of a Spark schema the table lacks, as the nullable columns ``mergeSchema``
-    adds (Spark's timestamps as UTC microseconds, its own Arrow types)."""
+def arrow_schema(struct: StructType) -> pa.Schema:
+    """A Spark schema in the Arrow types Spark hands Python (timestamps as UTC microseconds)."""
     from pyspark.sql.pandas.types import to_arrow_type
 
     def arrow(dt: Any) -> pa.DataType:
@@ -48,9 +47,19 @@ def added_columns(struct: StructType, schema: pa.Schema) -> list[pa.Field]:
             return to_arrow_type(dt)  # Spark 3.5 takes none: UTC
 
     try:
-        return [pa.field(f.name, arrow(f.dataType)) for f in struct.fields if f.name not in schema.names]
+        return pa.schema([pa.field(f.name, arrow(f.dataType)) for f in struct.fields])
     except (TypeError, NotImplementedError) as e:
-        raise InvalidInputError(f"a new column has a type castable cannot store: {e}") from None
+        raise InvalidInputError(f"a column has a type castable cannot store: {e}") from None
+
+
+def added_columns(struct: StructType, schema: pa.Schema) -> list[pa.Field]:
+    """The columns of a Spark schema the table lacks, as the nullable columns ``mergeSchema`` adds."""
+    return [f for f in arrow_schema(struct) if f.name not in schema.names]
+
+
+def sql_name(name: str) -> str:
+    """A column name as a Spark SQL identifier (backticks, doubled inside)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def from_spark(batch: pa.RecordBatch, schema: pa.Schema, fill: bool = False) -> pa.RecordBatch:

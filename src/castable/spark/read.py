@@ -38,7 +38,7 @@ from castable.manifest import DataFile
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan
 from castable.snapshot import SegmentSlice, Snapshot
-from castable.spark.files import TableLocation, spark_schema
+from castable.spark.files import TableLocation, spark_schema, sql_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -133,7 +133,7 @@ def read_table(
         live = live.unionByName(part)
     if filter is not None:
         live = live.filter(_sql(filter))
-    return live if live.columns == scan.columns else live.select(*(_quoted(c) for c in scan.columns))
+    return live if live.columns == scan.columns else live.select(*(sql_name(c) for c in scan.columns))
 
 
 @dataclass(frozen=True)
@@ -312,11 +312,6 @@ def _offset_tree(paths: list[str | None], offsets: list[int], lo: int, hi: int) 
     return f"(CASE WHEN _metadata.file_path < {_string(pivot)} THEN {left} ELSE {right} END)"
 
 
-def _quoted(name: str) -> str:
-    """A column name as a Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _string(value: str) -> str:
     """A Spark SQL string literal (backslash escapes, Spark's default)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -330,7 +325,7 @@ def _column(field: pa.Field, stored: str | None, spark_type: DataType) -> Column
     if stored is None:
         default = default_of(field)
         return F.lit(None if default is None else default.as_py()).cast(spark_type).alias(field.name)
-    return F.col(_quoted(stored)).cast(spark_type).alias(field.name)
+    return F.col(sql_name(stored)).cast(spark_type).alias(field.name)
 
 
 def _spark_prefix(spark: SparkSession, root: str, path: str) -> str:
