@@ -41,7 +41,8 @@ import pyarrow.parquet as pq
 from benchlib import RESULTS, SCHEMA, event_batches, publish, report_header, timed
 
 import castable
-from castable.spark import read_table, register
+from castable.spark import merge, read_table, register
+from castable.spark.files import spark_schema
 from castable.spark.ingest import ingest
 
 
@@ -68,9 +69,9 @@ def spark_session(partitions: int) -> object:
 
 
 def source_files(root: Path, rows: int, partitions: int) -> Path:
-    """The input: the synthetic event table as ``partitions`` Parquet files."""
-    src = root / "source"
-    src.mkdir()
+    """The input: the synthetic event table as ``partitions`` Parquet files under ``root``."""
+    src = root
+    src.mkdir(parents=True)
     data = pa.Table.from_batches(list(event_batches(rows)), schema=SCHEMA)
     step = -(-rows // partitions)
     for i in range(partitions):
@@ -118,6 +119,70 @@ def run_scans(scans: dict[str, Callable[[], Any]], times: dict[str, list[float]]
                 times[name].append(elapsed)
 
 
+def merge_source(spark: Any, rows: int, count: int) -> Any:
+    """``count`` source rows for a merge into ``rows`` rows: half of them existing keys (scattered),
+    half new keys, every column given."""
+    rng = np.random.default_rng(11)
+    old = np.sort(rng.choice(rows, count // 2, replace=False))
+    new = np.arange(rows, rows + count - len(old))
+    batch = next(event_batches(count))
+    data = batch.set_column(0, "id", pa.array(np.concatenate([old, new])))
+    return spark.createDataFrame(pa.Table.from_batches([data]).to_pandas(), schema=spark_schema(SCHEMA))
+
+
+def run_merges(spark: Any, root: Path, rows: int, partitions: int, repeats: int) -> list[str]:
+    """A merge of 100,000 rows (half matched) into ``rows`` rows: ``castable.spark.merge``
+    (updated and inserted rows written, a key-list tombstone) against a rewrite of the touched
+    files with plain Spark (the anti-join of the table with the source, plus the source,
+    written as Parquet: what a merge without deletion vectors writes). Median time, bytes written."""
+    source = merge_source(spark, rows, 100_000).cache()
+    source.count()
+    times: dict[str, list[float]] = {"castable.spark.merge": [], "plain Spark rewrite": []}
+    written: dict[str, int] = {}
+    src = source_files(root / "merge-input", rows, partitions)
+    for r in range(repeats + 1):
+        uri = str(root / f"merge-{r}")
+        castable.create_table(uri, SCHEMA, primary_key="id")
+        ingest(spark.read.parquet(str(src)), uri, f"merge-{r}")
+        before = castable.open_table(uri)
+        elapsed, _ = timed(partial(merge_all, spark, uri, source))
+        after = castable.open_table(uri)
+        times["castable.spark.merge"] += [elapsed] if r else []
+        old = {f.path for f in before.manifest.data_files} | {t.path for t in before.manifest.tombstones}
+        new = [*after.manifest.data_files, *after.manifest.tombstones]
+        written["castable.spark.merge"] = sum(f.size for f in new if f.path not in old)
+        out = root / f"merge-spark-{r}"
+        elapsed, _ = timed(partial(rewrite_merge, spark.read.parquet(str(src)), source, out))
+        times["plain Spark rewrite"] += [elapsed] if r else []
+        written["plain Spark rewrite"] = tree_bytes(out)
+        shutil.rmtree(out)
+        shutil.rmtree(root / f"merge-{r}")
+    lines = [
+        f"## Merge: 100,000 rows (half matched) into {rows:,}",
+        "",
+        "| writer | median | bytes written | vs plain Spark (time) | bytes vs plain Spark |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    reference = statistics.median(times["plain Spark rewrite"])
+    for name, runs in times.items():
+        m = statistics.median(runs)
+        lines.append(
+            f"| {name} | {m:.2f} s [{min(runs):.2f}-{max(runs):.2f}] | {written[name] / 1e6:.1f} MB | "
+            f"{reference / m:.2f}x | {written[name] / written['plain Spark rewrite']:.3f} |"
+        )
+    return [*lines, ""]
+
+
+def merge_all(spark: Any, uri: str, source: Any) -> None:
+    merge(spark, uri, source).when_matched_update_all().when_not_matched_insert_all().execute()
+
+
+def rewrite_merge(table: Any, source: Any, out: Path) -> None:
+    """The touched files rewritten by plain Spark: every row the source does not replace, and the source."""
+    kept = table.join(source.select("id"), "id", "left_anti")
+    kept.unionByName(source).write.parquet(str(out), compression="zstd")
+
+
 def delete_keys(table: castable.Table, count: int, rows: int) -> int:
     """Delete ``count`` random live keys (at most half the rows) as key lists of 10,000, the
     constant-time deletes a reader resolves against each file's key column; how many."""
@@ -135,6 +200,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--deleted-keys", type=int, default=1_000_000)
+    parser.add_argument("--merge-rows", type=int, default=10_000_000)
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the report")
     args = parser.parse_args()
     spark = spark_session(args.partitions)
@@ -143,7 +209,7 @@ def main() -> None:
     spark4 = int(pyspark.__version__.split(".")[0]) >= 4
     root = Path(tempfile.mkdtemp(prefix="castable-bench-spark-"))
     try:
-        src = source_files(root, args.rows, args.partitions)
+        src = source_files(root / "source", args.rows, args.partitions)
         df = spark.read.parquet(str(src)).cache()  # type: ignore[attr-defined]
         df.count()
         ingest_times: dict[str, list[float]] = {"castable job": [], "df.write.parquet": []}
@@ -183,6 +249,7 @@ def main() -> None:
         scan_times |= {name: [] for name in many}
         run_scans(many, scan_times, args.repeats)
         assert read_table(spark, table.uri).count() == args.rows - len(keys.split(",")) - gone
+        merges = run_merges(spark, root, args.merge_rows, args.partitions, args.repeats)
     finally:
         spark.stop()  # type: ignore[attr-defined]
         shutil.rmtree(root, ignore_errors=True)
@@ -201,6 +268,8 @@ def main() -> None:
     lines += [
         "Ratios above 1 mean castable is faster. The ingest job's time includes opening the table and the commit;",
         "Spark's includes its own commit protocol (a _SUCCESS marker, file renames).",
+        "",
+        *merges,
     ]
     publish("spark" if spark4 else "spark35", lines, args.out)
 

@@ -41,7 +41,6 @@ from castable.manifest import Manifest
 from castable.snapshot import Snapshot
 from castable.spark import read_table
 
-
 LINKS_PER_INODE = 60_000
 
 

@@ -769,8 +769,9 @@ def test_concurrent_spark_and_library_writers_lose_nothing(spark: Any, table: Ta
 
 def test_spark_benchmark_runs(tmp_path: Path) -> None:
     """A tiny run of bench/bench_spark.py, so the benchmark cannot rot unnoticed."""
+    small = ["--rows", "20000", "--repeats", "1", "--deleted-keys", "1000", "--merge-rows", "200000"]
     run = subprocess.run(
-        [sys.executable, "bench_spark.py", "--rows", "20000", "--repeats", "1", "--out", str(tmp_path)],
+        [sys.executable, "bench_spark.py", *small, "--out", str(tmp_path)],
         cwd=ROOT / "bench",
         capture_output=True,
         text=True,
@@ -779,6 +780,7 @@ def test_spark_benchmark_runs(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-4000:]
     report = (tmp_path / "spark.md").read_text()
     assert "| castable job |" in report and "| format('castable') |" in report
+    assert "| castable.spark.merge |" in report and "deleted keys |" in report
 
 
 def test_erase_in_a_file_spark_wrote_leaves_no_trace_and_spark_reads_its_page_indexes(
