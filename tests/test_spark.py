@@ -964,8 +964,9 @@ def test_native_read_plans_in_spark_tasks_and_the_driver_reads_no_footer(
 
 def test_native_read_tells_many_files_deletes_apart(spark: Any, tmp_path: Path) -> None:
     """Each of many files with key deletes gets its own rows deleted (the filter finds a file's
-    bitmap by its path), a file whose path Spark spells otherwise (spaces) is read alone, and the
-    anti-join does the same when the bitmaps outgrow the filter."""
+    bitmap by its name, or by its path where names repeat), a file whose path Spark spells
+    otherwise (spaces) is read alone, and the anti-join does the same when the bitmaps outgrow
+    the filter."""
     import pyarrow.compute as pc
 
     from castable.spark import read
@@ -981,10 +982,16 @@ def test_native_read_tells_many_files_deletes_apart(spark: Any, tmp_path: Path) 
     table.delete(pc.field("id").isin(list(range(3, 1000, 7))))  # a key list in every file
     expected = library_rows(table)
     assert len(expected) == 1000 - len(range(3, 1000, 7))
-    assert spark_rows(read_table(spark, table.uri)) == expected
+    assert spark_rows(read_table(spark, table.uri)) == expected  # files told apart by name
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(read, "MAX_FILTER_WORDS", 0)
         assert spark_rows(read_table(spark, table.uri)) == expected
+    for i, folder in enumerate(["x", "y"]):  # two files of one name: told apart by path
+        (tmp_path / "many" / "data" / folder).mkdir()
+        pq.write_table(events(1000 + i * 100, 1100 + i * 100), tmp_path / "many" / "data" / folder / "part-0.parquet")
+    table.add_files(["data/x/part-0.parquet", "data/y/part-0.parquet"])
+    table.delete(pc.field("id").isin([1001, 1050, 1102, 1199]))
+    assert spark_rows(read_table(spark, table.uri)) == library_rows(table)
 
 
 def test_native_read_of_a_database_at_one_version(spark: Any, tmp_path: Path) -> None:

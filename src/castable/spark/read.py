@@ -76,7 +76,7 @@ class _Layout:
     clean: list[str] = field(default_factory=list)
     dirty: list[tuple[str, int, BitMap]] = field(default_factory=list)
     filters: dict[str | None, str] = field(default_factory=dict)
-    """The bitmap filters' SQL, worked out once: by Spark's path prefix, and by a lone file's path."""
+    """The bitmap filters' SQL, worked out once: by the column telling files apart, and by a lone file's path."""
 
     @property
     def weight(self) -> int:
@@ -233,24 +233,32 @@ def _read_layout(
 
 def _without_deletes(spark: SparkSession, reader: DataFrameReader, root: str, files: _Layout) -> list[DataFrame]:
     """Files with deletes read without the deleted rows: a file whose path Spark may spell
-    otherwise alone with its own bitmap filter; the rest together, by one bitmap filter or,
-    beyond its limits, an anti-join."""
+    otherwise alone with its own bitmap filter; the rest together, by one bitmap filter (told
+    apart by file name, or by path where names repeat) or, beyond its limits, an anti-join."""
     from pyspark.sql import functions as F
 
     alone = [d for d in files.dirty if not _PLAIN_PATH.fullmatch(d[0])]
     together = [d for d in files.dirty if _PLAIN_PATH.fullmatch(d[0])]
     frames = []
     for path, rows, bits in alone:
-        sql = files.filters.get(path) or files.filters.setdefault(path, _bitmap_filter([(path, rows, bits)], None))
+        sql = files.filters.get(path) or files.filters.setdefault(path, _bitmap_filter([(path, rows, bits)], None, []))
         frames.append(reader.parquet(f"{root}/{path}").where(F.expr(sql)))
     if not together:
         return frames
     df = _parquet(spark, reader, [f"{root}/{path}" for path, _, _ in together])
-    prefix = None if len(together) == 1 else _spark_prefix(spark, root, together[0][0])
+    names = [path.rsplit("/", 1)[-1] for path, _, _ in together]
     words = sum(-(-rows // 64) for _, rows, _ in together)
-    if prefix is None or (words <= MAX_FILTER_WORDS and len(together) <= MAX_FILTER_FILES):
-        sql = files.filters.get(prefix) or files.filters.setdefault(prefix, _bitmap_filter(together, prefix))
+    if words <= MAX_FILTER_WORDS and len(together) <= MAX_FILTER_FILES:
+        if len(together) == 1:
+            column, keys = None, []
+        elif len(set(names)) == len(names):  # Spark's file name: a shorter string to compare
+            column, keys = "_metadata.file_name", names
+        else:
+            prefix = _spark_prefix(spark, root, together[0][0])
+            column, keys = "_metadata.file_path", [prefix + path for path, _, _ in together]
+        sql = files.filters.get(column) or files.filters.setdefault(column, _bitmap_filter(together, column, keys))
         return [*frames, df.where(F.expr(sql))]
+    prefix = _spark_prefix(spark, root, together[0][0])
     pairs = [(prefix + path, bits.serialize()) for path, _, bits in together]
     positions = spark.createDataFrame(pairs, f"{_PATH} string, deleted binary").mapInArrow(
         _expand, f"{_PATH} string, {_ROW} long"
@@ -280,36 +288,37 @@ def _expand(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield pa.record_batch([pa.array([path] * len(rows), pa.string()), pa.array(rows)], names=[_PATH, _ROW])
 
 
-def _bitmap_filter(files: list[tuple[str, int, BitMap]], prefix: str | None) -> str:
+def _bitmap_filter(files: list[tuple[str, int, BitMap]], column: str | None, keys: list[str]) -> str:
     """SQL keeping the rows of ``files`` (read by one scan) that no bitmap deletes: each file's
     bitmap is a run of 64-bit words in one array literal, found by a comparison tree on Spark's
-    file path (``prefix`` joined with the path; ``None`` for a single file)."""
-    files = sorted(files, key=lambda d: d[0].encode())
+    ``column`` (``_metadata.file_name`` or ``file_path``) against each file's ``keys``, the
+    spelling Spark gives it (``None``, no keys: a single file)."""
+    order = sorted(range(len(files)), key=lambda i: keys[i].encode() if keys else b"")
     offsets = [0]
     chunks = []
-    for _, rows, bits in files:
+    for i in order:
+        _, rows, bits = files[i]
         mask = np.zeros(-(-rows // 64) * 64, dtype=bool)
         mask[np.asarray(bits.to_array(), dtype=np.int64)] = True
         chunks.append(np.packbits(mask, bitorder="little").view("<i8"))
         offsets.append(offsets[-1] + len(chunks[-1]))
     words = ",".join(map(str, np.concatenate(chunks).tolist()))
-    paths = [None if prefix is None else prefix + path for path, _, _ in files]
-    word = f"{_offset_tree(paths, offsets, 0, len(files))} + int(shiftright(_metadata.row_index, 6))"
+    sorted_keys = [keys[i] for i in order] if keys else []
+    first = "0" if column is None else _offset_tree(column, sorted_keys, offsets, 0, len(files))
+    word = f"{first} + int(shiftright(_metadata.row_index, 6))"
     deleted = f"shiftright(get(from_json('[{words}]', 'array<bigint>'), {word}), int(_metadata.row_index & 63)) & 1"
     return f"{deleted} = 0"
 
 
-def _offset_tree(paths: list[str | None], offsets: list[int], lo: int, hi: int) -> str:
+def _offset_tree(column: str, keys: list[str], offsets: list[int], lo: int, hi: int) -> str:
     """SQL giving the first word of the bitmap of the file being read, among the sorted
-    ``paths[lo:hi]``: a balanced tree of comparisons (Spark compares strings by their UTF-8
-    bytes, as the sort did)."""
+    ``keys[lo:hi]`` of ``column``: a balanced tree of comparisons (Spark compares strings by
+    their UTF-8 bytes, as the sort did)."""
     if hi - lo == 1:
         return str(offsets[lo])
     mid = (lo + hi) // 2
-    pivot = paths[mid]
-    assert pivot is not None, "several files need their paths"
-    left, right = _offset_tree(paths, offsets, lo, mid), _offset_tree(paths, offsets, mid, hi)
-    return f"(CASE WHEN _metadata.file_path < {_string(pivot)} THEN {left} ELSE {right} END)"
+    left, right = _offset_tree(column, keys, offsets, lo, mid), _offset_tree(column, keys, offsets, mid, hi)
+    return f"(CASE WHEN {column} < {_string(keys[mid])} THEN {left} ELSE {right} END)"
 
 
 def _string(value: str) -> str:
