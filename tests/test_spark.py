@@ -629,6 +629,20 @@ def test_spark_appends_and_library_appends_see_each_other(spark: Any, table: Tab
     assert sorted(r.id for r in read.select("id").collect()) == list(range(100, 1600))
 
 
+def test_data_source_writes_without_commit_id_commit_as_their_job(
+    spark: Any, table: Table, options: dict[str, str]
+) -> None:
+    """Each write of a session gets its own job commit id: the application's and the query's."""
+    for start in (0, 100):
+        spark.createDataFrame(events(start, start + 100)).write.format("castable").options(**options).mode(
+            "append"
+        ).save(table.uri)
+    ids_ = [h.commit_id for h in load_table(table.store).history(limit=2)]
+    app = spark.sparkContext.applicationId
+    assert all(i.startswith(f"spark-{app}-") and i.rsplit("-", 1)[1].isdigit() for i in ids_), ids_
+    assert len(set(ids_)) == 2 and ids(table) == list(range(200))
+
+
 def test_data_source_overwrites_and_upserts_as_the_library_does(
     spark: Any, table: Table, twin: Table, options: dict[str, str]
 ) -> None:

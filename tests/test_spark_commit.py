@@ -103,6 +103,37 @@ def test_abort_after_a_failed_task_deletes_what_the_finished_tasks_wrote(
     assert load_table(table.store).version == 0
 
 
+def test_a_retried_application_commits_its_job_once_and_refuses_a_reordered_write(
+    table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without commitId a write commits as its job (application id and query number): the same
+    job run again, as a retried application does, writes and commits nothing; a write that meets
+    the id of another write of the application (its queries ran in another order) is refused
+    rather than dropped."""
+    monkeypatch.setattr("castable.spark.datasource.job_commit_id", lambda: "spark-application_17_0001-4")
+    first = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), None, None)
+    first.commit(_tasks(first, events(0, 50), events(50, 100)))
+    assert load_table(table.store).history(limit=1)[0].commit_id == "spark-application_17_0001-4"
+    before = load_table(table.store).version
+    again = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), None, None)
+    messages: list[Any] = _tasks(again, events(0, 50), events(50, 100))
+    assert [m.files for m in messages] == [[], []], "a landed job's tasks write nothing"
+    again.commit(messages)
+    other = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), None, None)
+    with pytest.raises(castable.CommitConflictError, match="added 100 rows where this write has 7"):
+        other.commit(_tasks(other, events(100, 107)))
+    after = load_table(table.store)
+    assert after.version == before and after.to_arrow().sort_by("id").equals(events(0, 100))
+
+
+def test_a_write_outside_a_known_job_commits_under_a_random_id(table: Table, s3_options: dict[str, str]) -> None:
+    writer = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), None, None)
+    writer.commit(_tasks(writer, events(0, 5)))  # no Spark task context: no job to name
+    writer.commit(_tasks(writer, events(5, 10)))
+    history = load_table(table.store).history(limit=2)
+    assert len({h.commit_id for h in history}) == 2 and load_table(table.store).count() == 10
+
+
 def test_the_commit_function_is_called_in_the_tables_region(
     table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

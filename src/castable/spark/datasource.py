@@ -5,7 +5,9 @@ Spark partition per scan task (a file, or a group of its row groups, of about
 ``maxPartitionBytes``), tombstones applied. Writes are ``Table.add_files`` in one of its modes:
 executors write data files, the driver commits once (deleting them if the commit is refused, and
 keeping them if its outcome is unknown), and ``commitId`` makes a repeated write commit nothing
-twice. ``mode("append")`` appends, or with ``upsert`` set to ``true`` replaces the live rows with
+twice. Without ``commitId`` the commit id is the job's, ``spark-<application id>-<query execution
+id>``: a retried application (the same application id) runs its writes again in the same order,
+and each commits once. ``mode("append")`` appends, or with ``upsert`` set to ``true`` replaces the live rows with
 the DataFrame's primary keys; ``mode("overwrite")`` replaces the whole table, or with
 ``replaceWhere`` (a castable SQL predicate, as Delta Lake's option) exactly the rows matching
 it, and every written row must match it. An overwrite with an empty DataFrame empties the table
@@ -50,7 +52,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from castable.commit import read_manifest
-from castable.errors import CastableError, CommitStateUnknownError, InvalidInputError
+from castable.errors import (
+    CastableError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    InvalidInputError,
+    VersionNotFoundError,
+)
 from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
@@ -154,12 +162,12 @@ class CastableDataSource(DataSource):
         table = location.open()
         write_mode = _write_mode(self.options, overwrite)
         write_mode.check(table)
-        commit_id = _option(self.options, "commitId") or str(uuid.uuid4())
-        done = table.manifest.recent_commits.get(commit_id)
+        commit_id = _option(self.options, "commitId")
+        done = None if commit_id is None else table.manifest.recent_commits.get(commit_id)
         merge = (_option(self.options, "mergeSchema") or "false").lower() == "true"
         new = added_columns(schema, table.schema) if merge and done is None else []
         if new:
-            table.add_columns(new, commit_id=f"{commit_id}-columns")
+            table.add_columns(new, commit_id=f"{commit_id or uuid.uuid4()}-columns")
             table = table.refresh()
         return CastableWriter(TableTarget.of(table, location.storage_options, merge), write_mode, commit_id, done)
 
@@ -236,55 +244,108 @@ class CastableReader(DataSourceReader):
 
 @dataclass
 class FilesWritten(WriterCommitMessage):
-    """The entries of the data files one Spark task wrote (JSON, as in the manifest)."""
+    """The entries of the data files one Spark task wrote (JSON, as in the manifest), the rows
+    it was given and the job's commit id as the task saw it."""
 
     files: list[dict[str, Any]]
+    rows: int = 0
+    job_commit_id: str | None = None
+
+
+def job_commit_id() -> str | None:
+    """The running Spark task's job as a commit id, ``spark-<application id>-<query execution
+    id>`` (``None`` outside a task). Spark numbers a session's queries from 0, so a retried
+    application that runs the same writes in the same order gives each the same id."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return None
+    app = context.getLocalProperty("spark.app.id")
+    query = context.getLocalProperty("spark.sql.execution.root.id")
+    return f"spark-{app}-{query}" if app and query else None
 
 
 class CastableWriter(DataSourceArrowWriter):
     """Each task writes data files, the driver commits them all in one commit of ``write_mode``."""
 
-    def __init__(self, target: TableTarget, write_mode: WriteMode, commit_id: str, done: int | None) -> None:
+    def __init__(self, target: TableTarget, write_mode: WriteMode, commit_id: str | None, done: int | None) -> None:
         self.target = target
         self.write_mode = write_mode
         self.commit_id = commit_id
         self.done = done
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesWritten:
+        """Write the task's rows, or only count them if the write's commit already landed (a
+        retried application's job id is looked up once per task)."""
         if self.done is not None:
             return FilesWritten([])
-        return FilesWritten([f.to_json() for f in self.target.write(iterator)])
+        job = None if self.commit_id is not None else job_commit_id()
+        if job is not None and self.target.location.open().manifest.recent_commits.get(job) is not None:
+            return FilesWritten([], sum(b.num_rows for b in iterator), job)
+        counted = _Counted(iterator)
+        return FilesWritten([f.to_json() for f in self.target.write(counted)], counted.rows, job)
 
     @staticmethod
     def _files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
-        return [DataFile.from_json(d) for m in messages if isinstance(m, FilesWritten) for d in m.files]
+        return [DataFile.from_json(d) for m in _written(messages) for d in m.files]
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's files in one version. A commit refused before its commit point
         deletes them (nothing of it is in the table); one whose outcome is unknown keeps them,
         since the version may name them, and says how to finish the write safely."""
         files = self._files(messages)
-        if self.done is not None or not (files or self.write_mode.mode == "overwrite"):
+        if self.done is not None:
+            return
+        commit_id = self.commit_id or self._job_commit_id(messages)
+        table = self.target.location.open()
+        done = table.manifest.recent_commits.get(commit_id)
+        if done is not None:  # the job's write landed in an earlier attempt of the application
+            self._delete(files)
+            self._check_same_write(table, done, commit_id, sum(m.rows for m in _written(messages)))
+            return
+        if not (files or self.write_mode.mode == "overwrite"):
             return
         try:
-            self.write_mode.commit(self.target.location.open(), files, self.commit_id)
+            self.write_mode.commit(table, files, commit_id)
         except CommitStateUnknownError as e:
             raise CommitStateUnknownError(
                 f"{e}. The {len(files)} files written are kept, since the table may name them: write again with "
-                f".option('commitId', {self.commit_id!r}), which adds nothing if this commit landed and commits "
+                f".option('commitId', {commit_id!r}), which adds nothing if this commit landed and commits "
                 "otherwise (gc then removes these files as orphans)",
-                self.commit_id,
+                commit_id,
             ) from e
         except CastableError:
-            if not self._landed():  # the version named nothing of this write: its files are orphans
+            if not self._landed(commit_id):  # the version named nothing of this write: its files are orphans
                 self._delete(files)
                 raise
 
-    def _landed(self) -> bool:
+    @staticmethod
+    def _job_commit_id(messages: list[WriterCommitMessage | None]) -> str:
+        """The job's commit id as the tasks saw it; a random one if no task could tell (a write of
+        no partitions), which such a retried write commits again."""
+        seen = {m.job_commit_id for m in _written(messages) if m.job_commit_id is not None}
+        return seen.pop() if len(seen) == 1 else str(uuid.uuid4())
+
+    def _check_same_write(self, table: Table, version: int, commit_id: str, rows: int) -> None:
+        """Refuse to take a landed commit of the job's id for this write if it added other rows:
+        a retried application that ran its queries in another order would otherwise drop a write."""
+        try:
+            added = read_manifest(table.store, version).commit.summary.get("rows_added")
+        except VersionNotFoundError:
+            return
+        if added is not None and added != rows:
+            raise CommitConflictError(
+                f"this write's job commit id {commit_id!r} already names version {version}, which added "
+                f"{added} rows where this write has {rows}: the application ran its writes in another order. "
+                "Nothing was written; give the write a commitId of its own"
+            )
+
+    def _landed(self, commit_id: str) -> bool:
         """Whether the table holds this write's commit (or cannot be read to tell), checked before
         the files of a failed commit are deleted: deleting files a version names loses data."""
         try:
-            return self.target.location.open().manifest.recent_commits.get(self.commit_id) is not None
+            return self.target.location.open().manifest.recent_commits.get(commit_id) is not None
         except CastableError:
             return True
 
@@ -301,3 +362,20 @@ class CastableWriter(DataSourceArrowWriter):
     def _delete(self, files: list[DataFile]) -> None:
         if files:
             self.target.store().delete_many([f.path for f in files])
+
+
+def _written(messages: list[WriterCommitMessage | None]) -> list[FilesWritten]:
+    return [m for m in messages if isinstance(m, FilesWritten)]
+
+
+class _Counted:
+    """An iterator of record batches that counts the rows it hands out."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self.batches = batches
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        for batch in self.batches:
+            self.rows += batch.num_rows
+            yield batch

@@ -61,6 +61,9 @@ PLAN_CACHE_FILES = 2_000_000
 """Files (and layouts) of the plans kept for versions read again."""
 _THREADS = 16
 _PLANNED = "layout string, paths array<string>, rows long, deleted binary"
+_PLANNED_ARROW = pa.schema(
+    [("layout", pa.string()), ("paths", pa.list_(pa.string())), ("rows", pa.int64()), ("deleted", pa.binary())]
+)
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9/._=+-]+")
 """Paths Spark reports in ``_metadata.file_path`` as they are (after the table's prefix)."""
 _PATH = "__castable_path"
@@ -153,7 +156,7 @@ class _Planner:
                 piece: SegmentSlice | list[DataFile] = pickle.loads(blob)
                 files = snapshot.slice_files(piece, self.predicate) if isinstance(piece, SegmentSlice) else piece
                 if files:
-                    yield pa.RecordBatch.from_pylist(self.plan(snapshot, files))
+                    yield pa.RecordBatch.from_pylist(self.plan(snapshot, files), _PLANNED_ARROW)
 
     def plan(self, snapshot: Snapshot, files: list[DataFile]) -> list[dict[str, Any]]:
         deletes = snapshot.deletes_for(files)
