@@ -227,7 +227,9 @@ class Scan:
                 continue
             touched = deletes is not None and deletes.touches(rg, self.snapshot.key_bounds(f, footer, rg))
             touching = deletes if touched else None
-            read = _RowGroupRead(self.snapshot, f, footer, rg, needed, columns, expression, touching, pk[:1])
+            read = _RowGroupRead(
+                self.snapshot, f, footer, rg, needed, columns, self.predicate, expression, touching, pk[:1]
+            )
             yield _Part(self.snapshot.store.uri, f.path, read, expected, self.batch_size)
 
     def _read(self, parts: Iterator[_Part]) -> Iterator[pa.RecordBatch]:
@@ -273,6 +275,7 @@ class _RowGroupRead:
     row_group: int
     needed: list[str]
     columns: list[str]
+    predicate: Predicate | None
     expression: pc.Expression | None
     deletes: FileDeletes | None
     key: tuple[str, ...]
@@ -285,15 +288,20 @@ class _RowGroupRead:
         d, rg = self.deletes, self.row_group
         needs_keys = d is not None and d.needs_keys(rg)
         key = self.key if needs_keys and self.key[0] not in self.needed else ()
-        table = self.snapshot.read(self.file, self.footer, [*self.needed, *key], [rg])
+        wanted = [*self.needed, *key]
+        pages = None
+        if self.predicate is not None:  # only the pages that may match, where the file has page indexes
+            pages = self.snapshot.read_matching(self.file, self.footer, wanted, rg, self.predicate)
+        table, positions = pages or (self.snapshot.read(self.file, self.footer, wanted, [rg]), None)
         if d is None:
             return (table if self.expression is None else table.filter(self.expression)).select(self.columns)
-        num_rows = table.num_rows
+        num_rows = self.footer.row_group(rg).num_rows
         if self.expression is None:
             keys = table.column(self.key[0]) if needs_keys else None
             return _without(table, d.deleted_rows(rg, num_rows, keys)).select(self.columns)
         # Filter first: unmatched key deletes are then matched only against the rows it keeps.
-        table = table.append_column(_ROW, pa.array(np.arange(num_rows, dtype=np.uint32))).filter(self.expression)
+        at = np.arange(num_rows) if positions is None else positions
+        table = table.append_column(_ROW, pa.array(at.astype(np.uint32))).filter(self.expression)
         rows = table.column(_ROW).to_numpy()
         if needs_keys:
             deleted = d.position_mask(rg, num_rows)[rows] | d.key_mask(table.column(self.key[0]))

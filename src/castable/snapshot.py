@@ -12,11 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from castable import tombstone
+from castable import pages, tombstone
 from castable.cache import LruCache
 from castable.errors import CorruptObjectError
 from castable.evolution import conform_read, resolve
 from castable.filelist import DATA, read_all
+from castable.footer import Footer
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
 from castable.segment import SegmentRef
@@ -32,6 +33,8 @@ _MERGED: LruCache[tuple[str, ...], tombstone.FileDeletes] = LruCache(512)
 
 _FOOTERS: LruCache[tuple[str, str, str, int], pq.FileMetaData] = LruCache(64 << 20, weigh=lambda m: m.serialized_size)
 """Data files' footers by (store URI, path, ETag, size), at most 64 MiB of them."""
+_EDITABLE: LruCache[tuple[str, str, str, int], Footer] = LruCache(256, weigh=lambda f: 1)
+"""castable's editable footers of files read page by page."""
 _WHOLE: LruCache[tuple[str, str, str, int], bytes] = LruCache(64 << 20, weigh=len)
 """Small data files read whole from an object store, by the same key as their footers, at most
 64 MiB of them: the footer and the rows of a small file come in one GET."""
@@ -276,6 +279,36 @@ class Snapshot:
             file = pq.ParquetFile(source, metadata=footer, pre_buffer=False)
             table = file.read_row_groups(list(row_groups), columns=stored, use_threads=native)
         return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns]))
+
+    def read_matching(
+        self, f: DataFile, footer: pq.FileMetaData, columns: list[str], row_group: int, predicate: Predicate
+    ) -> tuple[pa.Table, np.ndarray] | None:
+        """The rows of a row group that ``predicate`` may match by the file's page indexes, and
+        their positions in the row group, read page by page (:mod:`castable.pages`); ``None``
+        where that cannot help (see :func:`castable.pages.read_matching`)."""
+        used = predicate.columns()
+        if used is None or self._whole(f) is not None:  # a small file's bytes are here already
+            return None
+        where = self.columns_of(f, footer)
+        filtered = {c: (name, self.schema.field(c).type) for c in used if (name := where.get(c))}
+        key = self._key(f)
+        editable = _EDITABLE.get(key)
+        if editable is None:
+            editable = pages.file_footer(footer)
+            _EDITABLE.put(key, editable)
+
+        def fetch(ranges: list[tuple[int, int]]) -> pages.Fetched:
+            native = self.store.native_input
+            with self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=() if native else ranges) as source:
+                return {(a, b): bytes(source.read_at(b - a, a)) for a, b in ranges}
+
+        found = pages.read_matching(
+            editable, footer, row_group, self._stored(f, footer, columns), predicate, filtered, fetch
+        )
+        if found is None:
+            return None
+        table, positions = found
+        return conform_read(table, where, pa.schema([self.schema.field(c) for c in columns])), positions
 
     def chunk_bytes(self, f: DataFile, footer: pq.FileMetaData, columns: list[str], row_group: int) -> int:
         """The stored size of the column chunks a :meth:`read` of ``columns`` fetches from a row group."""

@@ -112,6 +112,7 @@ def _write(
                         compression=props.compression,
                         compression_level=props.compression_level,
                         use_deprecated_int96_timestamps=int96,
+                        write_page_index=True,
                     )
                     with writer:
                         while group is not None:
