@@ -34,7 +34,7 @@ from castable.predicate import Constant, Match, Predicate
 from castable.readahead import read_ahead
 from castable.scan import rows_mask
 from castable.snapshot import Snapshot
-from castable.stats import encode_value
+from castable.stats import encode_value, encode_values
 from castable.store import ObjectStore
 
 _KEEP = "__castable_match"
@@ -117,7 +117,7 @@ def plan_delete(snapshot: Snapshot, predicate: Predicate, read_files: FilePlanne
 
 
 def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array, plan: DeletePlan) -> None:
-    """Single-key range entries for each listed key, in each file whose key bounds hold it.
+    """A key-list entry per file whose key bounds hold any listed key, with the keys it may hold.
 
     A file with few rows for the keys its bounds hold (an upsert's output: small, and its keys
     spread over the whole key space) has its key column read instead, so only the keys it holds
@@ -136,9 +136,9 @@ def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array
     held = read_ahead((partial(_keys_held, snapshot, f, key, inside) for f, inside in checked), _READAHEAD)
     found = {f.path: keys for (f, _), keys in zip(checked, held, strict=True)}
     for f, inside in candidates:
-        for value in found.get(f.path, inside):
-            encoded = encode_value(value)
-            plan.entries.append(tombstone.KeyRangeDelete(f.path, encoded, encoded))
+        keys = encode_values(found.get(f.path, inside))
+        if keys:
+            plan.entries.append(tombstone.KeyPointsDelete(f.path, tuple(keys)))
     plan.rows = None if plan.entries else 0
 
 

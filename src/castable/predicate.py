@@ -32,7 +32,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from castable.errors import InvalidPredicateError
-from castable.stats import ColumnStats, compared_type, ordered, value_type
+from castable.stats import ColumnStats, compared_type, ordered, ordered_values, value_type
 
 StatsLookup = Callable[[str], ColumnStats | None]
 
@@ -305,7 +305,7 @@ class InList(Predicate):
     @cached_property
     def _sorted(self) -> list[Any]:
         """The listed values as Python values, sorted, once (a file's bounds are searched in it)."""
-        return sorted(ordered(v) for v in self.values if v.is_valid)
+        return sorted(ordered_values(self.values))
 
     def key_points(self, key: str) -> pa.Array | None:
         if self.column != key or self.negated:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 JsonValue = int | float | str | bool
@@ -81,6 +82,31 @@ def ordered(value: pa.Scalar) -> Any:
     if pa.types.is_date64(t):
         return value.cast(pa.int64()).as_py()
     return value.as_py()
+
+
+def ordered_values(values: pa.Array) -> list[Any]:
+    """The valid ``values`` as :func:`ordered` gives each, converted at once."""
+    values = pc.drop_null(values)
+    t = values.type
+    if pa.types.is_timestamp(t):
+        return [v * _SCALE[t.unit] for v in values.cast(pa.int64()).to_pylist()]
+    if pa.types.is_date32(t):
+        return [v * 86_400_000 for v in values.cast(pa.int32()).to_pylist()]
+    if pa.types.is_date64(t):
+        return cast(list[Any], values.cast(pa.int64()).to_pylist())
+    return cast(list[Any], values.to_pylist())
+
+
+def encode_values(values: pa.Array) -> list[JsonValue | None]:
+    """The JSON form of each of ``values``, as :func:`encode_value` gives it, converted at once."""
+    storage = _storage_type(values.type)
+    if storage is not None:
+        return cast(list[JsonValue | None], values.cast(storage).to_pylist())
+    if pa.types.is_decimal(values.type):
+        return [None if v is None else str(v) for v in values.to_pylist()]
+    if pa.types.is_floating(values.type):
+        return [v if v is None or math.isfinite(v) else None for v in values.to_pylist()]
+    return cast(list[JsonValue | None], values.to_pylist())
 
 
 def encode_value(value: pa.Scalar) -> JsonValue | None:
