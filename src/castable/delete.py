@@ -136,7 +136,7 @@ def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array
     held = read_ahead((partial(_keys_held, snapshot, f, key, inside) for f, inside in checked), _READAHEAD)
     found = {f.path: keys for (f, _), keys in zip(checked, held, strict=True)}
     for f, inside in candidates:
-        keys = encode_values(found.get(f.path, inside))
+        keys = [k for k in encode_values(found.get(f.path, inside)) if k is not None]
         if keys:
             plan.entries.append(tombstone.KeyPointsDelete(f.path, tuple(keys)))
     plan.rows = None if plan.entries else 0
