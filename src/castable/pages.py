@@ -49,6 +49,10 @@ PAGE_READ_MAX_FRACTION = 0.5
 """A filtered read fetches pages only while the matching pages hold at most this share of a row
 group's rows; beyond it, the whole chunks in one range each cost fewer requests."""
 
+PAGE_READ_MIN_BYTES = 1 << 20
+"""Row groups whose needed column chunks hold fewer bytes are read whole: fetching the page
+indexes first costs a round trip, which on S3 takes as long as reading about 2 MB."""
+
 # ColumnIndex, OffsetIndex / PageLocation (parquet.thrift)
 CI_NULL_PAGES, CI_MIN_VALUES, CI_MAX_VALUES = 1, 2, 3
 OI_PAGE_LOCATIONS, PL_OFFSET, PL_SIZE, PL_FIRST_ROW = 1, 1, 2, 3

@@ -285,9 +285,12 @@ class Snapshot:
     ) -> tuple[pa.Table, np.ndarray] | None:
         """The rows of a row group that ``predicate`` may match by the file's page indexes, and
         their positions in the row group, read page by page (:mod:`castable.pages`); ``None``
-        where that cannot help (see :func:`castable.pages.read_matching`)."""
+        where that cannot help: a row group of less than ``PAGE_READ_MIN_BYTES`` to read, and
+        the cases of :func:`castable.pages.read_matching`."""
         used = predicate.columns()
         if used is None or self._whole(f) is not None:  # a small file's bytes are here already
+            return None
+        if self.chunk_bytes(f, footer, columns, row_group) < pages.PAGE_READ_MIN_BYTES:
             return None
         where = self.columns_of(f, footer)
         filtered = {c: (name, self.schema.field(c).type) for c in used if (name := where.get(c))}
