@@ -60,6 +60,11 @@ OI_PAGE_LOCATIONS, PL_OFFSET, PL_SIZE, PL_FIRST_ROW = 1, 1, 2, 3
 PES_PAGE_TYPE, PES_ENCODING, PES_COUNT = 1, 2, 3
 _DATA_PAGES, _DICTIONARY_ENCODINGS = (0, 3), (2, 8)
 
+
+class PageIndexError(ValueError):
+    """A page index that does not decode, or disagrees with itself or the footer."""
+
+
 Ranges = list[tuple[int, int]]
 """Row ranges [start, stop) within a row group, sorted and disjoint."""
 Fetched = dict[tuple[int, int], bytes]
@@ -110,13 +115,16 @@ class ChunkPages:
         chunk = _chunk(footer, row_group, column)
         extent = index_extent(chunk, "offset_index")
         if extent is None:
-            raise ValueError("the column chunk has no offset index")
-        index = _decode(fetched[extent])
-        locations = index.get(OI_PAGE_LOCATIONS).items
-        offsets = np.array([p.get(PL_OFFSET) for p in locations], dtype=np.int64)
-        sizes = np.array([p.get(PL_SIZE) for p in locations], dtype=np.int64)
+            raise PageIndexError("the column chunk has no offset index")
+        locations = _items(_decode(fetched[extent]), OI_PAGE_LOCATIONS)
+        fields = [[p.get(PL_OFFSET), p.get(PL_SIZE), p.get(PL_FIRST_ROW)] for p in locations]
         rows = footer.row_groups[row_group].get(RG_NUM_ROWS)
-        first_rows = np.array([*(p.get(PL_FIRST_ROW) for p in locations), rows], dtype=np.int64)
+        if not fields or any(not isinstance(v, int) for f in fields for v in f):
+            raise PageIndexError("the offset index lists no pages, or pages without a place")
+        offsets, sizes, first = (np.array(column, dtype=np.int64) for column in zip(*fields, strict=True))
+        first_rows = np.append(first, rows)
+        if first[0] != 0 or np.any(np.diff(first_rows) <= 0) or np.any(sizes <= 0):
+            raise PageIndexError("the offset index's pages do not cover the row group in order")
         meta = chunk.get(CC_META_DATA)
         start = meta.get(CMD_DICTIONARY_PAGE_OFFSET)
         dictionary = (start, int(offsets[0])) if start and len(offsets) and start < offsets[0] else None
@@ -156,8 +164,16 @@ def _decode(raw: bytes) -> Struct:
     try:
         index, _ = decode_struct(raw)
     except ThriftError as e:
-        raise ValueError(f"page index is not valid Thrift: {e}") from None
+        raise PageIndexError(f"page index is not valid Thrift: {e}") from None
     return index
+
+
+def _items(index: Struct, fid: int) -> list[Any]:
+    """The items of an index's list field."""
+    found = index.get(fid)
+    if not isinstance(found, ThriftList):
+        raise PageIndexError(f"the page index has no list in field {fid}")
+    return found.items
 
 
 _FORMATS = {"INT32": "<i", "INT64": "<q", "FLOAT": "<f", "DOUBLE": "<d"}
@@ -186,8 +202,9 @@ def page_stats(
     if not supports_stats(t) or pa.types.is_decimal(t):
         return None
     index = _decode(raw)
-    nulls = index.get(CI_NULL_PAGES).items
-    lows, highs = index.get(CI_MIN_VALUES).items, index.get(CI_MAX_VALUES).items
+    nulls, lows, highs = (_items(index, fid) for fid in (CI_NULL_PAGES, CI_MIN_VALUES, CI_MAX_VALUES))
+    if not len(nulls) == len(lows) == len(highs):
+        raise PageIndexError("the column index lists a different number of pages per field")
     storage = pa.int64() if pa.types.is_timestamp(stored) or pa.types.is_date64(stored) else None
     storage = pa.int32() if pa.types.is_date32(stored) else storage
     out: list[ColumnStats | None] = []
@@ -326,7 +343,10 @@ def read_matching(
             else page_stats(fetched[extent], physical, file_types.field(name).type, filtered[c][1])
         )
         if bounds is not None:
-            stats[c] = (chunk_pages[flat[name]].first_rows, bounds)
+            first_rows = chunk_pages[flat[name]].first_rows
+            if len(bounds) != len(first_rows) - 1:
+                raise PageIndexError("the column and offset indexes list different numbers of pages")
+            stats[c] = (first_rows, bounds)
     rows = metadata.row_group(row_group).num_rows
     if not stats:
         return None

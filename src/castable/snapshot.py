@@ -305,9 +305,12 @@ class Snapshot:
             with self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=() if native else ranges) as source:
                 return {(a, b): bytes(source.read_at(b - a, a)) for a, b in ranges}
 
-        found = pages.read_matching(
-            editable, footer, row_group, self._stored(f, footer, columns), predicate, filtered, fetch
-        )
+        try:
+            found = pages.read_matching(
+                editable, footer, row_group, self._stored(f, footer, columns), predicate, filtered, fetch
+            )
+        except pages.PageIndexError:  # an index this reader cannot use: the row group is read whole
+            return None
         if found is None:
             return None
         table, positions = found
