@@ -278,12 +278,11 @@ def column_file(
     return MAGIC + data + Footer(metadata, len(MAGIC) + len(data)).serialize()
 
 
-def rows_of(pages: ChunkPages, chosen: np.ndarray, ranges: Ranges) -> np.ndarray:
-    """Where the rows of ``ranges`` lie among the rows of the ``chosen`` pages, read in order."""
+def rows_of(pages: ChunkPages, chosen: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where the rows at positions ``wanted`` lie among the rows of the ``chosen`` pages, read in order."""
     starts = pages.first_rows[chosen]
     counts = pages.first_rows[chosen + 1] - starts
     before = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    wanted = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges])
     page = np.searchsorted(starts, wanted, side="right") - 1
     return np.asarray(before[page] + (wanted - starts[page]), dtype=np.int64)
 
@@ -296,12 +295,12 @@ def read_column(
     pages: ChunkPages,
     chosen: np.ndarray,
     data: bytes,
-    ranges: Ranges,
+    wanted: np.ndarray,
 ) -> pa.ChunkedArray:
-    """The rows of ``ranges`` of one column, decoded from its ``chosen`` pages."""
+    """The rows at positions ``wanted`` of one column, decoded from its ``chosen`` pages."""
     file = pq.ParquetFile(pa.BufferReader(column_file(footer, row_group, column, pages, chosen, data)))
     values = file.read_row_group(0, columns=[name], use_threads=False).column(0)
-    return values.take(pa.array(rows_of(pages, chosen, ranges)))
+    return values.take(pa.array(rows_of(pages, chosen, wanted)))
 
 
 def read_matching(
@@ -354,9 +353,9 @@ def read_matching(
     if sum(b - a for a, b in ranges) > PAGE_READ_MAX_FRACTION * rows:
         return None
     positions = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges] or [np.zeros(0, np.int64)])
+    schema = pa.schema([file_types.field(name) for name in columns])
     if not ranges:
-        empty = pa.schema([file_types.field(name) for name in columns]).empty_table()
-        return empty, positions
+        return schema.empty_table(), positions
     chosen = {name: chunk_pages[flat[name]].pages_for(ranges) for name in columns}
     byte_ranges = {name: chunk_pages[flat[name]].byte_ranges(chosen[name]) for name in columns}
     data = fetch(sorted({r for rs in byte_ranges.values() for r in rs}))
@@ -369,9 +368,8 @@ def read_matching(
             chunk_pages[flat[name]],
             chosen[name],
             b"".join(data[r] for r in byte_ranges[name]),
-            ranges,
+            positions,
         )
         for name in columns
     ]
-    table = pa.Table.from_arrays(arrays, schema=pa.schema([file_types.field(name) for name in columns]))
-    return table, positions
+    return pa.Table.from_arrays(arrays, schema=schema), positions

@@ -33,8 +33,8 @@ _MERGED: LruCache[tuple[str, ...], tombstone.FileDeletes] = LruCache(512)
 
 _FOOTERS: LruCache[tuple[str, str, str, int], pq.FileMetaData] = LruCache(64 << 20, weigh=lambda m: m.serialized_size)
 """Data files' footers by (store URI, path, ETag, size), at most 64 MiB of them."""
-_EDITABLE: LruCache[tuple[str, str, str, int], Footer] = LruCache(256, weigh=lambda f: 1)
-"""castable's editable footers of files read page by page."""
+_EDITABLE: LruCache[tuple[str, str, str, int], Footer] = LruCache(256)
+"""castable's editable footers of the last 256 files read page by page."""
 _WHOLE: LruCache[tuple[str, str, str, int], bytes] = LruCache(64 << 20, weigh=len)
 """Small data files read whole from an object store, by the same key as their footers, at most
 64 MiB of them: the footer and the rows of a small file come in one GET."""
