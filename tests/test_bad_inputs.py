@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from helpers.tables import EVENTS, events, snapshot_of
+from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
 
 import castable
 from castable.errors import (
@@ -26,7 +26,7 @@ from castable.tables import load_table
 @pytest.fixture
 def table(table_uri: tuple[str, dict | None]) -> Table:
     uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, properties=FILES_ONLY)
     t.append(events(0, 100))
     t.delete("id < 5")
     return t
@@ -65,7 +65,7 @@ def test_a_stream_that_fails_after_files_were_written_leaves_none(table_uri: tup
     """Small files and row groups, so several files are out before the bad batch comes: they
     are deleted again."""
     uri, options = table_uri
-    sizes = {"write.target-file-size-bytes": "4096", "write.row-group-size-bytes": "1024"}
+    sizes = {"write.target-file-size-bytes": "4096", "write.row-group-size-bytes": "1024", **FILES_ONLY}
     t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, properties=sizes)
     good = [events(i * 100, i * 100 + 100).to_batches()[0] for i in range(20)]
     bad = pa.record_batch({"id": pa.array([1], pa.int32()), "category": ["a"], "value": [1.0]})

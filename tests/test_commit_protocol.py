@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from helpers.faults import FaultyStore, SimulatedCrash, once
-from helpers.tables import EVENTS, events, keyed_events, snapshot_of
+from helpers.tables import EVENTS, FILES_ONLY, events, keyed_events, snapshot_of
 
 import castable
 from castable.commit import backoff
@@ -40,14 +40,20 @@ def pointer_version(t: Table) -> int:
     return read_pointer(t.store).version
 
 
-def test_crash_after_data_upload_leaves_only_an_orphan(base: Table) -> None:
+@pytest.mark.parametrize(("properties", "orphans"), [(FILES_ONLY, ["data", "segment"]), (None, ["segment"])])
+def test_crash_after_data_upload_leaves_only_an_orphan(
+    table_uri: tuple[str, dict | None], properties: dict[str, str] | None, orphans: list[str]
+) -> None:
+    """The data file and the segment listing it, or the segment alone when the rows were few
+    enough to be kept inline in it, are orphans; nothing else changed."""
+    base = keyed_events(table_uri, 10, properties)
     before = snapshot_of(base.store)
     writer = faulty(base, once("put", "manifest/", "crash-before"))
     with pytest.raises(SimulatedCrash):
         writer.append(events(10, 20))
     after = snapshot_of(base.store)
     added = sorted(set(after) - set(before))
-    assert [k.split("/")[0] for k in added] == ["data", "segment"]  # the data file and the segment listing it
+    assert [k.split("/")[0] for k in added] == orphans
     assert {k: v for k, v in after.items() if k in before} == before
     assert ids(base) == list(range(10))
     assert load_table(base.store).append(events(20, 30)) == 2
@@ -240,7 +246,8 @@ def test_delete_replans_when_its_file_was_removed(base: Table) -> None:
     assert ids(base) == list(range(13, 20))
 
 
-def test_store_error_on_read_surfaces(base: Table) -> None:
+def test_store_error_on_read_surfaces(table_uri: tuple[str, dict | None]) -> None:
+    base = keyed_events(table_uri, 10, FILES_ONLY)
     reader = faulty(base, lambda op, key: "fail" if op == "open_input" else None)
     with pytest.raises(StoreError):
         reader.scan().to_arrow()

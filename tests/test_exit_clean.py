@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.tables import EVENTS, events
+from helpers.tables import EVENTS, FILES_ONLY, events
 
 import castable
 from castable.store import s3
@@ -84,7 +84,7 @@ def test_s3_scans_fetch_each_row_group_in_one_coalesced_get(
     column; a file small enough is read whole, in one GET with its footer."""
     uri = f"s3://{s3_bucket}/t"
     table = castable.create_table(
-        uri, EVENTS, properties={"write.row-group-size-bytes": 4096}, storage_options=s3_options
+        uri, EVENTS, properties={"write.row-group-size-bytes": 4096, **FILES_ONLY}, storage_options=s3_options
     )
     table.append(events(0, 3000))
     t = castable.open_table(uri, storage_options=s3_options)

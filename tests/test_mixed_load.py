@@ -31,7 +31,7 @@ that files compacted away early in the run are swept while the others still writ
 RETAIN_VERSIONS = 10
 PAUSE_SECONDS = 0.2
 """Between a writer's appends."""
-SEED = (0, 50)
+SEED = (0, 5_000)  # enough rows for a data file (a small write would be kept inline): a message names it below
 
 
 def _listing(s3: object, bucket: str, prefix: str = "") -> dict[str, str]:

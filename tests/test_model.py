@@ -79,9 +79,17 @@ class TableModel(RuleBasedStateMachine):
         target_file=st.sampled_from([2_000, 50_000]),
         row_group=st.sampled_from([600, 4_000]),
         format_version=st.sampled_from([1, 2]),
+        inline=st.sampled_from([(0, 1), (65_536, 4_194_304), (2_000, 6_000)]),
     )
-    def create(self, target_file: int, row_group: int, format_version: int) -> None:
-        props = {"write.target-file-size-bytes": target_file, "write.row-group-size-bytes": row_group}
+    def create(self, target_file: int, row_group: int, format_version: int, inline: tuple[int, int]) -> None:
+        """``inline``: (write.inline.max-bytes, write.inline.max-total-bytes): off, the defaults,
+        and small enough that some writes are inline and some not, and the cap is reached."""
+        props = {
+            "write.target-file-size-bytes": target_file,
+            "write.row-group-size-bytes": row_group,
+            "write.inline.max-bytes": inline[0],
+            "write.inline.max-total-bytes": inline[1],
+        }
         self.table = castable.create_table(
             str(self.dir / "t"), EVENTS, primary_key="id", properties=props, format_version=format_version
         )

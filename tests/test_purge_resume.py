@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from helpers.faults import FaultyStore, SimulatedCrash, once
-from helpers.tables import snapshot_of
+from helpers.tables import FILES_ONLY, snapshot_of
 
 import castable
 from castable.layout import ERASURE_PREFIX
@@ -21,8 +21,9 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("email"
 SECRET = "someone-private@example.com"
 
 
-def table_with_secret(root: Path) -> Table:
-    t = castable.create_table(str(root), SCHEMA, primary_key="id")
+def table_with_secret(root: Path, properties: dict[str, str] | None = FILES_ONLY) -> Table:
+    """1,000 rows, one a secret, in a data file (or kept inline, with ``properties={}``)."""
+    t = castable.create_table(str(root), SCHEMA, primary_key="id", properties=properties)
     emails = [SECRET if i == 5 else f"user{i}@example.com" for i in range(1_000)]
     t.append(pa.table({"id": list(range(1_000)), "email": emails}, schema=SCHEMA))
     return t
@@ -48,6 +49,22 @@ def test_a_purge_stopped_half_way_is_resumed_and_verified(tmp_path: Path) -> Non
     resumed = load_table(t.store).purge_erased(report)
     assert resumed.verified and resumed.unchecked == [] and resumed.traces == {}
     assert records(t) == [] and holders(t) == []
+
+
+def test_a_purge_of_inline_rows_stopped_half_way_is_resumed_and_verified(tmp_path: Path) -> None:
+    """The erased row was kept inline: the segments listing it hold it. A purge that crashes
+    after deleting one of them is resumed by the next, which deletes the rest and verifies."""
+    t = table_with_secret(tmp_path, properties={})
+    assert any(k.startswith("segment/") for k in holders(t)) and not any(k.startswith("data/") for k in holders(t))
+    report = t.erase("id = 5")
+    crashing = load_table(FaultyStore(t.store, once("purge", "segment/", "crash-after")))
+    with pytest.raises(SimulatedCrash):
+        crashing.purge_erased(report)
+    assert len(records(t)) == 1, "the erased values were kept before anything was deleted"
+    resumed = load_table(t.store).purge_erased(report)
+    assert resumed.verified and resumed.unchecked == [] and resumed.traces == {}
+    assert records(t) == [] and holders(t) == []
+    assert load_table(t.store).count() == 999
 
 
 def test_a_purge_that_cannot_search_says_so(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers.tables import FILES_ONLY
 
 import castable
 from castable.errors import CorruptObjectError
@@ -179,7 +180,7 @@ def test_a_scan_after_deletes_reads_its_segments_together_and_its_footer_beside_
     s3_bucket: str, s3_options: dict[str, str]
 ) -> None:
     uri = f"s3://{s3_bucket}/deleted"
-    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options)
+    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options, properties=FILES_ONLY)
     t.append(_rows(0, 1000))
     t.delete("id IN (3, 500)")
     castable.clear_caches()
@@ -245,7 +246,7 @@ def test_large_row_groups_are_fetched_as_parallel_pieces_and_read_back_exactly(
 
 def test_small_files_on_s3_are_read_whole_in_one_get_each(s3_bucket: str, s3_options: dict[str, str]) -> None:
     uri = f"s3://{s3_bucket}/small"
-    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options)
+    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options, properties=FILES_ONLY)
     for i in range(5):
         t.append(_rows(10 * i, 10 * i + 10))
     castable.clear_caches()
@@ -270,7 +271,7 @@ def test_small_files_on_s3_are_read_whole_in_one_get_each(s3_bucket: str, s3_opt
 
 def test_a_small_file_changed_under_a_version_is_reported(s3_bucket: str, s3_options: dict[str, str]) -> None:
     uri = f"s3://{s3_bucket}/changed"
-    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options)
+    t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options, properties=FILES_ONLY)
     t.append(_rows(0, 10))
     path = t.manifest.data_files[0].path
     t.store.put(path, bytes(reversed(t.store.get(path).data)))  # as long, other bytes, another ETag

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.tables import EVENTS, events, other, snapshot_of
+from helpers.tables import EVENTS, FILES_ONLY, events, other, snapshot_of
 
 import castable
 from castable.errors import CommitConflictError, InvalidInputError, SchemaMismatchError
@@ -19,10 +20,13 @@ from castable.evolution import FIELD_ID, field_id, widens
 SMALL = {"write.target-file-size-bytes": 10_000, "write.row-group-size-bytes": 4_000}
 
 
-@pytest.fixture
-def table(table_uri: tuple[str, dict | None]) -> castable.Table:
+@pytest.fixture(params=["files", "inline"])
+def table(table_uri: tuple[str, dict | None], request: pytest.FixtureRequest) -> castable.Table:
+    """Every write a Parquet file, or the small ones kept inline (the default): rows kept under
+    an older schema are read through their field ids either way."""
     uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", properties=SMALL, storage_options=options)
+    props = {**SMALL, **(FILES_ONLY if request.param == "files" else {})}
+    t = castable.create_table(uri, EVENTS, primary_key="id", properties=props, storage_options=options)
     t.append(events(0, 100))
     return t
 
@@ -34,7 +38,8 @@ def rows(t: castable.Table, **kwargs: object) -> list[dict]:
 def test_new_tables_give_each_column_an_id_and_write_it_into_the_files(table: castable.Table) -> None:
     assert [field_id(f) for f in table.schema] == [1, 2, 3]
     f = table.manifest.data_files[0]
-    written = pq.read_schema(table.store.open_input(f.path, size=f.size, etag=f.etag))
+    stored = f.inline.schema if f.inline is not None else None  # inline rows keep them in their segment
+    written = stored or pq.read_schema(table.store.open_input(f.path, size=f.size, etag=f.etag))
     assert [x.metadata[FIELD_ID] for x in written] == [b"1", b"2", b"3"]
     assert not any(b"castable" in k for x in written for k in (x.metadata or {}))
 
@@ -392,3 +397,24 @@ def test_splice_erase_of_a_file_without_ids_after_a_rename(tmp_path: object) -> 
 def _options(t: castable.Table) -> dict | None:
     client = getattr(t.store, "client", None)
     return None if client is None else {"endpoint_url": str(client.meta.endpoint_url), "region": "us-east-1"}
+
+
+@pytest.mark.parametrize("inline_bytes", [0, 65_536], ids=["files", "inline"])
+def test_a_column_added_again_under_a_dropped_ones_name_prunes_by_its_own_statistics(
+    tmp_path: Path, inline_bytes: int
+) -> None:
+    """The dropped and the new column share name and type but not their id: segments written
+    before must not lend the old column's statistics (no NULL) to the new one (all NULL)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+    t = castable.create_table(
+        str(tmp_path / "t"), schema, primary_key="id", properties={"write.inline.max-bytes": inline_bytes}
+    )
+    t.alter().add_column("flag", pa.bool_()).commit()
+    for i in range(10):  # enough single-file segments to be merged after the change
+        t.append(pa.table({"id": [i], "name": ["a"], "flag": [False]}))
+    t.alter().drop_column("flag").commit()
+    t.alter().add_column("flag", pa.bool_()).commit()
+    t.append(pa.table({"id": [10], "name": ["b"], "flag": [True]}))
+    assert t.scan(filter="flag IS NULL").count() == 10
+    assert t.scan(filter="flag = false").count() == 0
+    assert sorted(r["flag"] is None for r in t.scan().to_arrow().to_pylist()) == [False] + [True] * 10

@@ -258,7 +258,7 @@ def run_s3(rows: int, repeats: int, results: Results) -> list[tuple[str, float, 
             endpoint_override=endpoint,
             region="us-east-1",
         )
-        paths = [f"bench/events/{f.path}" for f in table.manifest.data_files]
+        paths = [f"bench/events/{f.path}" for f in table.manifest.data_files if f.inline is None]
         readers = [
             *castable_readers(table, lo, hi),
             pyarrow_reader("pyarrow S3FileSystem, castable's files (deletes not applied)", FLOOR, paths, lo, hi, s3),

@@ -118,7 +118,7 @@ class Castable(System):
 
     def readers(self, root: Path, lo: int, hi: int) -> list[Reader]:
         table = castable.open_table(str(root))
-        paths = [str(root / f.path) for f in table.manifest.data_files]
+        paths = [str(root / f.path) for f in table.manifest.data_files if f.inline is None]
         return [
             *castable_readers(table, lo, hi),
             pyarrow_reader("pyarrow, castable's files (deletes not applied)", FLOOR, paths, lo, hi),

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 
 from castable.stats import ColumnStats, stats_from_json
 
 
 @dataclass(frozen=True)
 class DataFile:
-    """One immutable Parquet file of the table."""
+    """One immutable Parquet file of the table, or rows kept inline in the version's metadata
+    (``inline``: a small append that costs no file, read as a one-row-group file of its rows)."""
 
     path: str
     size: int
@@ -23,6 +26,8 @@ class DataFile:
     row_groups: int
     stats: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
     added_version: int = 0
+    inline: pa.Table | None = field(default=None, hash=False, compare=False, repr=False)
+    """The rows, under the field ids of the schema they were kept with, for an inline entry."""
 
     def column_stats(self, name: str, schema: pa.Schema) -> ColumnStats | None:
         doc = self.stats.get(name)
@@ -37,6 +42,7 @@ class DataFile:
             "row_groups": self.row_groups,
             "stats": self.stats,
             "added_version": self.added_version,
+            **({} if self.inline is None else {"inline": _ipc_text(self.inline)}),
         }
 
     @cached_property
@@ -46,6 +52,7 @@ class DataFile:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> DataFile:
+        inline = doc.get("inline")
         return cls(
             path=str(doc["path"]),
             size=int(doc["size"]),
@@ -54,7 +61,20 @@ class DataFile:
             row_groups=int(doc["row_groups"]),
             stats=dict(doc.get("stats") or {}),
             added_version=int(doc.get("added_version", 0)),
+            inline=None if inline is None else _ipc_table(str(inline)),
         )
+
+
+def _ipc_text(table: pa.Table) -> str:
+    """Inline rows as base64 text of an Arrow IPC stream (field ids kept in its schema)."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
+
+
+def _ipc_table(text: str) -> pa.Table:
+    return ipc.open_stream(base64.b64decode(text)).read_all()
 
 
 @dataclass(frozen=True)

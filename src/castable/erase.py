@@ -26,11 +26,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from castable import tombstone
+from castable import inline, tombstone
 from castable.commit import NextState, read_manifest
 from castable.conflicts import Footprint, PlannedChange
 from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFoundError
-from castable.evolution import conform_read
+from castable.evolution import conform_read, resolve
 from castable.filelist import prune_tombstones
 from castable.footer import Footer
 from castable.gc import referenced_objects, retained_versions
@@ -52,6 +52,7 @@ from castable.segment import SEGMENT_PREFIX
 from castable.snapshot import Snapshot
 from castable.splice import (
     FileErasure,
+    RowMap,
     SpliceNotPossibleError,
     Transfer,
     check_int96_file,
@@ -178,6 +179,8 @@ def erase_file(
     props: TableProperties,
 ) -> FileErasure | None:
     """Remove the rows of ``f`` matching ``predicate`` (and the tombstoned rows beside them)."""
+    if f.inline is not None:
+        return _erase_inline(snapshot, f, predicate, deletes)
     store, schema = snapshot.store, snapshot.schema
     transfer = Transfer()
     footer = read_footer(store, f, transfer)
@@ -206,6 +209,26 @@ def erase_file(
         check_int96_file(store, f, footer, transfer)
         new, row_map = rewrite_file(store, f, footer, edits, schema, where, props, transfer)
     return FileErasure(f, new, method, removed, sorted(edits), transfer, row_map)
+
+
+def _erase_inline(
+    snapshot: Snapshot, f: DataFile, predicate: Predicate, deletes: tombstone.FileDeletes | None
+) -> FileErasure | None:
+    """Erase from an inline entry: its other live rows kept as a new inline entry (none if no
+    row is left). The old rows stay only in the segments of older versions, which purge deletes."""
+    assert f.inline is not None
+    schema, pk = snapshot.schema, snapshot.manifest.primary_key
+    rows = inline.conformed(f.inline, schema)
+    matched = matching_rows(rows, predicate.to_expression())
+    if not matched.any():
+        return None
+    doomed = doomed_rows(rows, matched, 0, deletes, pk[0] if pk else None)
+    kept = rows.filter(pa.array(~doomed))
+    new = [inline.entry(kept, schema)] if kept.num_rows else []
+    row_map = RowMap(
+        [rows.num_rows], {0: np.flatnonzero(~doomed)}, [(n.path, 0) for n in new], [kept.num_rows] * len(new)
+    )
+    return FileErasure(f, new, "rewrite", int(matched.sum()), [0], Transfer(), row_map)
 
 
 def matching_row_groups(
@@ -391,7 +414,8 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     live = {f.path for f in latest.data_files}
     old = {path: added for path, added in old.items() if path not in live}
     record = erasure_key(old)
-    erased = _kept_erased_rows(store, record, old, predicate, latest.schema) if predicate is not None else {}
+    held = _inline_entries(store, {p for p in old if p.startswith(inline.INLINE_PREFIX)}, retained)
+    erased = _kept_erased_rows(store, record, old, held, predicate, latest.schema) if predicate is not None else {}
     holding = [v for v in retained for added in old.values() if added <= v < version]
     # Expiry is always a prefix of the history (the floor hides every version below it), so the
     # versions before those that hold the erased objects go too rather than linger unlisted.
@@ -514,16 +538,37 @@ def erasure_key(old: dict[str, int]) -> str:
     return f"{ERASURE_PREFIX}{digest}.parquet"
 
 
+def _inline_entries(store: ObjectStore, paths: set[str], versions: list[int]) -> dict[str, DataFile]:
+    """The inline entries named ``paths``, from the newest of ``versions`` that lists each: an
+    inline entry's rows exist only in the segments that list it."""
+    found: dict[str, DataFile] = {}
+    for v in reversed(versions):
+        if not paths - found.keys():
+            break
+        try:
+            files = read_manifest(store, v).data_files
+        except VersionNotFoundError:
+            continue
+        wanted = set(files.holding(paths - found.keys()))
+        found.update({f.path: f for f in files if f.path in wanted})
+    return found
+
+
 def _kept_erased_rows(
-    store: ObjectStore, record: str, old: dict[str, int], predicate: Predicate, schema: pa.Schema
+    store: ObjectStore,
+    record: str,
+    old: dict[str, int],
+    held: dict[str, DataFile],
+    predicate: Predicate,
+    schema: pa.Schema,
 ) -> dict[str, pa.Table | None]:
-    """The erased rows of each old object: as kept at ``record`` by an earlier attempt of this
-    purge, or read from the objects now and kept there before anything is deleted (an object
-    already gone, with no record, maps to ``None``: its rows cannot be searched for)."""
+    """The erased rows of each old object (or inline entry, ``held``): as kept at ``record`` by
+    an earlier attempt of this purge, or read now and kept there before anything is deleted (an
+    object already gone, with no record, maps to ``None``: its rows cannot be searched for)."""
     try:
         kept = pq.read_table(pa.BufferReader(store.get(record).data))
     except ObjectNotFoundError:
-        erased = _erased_rows(store, old, predicate, schema)
+        erased = _erased_rows(store, old, held, predicate, schema)
         tagged = [
             t.append_column(_SOURCE, pa.repeat(pa.scalar(path), t.num_rows))
             for path, t in erased.items()
@@ -543,11 +588,19 @@ def _kept_erased_rows(
 
 
 def _erased_rows(
-    store: ObjectStore, old: dict[str, int], predicate: Predicate, schema: pa.Schema
+    store: ObjectStore, old: dict[str, int], held: dict[str, DataFile], predicate: Predicate, schema: pa.Schema
 ) -> dict[str, pa.Table | None]:
-    """The rows each old object holds that match ``predicate`` (``None`` if it is already gone)."""
+    """The rows each old object (or inline entry, ``held``) holds that match ``predicate``
+    (``None`` if it is already gone)."""
     out: dict[str, pa.Table | None] = {}
     for path in old:
+        if (entry := held.get(path)) is not None and entry.inline is not None:
+            rows = conform_read(entry.inline, resolve(entry.inline.schema, schema, 0), schema)
+            out[path] = rows.filter(pa.array(matching_rows(rows, predicate.to_expression())))
+            continue
+        if path.startswith(inline.INLINE_PREFIX):  # no retained version lists it any more
+            out[path] = None
+            continue
         try:
             info = store.head(path)
         except ObjectNotFoundError:
@@ -584,10 +637,16 @@ def _produced(store: ObjectStore, versions: list[int], old: set[str]) -> dict[Da
 
 
 def _traces(store: ObjectStore, f: DataFile, erased: pa.Table) -> list[str]:
-    """Where object ``f`` still holds a value of the ``erased`` rows."""
+    """Where object ``f`` (an inline entry: the Parquet file it reads as) still holds a value of
+    the ``erased`` rows."""
     try:
-        source = store.open_input(f.path, size=f.size, etag=f.etag)
+        if f.inline is not None:
+            data = inline.parquet_bytes(f.inline)
+            source: pa.NativeFile = pa.BufferReader(data)
+            size = len(data)
+        else:
+            source, size = store.open_input(f.path, size=f.size, etag=f.etag), f.size
         wanted = needles(erased, pq.ParquetFile(source))
-        return find_traces(source, f.size, wanted) if wanted else []
+        return find_traces(source, size, wanted) if wanted else []
     except CorruptObjectError as e:
         return [str(e)]

@@ -105,7 +105,7 @@ class Part(Generic[E]):
         if self.codec.kind != "data":
             return self._table
         if self._conformed is None or not same_schema(self._conformed[0], schema):
-            self._conformed = (schema, segment.conform_stats(self._table, schema))
+            self._conformed = (schema, segment.conform(self._table, schema))
         return self._conformed[1]
 
     def entries(self, schema: pa.Schema) -> tuple[E, ...]:
@@ -167,6 +167,18 @@ class FileList(Generic[E]):
         for p in self.parts:
             known = getattr(p.ref, summary) if p.ref is not None else None
             total += known if known is not None else sum(getattr(e, field) or 0 for e in p.entries(self.schema))
+        return total
+
+    def inline_bytes(self) -> int:
+        """The bytes of the inline entries (``castable.inline``), from segment summaries: no segment is read."""
+        total = 0
+        for p in self.parts:
+            if p.ref is not None:
+                total += p.ref.inline_bytes
+            elif p._entries is not None:
+                total += sum(e.size for e in p._entries if isinstance(e, DataFile) and e.inline is not None)
+            elif self.codec.kind == "data":
+                total += segment.inline_bytes(p.table(self.schema))
         return total
 
     def __bool__(self) -> bool:
@@ -275,7 +287,8 @@ class FileList(Generic[E]):
             if len(run) == 1 and run[0].ref is not None:
                 parts.append(run[0])
                 continue
-            table = pa.concat_tables([p.table(self.schema) for p in run]).combine_chunks()
+            tables = [p.table(self.schema) for p in run]
+            table = pa.concat_tables(tables, promote_options="default").combine_chunks()
             for at in range(0, table.num_rows, SEGMENT_TARGET):
                 parts.append(write_part(store, self.codec, table.slice(at, SEGMENT_TARGET), self.schema))
                 created.append(parts[-1].ref.path)  # type: ignore[union-attr]
@@ -298,9 +311,10 @@ def write_part(store: ObjectStore, codec: Codec[E], table: pa.Table, schema: pa.
     """Write ``table`` as a new segment; the written part keeps the table, so it is not read back."""
     data = segment.encode(table, codec.kind)
     rows, size, stats = segment.summarize(table, codec.kind, schema)
+    held = segment.inline_bytes(table) if codec.kind == "data" else 0
     key = segment.new_segment_key()
     info = store.put(key, data, if_none_match=True)
-    ref = SegmentRef(key, info.etag, len(data), codec.kind, table.num_rows, rows, size, stats)
+    ref = SegmentRef(key, info.etag, len(data), codec.kind, table.num_rows, rows, size, stats, held)
     return Part(codec, ref=ref, table=table)
 
 

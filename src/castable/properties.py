@@ -12,6 +12,8 @@ TARGET_FILE_SIZE = "write.target-file-size-bytes"
 ROW_GROUP_SIZE = "write.row-group-size-bytes"
 COMPRESSION = "write.parquet.compression"
 COMPRESSION_LEVEL = "write.parquet.compression-level"
+INLINE_MAX_BYTES = "write.inline.max-bytes"
+INLINE_MAX_TOTAL_BYTES = "write.inline.max-total-bytes"
 COMMIT_TIMEOUT_SECONDS = "commit.timeout-seconds"
 COMMIT_ID_RETENTION = "commit.id-retention"
 COMMIT_FAIR_TURNS = "commit.fair-turns"
@@ -25,6 +27,8 @@ DEFAULTS: dict[str, str] = {
     TARGET_FILE_SIZE: str(256 * 1024 * 1024),
     ROW_GROUP_SIZE: str(32 * 1024 * 1024),
     COMPRESSION: "zstd",
+    INLINE_MAX_BYTES: str(64 * 1024),
+    INLINE_MAX_TOTAL_BYTES: str(4 * 1024 * 1024),
     COMMIT_TIMEOUT_SECONDS: "120",
     COMMIT_ID_RETENTION: "1000",
     COMMIT_FAIR_TURNS: "true",
@@ -45,6 +49,10 @@ class TableProperties:
     row_group_size: int
     compression: str
     compression_level: int | None
+    inline_max_bytes: int
+    """A write of at most this many bytes of Arrow rows keeps them inline (``castable.inline``); 0: never."""
+    inline_max_total_bytes: int
+    """Writes stop keeping rows inline once a version's inline entries stand for this many bytes."""
     commit_timeout_seconds: float
     commit_id_retention: int
     commit_fair_turns: bool
@@ -66,6 +74,12 @@ class TableProperties:
                 raise InvalidInputError(f"property {name} must be an integer, not {merged[name]!r}") from None
             if value <= 0:
                 raise InvalidInputError(f"property {name} must be positive, not {value}")
+            return value
+
+        def non_negative(name: str) -> int:
+            value = int(merged[name]) if merged[name].strip().isdigit() else -1
+            if value < 0:
+                raise InvalidInputError(f"property {name} must be a whole number of bytes, not {merged[name]!r}")
             return value
 
         def positive_number(name: str) -> float:
@@ -97,6 +111,8 @@ class TableProperties:
             row_group_size=positive(ROW_GROUP_SIZE),
             compression=codec,
             compression_level=None if level is None else positive(COMPRESSION_LEVEL),
+            inline_max_bytes=non_negative(INLINE_MAX_BYTES),
+            inline_max_total_bytes=non_negative(INLINE_MAX_TOTAL_BYTES),
             commit_timeout_seconds=positive_number(COMMIT_TIMEOUT_SECONDS),
             commit_id_retention=positive(COMMIT_ID_RETENTION),
             commit_fair_turns=fair == "true",

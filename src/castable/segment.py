@@ -4,7 +4,9 @@ A version-2 manifest lists segments instead of entries. A segment holds one row 
 (or tombstone file, or recent commit id), in columns, so a reader prunes thousands of entries
 with a few vectorised comparisons and builds Python objects only for the files it opens.
 Data segments keep each column's statistics typed, in a ``stats`` struct column:
-``stats.<column>.min`` / ``.max`` in the column's own Arrow type, ``.nulls`` as int64.
+``stats.<column>.min`` / ``.max`` in the column's own Arrow type, ``.nulls`` as int64. A data
+segment that lists inline entries (``castable.inline``) holds their rows in an ``inline`` column,
+a list of the table's rows per entry (null for a file), and is marked segment format 2.
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from castable import inline
 from castable.entries import DataFile, TombstoneFile
 from castable.errors import CorruptObjectError
-from castable.evolution import FIELD_ID, field_id, names_of
+from castable.evolution import FIELD_ID, field_id, file_schema, names_of
 from castable.stats import ColumnStats, decode_values, stats_to_json, supports_stats, value_type
 
 SEGMENT_PREFIX = "segment/"
 SEGMENT_FORMAT_VERSION = "1"
+INLINE_FORMAT_VERSION = "2"
+"""The format of a data segment with an ``inline`` column: readers that know only 1 refuse it."""
+INLINE = "inline"
 Kind = Literal["data", "tombstone", "commits"]
 KINDS: tuple[Kind, ...] = ("data", "tombstone", "commits")
 
@@ -70,13 +76,41 @@ def data_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([*_DATA_FIELDS, pa.field("stats", pa.struct(columns), nullable=False)])
 
 
+def inline_type(schema: pa.Schema) -> pa.DataType:
+    """The type of a data segment's ``inline`` column for a table of ``schema``."""
+    return pa.list_(pa.struct(list(file_schema(schema))))
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A data segment's columns as a table of ``schema`` reads them: its statistics
+    (:func:`conform_stats`) and its inline rows (:func:`castable.inline.conformed`)."""
+    table = conform_stats(table, schema)
+    if INLINE not in table.column_names or table.schema.field(INLINE).type.equals(
+        target := inline_type(schema), check_metadata=True
+    ):
+        return table
+    lists = table.column(INLINE).combine_chunks()
+    rows = inline.conformed(pa.Table.from_struct_array(lists.flatten()), schema)
+    conformed = _lists(rows, pc.fill_null(lists.value_lengths(), 0).to_pylist(), lists.is_null(), target)
+    return table.set_column(table.schema.get_field_index(INLINE), pa.field(INLINE, target), conformed)
+
+
+def _lists(rows: pa.Table, lengths: list[int], missing: pa.Array, target: pa.DataType) -> pa.ListArray:
+    """``rows`` cut into one list per entry of ``lengths`` rows (null where ``missing``)."""
+    offsets = [0]
+    for n in lengths:
+        offsets.append(offsets[-1] + n)
+    values = rows.to_struct_array().combine_chunks() if rows.num_rows else pa.array([], target.value_type)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, type=target, mask=missing)
+
+
 def conform_stats(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A data segment's ``stats`` column as a table of ``schema`` has it: each column's
     statistics found by field id (by name in a table without ids), renamed, widened, and
     absent for columns the segment's files predate."""
     target = data_schema(schema).field("stats").type
     stats = table.column("stats").combine_chunks()
-    if stats.type.equals(target):
+    if stats.type.equals(target, check_metadata=True):
         return table
     by_id = {field_id(f): f.name for f in schema}
     # A segment written before the table had ids names each column as it was then (since version 0).
@@ -113,7 +147,7 @@ def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
             parts = [los, his, nulls]
         columns.append(pa.StructArray.from_arrays(parts, fields=list(f.type)))
     stats = pa.StructArray.from_arrays(columns, fields=list(stats_type)) if columns else None
-    return pa.table(
+    table = pa.table(
         {
             "path": pa.array([f.path for f in files], pa.string()),
             "size": pa.array([f.size for f in files], pa.int64()),
@@ -124,6 +158,14 @@ def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
             "stats": stats if stats is not None else pa.array([{}] * len(files), stats_type),
         },
         schema=target,
+    )
+    if all(f.inline is None for f in files):
+        return table
+    kept = [inline.conformed(f.inline, schema) for f in files if f.inline is not None]
+    missing = pa.array([f.inline is None for f in files])
+    lengths = [0 if f.inline is None else f.inline.num_rows for f in files]
+    return table.append_column(
+        pa.field(INLINE, t := inline_type(schema)), _lists(pa.concat_tables(kept), lengths, missing, t)
     )
 
 
@@ -141,7 +183,8 @@ def data_files(table: pa.Table, schema: pa.Schema) -> list[DataFile]:
             ]
         else:
             per_column[f.name] = [_stats_doc(None, None, n) for n in nulls]
-    rows = table.drop_columns(["stats"]).to_pylist()
+    kept = _inline_rows(table)
+    rows = table.drop_columns([c for c in ("stats", INLINE) if c in table.column_names]).to_pylist()
     return [
         DataFile(
             path=r["path"],
@@ -151,9 +194,32 @@ def data_files(table: pa.Table, schema: pa.Schema) -> list[DataFile]:
             row_groups=r["row_groups"],
             stats={name: docs[i] for name, docs in per_column.items() if docs[i]},
             added_version=r["added_version"],
+            inline=kept[i],
         )
         for i, r in enumerate(rows)
     ]
+
+
+def _inline_rows(table: pa.Table) -> list[pa.Table | None]:
+    """Each entry's inline rows (``None`` for a file), as slices of one table."""
+    if INLINE not in table.column_names:
+        return [None] * table.num_rows
+    lists = table.column(INLINE).combine_chunks()
+    rows = pa.Table.from_struct_array(lists.flatten())
+    out: list[pa.Table | None] = []
+    at = 0
+    for n in lists.value_lengths().to_pylist():
+        out.append(None if n is None else rows.slice(at, n))
+        at += n or 0
+    return out
+
+
+def inline_bytes(table: pa.Table) -> int:
+    """The bytes the inline entries of a data segment stand for (their Parquet sizes)."""
+    if INLINE not in table.column_names:
+        return 0
+    held = pc.is_valid(table.column(INLINE))
+    return int(pc.sum(pc.if_else(held, table.column("size"), 0)).as_py() or 0)
 
 
 def _stats_doc(lo: Any, hi: Any, nulls: int | None) -> dict[str, Any]:
@@ -228,6 +294,8 @@ class SegmentRef:
     stats: dict[str, dict[str, Any]]
     """Each column's min, max and null count over the segment's files, JSON-encoded as a
     version-1 file entry's; a column without them is absent or has no bounds."""
+    inline_bytes: int = 0
+    """Of ``bytes``, those of inline entries (rows held in the segment itself)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -239,6 +307,7 @@ class SegmentRef:
             "rows": self.rows,
             "bytes": self.bytes,
             "stats": self.stats,
+            **({"inline_bytes": self.inline_bytes} if self.inline_bytes else {}),
         }
 
     @classmethod
@@ -259,6 +328,7 @@ class SegmentRef:
             rows=None if rows is None else int(rows),
             bytes=int(doc["bytes"]),
             stats=dict(doc.get("stats") or {}),
+            inline_bytes=int(doc.get("inline_bytes", 0)),
         )
 
 
@@ -291,8 +361,12 @@ def summarize(table: pa.Table, kind: Kind, schema: pa.Schema) -> tuple[int | Non
 
 
 def encode(table: pa.Table, kind: Kind) -> bytes:
-    """The bytes of a segment: an Arrow IPC file, zstd-compressed, its kind in the schema metadata."""
-    meta = {b"castable_segment": SEGMENT_FORMAT_VERSION.encode(), b"kind": kind.encode()}
+    """The bytes of a segment: an Arrow IPC file, zstd-compressed, its kind in the schema metadata
+    (format 2 if it holds inline rows; an ``inline`` column of nulls alone is left out)."""
+    if INLINE in table.column_names and table.column(INLINE).null_count == table.num_rows:
+        table = table.drop_columns([INLINE])
+    form = INLINE_FORMAT_VERSION if INLINE in table.column_names else SEGMENT_FORMAT_VERSION
+    meta = {b"castable_segment": form.encode(), b"kind": kind.encode()}
     sink = pa.BufferOutputStream()
     with ipc.new_file(sink, table.schema.with_metadata(meta), options=_OPTIONS) as writer:
         writer.write_table(table)
@@ -304,7 +378,7 @@ def decode(data: bytes, kind: Kind, *, key: str) -> pa.Table:
     try:
         reader = ipc.open_file(pa.py_buffer(data))
         meta = reader.schema.metadata or {}
-        if meta.get(b"castable_segment") != SEGMENT_FORMAT_VERSION.encode():
+        if meta.get(b"castable_segment") not in (SEGMENT_FORMAT_VERSION.encode(), INLINE_FORMAT_VERSION.encode()):
             raise ValueError("not a castable segment")
         if meta.get(b"kind") != kind.encode():
             raise ValueError(f"a {meta.get(b'kind', b'?').decode()} segment, not a {kind} segment")
@@ -321,4 +395,8 @@ def decode(data: bytes, kind: Kind, *, key: str) -> pa.Table:
         table.schema.field("stats").type if "stats" in table.schema.names else pa.null()
     ):
         raise CorruptObjectError(f"{key} is not a valid data segment: column stats is missing")
+    if INLINE in table.column_names and not (
+        kind == "data" and pa.types.is_list(t := table.schema.field(INLINE).type) and pa.types.is_struct(t.value_type)
+    ):
+        raise CorruptObjectError(f"{key} is not a valid {kind} segment: its inline column is not a list of rows")
     return table

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from castable import inline
 from castable.commit import NextState
 from castable.conflicts import Access, Rows, check_sources
 from castable.delete import DeleteChange, FilePlanner, plan_files
@@ -356,7 +357,8 @@ def restore(
     if start.landed is not None:
         return start.landed
     target = t.manifest_at(version, as_of)
-    gone = absent(t.store, [f.path for f in target.data_files] + [f.path for f in target.tombstones])
+    stored = [f.path for f in target.data_files if f.inline is None]  # an inline entry's rows are in its segment
+    gone = absent(t.store, stored + [f.path for f in target.tombstones])
     if gone:
         raise InvalidInputError(
             f"cannot restore version {target.version}: {len(gone)} of its files are gone "
@@ -409,9 +411,33 @@ def write_files(
     on_rows: Callable[[int], None] | None = None,
     schema: pa.Schema | None = None,
 ) -> list[DataFile]:
-    """Rows of ``schema`` (default: the table's) as new data files of the target size (not yet committed)."""
+    """Rows of ``schema`` (default: the table's) as new data files of the target size (not yet
+    committed); a few rows (``write.inline.max-bytes``) as one inline entry, no file written,
+    while the version's inline entries stay under ``write.inline.max-total-bytes``."""
     schema = t.schema if schema is None else schema
-    return write_data_files(t.store, iter(batches), schema, t.settings, on_rows=on_rows)
+    rows = iter(batches)
+    props = t.settings
+    if (
+        props.inline_max_bytes
+        and inline.supported(schema, t.manifest.format_version)
+        and t.manifest.data_files.inline_bytes() < props.inline_max_total_bytes
+    ):
+        held: list[pa.RecordBatch] = []
+        size = 0
+        for batch in rows:
+            held.append(batch)
+            size += batch.nbytes
+            if size > props.inline_max_bytes:
+                rows = itertools.chain(held, rows)
+                break
+        else:
+            kept = pa.Table.from_batches(held, schema=held[0].schema) if held else None
+            if kept is None or not kept.num_rows:
+                return []
+            if on_rows:
+                on_rows(kept.num_rows)
+            return [inline.entry(kept, schema)]
+    return write_data_files(t.store, rows, schema, props, on_rows=on_rows)
 
 
 def key_for(t: Handle, operation: str) -> str:

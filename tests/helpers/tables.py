@@ -20,6 +20,11 @@ EVENTS = pa.schema(
 )
 
 
+FILES_ONLY = {"write.inline.max-bytes": "0"}
+"""Properties of a table every write of which is a Parquet file (none kept inline): for tests
+of what becomes of data files (corrupt, missing, orphaned, read by range)."""
+
+
 def events(start: int, stop: int) -> pa.Table:
     """Deterministic rows with ids in [start, stop)."""
     ids = list(range(start, stop))
@@ -40,12 +45,14 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-def keyed_events(table_uri: tuple[str, dict[str, str] | None], rows: int) -> Any:
+def keyed_events(
+    table_uri: tuple[str, dict[str, str] | None], rows: int, properties: dict[str, str] | None = None
+) -> Any:
     """A new EVENTS table keyed by ``id`` at ``table_uri``, holding ``events(0, rows)``."""
     import castable
 
     uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, properties=properties)
     t.append(events(0, rows))
     return t
 

@@ -5,7 +5,8 @@ The driver prunes the version's files by the manifest's statistics (or, from
 tasks, which read the footers and tombstones: each task returns how its files' columns map
 onto the version's schema (section 4.1 of docs/format.md) and, for each file with deletes, the
 positions they remove as a roaring bitmap (key deletes matched against the file's keys there).
-The driver reads no footer and no row. Files that map alike are read together by
+The driver reads no footer and no row of a file; a version's inline entries (a few MiB at
+most, no files Spark could read) are read there and joined in. Files that map alike are read together by
 ``spark.read.parquet``, vectorised, and their columns renamed, widened or filled with
 defaults; the files with deletes are read apart, with one filter that looks each row's
 ``_metadata.row_index`` up in a bitmap literal of all their deleted positions (a word per 64
@@ -43,7 +44,7 @@ from castable.spark.files import TableLocation, spark_schema, sql_name
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.readwriter import DataFrameReader
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 FILES_PER_TASK = 64
 """Files whose footers (and deletes) one planning task reads."""
@@ -123,20 +124,44 @@ def read_table(
     if layouts is None:
         layouts = _plan(spark, _Planner(location, snapshot.manifest.version, scan.predicate, needed), snapshot)
         _PLANS.put(known, layouts)
-    if not layouts:
-        return spark.createDataFrame([], spark_schema(target))
     root = table.store.uri.rstrip("/")
     parts = [
         part
         for layout, files in layouts.items()
         for part in _read_layout(spark, root, snapshot, json.loads(layout), files)
     ]
+    held = _inline_rows(snapshot, needed, scan.predicate)
+    if held is not None:
+        parts.append(_frame(spark, held, spark_schema(pa.schema([snapshot.schema.field(c) for c in needed]))))
+    if not parts:
+        return spark.createDataFrame([], spark_schema(target))
     live = parts[0]
     for part in parts[1:]:
         live = live.unionByName(part)
     if filter is not None:
         live = live.filter(_sql(filter))
     return live if live.columns == scan.columns else live.select(*(sql_name(c) for c in scan.columns))
+
+
+def _inline_rows(snapshot: Snapshot, columns: list[str], predicate: Predicate | None) -> pa.Table | None:
+    """The live rows of the version's inline entries (``castable.inline``), read on the driver:
+    they are no files Spark could read, and a version holds at most a few MiB of them. Only
+    the segments whose summaries say they hold inline entries are read; ``None`` if none do."""
+    data_files = snapshot.manifest.data_files
+    if not data_files.inline_bytes():
+        return None
+    parts = [p for p in data_files.parts if p.ref is None or p.ref.inline_bytes]
+    held = [f for p in parts for f in p.entries(snapshot.schema) if f.inline is not None]
+    if not held:
+        return None
+    rows = Scan(Snapshot(snapshot.store, snapshot.manifest.restricted(held)), columns, predicate).to_arrow()
+    return rows if rows.num_rows else None
+
+
+def _frame(spark: SparkSession, rows: pa.Table, schema: StructType) -> DataFrame:
+    """Arrow rows as a DataFrame of ``schema`` (Spark 4 takes Arrow; 3.5 takes pandas, through Arrow)."""
+    major = int(spark.version.split(".")[0])
+    return spark.createDataFrame(rows if major >= 4 else rows.to_pandas(), schema)
 
 
 @dataclass(frozen=True)
@@ -155,6 +180,7 @@ class _Planner:
             for blob in batch.column("piece").to_pylist():
                 piece: SegmentSlice | list[DataFile] = pickle.loads(blob)
                 files = snapshot.slice_files(piece, self.predicate) if isinstance(piece, SegmentSlice) else piece
+                files = [f for f in files if f.inline is None]  # the driver reads inline rows
                 if files:
                     yield pa.RecordBatch.from_pylist(self.plan(snapshot, files), _PLANNED_ARROW)
 
@@ -198,7 +224,7 @@ def _plan(spark: SparkSession, planner: _Planner, snapshot: Snapshot) -> dict[st
     if slices is not None:
         pieces: list[Any] = list(slices)
     else:
-        files = Scan(snapshot, planner.needed, planner.predicate).files()
+        files = [f for f in Scan(snapshot, planner.needed, planner.predicate).files() if f.inline is None]
         pieces = [files[i : i + FILES_PER_TASK] for i in range(0, len(files), FILES_PER_TASK)]
     if not pieces:
         return {}
