@@ -85,6 +85,14 @@ class Predicate(ABC):
         """The non-null values if the predicate is exactly ``key IN (...)``, else ``None``."""
         return None
 
+    def ruled_out(self, lacks: Lacks) -> bool:
+        """Whether no row can match in a unit where ``lacks(column, values)`` says the column
+        holds none of ``values`` (a bloom filter's answer): points of a column, ANDed or ORed."""
+        return False
+
+
+Lacks = Callable[[str, pa.Array], bool]
+"""Whether a unit certainly holds none of some values of a column (see :meth:`Predicate.ruled_out`)."""
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq,
@@ -247,6 +255,9 @@ class Compare(Predicate):
         none, every = _COMPARE_MANY[self.op](s.min, s.max, value[0], exact)
         return _judge_many(s, rows, none, pc.and_(every, exact))
 
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return self.op == "=" and lacks(self.column, pa.array([self.value.as_py()], self.value.type))
+
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         if self.column != key or self.op == "!=":
             return None
@@ -311,6 +322,9 @@ class InList(Predicate):
         if self.column != key or self.negated:
             return None
         return pc.unique(pc.drop_null(self.values))
+
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return not self.negated and lacks(self.column, pc.drop_null(self.values))
 
 
 @dataclass(frozen=True)
@@ -411,6 +425,9 @@ class And(_Junction):
     neutral = Match.ALL
     fold = pc.min_element_wise
 
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return any(p.ruled_out(lacks) for p in self.parts)
+
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         lo: pa.Scalar | None = None
         hi: pa.Scalar | None = None
@@ -430,6 +447,9 @@ class Or(_Junction):
     decisive = Match.ALL
     neutral = Match.NONE
     fold = pc.max_element_wise
+
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return bool(self.parts) and all(p.ruled_out(lacks) for p in self.parts)
 
 
 @dataclass(frozen=True)

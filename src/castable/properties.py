@@ -12,6 +12,7 @@ TARGET_FILE_SIZE = "write.target-file-size-bytes"
 ROW_GROUP_SIZE = "write.row-group-size-bytes"
 COMPRESSION = "write.parquet.compression"
 COMPRESSION_LEVEL = "write.parquet.compression-level"
+BLOOM_FILTER_COLUMNS = "write.parquet.bloom-filter-columns"
 INLINE_MAX_BYTES = "write.inline.max-bytes"
 INLINE_MAX_TOTAL_BYTES = "write.inline.max-total-bytes"
 COMMIT_TIMEOUT_SECONDS = "commit.timeout-seconds"
@@ -27,6 +28,7 @@ DEFAULTS: dict[str, str] = {
     TARGET_FILE_SIZE: str(256 * 1024 * 1024),
     ROW_GROUP_SIZE: str(32 * 1024 * 1024),
     COMPRESSION: "zstd",
+    BLOOM_FILTER_COLUMNS: "",
     INLINE_MAX_BYTES: str(64 * 1024),
     INLINE_MAX_TOTAL_BYTES: str(4 * 1024 * 1024),
     COMMIT_TIMEOUT_SECONDS: "120",
@@ -49,6 +51,8 @@ class TableProperties:
     row_group_size: int
     compression: str
     compression_level: int | None
+    bloom_filter_columns: tuple[str, ...]
+    """Columns whose row groups get a bloom filter, for reads of points (``id = 7``, ``IN``)."""
     inline_max_bytes: int
     """A write of at most this many bytes of Arrow rows keeps them inline (``castable.inline``); 0: never."""
     inline_max_total_bytes: int
@@ -111,6 +115,7 @@ class TableProperties:
             row_group_size=positive(ROW_GROUP_SIZE),
             compression=codec,
             compression_level=None if level is None else positive(COMPRESSION_LEVEL),
+            bloom_filter_columns=tuple(c.strip() for c in merged[BLOOM_FILTER_COLUMNS].split(",") if c.strip()),
             inline_max_bytes=non_negative(INLINE_MAX_BYTES),
             inline_max_total_bytes=non_negative(INLINE_MAX_TOTAL_BYTES),
             commit_timeout_seconds=positive_number(COMMIT_TIMEOUT_SECONDS),

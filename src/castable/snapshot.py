@@ -6,13 +6,14 @@ import itertools
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from castable import inline, pages, tombstone
+from castable.bloom import HEADER_GUESS, BloomFilter
 from castable.cache import LruCache
 from castable.errors import CorruptObjectError
 from castable.evolution import conform_read, resolve
@@ -41,6 +42,10 @@ _WHOLE: LruCache[tuple[str, str, str, int], bytes] = LruCache(64 << 20, weigh=le
 WHOLE_FILE_BYTES = 1 << 20
 """A data file this small is read whole from an object store: a second round trip for its
 rows costs S3 more time than the bytes a projection or a filter would have skipped."""
+_BLOOM: LruCache[tuple[str, str, str, int, int], tuple[BloomFilter | None]] = LruCache(
+    64 << 20, weigh=lambda b: 64 if b[0] is None else b[0].words.nbytes
+)
+"""Column chunks' bloom filters (or that a chunk has none) by (store URI, path, ETag, row group, leaf)."""
 _IO_THREADS = 16
 THREADED_READ_BYTES = 1 << 20
 """A native read of fewer bytes than this decodes on the calling thread: handing a small file's
@@ -384,7 +389,8 @@ class Snapshot:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def row_groups_matching(self, f: DataFile, footer: pq.FileMetaData, predicate: Predicate | None) -> list[int]:
-        """The row groups of ``f`` whose footer statistics leave room for a row matching ``predicate``."""
+        """The row groups of ``f`` whose footer statistics, and bloom filters where the file
+        has them for the points ``predicate`` asks for, leave room for a matching row."""
         groups = range(footer.num_row_groups)
         if predicate is None:
             return list(groups)
@@ -392,7 +398,51 @@ class Snapshot:
             rg
             for rg in groups
             if predicate.match(self.row_group_stats(f, footer, rg).get, footer.row_group(rg).num_rows) is not Match.NONE
+            and not predicate.ruled_out(partial(self._lacks, f, footer, rg))
         ]
+
+    def _lacks(self, f: DataFile, footer: pq.FileMetaData, row_group: int, column: str, values: pa.Array) -> bool:
+        """Whether a row group's bloom filter of ``column`` (if it has one) holds none of ``values``."""
+        bloom = self.bloom_filter(f, footer, row_group, column)
+        if bloom is None:
+            return False
+        try:
+            typed = values.cast(self.schema.field(column).type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # 1.5 for an integer column: no point to look up
+            return False
+        return bloom.lacks_all(typed)
+
+    def bloom_filter(self, f: DataFile, footer: pq.FileMetaData, row_group: int, column: str) -> BloomFilter | None:
+        """The bloom filter of ``column`` (of this version's schema) in a row group of ``f``, read
+        once per process; ``None`` if the chunk has none (or one this reader cannot use)."""
+        stored = self.columns_of(f, footer).get(column) if column in self.schema.names else None
+        group = footer.row_group(row_group)
+        leaf = next((i for i in range(group.num_columns) if group.column(i).path_in_schema == stored), None)
+        if leaf is None or f.inline is not None:
+            return None
+        key = (self.store.uri, f.path, f.etag or "", row_group, leaf)
+        cached = _BLOOM.get(key)
+        if cached is None:
+            cached = (self._read_bloom(f, group.column(leaf)),)
+            _BLOOM.put(key, cached)
+        return cached[0]
+
+    def _read_bloom(self, f: DataFile, chunk: pq.ColumnChunkMetaData) -> BloomFilter | None:
+        start = chunk.bloom_filter_offset
+        if not start or start <= 0:
+            return None
+        length = chunk.bloom_filter_length
+        end = min(f.size, start + (length if length and length > 0 else HEADER_GUESS + (1 << 20)))
+        whole = self._whole(f)
+        if whole is not None:
+            raw = whole[start:end]
+        else:
+            with self.store.open_input(f.path, size=f.size, etag=f.etag, ranges=[(start, end)]) as source:
+                raw = bytes(source.read_at(end - start, start))
+        try:
+            return BloomFilter.decode(raw)
+        except ValueError:  # another writer's filter this reader does not know: rule nothing out
+            return None
 
 
 def segment_stats(table: pa.Table, schema: pa.Schema) -> StatsColumnsLookup:

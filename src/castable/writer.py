@@ -113,6 +113,7 @@ def _write(
                         compression_level=props.compression_level,
                         use_deprecated_int96_timestamps=int96,
                         write_page_index=True,
+                        bloom_filter_options=_bloom_filters(props, schema, group.num_rows),
                     )
                     with writer:
                         while group is not None:
@@ -131,6 +132,13 @@ def _write(
         finally:
             if publishing is not None:
                 publishing.result()
+
+
+def _bloom_filters(props: TableProperties, schema: pa.Schema, rows: int) -> dict[str, dict[str, int]] | None:
+    """The bloom filters ``write.parquet.bloom-filter-columns`` asks for, sized for row groups
+    like the first (their distinct values at most its rows: a 1% false-positive rate or so)."""
+    wanted = [c for c in props.bloom_filter_columns if c in schema.names]
+    return {c: {"ndv": max(rows, 1)} for c in wanted} or None
 
 
 def _publish(
