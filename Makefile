@@ -40,11 +40,13 @@ $(LOCALSTACK)/.installed: Makefile
 		"cbor2<6" "pyopenssl<25" "cryptography<45" "service_identity<24.3" "joserfc<1.1"
 	touch $@
 
-# DuckDB 1.5.5 with its httpfs wheel (the main venv's DuckDB is newer than any httpfs wheel):
-# bench/bench_shaped.py reads S3 with it, beside castable and the other peers.
+# DuckDB 1.5.5 with its httpfs and ducklake wheels (the main venv's DuckDB is newer than any
+# extension wheel): bench/bench_shaped.py reads S3 with it, beside castable and the other peers;
+# bench/bench_small_appends.py runs DuckLake 1.0 with it.
 $(DUCKDB15)/.installed: Makefile
 	$(PYTHON) -m venv $(DUCKDB15)
-	$(DUCKDB15)/bin/python -m pip install --quiet "duckdb==1.5.5" "duckdb-extension-httpfs==1.5.5" "pyarrow>=20"
+	$(DUCKDB15)/bin/python -m pip install --quiet "duckdb==1.5.5" "duckdb-extension-httpfs==1.5.5" \
+		"duckdb-extension-ducklake==1.5.5" "pyarrow>=20"
 	touch $@
 
 $(S3RVER):
@@ -85,6 +87,7 @@ test: lint $(EMR_ENV) $(SPARK35)/.installed $(LOCALSTACK)/.installed $(DUCKDB15)
 bench: $(VENV)/.installed $(DUCKDB15)/.installed
 	cd bench && ../$(BIN)/python bench_core.py
 	cd bench && ../$(BIN)/python bench_shaped.py
+	cd bench && ../$(BIN)/python bench_small_appends.py
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_register.py
 	cd bench && ../$(BIN)/python bench_maintenance.py

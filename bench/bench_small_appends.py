@@ -11,7 +11,7 @@ and warm (the same scan again); DuckLake's extension is loaded before the clock 
 Medians, side by side in one run, with the ratios.
 
 Usage: cd bench && ../.venv/bin/python bench_small_appends.py [--appends 1000] [--repeats 7]
-       [--duckdb ../.venv-duckdb15/bin/python] [--out DIR]
+       [--duckdb ../.venv-duckdb15/bin/python] [--out DIR] [--quick]
 Writes DIR/small_appends.md (DIR defaults to bench/results/).
 """
 
@@ -96,7 +96,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--duckdb", default=str(HERE.parent / ".venv-duckdb15/bin/python"))
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help="30 appends, 2 repeats: a smoke run")
     args = parser.parse_args()
+    if args.quick:
+        args.appends, args.repeats = 30, 2
     results: dict[str, dict[str, list[float]]] = {}
     layout: dict[str, str] = {}
     writes: dict[str, float] = {}
@@ -140,9 +143,10 @@ def main() -> None:
         "",
     ]
     best = results["castable (inline, default)"]
-    verdict = statistics.median(best["cold"]) <= 2 * statistics.median(reference["cold"])
+    verdict = all(statistics.median(best[k]) <= 2 * statistics.median(reference[k]) for k in ("cold", "warm"))
+    lines += ["## Targets", ""]
     lines.append(
-        f"Target (issue 33): castable's full scan of the appended table within 2x DuckLake with inlining: "
+        f"- castable's full scan of the appended table within 2x DuckLake with inlining, cold and warm: "
         f"**{'met' if verdict else 'missed'}** (cold "
         f"{statistics.median(best['cold']) / statistics.median(reference['cold']):.2f}x, warm "
         f"{statistics.median(best['warm']) / statistics.median(reference['warm']):.2f}x)."

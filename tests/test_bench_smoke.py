@@ -72,6 +72,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("## full scan after 1,000 deletes", "## 1-row append", "castable speed / fastest peer"),
         ),
         (
+            "bench_small_appends.py",
+            "small_appends.md",
+            ("| ",),
+            ("castable (inline, default)", "castable, compacted", "DuckLake (inlining, default)"),
+            (),
+            ("within 2x DuckLake with inlining",),
+        ),
+        (
             "bench_workflow_scale.py",
             "workflow_scale.md",
             ("| erasure |", "| maintenance |"),

@@ -22,7 +22,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.tables import EVENTS, events, snapshot_of
+from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
 
 import castable
 from castable.register import read_file_list
@@ -71,6 +71,16 @@ def options(s3_options: dict[str, str]) -> dict[str, str]:
 def table(s3_bucket: str, options: dict[str, str]) -> Table:
     return castable.create_table(
         f"s3://{s3_bucket}/events", EVENTS, primary_key="id", properties=SMALL_FILES, storage_options=options
+    )
+
+
+@pytest.fixture
+def files_table(s3_bucket: str, options: dict[str, str]) -> Table:
+    """A table like ``table`` whose every write is a data file, none kept inline: for tests of
+    how Spark splits and groups files."""
+    props = {**SMALL_FILES, **FILES_ONLY}
+    return castable.create_table(
+        f"s3://{s3_bucket}/files", EVENTS, primary_key="id", properties=props, storage_options=options
     )
 
 
@@ -283,13 +293,14 @@ def test_data_source_merge_schema_adds_columns(spark: Any, table: Table, options
 
 
 def test_compaction_on_the_cluster_keeps_every_row_and_a_rerun_finishes_what_is_left(
-    spark: Any, table: Table, options: dict[str, str]
+    spark: Any, files_table: Table, options: dict[str, str]
 ) -> None:
     """castable.spark.compact: one Spark task per group of files, each group one commit, then
     the tombstones of the files that stay merged; the rows are the library's before and after."""
     from castable.spark import compact
     from castable.spark.maintenance import group_commit_id
 
+    table = files_table
     for i in range(12):
         table.append(events(i * 100, i * 100 + 100))
     table.delete("id IN (5, 250, 777)")
@@ -593,7 +604,10 @@ def test_data_source_plans_on_the_executors_from_segment_slices(
     assert spark_rows(pruned) == library_rows(table, columns=["value", "id"], filter=query)
 
 
-def test_data_source_splits_files_and_prunes_by_its_options(spark: Any, table: Table, options: dict[str, str]) -> None:
+def test_data_source_splits_files_and_prunes_by_its_options(
+    spark: Any, files_table: Table, options: dict[str, str]
+) -> None:
+    table = files_table
     build_history(table)
     reader = spark.read.format("castable").options(**options).option("maxPartitionBytes", "4000")
     df = reader.load(table.uri)
@@ -992,7 +1006,7 @@ def test_native_read_tells_many_files_deletes_apart(spark: Any, tmp_path: Path) 
     from castable.spark import read
     from castable.spark.read import read_table
 
-    table = castable.create_table(str(tmp_path / "many"), EVENTS, primary_key="id")
+    table = castable.create_table(str(tmp_path / "many"), EVENTS, primary_key="id", properties=FILES_ONLY)
     for part in range(9):
         table.append(events(part * 100, part * 100 + 100))
     odd = tmp_path / "many" / "data" / "day=2026-01-01 00:00:00"

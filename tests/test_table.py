@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from helpers.faults import FaultyStore
-from helpers.tables import EVENTS, events, snapshot_of
+from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
 
 import castable
 from castable import tombstone
@@ -301,7 +301,7 @@ def test_an_append_of_a_source_already_consumed_commits_nothing(tmp_path: Path) 
 def test_count_without_a_filter_reads_only_the_files_deletes_name(table_uri: tuple[str, dict | None]) -> None:
     """The manifest holds each file's rows: a file no delete names is counted without a request."""
     uri, options = table_uri
-    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, properties=FILES_ONLY)
     for block in range(4):
         t.append(events(block * 100, block * 100 + 100))
     t.delete("id < 10 OR id = 250")
@@ -312,3 +312,17 @@ def test_count_without_a_filter_reads_only_the_files_deletes_name(table_uri: tup
     read = {key for key in seen if key.startswith("data/")}
     assert read and read <= touched and len(touched) == 2, "only the files the deletes name are read"
     assert counting.count(filter="id >= 390") == 10, "a filter still reads what it needs"
+
+
+def test_count_of_inline_rows_reads_no_data_object(table_uri: tuple[str, dict | None]) -> None:
+    """Rows kept inline are counted from the manifest, or with deletes from the segments read
+    with it: no data object is read, none exists."""
+    uri, options = table_uri
+    t = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    for block in range(4):
+        t.append(events(block * 100, block * 100 + 100))
+    t.delete("id < 10 OR id = 250")
+    seen: list[str] = []
+    counting = load_table(FaultyStore(t.store, lambda op, key: seen.append(key)))
+    assert counting.count() == 389 and counting.count(filter="id >= 390") == 10
+    assert not [key for key in seen if key.startswith("data/")]

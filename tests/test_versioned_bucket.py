@@ -12,6 +12,7 @@ import boto3
 import pyarrow as pa
 import pytest
 from helpers.s3servers import new_bucket
+from helpers.tables import FILES_ONLY
 
 import castable
 from castable.erase import noncurrent_copies
@@ -27,9 +28,12 @@ def bucket(endpoint: str, *, versioning: str | None = "Enabled", lock: bool = Fa
     return new_bucket(endpoint, versioning=None if lock else versioning, lock=lock)
 
 
-def table_with_secret(endpoint: str, name: str, files: int = 3) -> Table:
+def table_with_secret(endpoint: str, name: str, files: int = 3, properties: dict[str, str] | None = None) -> Table:
+    """Three appends of 100 rows, one row a secret: kept inline (the default), or data files."""
     options = {"endpoint_url": endpoint, "region": "us-east-1"}
-    t = castable.create_table(f"s3://{name}/people", SCHEMA, primary_key="id", storage_options=options)
+    t = castable.create_table(
+        f"s3://{name}/people", SCHEMA, primary_key="id", storage_options=options, properties=properties
+    )
     for f in range(files):
         ids = list(range(f * 100, f * 100 + 100))
         t.append(
@@ -79,7 +83,7 @@ def test_maintenance_leaves_no_noncurrent_copy(s3_endpoint: str, status: str) ->
 
 def test_purge_deletes_every_version_and_copies_others_left(s3_endpoint: str) -> None:
     name = bucket(s3_endpoint)
-    t = table_with_secret(s3_endpoint, name)
+    t = table_with_secret(s3_endpoint, name, properties=FILES_ONLY)
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     # Another tool copied a data file aside and deleted the copy: the bucket keeps it as a noncurrent version.
     (first, *_) = sorted(f.path for f in t.manifest.data_files)

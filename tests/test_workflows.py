@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers.s3servers import new_bucket
-from helpers.tables import EVENTS, events, snapshot_of
+from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
 from helpers.workflows import (
     ROOT,
     failures,
@@ -29,6 +29,7 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 import castable
 import castable.erase
+import castable.segment
 from castable.errors import CorruptObjectError
 from castable.table import Table
 from castable.tables import load_table
@@ -42,7 +43,8 @@ def aws(s3_endpoint: str) -> Iterator[dict[str, str]]:
 
 @pytest.fixture
 def table(s3_bucket: str, s3_endpoint: str) -> Table:
-    props = {"write.parquet.compression": "none", "write.target-file-size-bytes": 30_000}
+    """Four appends of 1,000 rows, each a data file (what the erasure workflow splices)."""
+    props = {"write.parquet.compression": "none", "write.target-file-size-bytes": 30_000, **FILES_ONLY}
     t = castable.create_table(
         f"s3://{s3_bucket}/events",
         EVENTS,
@@ -182,6 +184,38 @@ def test_erasure_workflow_refuses_a_bucket_with_object_lock(aws: dict[str, str],
     assert failed and failed[0]["executionFailedEventDetails"]["error"] == "ObjectLockedError"
     assert [e["stateEnteredEventDetails"]["name"] for e in events_ if "stateEnteredEventDetails" in e] == ["Validate"]
     assert load_table(t.store).version == t.version
+
+
+def test_erasure_workflow_erases_rows_kept_inline_from_every_object(
+    aws: dict[str, str], s3_bucket: str, s3_endpoint: str
+) -> None:
+    """Small appends kept inline in the version's segments: the workflow rewrites the entries,
+    and its purge deletes the segments that held the rows (every version, in this versioned
+    bucket too if it were one): no object of the table holds the erased value afterwards."""
+    options = {"endpoint_url": s3_endpoint, "region": "us-east-1"}
+    t = castable.create_table(f"s3://{s3_bucket}/inline", EVENTS, primary_key="id", storage_options=options)
+    for i in range(4):
+        t.append(events(i * 10, i * 10 + 10))
+    assert all(f.inline is not None for f in t.manifest.data_files)
+    assert [o.key for o in t.store.list("segment/") if _holds_row(t, o.key, 17)]
+    d = run(aws["erasure"], {"table": t.uri, "predicate": "id = 17", "commit_id": "inline-1"})
+    assert d["status"] == "SUCCEEDED", failures(d)
+    receipt = json.loads(d["output"])
+    assert receipt["verified"] is True and receipt["rows_erased"] == 1, receipt
+    assert ids(t) == [i for i in range(40) if i != 17]
+    assert [o.key for o in t.store.list("segment/") if _holds_row(t, o.key, 17)] == []
+
+
+def _holds_row(t: Table, key: str, row_id: int) -> bool:
+    """Whether the segment at ``key`` is a data segment with an inline entry holding ``row_id``."""
+    try:
+        table = castable.segment.decode(t.store.get(key).data, "data", key=key)
+    except CorruptObjectError:  # a tombstone or commits segment
+        return False
+    if castable.segment.INLINE not in table.column_names:
+        return False
+    rows = table.column(castable.segment.INLINE).combine_chunks().flatten()
+    return row_id in rows.field("id").to_pylist()
 
 
 def test_an_erasure_stopped_after_its_splices_is_finished_by_running_it_again(

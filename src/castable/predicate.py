@@ -256,7 +256,7 @@ class Compare(Predicate):
         return _judge_many(s, rows, none, pc.and_(every, exact))
 
     def ruled_out(self, lacks: Lacks) -> bool:
-        return self.op == "=" and lacks(self.column, pa.array([self.value.as_py()], self.value.type))
+        return self.op == "=" and lacks(self.column, pa.repeat(self.value, 1))
 
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         if self.column != key or self.op == "!=":

@@ -5,9 +5,10 @@ The driver prunes the version's files by the manifest's statistics (or, from
 tasks, which read the footers and tombstones: each task returns how its files' columns map
 onto the version's schema (section 4.1 of docs/format.md) and, for each file with deletes, the
 positions they remove as a roaring bitmap (key deletes matched against the file's keys there).
-The driver reads no footer and no row of a file; a version's inline entries (a few MiB at
-most, no files Spark could read) are read there and joined in. Files that map alike are read together by
-``spark.read.parquet``, vectorised, and their columns renamed, widened or filled with
+The driver reads no footer and no row. A version's inline entries (a few MiB at most, no
+files Spark could read) go to a task of their own, which reads their live rows. Files that
+map alike are read together by ``spark.read.parquet``, vectorised, and their columns renamed,
+widened or filled with
 defaults; the files with deletes are read apart, with one filter that looks each row's
 ``_metadata.row_index`` up in a bitmap literal of all their deleted positions (a word per 64
 rows), or, beyond ``MAX_FILTER_WORDS`` words or ``MAX_FILTER_FILES`` files, with an anti-join
@@ -36,7 +37,7 @@ from castable.cache import LruCache
 from castable.errors import InvalidInputError
 from castable.evolution import default_of
 from castable.manifest import DataFile
-from castable.predicate import Predicate, parse_predicate
+from castable.predicate import Match, Predicate, parse_predicate
 from castable.scan import Scan
 from castable.snapshot import SegmentSlice, Snapshot
 from castable.spark.files import TableLocation, spark_schema, sql_name
@@ -44,7 +45,7 @@ from castable.spark.files import TableLocation, spark_schema, sql_name
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.readwriter import DataFrameReader
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import DataType
 
 FILES_PER_TASK = 64
 """Files whose footers (and deletes) one planning task reads."""
@@ -130,9 +131,11 @@ def read_table(
         for layout, files in layouts.items()
         for part in _read_layout(spark, root, snapshot, json.loads(layout), files)
     ]
-    held = _inline_rows(snapshot, needed, scan.predicate)
-    if held is not None:
-        parts.append(_frame(spark, held, spark_schema(pa.schema([snapshot.schema.field(c) for c in needed]))))
+    held = _inline_entries(snapshot, scan.predicate)
+    if held:
+        reader = _InlineReader(location, snapshot.manifest.version, scan.predicate, needed)
+        rows = spark_schema(pa.schema([snapshot.schema.field(c) for c in needed]))
+        parts.append(spark.createDataFrame([(pickle.dumps(held),)], "piece binary").mapInArrow(reader, rows))
     if not parts:
         return spark.createDataFrame([], spark_schema(target))
     live = parts[0]
@@ -143,25 +146,34 @@ def read_table(
     return live if live.columns == scan.columns else live.select(*(sql_name(c) for c in scan.columns))
 
 
-def _inline_rows(snapshot: Snapshot, columns: list[str], predicate: Predicate | None) -> pa.Table | None:
-    """The live rows of the version's inline entries (``castable.inline``), read on the driver:
-    they are no files Spark could read, and a version holds at most a few MiB of them. Only
-    the segments whose summaries say they hold inline entries are read; ``None`` if none do."""
+def _inline_entries(snapshot: Snapshot, predicate: Predicate | None) -> list[DataFile]:
+    """The version's inline entries (``castable.inline``) the predicate does not rule out: no
+    files Spark could read, and a few MiB at most. Only the segments whose summaries say they
+    hold inline entries are read."""
     data_files = snapshot.manifest.data_files
     if not data_files.inline_bytes():
-        return None
+        return []
     parts = [p for p in data_files.parts if p.ref is None or p.ref.inline_bytes]
     held = [f for p in parts for f in p.entries(snapshot.schema) if f.inline is not None]
-    if not held:
-        return None
-    rows = Scan(Snapshot(snapshot.store, snapshot.manifest.restricted(held)), columns, predicate).to_arrow()
-    return rows if rows.num_rows else None
+    return [f for f in held if predicate is None or snapshot.file_match(f, predicate) is not Match.NONE]
 
 
-def _frame(spark: SparkSession, rows: pa.Table, schema: StructType) -> DataFrame:
-    """Arrow rows as a DataFrame of ``schema`` (Spark 4 takes Arrow; 3.5 takes pandas, through Arrow)."""
-    major = int(spark.version.split(".")[0])
-    return spark.createDataFrame(rows if major >= 4 else rows.to_pandas(), schema)
+@dataclass(frozen=True)
+class _InlineReader:
+    """The task that reads inline entries' live rows (their tombstones read there, as the
+    planning tasks read the files')."""
+
+    location: TableLocation
+    version: int
+    predicate: Predicate | None
+    columns: list[str]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        snapshot = self.location.snapshot(self.version)
+        for batch in batches:
+            for blob in batch.column("piece").to_pylist():
+                held = Snapshot(snapshot.store, snapshot.manifest.restricted(pickle.loads(blob)))
+                yield from Scan(held, self.columns, self.predicate).to_batches()
 
 
 @dataclass(frozen=True)
