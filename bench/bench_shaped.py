@@ -171,7 +171,9 @@ def write_all(access: Access, table: pa.Table, appends: int) -> dict[str, str]:
     small = castable.create_table(SMALL_URI, SCHEMA, primary_key="id", storage_options=access.castable())
     for i in range(appends):
         small.append(table.slice(i, 1))
-    layout["castable, one-row appends"] = f"{len(small.manifest.data_files)} file(s), one row each"
+    entries = list(small.manifest.data_files)
+    stored = sum(f.inline is None for f in entries)
+    layout["castable, one-row appends"] = f"{len(entries)} entries, one row each, {stored} of them Parquet files"
     return layout
 
 
