@@ -121,9 +121,10 @@ def read_table(
     needed = snapshot.columns_for(scan.predicate, [*scan.columns, *snapshot.manifest.primary_key])
     location = TableLocation(table.uri, None if storage_options is None else dict(storage_options))
     known = (table.store.uri, snapshot.manifest.version, tuple(needed), filter)
+    planner = _Planner(location, snapshot.manifest.version, scan.predicate, needed)
     layouts = _PLANS.get(known)
     if layouts is None:
-        layouts = _plan(spark, _Planner(location, snapshot.manifest.version, scan.predicate, needed), snapshot)
+        layouts = _plan(spark, planner, snapshot)
         _PLANS.put(known, layouts)
     root = table.store.uri.rstrip("/")
     parts = [
@@ -133,9 +134,9 @@ def read_table(
     ]
     held = _inline_entries(snapshot, scan.predicate)
     if held:
-        reader = _InlineReader(location, snapshot.manifest.version, scan.predicate, needed)
         rows = spark_schema(pa.schema([snapshot.schema.field(c) for c in needed]))
-        parts.append(spark.createDataFrame([(pickle.dumps(held),)], "piece binary").mapInArrow(reader, rows))
+        work = spark.createDataFrame([(pickle.dumps(held),)], "piece binary")
+        parts.append(work.mapInArrow(planner.read_inline, rows))
     if not parts:
         return spark.createDataFrame([], spark_schema(target))
     live = parts[0]
@@ -159,24 +160,6 @@ def _inline_entries(snapshot: Snapshot, predicate: Predicate | None) -> list[Dat
 
 
 @dataclass(frozen=True)
-class _InlineReader:
-    """The task that reads inline entries' live rows (their tombstones read there, as the
-    planning tasks read the files')."""
-
-    location: TableLocation
-    version: int
-    predicate: Predicate | None
-    columns: list[str]
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        snapshot = self.location.snapshot(self.version)
-        for batch in batches:
-            for blob in batch.column("piece").to_pylist():
-                held = Snapshot(snapshot.store, snapshot.manifest.restricted(pickle.loads(blob)))
-                yield from Scan(held, self.columns, self.predicate).to_batches()
-
-
-@dataclass(frozen=True)
 class _Planner:
     """The planning task: a piece of the version (a segment slice or a list of entries) in,
     its files by layout and each file's deleted positions out."""
@@ -192,9 +175,17 @@ class _Planner:
             for blob in batch.column("piece").to_pylist():
                 piece: SegmentSlice | list[DataFile] = pickle.loads(blob)
                 files = snapshot.slice_files(piece, self.predicate) if isinstance(piece, SegmentSlice) else piece
-                files = [f for f in files if f.inline is None]  # the driver reads inline rows
+                files = [f for f in files if f.inline is None]  # inline rows: read_inline's
                 if files:
                     yield pa.RecordBatch.from_pylist(self.plan(snapshot, files), _PLANNED_ARROW)
+
+    def read_inline(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The task reading inline entries' live rows (their tombstones read here too)."""
+        snapshot = self.location.snapshot(self.version)
+        for batch in batches:
+            for blob in batch.column("piece").to_pylist():
+                held = Snapshot(snapshot.store, snapshot.manifest.restricted(pickle.loads(blob)))
+                yield from Scan(held, self.needed, self.predicate).to_batches()
 
     def plan(self, snapshot: Snapshot, files: list[DataFile]) -> list[dict[str, Any]]:
         deletes = snapshot.deletes_for(files)
