@@ -66,8 +66,3 @@ def parquet_bytes(rows: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(rows, sink, row_group_size=max(rows.num_rows, 1), compression="none")
     return bytes(sink.getvalue().to_pybytes())
-
-
-def inline_bytes(files: list[DataFile]) -> int:
-    """The bytes inline entries among ``files`` stand for (their Parquet sizes)."""
-    return sum(f.size for f in files if f.inline is not None)

@@ -415,10 +415,12 @@ class Snapshot:
     def bloom_filter(self, f: DataFile, footer: pq.FileMetaData, row_group: int, column: str) -> BloomFilter | None:
         """The bloom filter of ``column`` (of this version's schema) in a row group of ``f``, read
         once per process; ``None`` if the chunk has none (or one this reader cannot use)."""
-        stored = self.columns_of(f, footer).get(column) if column in self.schema.names else None
+        if f.inline is not None or column not in self.schema.names:  # inline rows are written without filters
+            return None
+        stored = self.columns_of(f, footer).get(column)
         group = footer.row_group(row_group)
         leaf = next((i for i in range(group.num_columns) if group.column(i).path_in_schema == stored), None)
-        if leaf is None or f.inline is not None:
+        if leaf is None:
             return None
         key = (self.store.uri, f.path, f.etag or "", row_group, leaf)
         cached = _BLOOM.get(key)
