@@ -14,9 +14,11 @@ from typing import cast
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers.tables import FILES_ONLY
 
 import castable
 from castable.readahead import WORKERS, read_ahead
+from castable.scan import BUNDLE_BYTES, Scan
 
 ROWS = 20_000
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("value", pa.string())])
@@ -79,6 +81,29 @@ def test_deletes_apply_alike_warm_and_cold_with_and_without_a_filter(keyed: cast
     # A filtered scan first (deletes matched against the filter's rows only), then a full one.
     assert keyed.scan(["value"], "id BETWEEN 4000 AND 16000").to_arrow().equals(in_range.select(["value"]))
     assert keyed.scan(["value"]).to_arrow().equals(model.select(["value"]))
+
+
+def test_small_files_read_in_bundles_keep_their_order_deletes_and_filter(
+    table_uri: tuple[str, dict[str, str] | None],
+) -> None:
+    """Small files are read several to a pool task: rows still come in file order, each file's
+    deletes applied, around a file too large to bundle and under a byte budget of one part."""
+    uri, options = table_uri
+    table = castable.create_table(uri, SCHEMA, primary_key="id", properties=FILES_ONLY, storage_options=options)
+    spans = [(i * 10, i * 10 + 10) for i in range(150)]
+    spans.insert(70, (10_000, 10_000 + 400_000))  # more than BUNDLE_BYTES of file
+    for start, stop in spans:
+        table.append(_rows(start, stop))
+    assert sum(f.size >= BUNDLE_BYTES for f in table.scan().files()) == 1
+    table.delete("id IN (3, 15, 719, 1499, 10000, 409999)")
+    model = pa.concat_tables(_rows(a, b) for a, b in spans)
+    model = model.filter(pc.invert(pc.is_in(model.column("id"), pa.array([3, 15, 719, 1499, 10000, 409999]))))
+    wanted = model.filter(pc.field("value").isin(["7", "1400", "10001"]))
+    predicate = table.scan(filter="value IN ('7', '1400', '10001')").predicate
+    for budget in (None, 1):
+        castable.clear_caches()
+        assert Scan(table.snapshot(), readahead_bytes=budget).to_arrow().equals(model)
+        assert Scan(table.snapshot(), predicate=predicate, readahead_bytes=budget).to_arrow().equals(wanted)
 
 
 @pytest.fixture

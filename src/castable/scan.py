@@ -44,9 +44,11 @@ REMOTE_READAHEAD_BYTES = 64 * 1024 * 1024
 of MB/s after tens of ms, so throughput comes from many requests in flight (each row group's
 ranges are also split into parallel GETs by the store)."""
 LOCAL_FILE_READAHEAD = 4
+LOCAL_FOOTER_BUNDLE = 16
 REMOTE_FILE_READAHEAD = 32
-"""Footers read ahead: from an object store, many, since each is a round trip (a small file's
-footer comes with its rows, in one GET)."""
+"""Footers read ahead: from a local store a few tasks of ``LOCAL_FOOTER_BUNDLE`` footers each;
+from an object store many, since each is a round trip (a small file's footer comes with its
+rows, in one GET)."""
 
 
 @dataclass(frozen=True)
@@ -191,14 +193,28 @@ class Scan:
         expression = self.predicate.to_expression() if self.predicate is not None else None
         yield from self._inline(columns, [f for f in files if f.inline is not None], deletes, expression)
         files = [f for f in files if f.inline is None]
-        depth = LOCAL_FILE_READAHEAD if self.snapshot.store.native_input else REMOTE_FILE_READAHEAD
-        footers = read_ahead((partial(self.snapshot.footer, f) for f in files), depth)
+        footers = self._footers(files)
         parts = (
             part
             for f, footer in zip(files, footers, strict=True)
             for part in self._parts(f, footer, deletes.get(f.path), columns, expression, None)
         )
         yield from self._read(parts)
+
+    def _footers(self, files: list[DataFile]) -> Iterator[pq.FileMetaData]:
+        """The footers of ``files``, in order, read a few files ahead: from an object store one
+        request each, many in flight; from a local store ``LOCAL_FOOTER_BUNDLE`` to a pool task
+        (a small file's footer reads faster than a pool task starts)."""
+        footer = self.snapshot.footer
+        if not self.snapshot.store.native_input:
+            yield from read_ahead((partial(footer, f) for f in files), REMOTE_FILE_READAHEAD)
+            return
+        step = LOCAL_FOOTER_BUNDLE
+        bundles = (
+            partial(lambda some: [footer(f) for f in some], files[i : i + step]) for i in range(0, len(files), step)
+        )
+        for footers in read_ahead(bundles, LOCAL_FILE_READAHEAD):
+            yield from footers
 
     def _deletes(self, files: list[DataFile]) -> dict[str, FileDeletes]:
         """The deletes of ``files``; from an object store, with the first stored file's footer
@@ -276,8 +292,8 @@ class Scan:
 
     def _read(self, parts: Iterator[_Part]) -> Iterator[pa.RecordBatch]:
         """The parts of every file, across files, as many at a time as ``readahead`` and
-        ``readahead_bytes`` allow."""
-        for batches in read_ahead(parts, self.readahead, budget=self.readahead_bytes):
+        ``readahead_bytes`` allow; small parts in bundles (see :func:`_bundled`)."""
+        for batches in read_ahead(_bundled(parts), self.readahead, budget=self.readahead_bytes):
             yield from batches
 
 
@@ -305,6 +321,47 @@ class _Part:
     def size(self) -> int:
         """The bytes the part fetches: its column chunks, as stored."""
         return self.read.size()
+
+
+@dataclass(frozen=True)
+class _Bundle:
+    """Several small parts read as one task: a pool task costs more than reading a small file."""
+
+    parts: tuple[_Part, ...]
+
+    def __call__(self) -> list[pa.RecordBatch]:
+        return [b for part in self.parts for b in part()]
+
+    def size(self) -> int:
+        return sum(part.size() for part in self.parts)
+
+
+BUNDLE_BYTES = 1024 * 1024
+"""Parts of files smaller than this are read together, up to files of this many bytes (and
+``BUNDLE_PARTS`` parts) a task."""
+BUNDLE_PARTS = 64
+
+
+def _bundled(parts: Iterator[_Part]) -> Iterator[_Part | _Bundle]:
+    """``parts`` in order, runs of small ones gathered into bundles: many small files then cost
+    one pool task, one future and one wake-up of the consumer per bundle, not per file."""
+    bundle: list[_Part] = []
+    held = 0
+    for part in parts:
+        size = part.read.file.size  # an upper bound, known without working out column chunks
+        if size >= BUNDLE_BYTES:
+            if bundle:
+                yield _Bundle(tuple(bundle))
+                bundle, held = [], 0
+            yield part
+            continue
+        if bundle and (held + size > BUNDLE_BYTES or len(bundle) >= BUNDLE_PARTS):
+            yield _Bundle(tuple(bundle))
+            bundle, held = [], 0
+        bundle.append(part)
+        held += size
+    if bundle:
+        yield _Bundle(tuple(bundle)) if len(bundle) > 1 else bundle[0]
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,12 @@ class LocalStore(ObjectStore):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         super().__init__()
         self.root = Path(root).absolute()
+        self._uri = self.root.as_uri()
+        self._prefix = f"{self.root}{os.sep}"
 
     @property
     def uri(self) -> str:
-        return self.root.as_uri()
+        return self._uri
 
     def parents(self) -> list[ObjectStore]:
         return [LocalStore(p) for p in self.root.parents]
@@ -337,12 +339,13 @@ class LocalStore(ObjectStore):
     ) -> pa.NativeFile:
         from castable.errors import CorruptObjectError
 
-        path = self._path(key)
+        self._path(key)  # checks the key
+        path = self._prefix + key  # a scan opens thousands of small files: no Path per open
         try:
-            f = pa.OSFile(str(path), mode="r")
+            f = pa.OSFile(path, mode="r")
         except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFoundError(key) from None
-        st = path.stat()
+        st = os.stat(path)
         if st.st_size != size or (etag is not None and _etag(st) != etag):
             f.close()
             raise CorruptObjectError(
