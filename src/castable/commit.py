@@ -29,6 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import pyarrow as pa
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
+from castable import uploads
 from castable.conflicts import Access, check_sources, judge_base
 from castable.errors import (
     CommitConflictError,
@@ -437,6 +438,11 @@ class Race(ABC, Generic[C, R]):
         self.lost_segments = []
         created: list[str] = []
         key, data, staged = self.candidate(created)
+        try:  # the objects the write uploads while it commits are out before anything names them
+            uploads.settle()
+        except StoreError:
+            _discard(self.store, created)
+            raise
         try:
             self.store.put(key, data, if_none_match=True)
             return self.landed(staged)

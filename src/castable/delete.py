@@ -23,7 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from castable import tombstone
+from castable import tombstone, uploads
 from castable.cache import LruCache
 from castable.commit import NextState
 from castable.conflicts import Footprint, PlannedChange
@@ -260,7 +260,7 @@ class DeleteChange(PlannedChange):
             return None
         data = tombstone.encode(self.plan.entries)
         key = new_tombstone_key()
-        info = self.store.put(key, data, if_none_match=True)
+        info = uploads.put(self.store, key, data)
         return TombstoneFile(key, info.size, info.etag, tuple(sorted(self.plan.files)), self.plan.rows)
 
     def build(self, base: Manifest) -> NextState:

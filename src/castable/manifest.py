@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +24,7 @@ from castable import segment
 from castable.entries import CommitInfo, DataFile, TombstoneFile, dumps
 from castable.errors import CorruptObjectError
 from castable.filelist import DATA, SEGMENTS, TOMBSTONES, FileList, Loader, Part
+from castable.readahead import beside
 from castable.schema import schema_from_json, schema_to_json
 from castable.segment import SegmentRef
 from castable.store import ObjectStore
@@ -211,10 +213,13 @@ class Manifest:
         if self.format_version == 1:
             return self
         created = [] if created is None else created
+        data_files, tombstones = beside(
+            partial(self.data_files.written, store, created), partial(self.tombstones.written, store, created)
+        )  # in one round trip: an upsert or a delete writes both
         return replace(
             self,
-            data_files=self.data_files.written(store, created),
-            tombstones=self.tombstones.written(store, created),
+            data_files=data_files,
+            tombstones=tombstones,
             recent_commits=self.recent_commits.written(store, created),
         )
 

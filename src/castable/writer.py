@@ -12,10 +12,12 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from castable import uploads
 from castable.evolution import file_schema
 from castable.layout import new_data_key
 from castable.manifest import DataFile
@@ -97,7 +99,8 @@ def _write(
     int96: bool,
 ) -> None:
     """Write ``groups`` as files of about ``props.target_file_size``, each published (and added
-    to ``files``) while the next one is written."""
+    to ``files``) while the next one is written; within a deferring write (``castable.uploads``)
+    the last one uploads while the write goes on to commit."""
     group = next(groups, None)
     publishing: Future[None] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="castable-publish") as pool:
@@ -128,6 +131,8 @@ def _write(
                 except BaseException as e:
                     stage.__exit__(type(e), e, e.__traceback__)
                     raise
+                if group is None and (deferred := uploads.current()) is not None:  # the last file
+                    staged.put = partial(deferred.put, store)
                 publishing = pool.submit(_publish, stage, staged, writer.writer.metadata, schema, files)
         finally:
             if publishing is not None:

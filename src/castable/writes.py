@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from castable import inline
+from castable import inline, uploads
 from castable.commit import NextState
 from castable.conflicts import Access, Rows, check_sources
 from castable.delete import DeleteChange, FilePlanner, plan_files
@@ -42,6 +42,7 @@ DELETE_OPS = ("d", "delete")
 """The operations that delete their key in a change feed (Debezium writes ``d``)."""
 
 
+@uploads.deferred_within
 def append(
     t: Handle,
     data: DataLike,
@@ -85,6 +86,7 @@ def append(
     return t.commit_change("append", start.commit_id, build, Access(), across_schema=True).version
 
 
+@uploads.deferred_within
 def upsert(
     t: Handle,
     data: DataLike,
@@ -130,6 +132,7 @@ def upsert(
     return t.commit_change("upsert", start.commit_id, change.build, access).version
 
 
+@uploads.deferred_within
 def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
     """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
     one commit; return the version.
@@ -219,6 +222,7 @@ def rewrite(
     return rewrite_files(t, operation, produce, access, commit_id=commit_id)
 
 
+@uploads.deferred_within
 def rewrite_files(
     t: Handle,
     operation: str,
@@ -241,6 +245,7 @@ def rewrite_files(
     return t.commit_change(operation, start.commit_id, change.build, access).version
 
 
+@uploads.deferred_within
 def delete(t: Handle, predicate: Where, *, commit_id: str | None = None, read_files: FilePlanner = plan_files) -> int:
     """See :meth:`castable.table.Table.delete`; ``read_files`` plans the files that must be
     read (``castable.spark`` passes one that reads them on the cluster)."""

@@ -11,7 +11,7 @@ import builtins
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -139,6 +139,16 @@ class ObjectStore(ABC):
         current ETag equals it. A lost condition raises ``PreconditionFailedError``.
         """
 
+    def content_etag(self, data: bytes) -> str | None:
+        """The ETag a :meth:`put` of ``data`` will be given, where this store has shown that
+        it derives ETags from the content alone; ``None`` where only the response can tell.
+        A writer that knows it may name an object in a segment while the object uploads."""
+        return None
+
+    def forget_content_etags(self) -> None:
+        """Stop predicting ETags here: one came back other than :meth:`content_etag` said."""
+        return None
+
     @abstractmethod
     def staged_write(self, key: str) -> AbstractContextManager[StagedObject]:
         """Stage a large new object in a local file, published at ``key`` when the block exits.
@@ -255,3 +265,6 @@ class StagedObject:
     key: str
     path: Path
     info: ObjectInfo | None = None
+    put: Callable[[str, bytes], ObjectInfo] | None = None
+    """How a store that uploads a staged file in one request puts its bytes, if not with its
+    own ``put`` (a write that lets its last file upload while it commits, ``castable.uploads``)."""

@@ -8,6 +8,7 @@ botocore's standard retry mode before they surface.
 from __future__ import annotations
 
 import builtins
+import hashlib
 import io
 import itertools
 import logging
@@ -78,6 +79,10 @@ _SESSION_OPTIONS = {
 _KNOWN_OPTIONS = {*_SESSION_OPTIONS, "endpoint_url", "max_attempts", "single_writer"}
 _PROBED: dict[tuple[str, str], ConditionalWrites] = {}
 """Probe results per (endpoint, bucket), so each process probes a store once."""
+_CONTENT_ETAGS: dict[tuple[str, str], bool] = {}
+"""By endpoint and bucket: whether a single PUT's ETag is the MD5 of its bytes (S3 with no
+encryption or SSE-S3, and most S3-compatible servers; not SSE-KMS or SSE-C), learned from the
+first PUT's response and unlearned by any ETag that differs."""
 _PROBE_LOCK = threading.Lock()
 _BUCKET_FACTS: dict[tuple[str, str, str], tuple[float, bool]] = {}
 """Bucket settings (versioning, object lock) per (endpoint, bucket, setting): when asked, and the answer."""
@@ -196,6 +201,10 @@ def single_writer_option(storage_options: Mapping[str, Any] | None) -> bool:
     return value is True or str(value).lower() in ("true", "1", "yes")
 
 
+def _md5_etag(data: bytes) -> str:
+    return f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
+
+
 class S3Store(ObjectStore):
     """Objects under ``s3://bucket/prefix``.
 
@@ -214,7 +223,7 @@ class S3Store(ObjectStore):
         self._bare_if_match = False
 
     def check_conditional_writes(self) -> None:
-        endpoint = (str(self.client.meta.endpoint_url), self.bucket)
+        endpoint = self._endpoint
         with _PROBE_LOCK:
             found = _PROBED.get(endpoint)
             if found is None:
@@ -271,7 +280,19 @@ class S3Store(ObjectStore):
         except (ClientError, BotoCoreError) as e:
             raise translate_error(e, key) from e
         etag = _quoted(response.get("ETag"))
+        if self._endpoint not in _CONTENT_ETAGS:
+            _CONTENT_ETAGS[self._endpoint] = etag == _md5_etag(data)
         return ObjectInfo(key=key, size=len(data), etag=etag) if etag else self.head(key)
+
+    @property
+    def _endpoint(self) -> tuple[str, str]:
+        return str(self.client.meta.endpoint_url), self.bucket
+
+    def content_etag(self, data: bytes) -> str | None:
+        return _md5_etag(data) if _CONTENT_ETAGS.get(self._endpoint) else None
+
+    def forget_content_etags(self) -> None:
+        _CONTENT_ETAGS[self._endpoint] = False
 
     @contextmanager
     def staged_write(self, key: str) -> Iterator[StagedObject]:
@@ -282,7 +303,7 @@ class S3Store(ObjectStore):
             yield staged
             size = staged.path.stat().st_size
             if size <= _SINGLE_PUT_LIMIT:
-                staged.info = self.put(key, staged.path.read_bytes())
+                staged.info = (staged.put or self.put)(key, staged.path.read_bytes())
             else:
                 self.stats.record("MULTIPART_UPLOAD", bytes_out=size)
                 try:
