@@ -162,4 +162,3 @@ def test_a_transaction_never_names_an_object_whose_upload_failed(
         tx.table("orders").append(events(0, 2000))
     assert orders.refresh().count() == 0
     assert db.refresh().history(limit=1)[0].operation != "transaction"
-
