@@ -40,13 +40,15 @@ $(LOCALSTACK)/.installed: Makefile
 		"cbor2<6" "pyopenssl<25" "cryptography<45" "service_identity<24.3" "joserfc<1.1"
 	touch $@
 
-# DuckDB 1.5.5 with its httpfs and ducklake wheels (the main venv's DuckDB is newer than any
-# extension wheel): bench/bench_shaped.py reads S3 with it, beside castable and the other peers;
-# bench/bench_small_appends.py runs DuckLake 1.0 with it.
+# DuckDB 1.5.5 with its httpfs, ducklake, iceberg and avro wheels (the main venv's DuckDB is
+# newer than any extension wheel): bench/bench_shaped.py reads S3 with it, beside castable and
+# the other peers; bench/bench_small_appends.py runs DuckLake 1.0 with it; tests/test_iceberg.py
+# reads castable's published Iceberg metadata with its iceberg_scan.
 $(DUCKDB15)/.installed: Makefile
 	$(PYTHON) -m venv $(DUCKDB15)
 	$(DUCKDB15)/bin/python -m pip install --quiet "duckdb==1.5.5" "duckdb-extension-httpfs==1.5.5" \
-		"duckdb-extension-ducklake==1.5.5" "pyarrow>=20"
+		"duckdb-extension-ducklake==1.5.5" "duckdb-extension-iceberg==1.5.5" \
+		"duckdb-extension-avro==1.5.5" "pyarrow>=20"
 	touch $@
 
 $(S3RVER):

@@ -38,6 +38,7 @@ from castable.layout import (
     DATA_PREFIX,
     ERASURE_PLAN_PREFIX,
     ERASURE_PREFIX,
+    ICEBERG_PREFIX,
     MANIFEST_PREFIX,
     RECEIPT_PREFIX,
     TOMBSTONE_PREFIX,
@@ -429,6 +430,9 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     # What only the expired versions referenced can hold erased values: segments (as statistics),
     # tombstones (as keys), data files an earlier compaction or erase replaced (as rows).
     unreferenced = sorted(expired_objects - referenced_objects(store, retained_versions(store)) - set(old))
+    # Published Iceberg metadata names the erased files, bounds their columns and may hold
+    # inline rows: it goes whole, and the next publication writes it again without them.
+    unreferenced += sorted(o.key for o in store.list(ICEBERG_PREFIX))
     for path in unreferenced:
         store.purge(path)
     removed = sum(store.purge(path) for path in old)

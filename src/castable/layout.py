@@ -22,6 +22,10 @@ RECEIPT_PREFIX = "receipts/"
 """Erasure receipts (docs/format.md section 11): what an erasure did and proved, kept with the
 table; they hold no row value (the predicate only as a hash), so they are not among the objects
 an erasure searches."""
+ICEBERG_PREFIX = "metadata/"
+"""Iceberg metadata published for other engines (``castable.iceberg``): derived from castable's
+versions, never read by castable, and removed whole by a purge (its manifests hold column
+bounds and its inline files rows; the next publication writes it again)."""
 MAINTENANCE_PLAN_PREFIX = "maintenance/plans/"
 """Where a maintenance run keeps the groups of files it plans to compact."""
 _VERSION_DIGITS = 20

@@ -198,6 +198,19 @@ class Snapshot:
             _MERGED.put(wanted[path], deletes)
         return result | merged
 
+    def tombstone_deletes(self, t: TombstoneFile) -> dict[str, tombstone.FileDeletes]:
+        """The deletes of one tombstone, by the file they name (not merged with the others'):
+        for writers of per-tombstone delete files, such as Iceberg's position deletes."""
+        out: dict[str, tombstone.FileDeletes] = {}
+        for entry in self._read_tombstone(t):
+            out.setdefault(entry.file, tombstone.FileDeletes()).add(entry, self.key_type)
+        return out
+
+    @cached_property
+    def files_by_path(self) -> dict[str, DataFile]:
+        """The version's data files by path (every segment read)."""
+        return {f.path: f for f in self.manifest.data_files}
+
     def _read_tombstone(self, t: TombstoneFile) -> tuple[tombstone.Entry, ...]:
         key = (self.store.uri, t.path, t.etag)
         entries = _TOMBSTONES.get(key)

@@ -1,0 +1,73 @@
+"""pyiceberg's file interfaces over castable's object store: Iceberg metadata is written and
+read with the table's own store (its credentials, endpoint, request accounting), never a
+second client configured apart."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from pyiceberg.io import InputFile, InputStream, OutputFile, OutputStream
+
+from castable.store import ObjectStore
+
+
+class StoredOutput(OutputFile):
+    """An Iceberg file that becomes the object ``key`` when pyiceberg closes its stream."""
+
+    def __init__(self, store: ObjectStore, key: str, location: str) -> None:
+        super().__init__(location)
+        self.store = store
+        self.key = key
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def exists(self) -> bool:
+        return self.store.exists(self.key)
+
+    def to_input_file(self) -> InputFile:
+        return StoredInput(self.store, self.key, self.location)
+
+    def create(self, overwrite: bool = False) -> OutputStream:
+        return _Upload(self)
+
+
+class _Upload(io.BytesIO):
+    """The bytes of one :class:`StoredOutput`, put as one object on close."""
+
+    def __init__(self, target: StoredOutput) -> None:
+        super().__init__()
+        self.target = target
+
+    def close(self) -> None:
+        if not self.closed:
+            data = self.getvalue()
+            self.target.store.put(self.target.key, data)
+            self.target.size = len(data)
+        super().close()
+
+    def __enter__(self) -> _Upload:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class StoredInput(InputFile):
+    """An Iceberg file read whole from the object ``key`` (manifest lists are small)."""
+
+    def __init__(self, store: ObjectStore, key: str, location: str) -> None:
+        super().__init__(location)
+        self.store = store
+        self.key = key
+
+    def __len__(self) -> int:
+        return self.store.head(self.key).size
+
+    def exists(self) -> bool:
+        return self.store.exists(self.key)
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return io.BytesIO(self.store.get(self.key).data)

@@ -1,0 +1,406 @@
+"""Publish a castable version as Iceberg metadata beside castable's own (docs/iceberg.md).
+
+Everything lands under ``<table>/metadata/`` in the file-system layout Iceberg readers open
+with no catalog: ``v<K>.metadata.json`` for castable version K (snapshot id and sequence
+number K), its manifest list, manifests and position delete files, then
+``version-hint.text`` naming K. Data files are referenced where they are.
+
+The work is O(change): each castable segment becomes one Iceberg manifest, written once and
+named after the segment (segments are immutable and shared between versions, so are the
+manifests); each castable tombstone becomes one position delete file (tombstones are
+immutable, and Iceberg unions a data file's position deletes as castable unions its
+tombstones). Manifests already listed by the last published version are reused from its
+manifest list; anything else is written again, so a publication that crashed half way is
+repaired by the next one. The hint moves last and only forward (compare-and-swap), so a reader
+never sees metadata that names a file not yet written.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.avro.codecs import AvroCompressionCodec
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    pyarrow_to_schema,
+)
+from pyiceberg.manifest import (
+    DataFile as IcebergDataFile,
+)
+from pyiceberg.manifest import (
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriter,
+    ManifestWriterV2,
+    read_manifest_list,
+    write_manifest,
+    write_manifest_list,
+)
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table.metadata import TableMetadataV2
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.typedef import Record
+
+from castable import inline
+from castable.entries import DataFile, TombstoneFile
+from castable.evolution import last_column_id
+from castable.filelist import Part
+from castable.iceberg.files import StoredInput, StoredOutput
+from castable.iceberg.schema import IcebergPublishError, check_file, iceberg_schema, name_mapping
+from castable.layout import ICEBERG_PREFIX
+from castable.pointer import retention_floor
+from castable.snapshot import Snapshot as CastableSnapshot
+from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
+
+METADATA = ICEBERG_PREFIX
+HINT = f"{METADATA}version-hint.text"
+INLINE = f"{METADATA}inline/"
+"""Inline entries' rows as the one-row-group Parquet files they read as: Iceberg readers need files."""
+CODEC: AvroCompressionCodec = "deflate"
+"""Avro's codec every Iceberg reader knows (DuckDB's avro extension reads no zstd)."""
+METADATA_LOG = 100
+"""Earlier metadata files each new one lists."""
+POSITION_DELETES = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
+    ]
+)
+_OPERATIONS = {"append": Operation.APPEND, "delete": Operation.DELETE, "erase": Operation.DELETE}
+_REPLACING = {"compact", "optimize"}
+
+
+def metadata_key(version: int) -> str:
+    return f"{METADATA}v{version}.metadata.json"
+
+
+@dataclass(frozen=True)
+class Published:
+    """One publication: the version and where its metadata is."""
+
+    version: int
+    location: str
+
+
+def publish_version(store: ObjectStore, snapshot: CastableSnapshot, root: str) -> Published:
+    """Publish ``snapshot`` (a committed version of the table at ``store``) as Iceberg metadata
+    whose paths start with ``root``; idempotent. ``IcebergPublishError`` if the version holds
+    something Iceberg readers would read differently (nothing is published then)."""
+    return _Publication(store, snapshot, root.rstrip("/")).run()
+
+
+class _Publication:
+    def __init__(self, store: ObjectStore, snapshot: CastableSnapshot, root: str) -> None:
+        self.store = store
+        self.snapshot = snapshot
+        self.root = root
+        self.version = snapshot.manifest.version
+
+    def location(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    def run(self) -> Published:
+        published = Published(self.version, self.location(metadata_key(self.version)))
+        hint, hint_etag = self._hint()
+        if hint is not None and hint >= self.version and self.store.exists(metadata_key(self.version)):
+            return published
+        previous = self._metadata(hint) if hint is not None and hint < self.version else None
+        schema = self._schema(previous)
+        reusable = self._listed(previous)
+        if previous is None or previous.current_schema_id != schema.schema_id:
+            reusable = {}  # every file is checked against a new schema (a column it lacks may have a default)
+        manifests: list[ManifestFile] = []
+        for data in self.snapshot.manifest.data_files.parts:
+            key = self._manifest_key(data)
+            manifests.append(reusable.get(self.location(key)) or self._data_manifest(data, key, schema))
+        for tombstones in self.snapshot.manifest.tombstones.parts:
+            key = self._manifest_key(tombstones)
+            found = reusable.get(self.location(key)) or self._delete_manifest(tombstones, key, schema)
+            if found is not None:
+                manifests.append(found)
+        listed = None
+        if self.version:  # version 0, the empty table, is published as a table with no snapshot
+            parent = previous.current_snapshot_id if previous is not None else None
+            listed = self._out(f"{METADATA}snap-{self.version}-castable.avro")
+            with write_manifest_list(2, listed, self.version, parent, self.version, CODEC) as writer:
+                writer.add_manifests(manifests)
+        metadata = self._table_metadata(previous, schema, listed.location if listed is not None else None)
+        self.store.put(metadata_key(self.version), metadata.model_dump_json().encode())
+        self._advance_hint(hint, hint_etag)
+        return published
+
+    def _hint(self) -> tuple[int | None, str | None]:
+        try:
+            blob = self.store.get(HINT)
+        except ObjectNotFoundError:
+            return None, None
+        text = blob.data.decode(errors="replace").strip()
+        return (int(text), blob.etag) if text.isdigit() else (None, blob.etag)
+
+    def _metadata(self, version: int) -> TableMetadataV2 | None:
+        key = metadata_key(version)
+        try:
+            found = FromInputFile.table_metadata(StoredInput(self.store, key, self.location(key)))
+        except ObjectNotFoundError:
+            return None
+        return found if isinstance(found, TableMetadataV2) else None
+
+    def _schema(self, previous: TableMetadataV2 | None) -> Schema:
+        """This version's schema, under the id it had in the last publication if it is the same."""
+        known = previous.schemas if previous is not None else []
+        pk = self.snapshot.manifest.primary_key
+        fresh = iceberg_schema(self.snapshot.schema, list(pk), 1 + max((s.schema_id for s in known), default=-1))
+        for s in known:
+            if s.fields == fresh.fields and s.identifier_field_ids == fresh.identifier_field_ids:
+                return s
+        return fresh
+
+    def _listed(self, previous: TableMetadataV2 | None) -> dict[str, ManifestFile]:
+        """The manifests the last published version lists, by path: written already."""
+        if previous is None or previous.current_snapshot_id is None:
+            return {}
+        current = previous.snapshot_by_id(previous.current_snapshot_id)
+        if current is None or not current.manifest_list.startswith(self.root):
+            return {}
+        key = current.manifest_list[len(self.root) + 1 :]
+        try:
+            return {m.manifest_path: m for m in read_manifest_list(StoredInput(self.store, key, current.manifest_list))}
+        except ObjectNotFoundError:
+            return {}
+
+    def _manifest_key(self, part: Part[DataFile] | Part[TombstoneFile]) -> str:
+        """The Iceberg manifest of a castable segment, named after it (both are immutable)."""
+        if part.ref is None:
+            raise IcebergPublishError(f"version {self.version} has a segment not yet written")
+        name = part.ref.path.rsplit("/", 1)[-1].removesuffix(".arrow")
+        return f"{METADATA}castable-{part.ref.kind}-{name}.avro"
+
+    def _data_manifest(self, part: Part[DataFile], key: str, schema: Schema) -> ManifestFile:
+        """The data files of a data segment (each checked, inline entries written as files)."""
+        entries = []
+        for f in part.entries(self.snapshot.schema):
+            footer = self.snapshot.footer(f)
+            check_file(
+                f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
+            )
+            entry = IcebergDataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=self._data_location(f),
+                file_format=FileFormat.PARQUET,
+                partition=Record(),
+                file_size_in_bytes=f.size,
+                sort_order_id=None,
+                spec_id=0,
+                equality_ids=None,
+                key_metadata=None,
+                **_statistics(footer),
+            )
+            entries.append(_added(f.added_version, self.version, entry))
+        return self._write_manifest(
+            write_manifest(2, UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC), entries
+        )
+
+    def _out(self, key: str) -> StoredOutput:
+        return StoredOutput(self.store, key, self.location(key))
+
+    @staticmethod
+    def _write_manifest(writer: ManifestWriter, entries: list[ManifestEntry]) -> ManifestFile:
+        """``entries`` in a manifest, all known before it is opened (pyiceberg's writer masks
+        an error raised inside it with its own about an empty manifest)."""
+        with writer:
+            for entry in entries:
+                writer.add_entry(entry)
+        return writer.to_manifest_file()
+
+    def _data_location(self, f: DataFile) -> str:
+        """Where Iceberg readers find ``f``: where it is, or for an inline entry the file of its
+        rows, written now under ``metadata/inline/`` (once: its bytes never change)."""
+        if f.inline is None:
+            return self.location(f.path)
+        key = f"{INLINE}{f.path.rsplit('/', 1)[-1]}"
+        if not self.store.exists(key):
+            self.store.put(key, inline.parquet_bytes(f.inline))
+        return self.location(key)
+
+    def _delete_manifest(self, part: Part[TombstoneFile], key: str, schema: Schema) -> ManifestFile | None:
+        """The position delete files of a tombstone segment's tombstones, in a delete manifest."""
+        entries = []
+        for t in part.entries(self.snapshot.schema):
+            written = self._position_deletes(t)
+            if written is not None:
+                entries.append(_added(t.added_version, self.version, written))
+        if not entries:
+            return None
+        writer = _DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
+        return self._write_manifest(writer, entries)
+
+    def _position_deletes(self, t: TombstoneFile) -> IcebergDataFile | None:
+        """The rows tombstone ``t`` deletes, by file and position, as an Iceberg position delete
+        file (``None`` if it deletes no row of this version's files)."""
+        files = self.snapshot.files_by_path
+        paths: list[pa.Array] = []
+        positions: list[pa.Array] = []
+        for path, deletes in sorted(self.snapshot.tombstone_deletes(t).items()):
+            f = files.get(path)
+            if f is None:
+                continue
+            found = self.snapshot.deleted_positions(f, self.snapshot.footer(f), deletes)
+            if len(found):
+                positions.append(pa.array(found, pa.int64()))
+                paths.append(pa.array([self._data_location(f)] * len(found), pa.string()))
+        if not positions:
+            return None
+        rows = pa.Table.from_arrays([pa.concat_arrays(paths), pa.concat_arrays(positions)], schema=POSITION_DELETES)
+        sink = io.BytesIO()
+        pq.write_table(rows, sink, compression="zstd")
+        data = sink.getvalue()
+        key = f"{METADATA}castable-{t.path.rsplit('/', 1)[-1].removesuffix('.del')}-deletes.parquet"
+        self.store.put(key, data)
+        return IcebergDataFile.from_args(
+            content=DataFileContent.POSITION_DELETES,
+            file_path=self.location(key),
+            file_format=FileFormat.PARQUET,
+            partition=Record(),
+            record_count=rows.num_rows,
+            file_size_in_bytes=len(data),
+            sort_order_id=None,
+            spec_id=0,
+            equality_ids=None,
+            key_metadata=None,
+        )
+
+    def _table_metadata(
+        self, previous: TableMetadataV2 | None, schema: Schema, manifest_list: str | None
+    ) -> TableMetadataV2:
+        """``v<K>.metadata.json``: the last publication's snapshots of versions still retained,
+        then this version's, current; the schemas they use."""
+        m = self.snapshot.manifest
+        floor = retention_floor(self.store)
+        millis = int(m.created_at.timestamp() * 1000)
+        before = previous.snapshots if previous is not None else []
+        kept = [s.model_dump(by_alias=True, exclude_none=True) for s in before if floor <= s.snapshot_id < self.version]
+        summary = {
+            "operation": _operation(m.commit.operation),
+            "castable.operation": m.commit.operation,
+            "castable.commit-id": m.commit.commit_id,
+        }
+        snapshot = {
+            "snapshot-id": self.version,
+            "sequence-number": self.version,
+            "timestamp-ms": millis,
+            "manifest-list": manifest_list,
+            "summary": summary,
+            "schema-id": schema.schema_id,
+        }
+        if kept:
+            snapshot["parent-snapshot-id"] = kept[-1]["snapshot-id"]
+        snapshots = [*kept, snapshot] if manifest_list is not None else kept
+        used = {s["schema-id"] for s in snapshots}
+        schemas = [s for s in (previous.schemas if previous is not None else []) if s.schema_id in used]
+        schemas = [*(s for s in schemas if s.schema_id != schema.schema_id), schema]
+        log = [e.model_dump(by_alias=True) for e in (previous.metadata_log if previous is not None else [])]
+        if previous is not None and previous.current_snapshot_id is not None:
+            log.append(
+                {
+                    "metadata-file": self.location(metadata_key(previous.current_snapshot_id)),
+                    "timestamp-ms": previous.last_updated_ms,
+                }
+            )
+        return TableMetadataV2.model_validate(
+            {
+                "format-version": 2,
+                "table-uuid": m.table_uuid,
+                "location": self.root,
+                "last-sequence-number": self.version,
+                "last-updated-ms": millis,
+                "last-column-id": max(last_column_id(self.snapshot.schema), schema.highest_field_id),
+                "schemas": [s.model_dump(by_alias=True) for s in schemas],
+                "current-schema-id": schema.schema_id,
+                "partition-specs": [UNPARTITIONED_PARTITION_SPEC.model_dump(by_alias=True)],
+                "default-spec-id": 0,
+                "last-partition-id": 999,
+                "properties": {
+                    "castable.version": str(self.version),
+                    "schema.name-mapping.default": name_mapping(self.snapshot.schema),
+                },
+                **({"current-snapshot-id": self.version} if manifest_list is not None else {}),
+                "snapshots": snapshots,
+                "snapshot-log": [
+                    {"snapshot-id": s["snapshot-id"], "timestamp-ms": s["timestamp-ms"]} for s in snapshots
+                ],
+                "metadata-log": log[-METADATA_LOG:],
+                "sort-orders": [UNSORTED_SORT_ORDER.model_dump(by_alias=True)],
+                "default-sort-order-id": 0,
+                "refs": {"main": {"snapshot-id": self.version, "type": "branch"}} if manifest_list is not None else {},
+            }
+        )
+
+    def _advance_hint(self, hint: int | None, etag: str | None) -> None:
+        """Move ``version-hint.text`` to this version unless it names a newer one already."""
+        while hint is None or hint < self.version:
+            try:
+                if etag is None:
+                    self.store.put(HINT, str(self.version).encode(), if_none_match=True)
+                else:
+                    self.store.put(HINT, str(self.version).encode(), if_match=etag)
+                return
+            except PreconditionFailedError:
+                hint, etag = self._hint()
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    """A v2 manifest of delete files (pyiceberg writes manifests of data files only)."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def _added(sequence: int, version: int, entry: IcebergDataFile) -> ManifestEntry:
+    """A manifest entry for a file castable added at version ``sequence``: its sequence number,
+    so a position delete applies to the files that were there when its tombstone was."""
+    return ManifestEntry.from_args(
+        status=ManifestEntryStatus.ADDED,
+        snapshot_id=version,
+        sequence_number=sequence,
+        file_sequence_number=sequence,
+        data_file=entry,
+    )
+
+
+def _statistics(footer: pq.FileMetaData) -> dict[str, Any]:
+    """A data file's Iceberg statistics (counts, sizes, bounds by field id), from its footer and
+    under its own schema: a file keeps the names and types it was written with, so its columns
+    are found by the ids it carries, dropped ones too. A file without ids (registered from
+    another engine) gets its row count only: readers then find its columns by the name mapping
+    and prune it by nothing."""
+    try:
+        own = pyarrow_to_schema(footer.schema.to_arrow_schema(), format_version=2)
+    except (ValueError, TypeError):
+        return {"record_count": footer.num_rows}
+    plan = compute_statistics_plan(own, {})
+    stats = data_file_statistics_from_parquet_metadata(footer, plan, parquet_path_to_id_mapping(own))
+    return stats.to_serialized_dict()
+
+
+def _operation(operation: str) -> str:
+    """Iceberg's name for what a castable operation did to the rows."""
+    if operation in _REPLACING:
+        return Operation.REPLACE.value
+    return _OPERATIONS.get(operation, Operation.OVERWRITE).value

@@ -1,0 +1,303 @@
+"""castable versions published as Iceberg metadata (castable.iceberg): pyiceberg and DuckDB's own
+iceberg extension read exactly castable's rows, at the newest version and at every retained
+older one, over random histories; a publication that crashes at any write leaves metadata that
+readers read correctly or do not see, and the next repairs it; what Iceberg v2 cannot say is
+refused with nothing published; a publication writes O(change)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from helpers.tables import FILES_ONLY
+from pyiceberg.table import StaticTable
+
+import castable
+from castable.iceberg import IcebergPublishError, publish
+from castable.layout import ICEBERG_PREFIX
+from castable.store import ObjectInfo, StoreError
+from castable.store.local import LocalStore
+from castable.store.s3 import S3Store
+
+DUCKDB = Path(__file__).resolve().parent.parent / ".venv-duckdb15" / "bin" / "python"
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("category", pa.string()), ("value", pa.float64())])
+
+
+def _rows(ids: list[int], rng: random.Random, size: int = 1) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "category": [None if rng.random() < 0.1 else rng.choice("abc") * size for _ in ids],
+            "value": [rng.choice([None, rng.uniform(0, 100)]) for _ in ids],
+        },
+        schema=SCHEMA,
+    )
+
+
+def _iceberg(table: castable.Table, version: int) -> pa.Table:
+    """What pyiceberg reads of ``version`` through the latest published metadata."""
+    location = f"{table.uri}/{ICEBERG_PREFIX}v{table.version}.metadata.json"
+    static = StaticTable.from_metadata(location, properties=_fileio(table))
+    return static.scan(snapshot_id=version).to_arrow()
+
+
+def _iceberg_rows_or_none(table: castable.Table) -> int:
+    """How many rows pyiceberg reads of the latest publication (a table with no snapshot: 0)."""
+    location = f"{table.uri}/{ICEBERG_PREFIX}v{table.version}.metadata.json"
+    return StaticTable.from_metadata(location, properties=_fileio(table)).scan().to_arrow().num_rows
+
+
+def _fileio(table: castable.Table) -> dict[str, str]:
+    store = table.store
+    if isinstance(store, S3Store):
+        return {
+            "s3.endpoint": str(store.client.meta.endpoint_url),
+            "s3.access-key-id": "testing",
+            "s3.secret-access-key": "testing",
+            "s3.region": "us-east-1",
+        }
+    return {}
+
+
+def _same(got: pa.Table, want: pa.Table, what: str) -> None:
+    """``got`` (another engine's) holds exactly ``want``'s rows, whatever the order and the
+    engine's choice of string and timestamp layouts."""
+    assert got.column_names == want.column_names, what
+    got = got.cast(want.schema).sort_by("id")
+    assert got.equals(want.sort_by("id")), f"{what}: {got.num_rows} rows against {want.num_rows}"
+
+
+class History:
+    """A seeded random history of every kind of write, published after each commit."""
+
+    def __init__(self, table: castable.Table, seed: int) -> None:
+        self.table = table
+        self.rng = random.Random(seed)
+        self.next_id = 0
+        self.published: list[int] = []
+
+    def ids(self, n: int) -> list[int]:
+        live = self.table.scan(["id"]).to_arrow().column("id").to_pylist()
+        return self.rng.sample(live, min(n, len(live)))
+
+    def step(self) -> None:
+        rng, t = self.rng, self.table
+        names = t.schema.names
+        choice = rng.choice(
+            ["append", "append", "big append", "delete keys", "delete range", "upsert", "update", "compact", "alter"]
+        )
+        if choice in ("append", "big append"):
+            n = rng.randint(1, 40) if choice == "append" else 3000
+            t.append(self.fit(_rows(list(range(self.next_id, self.next_id + n)), rng, 1 if n < 100 else 40)))
+            self.next_id += n
+        elif choice == "delete keys" and (doomed := self.ids(rng.randint(1, 6))):
+            t.delete(f"id IN ({', '.join(map(str, doomed))})")
+        elif choice == "delete range":
+            lo = rng.randint(0, max(self.next_id, 1))
+            t.delete(f"id BETWEEN {lo} AND {lo + rng.randint(0, 30)}")
+        elif choice == "upsert":
+            ids = self.ids(rng.randint(1, 5)) + list(range(self.next_id, self.next_id + 3))
+            self.next_id += 3
+            t.upsert(self.fit(_rows(ids, rng)))
+        elif choice == "update" and "value" in names:
+            t.update({"value": "value + 1"}, where=f"id < {rng.randint(0, max(self.next_id, 1))}")
+        elif choice == "compact":
+            t.compact()
+        elif choice == "alter":
+            self.alter()
+        if t.version not in self.published:
+            assert publish(t).endswith(f"/{ICEBERG_PREFIX}v{t.version}.metadata.json")
+            self.published.append(t.version)
+
+    def fit(self, rows: pa.Table) -> pa.Table:
+        """``rows`` as the table's schema now: renamed, dropped and added columns followed."""
+        out = {}
+        for f in self.table.schema:
+            source = {"kind": "category", "amount": "value"}.get(f.name, f.name)
+            out[f.name] = (
+                rows.column(source).cast(f.type) if source in rows.column_names else pa.nulls(len(rows), f.type)
+            )
+        return pa.table(out, schema=pa.schema([f.remove_metadata() for f in self.table.schema]))
+
+    def alter(self) -> None:
+        t, names = self.table, self.table.schema.names
+        if "category" in names:
+            t.alter().rename_column("category", "kind").commit()
+        elif "note" not in names:
+            t.alter().add_column("note", pa.string()).commit()
+        elif "value" in names:
+            t.alter().rename_column("value", "amount").commit()
+        elif "amount" in names:
+            t.alter().drop_column("amount").commit()
+
+    def check_newest(self) -> None:
+        if not self.table.version:
+            assert not _iceberg_rows_or_none(self.table)
+            return
+        _same(_iceberg(self.table, self.table.version), self.table.scan().to_arrow(), f"v{self.table.version}")
+
+    def check_retained(self, tmp: Path) -> None:
+        """Every retained published version, by pyiceberg and by DuckDB, against castable's."""
+        retained = [h.version for h in self.table.history()]
+        versions = [v for v in self.published if v in retained and v > 0]
+        assert versions, "the history retains published versions"
+        for v in versions:
+            _same(_iceberg(self.table, v), self.table.scan(version=v).to_arrow(), f"pyiceberg v{v}")
+        env = {**os.environ}
+        if isinstance(self.table.store, S3Store):
+            env["AWS_ENDPOINT_URL"] = str(self.table.store.client.meta.endpoint_url)
+        subprocess.run(
+            [str(DUCKDB), str(Path(__file__).parent / "helpers" / "duckdb_iceberg.py"), self.table.uri, str(tmp)]
+            + [str(v) for v in versions],
+            check=True,
+            env=env,
+            timeout=300,
+        )
+        for v in versions:
+            with pa.OSFile(str(tmp / f"{v}.arrow")) as source:
+                got = pa.ipc.open_file(source).read_all()
+            _same(got, self.table.scan(version=v).to_arrow(), f"DuckDB v{v}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pyiceberg_and_duckdb_read_exactly_castables_rows_at_every_retained_version(
+    table_uri: tuple[str, dict[str, str] | None], seed: int, tmp_path: Path
+) -> None:
+    uri, options = table_uri
+    table = castable.create_table(
+        uri, SCHEMA, primary_key="id", storage_options=options, properties={"write.inline.max-bytes": 4096}
+    )
+    history = History(table, seed)
+    for step in range(24):
+        history.step()
+        history.check_newest()
+        if step == 15:
+            table.expire(retain_versions=6)
+    history.check_retained(tmp_path)
+
+
+def test_erase_and_purge_remove_the_published_metadata_and_the_next_publication_rebuilds_it(
+    table_uri: tuple[str, dict[str, str] | None],
+) -> None:
+    uri, options = table_uri
+    table = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=options)
+    rng = random.Random(5)
+    table.append(_rows(list(range(50)), rng))
+    table.append(_rows(list(range(50, 5000)), rng, 40))
+    publish(table)
+    table.erase("id = 7", purge=True)
+    assert not list(table.store.list(ICEBERG_PREFIX)), "every published object is gone: they named id 7's rows"
+    publish(table)
+    _same(_iceberg(table, table.version), table.scan().to_arrow(), "republished")
+    assert 7 not in _iceberg(table, table.version).column("id").to_pylist()
+
+
+Put = Callable[..., ObjectInfo]
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "files"])
+def test_a_publication_that_crashes_at_any_write_is_read_right_or_not_seen_and_repaired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inline: bool
+) -> None:
+    rng = random.Random(9)
+    props = {} if inline else FILES_ONLY
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", properties=props)
+    table.append(_rows(list(range(40)), rng))
+    publish(table)
+    table.append(_rows(list(range(40, 90)), rng))
+    table.delete("id IN (3, 45, 60)")
+    first = table.version - 2
+    real: Put = LocalStore.put
+
+    def publish_first() -> None:
+        """The story's start each time: only version ``first`` published."""
+        for key in [o.key for o in table.store.list(ICEBERG_PREFIX)]:
+            table.store.delete(key)
+        publish(table, first)
+
+    def crashing(at: int) -> list[str]:
+        """Crash the ``at``-th write of a publication (0: none); the publication's writes."""
+        seen: list[str] = []
+
+        def put(store: LocalStore, key: str, data: bytes, **options: Any) -> ObjectInfo:
+            if key.startswith(ICEBERG_PREFIX):
+                seen.append(key)
+                if len(seen) == at:
+                    raise StoreError(f"{key}: crashed (injected)")
+            return real(store, key, data, **options)
+
+        monkeypatch.setattr(LocalStore, "put", put)
+        return seen
+
+    publish_first()
+    writes = crashing(0)
+    publish(table)
+    monkeypatch.setattr(LocalStore, "put", real)
+    assert len(writes) >= 6, writes
+    for at in range(1, len(writes) + 1):
+        publish_first()
+        crashing(at)
+        with pytest.raises(StoreError, match="injected"):
+            publish(table)
+        monkeypatch.setattr(LocalStore, "put", real)
+        hint = int((tmp_path / "t" / ICEBERG_PREFIX / "version-hint.text").read_text())
+        if at < len(writes):
+            assert hint == first, "the hint moves last: readers still see the version published before"
+        static = StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{hint}.metadata.json")
+        _same(static.scan().to_arrow(), table.scan(version=first).to_arrow(), f"after a crash at write {at}")
+    publish(table)
+    _same(_iceberg(table, table.version), table.scan().to_arrow(), "repaired")
+
+
+def test_a_publication_writes_what_changed_not_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(3)
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", properties=FILES_ONLY)
+    for i in range(60):
+        table.append(_rows(list(range(i * 10, i * 10 + 10)), rng))
+    publish(table)
+    real: Put = LocalStore.put
+    written: list[str] = []
+
+    def counting(store: LocalStore, key: str, data: bytes, **options: Any) -> ObjectInfo:
+        if key.startswith(ICEBERG_PREFIX):
+            written.append(key)
+        return real(store, key, data, **options)
+
+    monkeypatch.setattr(LocalStore, "put", counting)
+    table.append(_rows([10_000], rng))
+    publish(table)
+    assert len(written) == 4, written  # the new segment's manifest, the manifest list, the metadata, the hint
+    written.clear()
+    table.delete("id IN (5, 77)")
+    publish(table)
+    assert len(written) == 5, written  # and the tombstone's position deletes
+    _same(_iceberg(table, table.version), table.scan().to_arrow(), "after O(change) publications")
+
+
+def test_what_iceberg_v2_cannot_say_is_refused_and_nothing_is_published(tmp_path: Path) -> None:
+    nested = pa.schema([pa.field("id", pa.int64(), nullable=False), ("tags", pa.list_(pa.string()))])
+    table = castable.create_table(str(tmp_path / "nested"), nested, primary_key="id")
+    table.append(pa.table({"id": [1], "tags": [["x"]]}, schema=nested))
+    with pytest.raises(IcebergPublishError, match="nested"):
+        publish(table)
+    assert not list(table.store.list(ICEBERG_PREFIX))
+    table = castable.create_table(str(tmp_path / "default"), SCHEMA, primary_key="id", properties=FILES_ONLY)
+    table.append(_rows([1, 2], random.Random(1)))
+    table.append(_rows([3, 4], random.Random(2)))
+    publish(table)
+    table.alter().add_column("flag", pa.bool_(), default=True).commit()
+    with pytest.raises(IcebergPublishError, match="default"):
+        publish(table)
+    hint = (tmp_path / "default" / ICEBERG_PREFIX / "version-hint.text").read_text()
+    assert hint == str(table.version - 1), "the version published before stays the one readers see"
+    table.compact(min_file_size=1 << 30)  # both files rewritten into one with the column: nothing to default
+    assert len(table.manifest.data_files) == 1
+    publish(table)
+    _same(_iceberg(table, table.version), table.scan().to_arrow(), "after compaction")
