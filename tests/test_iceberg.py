@@ -248,10 +248,9 @@ def test_a_publication_that_crashes_at_any_write_is_read_right_or_not_seen_and_r
             publish(table)
         monkeypatch.setattr(LocalStore, "put", real)
         hint = int((tmp_path / "t" / ICEBERG_PREFIX / "version-hint.text").read_text())
-        if at < len(writes):
-            assert hint == first, "the hint moves last: readers still see the version published before"
+        assert first <= hint < table.version, "the hint moves last: readers see a version published whole"
         static = StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{hint}.metadata.json")
-        _same(static.scan().to_arrow(), table.scan(version=first).to_arrow(), f"after a crash at write {at}")
+        _same(static.scan().to_arrow(), table.scan(version=hint).to_arrow(), f"after a crash at write {at}")
     publish(table)
     _same(_iceberg(table, table.version), table.scan().to_arrow(), "repaired")
 
@@ -301,3 +300,68 @@ def test_what_iceberg_v2_cannot_say_is_refused_and_nothing_is_published(tmp_path
     assert len(table.manifest.data_files) == 1
     publish(table)
     _same(_iceberg(table, table.version), table.scan().to_arrow(), "after compaction")
+
+
+def test_a_publication_catches_up_every_retained_version_it_missed(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id")
+    for i in range(6):
+        table.append(_rows(list(range(i * 5, i * 5 + 5)), rng))
+    table.delete("id IN (2, 13)")
+    table.expire(retain_versions=5)
+    publish(table)
+    snapshots = StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{table.version}.metadata.json").snapshots()
+    assert [s.snapshot_id for s in snapshots] == [h.version for h in reversed(table.history())]
+    for version in (s.snapshot_id for s in snapshots):
+        _same(_iceberg(table, version), table.scan(version=version).to_arrow(), f"v{version}")
+
+
+def test_publish_iceberg_publishes_after_each_commit_and_never_fails_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from castable.iceberg import background
+
+    rng = random.Random(6)
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id")
+    table.append(_rows(list(range(10)), rng))
+    table.set_properties({"publish.iceberg": "true"})
+    for i in range(1, 4):
+        table.append(_rows(list(range(i * 10, i * 10 + 10)), rng))
+    table.delete("id = 15")
+    background.flush()
+    hint = (tmp_path / "t" / ICEBERG_PREFIX / "version-hint.text").read_text()
+    assert hint == str(table.version)
+    for version in range(1, table.version + 1):  # the first publication caught up the versions before it
+        _same(_iceberg(table, version), table.scan(version=version).to_arrow(), f"v{version}")
+    nested = pa.schema([pa.field("id", pa.int64(), nullable=False), ("tags", pa.list_(pa.string()))])
+    other = castable.create_table(str(tmp_path / "n"), nested, primary_key="id", properties={"publish.iceberg": True})
+    assert other.append(pa.table({"id": [1], "tags": [["x"]]}, schema=nested)) == 1, "the commit stands"
+    background.flush()
+    assert "could not publish version 1" in caplog.text and "nested" in caplog.text
+
+
+def test_set_properties_commits_a_version_and_refuses_a_bad_setting(tmp_path: Path) -> None:
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id")
+    version = table.set_properties({"write.inline.max-bytes": "0", "owner": "data-team"})
+    assert version == 1 and table.properties["write.inline.max-bytes"] == "0"
+    assert castable.open_table(table.uri).properties["owner"] == "data-team"
+    for bad in ({"publish.iceberg": "yes"}, {"write.parquet.bloom-filter-columns": "nope"}, {"write.inline.maxbytes": 1}):
+        with pytest.raises(castable.InvalidInputError):
+            table.set_properties(bad)
+    assert castable.open_table(table.uri).version == version, "nothing committed"
+
+
+def test_the_cli_publishes_and_sets_properties(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from castable.cli import app
+
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id")
+    table.append(_rows([1, 2, 3], random.Random(1)))
+    runner = CliRunner()
+    out = runner.invoke(app, ["iceberg", "publish", table.uri, "--json"])
+    assert out.exit_code == 0, out.output
+    assert out.output.strip().endswith(f'"metadata_location": "{table.uri}/{ICEBERG_PREFIX}v1.metadata.json"}}')
+    out = runner.invoke(app, ["set-properties", table.uri, "publish.iceberg=true"])
+    assert out.exit_code == 0, out.output
+    assert castable.open_table(table.uri).properties["publish.iceberg"] == "true"

@@ -81,6 +81,8 @@ class NextState:
     schema: pa.Schema | None = None
     """The next version's schema; ``None`` keeps the base's (see ``Table.alter``)."""
     primary_key: tuple[str, ...] | None = None
+    properties: dict[str, str] | None = None
+    """The next version's table properties; ``None`` keeps the base's (see ``Table.set_properties``)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,7 @@ def stage(
             format_version=state.format_version or staged.format_version,
             schema=staged.schema if state.schema is None else state.schema,
             primary_key=staged.primary_key if state.primary_key is None else state.primary_key,
+            properties=staged.properties if state.properties is None else state.properties,
         )
         view = replace(staged, version=current.version)  # the next change adds to the same version
     return staged

@@ -18,7 +18,7 @@ from castable.filelist import DATA, TOMBSTONES, FileList
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import FORMAT_VERSIONS, Manifest, Membership
 from castable.pointer import encode_pointer
-from castable.properties import BLOOM_FILTER_COLUMNS, TableProperties, normalize
+from castable.properties import checked
 from castable.stats import supports_stats
 from castable.store import ObjectStore, PreconditionFailedError
 from castable.times import now
@@ -48,9 +48,7 @@ def initial_manifest(
             raise InvalidInputError(f"primary key column {k!r} is not in the schema")
         if not supports_stats(schema.field(k).type) or pa.types.is_floating(schema.field(k).type):
             raise InvalidInputError(f"primary key column {k!r} must be an integer, string, date, timestamp or decimal")
-    unknown = [c for c in TableProperties.parse(normalize(properties)).bloom_filter_columns if c not in schema.names]
-    if unknown:
-        raise InvalidInputError(f"{BLOOM_FILTER_COLUMNS} names columns the schema lacks: {unknown}")
+    props = checked(properties, schema)
     schema = schema.remove_metadata()
     if format_version >= 2:
         schema = with_ids(schema)
@@ -61,7 +59,7 @@ def initial_manifest(
         created_at=now(),
         schema=schema,
         primary_key=tuple(keys),
-        properties=normalize(properties),
+        properties=props,
         commit=CommitInfo("create", str(uuid.uuid4()), {}),
         data_files=FileList(DATA, schema),
         tombstones=FileList(TOMBSTONES, schema),

@@ -176,10 +176,11 @@ class Manifest:
         format_version: int | None = None,
         schema: pa.Schema | None = None,
         primary_key: tuple[str, ...] | None = None,
+        properties: dict[str, str] | None = None,
     ) -> Manifest:
         """The manifest of the version after this one, in ``format_version`` (default: this
-        one's) and ``schema`` (default: this one's); ``source_ids`` are recorded among the recent
-        commit ids, so a later write of the same source is recognised."""
+        one's), ``schema`` and ``properties`` (default: this one's); ``source_ids`` are recorded
+        among the recent commit ids, so a later write of the same source is recognised."""
         version = self.version + 1
         form = format_version or self.format_version
         recent = self.recent_commits.plus(
@@ -196,6 +197,7 @@ class Manifest:
             commit=commit,
             schema=schema,
             primary_key=self.primary_key if primary_key is None else primary_key,
+            properties=self.properties if properties is None else properties,
             data_files=data_files.evolved(schema),
             tombstones=tombstones.evolved(schema),
             recent_commits=recent,

@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from castable.errors import InvalidInputError
 
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
@@ -23,6 +25,7 @@ COMPACT_DELETE_RATIO = "compaction.delete-ratio"
 RETAIN_VERSIONS = "history.retain-versions"
 RETAIN_SECONDS = "history.retain-for-seconds"
 ORPHAN_GRACE_SECONDS = "gc.orphan-grace-seconds"
+PUBLISH_ICEBERG = "publish.iceberg"
 
 DEFAULTS: dict[str, str] = {
     TARGET_FILE_SIZE: str(256 * 1024 * 1024),
@@ -39,6 +42,7 @@ DEFAULTS: dict[str, str] = {
     RETAIN_VERSIONS: "100",
     RETAIN_SECONDS: str(7 * 24 * 3600),
     ORPHAN_GRACE_SECONDS: str(24 * 3600),
+    PUBLISH_ICEBERG: "false",
 }
 _CODECS = {"none", "snappy", "gzip", "brotli", "lz4", "zstd"}
 
@@ -66,6 +70,8 @@ class TableProperties:
     retain_versions: int
     retain_seconds: int
     orphan_grace_seconds: int
+    publish_iceberg: bool
+    """Whether each commit of this handle publishes Iceberg metadata after it (``castable.iceberg``)."""
 
     @classmethod
     def parse(cls, props: Mapping[str, str]) -> TableProperties:
@@ -105,11 +111,13 @@ class TableProperties:
         if codec not in _CODECS:
             raise InvalidInputError(f"property {COMPRESSION} must be one of {sorted(_CODECS)}")
         level = merged.get(COMPRESSION_LEVEL)
-        fair = merged[COMMIT_FAIR_TURNS].lower()
-        if fair not in ("true", "false"):
-            raise InvalidInputError(
-                f"property {COMMIT_FAIR_TURNS} must be true or false, not {merged[COMMIT_FAIR_TURNS]!r}"
-            )
+
+        def flag(name: str) -> bool:
+            value = merged[name].lower()
+            if value not in ("true", "false"):
+                raise InvalidInputError(f"property {name} must be true or false, not {merged[name]!r}")
+            return value == "true"
+
         return cls(
             target_file_size=positive(TARGET_FILE_SIZE),
             row_group_size=positive(ROW_GROUP_SIZE),
@@ -120,12 +128,13 @@ class TableProperties:
             inline_max_total_bytes=non_negative(INLINE_MAX_TOTAL_BYTES),
             commit_timeout_seconds=positive_number(COMMIT_TIMEOUT_SECONDS),
             commit_id_retention=positive(COMMIT_ID_RETENTION),
-            commit_fair_turns=fair == "true",
+            commit_fair_turns=flag(COMMIT_FAIR_TURNS),
             compact_min_file_size=positive(COMPACT_MIN_FILE_SIZE),
             compact_delete_ratio=ratio,
             retain_versions=positive(RETAIN_VERSIONS),
             retain_seconds=positive(RETAIN_SECONDS),
             orphan_grace_seconds=positive(ORPHAN_GRACE_SECONDS),
+            publish_iceberg=flag(PUBLISH_ICEBERG),
         )
 
 
@@ -146,4 +155,13 @@ def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
         hint = f"; did you mean {nearest[0]!r}?" if nearest else f"; castable's are {sorted(_KNOWN)}"
         raise InvalidInputError(f"unknown table property {name!r}{hint}")
     TableProperties.parse(out)
+    return out
+
+
+def checked(props: Mapping[str, object] | None, schema: pa.Schema) -> dict[str, str]:
+    """:func:`normalize`, and the settings that name columns name ``schema``'s."""
+    out = normalize(props)
+    unknown = [c for c in TableProperties.parse(out).bloom_filter_columns if c not in schema.names]
+    if unknown:
+        raise InvalidInputError(f"{BLOOM_FILTER_COLUMNS} names columns the schema lacks: {unknown}")
     return out

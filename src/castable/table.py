@@ -6,6 +6,7 @@ log, or its database's) when it is made; open or create one with :mod:`castable.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -39,6 +40,8 @@ from castable.snapshot import Snapshot
 from castable.store import ObjectStore
 from castable.times import as_datetime
 from castable.writes import DELETE_OPS, AddMode
+
+log = logging.getLogger(__name__)
 
 
 class Table:
@@ -209,6 +212,8 @@ class Table:
         change = Change(operation, build, access, across_schema)
         result = self.committer.commit_change(self._manifest, change, commit_id, self.adopt)
         self.adopt(result.manifest)
+        if self.settings.publish_iceberg and isinstance(self.committer, OwnLog):
+            _publish_soon(self.store, result.version)
         return result
 
     def observe(self, rows: Rows) -> None:
@@ -374,6 +379,12 @@ class Table:
             update.add_column(column.name, column.type)
         return update.commit()
 
+    def set_properties(self, changes: Mapping[str, object], *, commit_id: str | None = None) -> int:
+        """Commit new values of table properties (the others keep theirs); the version. A
+        version of its own, like a schema change: no data is read or written, and an unknown
+        or malformed setting is refused with nothing committed."""
+        return writes.set_properties(self, changes, commit_id=commit_id)
+
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:
         the files and tombstones are listed in segments; return that version (or the current
@@ -460,3 +471,17 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"
+
+
+def _publish_soon(store: ObjectStore, version: int) -> None:
+    """Have the commit just made published as Iceberg metadata, on a thread of its own
+    (``publish.iceberg``): never in the commit's way, and never its failure. Imported here,
+    since pyiceberg is an extra (``castable[iceberg]``) that tables without the property lack."""
+    try:
+        from castable.iceberg import background
+    except ImportError as e:
+        log.warning(
+            "publish.iceberg is set on %s but pyiceberg is missing (pip install 'castable[iceberg]'): %s", store.uri, e
+        )
+        return
+    background.publish_soon(store, version)

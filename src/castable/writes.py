@@ -29,6 +29,7 @@ from castable.handle import Handle, SchemaMode, Where
 from castable.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
 from castable.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
 from castable.predicate import Constant, InList, Predicate, parse_predicate
+from castable.properties import checked
 from castable.register import Verify, check_files
 from castable.replacement import ReplaceChange, Rewrite, RewriteChange, Rewritten, check_new_files
 from castable.scan import Scan
@@ -393,6 +394,21 @@ def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
     return t.commit_change("alter", start.commit_id, build, across_schema=True).version
+
+
+def set_properties(t: Handle, changes: Mapping[str, object], *, commit_id: str | None = None) -> int:
+    """See :meth:`castable.table.Table.set_properties`."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    checked({**t.manifest.properties, **changes}, t.schema)  # refuse a bad setting before committing
+
+    def build(base: Manifest) -> NextState:
+        props = checked({**base.properties, **changes}, base.schema)
+        summary = {"set": {str(k): str(v) for k, v in changes.items()}}
+        return NextState(base.data_files, base.tombstones, summary, properties=props)
+
+    return t.commit_change("set-properties", start.commit_id, build, across_schema=True).version
 
 
 def upgrade(t: Handle, *, commit_id: str | None = None) -> int:

@@ -9,6 +9,7 @@ import typer
 import castable
 from castable.cli.common import console, run
 from castable.cli.databases import db_app
+from castable.cli.iceberg import iceberg_app
 from castable.cli.tables import tables_app
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ app = typer.Typer(
 )
 app.add_typer(tables_app)
 app.add_typer(db_app, name="db")
+app.add_typer(iceberg_app, name="iceberg")
 
 
 def _version(show: bool) -> None:

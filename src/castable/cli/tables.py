@@ -660,6 +660,23 @@ def upgrade(
     _committed(table, table.upgrade(commit_id=commit_id), as_json)
 
 
+@tables_app.command("set-properties")
+def set_properties(
+    uri: str,
+    setting: Annotated[
+        list[str], typer.Argument(help="NAME=VALUE (publish.iceberg=true, write.inline.max-bytes=0, ...).")
+    ],
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Set table properties in one commit (the others keep their values); no data is touched."""
+    table = _open(uri, storage_option)
+    if _already(table, commit_id, as_json):
+        return
+    _committed(table, table.set_properties(dict(_pairs(setting, "=", "NAME=VALUE")), commit_id=commit_id), as_json)
+
+
 @tables_app.command()
 def repair(
     uri: str,

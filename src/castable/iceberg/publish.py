@@ -18,6 +18,8 @@ never sees metadata that names a file not yet written.
 from __future__ import annotations
 
 import io
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +58,7 @@ from pyiceberg.typedef import Record
 
 from castable import inline
 from castable.entries import DataFile, TombstoneFile
+from castable.errors import VersionNotFoundError
 from castable.evolution import last_column_id
 from castable.filelist import Part
 from castable.iceberg.files import StoredInput, StoredOutput
@@ -64,6 +67,8 @@ from castable.layout import ICEBERG_PREFIX
 from castable.pointer import retention_floor
 from castable.snapshot import Snapshot as CastableSnapshot
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
+
+log = logging.getLogger(__name__)
 
 METADATA = ICEBERG_PREFIX
 HINT = f"{METADATA}version-hint.text"
@@ -95,18 +100,41 @@ class Published:
     location: str
 
 
-def publish_version(store: ObjectStore, snapshot: CastableSnapshot, root: str) -> Published:
-    """Publish ``snapshot`` (a committed version of the table at ``store``) as Iceberg metadata
-    whose paths start with ``root``; idempotent. ``IcebergPublishError`` if the version holds
-    something Iceberg readers would read differently (nothing is published then)."""
-    return _Publication(store, snapshot, root.rstrip("/")).run()
+def publish_through(store: ObjectStore, version: int, snapshot_of: Callable[[int], CastableSnapshot]) -> Published:
+    """Publish ``version`` of the table at ``store``, and before it every retained version the
+    last publication did not reach (all retained ones, the first time): one Iceberg snapshot
+    per castable version, for time travel by snapshot id or timestamp. ``snapshot_of`` reads a
+    version. Idempotent; ``IcebergPublishError`` if a version holds something Iceberg readers
+    would read differently (a version before it that cannot be is left out, with a warning)."""
+    hint = _read_hint(store)[0]
+    first = max(retention_floor(store), 0 if hint is None else hint + 1)
+    for v in range(first, version):
+        try:
+            _Publication(store, snapshot_of(v)).run()
+        except VersionNotFoundError:  # expired meanwhile: the next is the oldest retained
+            continue
+        except IcebergPublishError as e:  # that version has no snapshot; later ones may read right
+            log.warning("version %d of %s is not published as Iceberg: %s", v, store.uri, e)
+    return _Publication(store, snapshot_of(version)).run()
+
+
+def _read_hint(store: ObjectStore) -> tuple[int | None, str | None]:
+    """The version ``version-hint.text`` names (``None``: none, or unreadable) and its ETag."""
+    try:
+        blob = store.get(HINT)
+    except ObjectNotFoundError:
+        return None, None
+    text = blob.data.decode(errors="replace").strip()
+    return (int(text), blob.etag) if text.isdigit() else (None, blob.etag)
 
 
 class _Publication:
-    def __init__(self, store: ObjectStore, snapshot: CastableSnapshot, root: str) -> None:
+    """The publication of one version; paths start at the store's URI."""
+
+    def __init__(self, store: ObjectStore, snapshot: CastableSnapshot) -> None:
         self.store = store
         self.snapshot = snapshot
-        self.root = root
+        self.root = store.uri.rstrip("/")
         self.version = snapshot.manifest.version
 
     def location(self, key: str) -> str:
@@ -143,12 +171,7 @@ class _Publication:
         return published
 
     def _hint(self) -> tuple[int | None, str | None]:
-        try:
-            blob = self.store.get(HINT)
-        except ObjectNotFoundError:
-            return None, None
-        text = blob.data.decode(errors="replace").strip()
-        return (int(text), blob.etag) if text.isdigit() else (None, blob.etag)
+        return _read_hint(self.store)
 
     def _metadata(self, version: int) -> TableMetadataV2 | None:
         key = metadata_key(version)
