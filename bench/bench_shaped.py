@@ -207,7 +207,7 @@ def batches() -> Iterator[pa.Table]:
     """``BATCH_ROWS`` new rows at a time, with ids above the table's."""
     rows = data(BATCH_ROWS)
     for n in itertools.count(1):
-        yield rows.set_column(0, "id", pc.add(rows.column("id"), 10**13 * n))
+        yield rows.set_column(0, SCHEMA.field("id"), pc.add(rows.column("id"), 10**13 * n))
 
 
 def reads(system: str, access: Access, lo: int, hi: int) -> dict[str, Callable[[], int]]:
