@@ -10,6 +10,7 @@ import os
 import random
 import subprocess
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +346,12 @@ def test_set_properties_commits_a_version_and_refuses_a_bad_setting(tmp_path: Pa
     version = table.set_properties({"write.inline.max-bytes": "0", "owner": "data-team"})
     assert version == 1 and table.properties["write.inline.max-bytes"] == "0"
     assert castable.open_table(table.uri).properties["owner"] == "data-team"
-    for bad in ({"publish.iceberg": "yes"}, {"write.parquet.bloom-filter-columns": "nope"}, {"write.inline.maxbytes": 1}):
+    bad_settings: list[dict[str, object]] = [
+        {"publish.iceberg": "yes"},
+        {"write.parquet.bloom-filter-columns": "nope"},
+        {"write.inline.maxbytes": 1},
+    ]
+    for bad in bad_settings:
         with pytest.raises(castable.InvalidInputError):
             table.set_properties(bad)
     assert castable.open_table(table.uri).version == version, "nothing committed"
@@ -365,3 +371,31 @@ def test_the_cli_publishes_and_sets_properties(tmp_path: Path) -> None:
     out = runner.invoke(app, ["set-properties", table.uri, "publish.iceberg=true"])
     assert out.exit_code == 0, out.output
     assert castable.open_table(table.uri).properties["publish.iceberg"] == "true"
+
+
+def test_expire_and_gc_delete_the_iceberg_metadata_of_what_they_drop(tmp_path: Path) -> None:
+    rng = random.Random(8)
+    table = castable.create_table(
+        str(tmp_path / "t"), SCHEMA, primary_key="id", properties={"write.inline.max-bytes": 2000}
+    )
+    for i in range(8):
+        table.append(_rows(list(range(i * 10, i * 10 + 10 + 60 * (i % 2))), rng))  # some inline, some files
+        table.delete(f"id = {i * 10}")
+        publish(table)
+    table.compact(min_file_size=1 << 30)
+    publish(table)
+    before = {o.key for o in table.store.list(ICEBERG_PREFIX)}
+    table.expire(retain_versions=1)  # only the compacted version: every segment and tombstone before it goes
+    floor = table.version
+    after = {o.key for o in table.store.list(ICEBERG_PREFIX)}
+    assert f"{ICEBERG_PREFIX}v{floor - 1}.metadata.json" in before
+    assert not any(
+        k.endswith((f"/v{v}.metadata.json", f"/snap-{v}-castable.avro")) for k in after for v in range(floor)
+    )
+    static = StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{table.version}.metadata.json")
+    assert [s.snapshot_id for s in static.snapshots()] == [table.version]
+    report = table.gc(orphan_grace=timedelta(0))
+    swept = after - {o.key for o in table.store.list(ICEBERG_PREFIX)}
+    assert swept and swept <= set(report.objects)
+    assert any("/inline/" in k for k in swept) and any(k.endswith("-deletes.parquet") for k in swept)
+    _same(_iceberg(table, table.version), table.scan().to_arrow(), "what is left still reads")

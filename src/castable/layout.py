@@ -26,6 +26,8 @@ ICEBERG_PREFIX = "metadata/"
 """Iceberg metadata published for other engines (``castable.iceberg``): derived from castable's
 versions, never read by castable, and removed whole by a purge (its manifests hold column
 bounds and its inline files rows; the next publication writes it again)."""
+ICEBERG_HINT = f"{ICEBERG_PREFIX}version-hint.text"
+"""Names the newest published Iceberg version; its presence says the table publishes."""
 MAINTENANCE_PLAN_PREFIX = "maintenance/plans/"
 """Where a maintenance run keeps the groups of files it plans to compact."""
 _VERSION_DIGITS = 20

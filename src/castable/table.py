@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ from castable.gc import ExpireReport, GcReport
 from castable.handle import SchemaMode, Where, WriteStart
 from castable.history import HistoryEntry, history, manifest_as_of, manifest_of_version
 from castable.inputs import DataLike, conforming_batches
+from castable.layout import ICEBERG_HINT
 from castable.manifest import DataFile, Manifest
 from castable.merge import MergeBuilder
 from castable.predicate import Constant, Predicate, parse_predicate
@@ -433,13 +435,23 @@ class Table:
     def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
         """Delete the manifests of old versions: kept are the newest ``retain_versions`` and those
         younger than ``retain_for`` (defaults: the ``history.*`` properties); the latest always."""
-        return maintenance.expire(self, self._maintained, retain_versions, retain_for)
+        report = maintenance.expire(self, self._maintained, retain_versions, retain_for)
+        iceberg = _iceberg_retention(self.store)
+        if iceberg is not None and report.versions_expired:
+            iceberg.after_expire(self.store, self.version, self.snapshot)
+        return report
 
     def gc(self, *, orphan_grace: timedelta | None = None, dry_run: bool = False) -> GcReport:
         """Delete data and tombstone files no retained version references, once older than
-        ``orphan_grace`` (default: ``gc.orphan-grace-seconds``), and abort stale multipart uploads."""
+        ``orphan_grace`` (default: ``gc.orphan-grace-seconds``), and abort stale multipart uploads;
+        with them the Iceberg metadata published from them."""
         self._maintained()
-        return maintenance.gc(self, orphan_grace, dry_run)
+        report = maintenance.gc(self, orphan_grace, dry_run)
+        iceberg = _iceberg_retention(self.store)
+        if iceberg is not None:
+            grace = orphan_grace if orphan_grace is not None else timedelta(seconds=self.settings.orphan_grace_seconds)
+            report.objects += iceberg.sweep(self.store, datetime.now(UTC) - grace, dry_run=dry_run)
+        return report
 
     def repair(self, *, commit_id: str | None = None) -> int:
         """Make a damaged table (see :attr:`damage`) writable again; return its newest version.
@@ -471,6 +483,19 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"
+
+
+def _iceberg_retention(store: ObjectStore) -> ModuleType | None:
+    """``castable.iceberg.retention`` if the table has published Iceberg metadata to keep in step
+    with castable's retention (and pyiceberg is there to publish it again); ``None`` otherwise."""
+    if not store.exists(ICEBERG_HINT):
+        return None
+    try:
+        from castable.iceberg import retention
+    except ImportError as e:
+        log.warning("%s has Iceberg metadata, but pyiceberg is missing to keep it in step: %s", store.uri, e)
+        return None
+    return retention
 
 
 def _publish_soon(store: ObjectStore, version: int) -> None:

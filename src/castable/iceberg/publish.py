@@ -63,7 +63,7 @@ from castable.evolution import last_column_id
 from castable.filelist import Part
 from castable.iceberg.files import StoredInput, StoredOutput
 from castable.iceberg.schema import IcebergPublishError, check_file, iceberg_schema, name_mapping
-from castable.layout import ICEBERG_PREFIX
+from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
 from castable.pointer import retention_floor
 from castable.snapshot import Snapshot as CastableSnapshot
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
@@ -71,7 +71,7 @@ from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedE
 log = logging.getLogger(__name__)
 
 METADATA = ICEBERG_PREFIX
-HINT = f"{METADATA}version-hint.text"
+HINT = ICEBERG_HINT
 INLINE = f"{METADATA}inline/"
 """Inline entries' rows as the one-row-group Parquet files they read as: Iceberg readers need files."""
 CODEC: AvroCompressionCodec = "deflate"
@@ -100,12 +100,16 @@ class Published:
     location: str
 
 
-def publish_through(store: ObjectStore, version: int, snapshot_of: Callable[[int], CastableSnapshot]) -> Published:
+def publish_through(
+    store: ObjectStore, version: int, snapshot_of: Callable[[int], CastableSnapshot], *, again: bool = False
+) -> Published:
     """Publish ``version`` of the table at ``store``, and before it every retained version the
     last publication did not reach (all retained ones, the first time): one Iceberg snapshot
     per castable version, for time travel by snapshot id or timestamp. ``snapshot_of`` reads a
     version. Idempotent; ``IcebergPublishError`` if a version holds something Iceberg readers
-    would read differently (a version before it that cannot be is left out, with a warning)."""
+    would read differently (a version before it that cannot be is left out, with a warning).
+    ``again`` writes ``version``'s metadata anew even if it is published, listing only the
+    versions retained now (after an expiry)."""
     hint = _read_hint(store)[0]
     first = max(retention_floor(store), 0 if hint is None else hint + 1)
     for v in range(first, version):
@@ -115,7 +119,7 @@ def publish_through(store: ObjectStore, version: int, snapshot_of: Callable[[int
             continue
         except IcebergPublishError as e:  # that version has no snapshot; later ones may read right
             log.warning("version %d of %s is not published as Iceberg: %s", v, store.uri, e)
-    return _Publication(store, snapshot_of(version)).run()
+    return _Publication(store, snapshot_of(version)).run(again=again)
 
 
 def _read_hint(store: ObjectStore) -> tuple[int | None, str | None]:
@@ -140,12 +144,13 @@ class _Publication:
     def location(self, key: str) -> str:
         return f"{self.root}/{key}"
 
-    def run(self) -> Published:
+    def run(self, *, again: bool = False) -> Published:
         published = Published(self.version, self.location(metadata_key(self.version)))
         hint, hint_etag = self._hint()
-        if hint is not None and hint >= self.version and self.store.exists(metadata_key(self.version)):
+        done = hint is not None and hint >= self.version and self.store.exists(metadata_key(self.version))
+        if done and not (again and hint == self.version):
             return published
-        previous = self._metadata(hint) if hint is not None and hint < self.version else None
+        previous = self._metadata(hint) if hint is not None and hint <= self.version else None
         schema = self._schema(previous)
         reusable = self._listed(previous)
         if previous is None or previous.current_schema_id != schema.schema_id:
@@ -161,7 +166,8 @@ class _Publication:
                 manifests.append(found)
         listed = None
         if self.version:  # version 0, the empty table, is published as a table with no snapshot
-            parent = previous.current_snapshot_id if previous is not None else None
+            before = [s.snapshot_id for s in (previous.snapshots if previous is not None else [])]
+            parent = max((v for v in before if v < self.version), default=None)
             listed = self._out(f"{METADATA}snap-{self.version}-castable.avro")
             with write_manifest_list(2, listed, self.version, parent, self.version, CODEC) as writer:
                 writer.add_manifests(manifests)
@@ -335,7 +341,7 @@ class _Publication:
         schemas = [s for s in (previous.schemas if previous is not None else []) if s.schema_id in used]
         schemas = [*(s for s in schemas if s.schema_id != schema.schema_id), schema]
         log = [e.model_dump(by_alias=True) for e in (previous.metadata_log if previous is not None else [])]
-        if previous is not None and previous.current_snapshot_id is not None:
+        if previous is not None and previous.current_snapshot_id not in (None, self.version):
             log.append(
                 {
                     "metadata-file": self.location(metadata_key(previous.current_snapshot_id)),

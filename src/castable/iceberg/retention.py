@@ -1,0 +1,72 @@
+"""Published Iceberg metadata follows castable's retention (docs/iceberg.md, "Retention").
+
+``expire`` drops castable versions: the table is published again, so the metadata readers
+open lists retained versions only, and the metadata files and manifest lists of the expired
+versions are deleted. ``gc`` deletes files no retained version references: the Iceberg objects
+derived from such files go with them (a segment's manifest, a tombstone's position deletes, an
+inline entry's rows), once older than the same grace, so a publication still in flight keeps
+what it just wrote. Every name under ``metadata/`` says what it derives from; others are
+left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+
+from castable.gc import referenced_objects, retained_versions
+from castable.iceberg.publish import HINT, INLINE, METADATA, publish_through
+from castable.layout import DATA_PREFIX, TOMBSTONE_PREFIX
+from castable.pointer import retention_floor
+from castable.segment import SEGMENT_PREFIX
+from castable.snapshot import Snapshot
+from castable.store import ObjectStore
+
+_VERSIONED = re.compile(rf"^{METADATA}(?:v(\d+)\.metadata\.json|snap-(\d+)-castable\.avro)$")
+_SEGMENT = re.compile(rf"^{METADATA}castable-(?:data|tombstone)-([0-9a-f-]+)\.avro$")
+_DELETES = re.compile(rf"^{METADATA}castable-([0-9a-f-]+)-deletes\.parquet$")
+
+
+def published(store: ObjectStore) -> bool:
+    """Whether the table has Iceberg metadata to keep in step (one HEAD)."""
+    return store.exists(HINT)
+
+
+def after_expire(store: ObjectStore, newest: int, snapshot_of: Callable[[int], Snapshot]) -> list[str]:
+    """Publish ``newest`` (its metadata then lists only retained versions), then delete the
+    metadata files and manifest lists of versions below the retention floor; their keys."""
+    publish_through(store, newest, snapshot_of, again=True)
+    floor = retention_floor(store)
+    gone = []
+    for info in store.list(METADATA):
+        found = _VERSIONED.match(info.key)
+        if found and int(found.group(1) or found.group(2)) < floor:
+            gone.append(info.key)
+    store.delete_many(gone)
+    return gone
+
+
+def sweep(store: ObjectStore, older_than: datetime, *, dry_run: bool) -> list[str]:
+    """Delete the Iceberg objects derived from castable objects no retained version references,
+    last modified before ``older_than``; their keys."""
+    referenced = referenced_objects(store, retained_versions(store))
+    segments = {
+        p.removeprefix(SEGMENT_PREFIX).removesuffix(".arrow") for p in referenced if p.startswith(SEGMENT_PREFIX)
+    }
+    tombstones = {p.rsplit("/", 1)[-1].removesuffix(".del") for p in referenced if p.startswith(TOMBSTONE_PREFIX)}
+    inline = {p.rsplit("/", 1)[-1] for p in referenced if p.startswith(DATA_PREFIX)}
+    gone = []
+    for info in store.list(METADATA):
+        if info.last_modified is not None and info.last_modified >= older_than:
+            continue
+        key = info.key
+        if (
+            ((found := _SEGMENT.match(key)) and found.group(1) not in segments)
+            or ((found := _DELETES.match(key)) and found.group(1) not in tombstones)
+            or (key.startswith(INLINE) and key.removeprefix(INLINE) not in inline)
+        ):
+            gone.append(key)
+    if not dry_run:
+        store.delete_many(gone)
+    return gone
