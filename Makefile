@@ -90,6 +90,7 @@ bench: $(VENV)/.installed $(DUCKDB15)/.installed
 	cd bench && ../$(BIN)/python bench_core.py
 	cd bench && ../$(BIN)/python bench_shaped.py
 	cd bench && ../$(BIN)/python bench_small_appends.py
+	cd bench && ../$(BIN)/python bench_iceberg.py
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_register.py
 	cd bench && ../$(BIN)/python bench_maintenance.py

@@ -80,6 +80,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("within 2x DuckLake with inlining",),
         ),
         (
+            "bench_iceberg.py",
+            "iceberg.md",
+            ("| ",),
+            ("10", "100", "castable", "pyiceberg", "DuckDB iceberg_scan"),
+            (),
+            ("publication cost stays O(change)", "**met**"),
+        ),
+        (
             "bench_workflow_scale.py",
             "workflow_scale.md",
             ("| erasure |", "| maintenance |"),

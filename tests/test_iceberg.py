@@ -399,3 +399,14 @@ def test_expire_and_gc_delete_the_iceberg_metadata_of_what_they_drop(tmp_path: P
     assert swept and swept <= set(report.objects)
     assert any("/inline/" in k for k in swept) and any(k.endswith("-deletes.parquet") for k in swept)
     _same(_iceberg(table, table.version), table.scan().to_arrow(), "what is left still reads")
+
+
+def test_the_primary_key_is_the_identifier_field_where_it_is_not_null(tmp_path: Path) -> None:
+    loose_schema = pa.schema([("id", pa.int64()), ("category", pa.string()), ("value", pa.float64())])
+    rows = _rows([1, 2], random.Random(2))
+    for name, schema, expected in (("strict", SCHEMA, [1]), ("loose", loose_schema, [])):
+        table = castable.create_table(str(tmp_path / name), schema, primary_key="id")
+        table.append(rows.cast(schema))
+        static = StaticTable.from_metadata(publish(table))
+        assert static.schema().identifier_field_ids == expected
+        _same(static.scan().to_arrow(), table.scan().to_arrow(), name)

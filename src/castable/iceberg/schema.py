@@ -25,7 +25,8 @@ class IcebergPublishError(CastableError):
 
 
 def iceberg_schema(schema: pa.Schema, primary_key: list[str], schema_id: int) -> Schema:
-    """``schema`` (a version's) with castable's ids, its primary key as identifier fields."""
+    """``schema`` (a version's) with castable's ids, its primary key as identifier field (if
+    the column is NOT NULL, as Iceberg requires of identifier fields)."""
     if not has_ids(schema):
         raise IcebergPublishError("the table's schema has no column ids (castable upgrade gives them)")
     for f in schema:
@@ -42,11 +43,11 @@ def iceberg_schema(schema: pa.Schema, primary_key: list[str], schema_id: int) ->
         converted = pyarrow_to_schema(file_schema(schema), format_version=2)
     except (ValueError, TypeError) as e:
         raise IcebergPublishError(f"the schema has no Iceberg form: {e}") from e
-    by_name = {f.name: f.field_id for f in converted.fields}
-    return Schema(
+    required = {f.name: f.field_id for f in converted.fields if f.required}
+    return Schema(  # Iceberg's identifier fields must be required: a nullable key column is not one
         *converted.fields,
         schema_id=schema_id,
-        identifier_field_ids=[by_name[k] for k in primary_key],
+        identifier_field_ids=[required[k] for k in primary_key if k in required],
     )
 
 
