@@ -85,7 +85,8 @@ POSITION_DELETES = pa.schema(
     ]
 )
 _OPERATIONS = {"append": Operation.APPEND, "delete": Operation.DELETE, "erase": Operation.DELETE}
-_REPLACING = {"compact", "optimize"}
+_REPLACING = {"compact", "alter", "set-properties", "upgrade"}
+"""Operations that leave the rows as they were: Iceberg's ``replace``."""
 
 
 def metadata_key(version: int) -> str:
