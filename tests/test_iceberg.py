@@ -90,9 +90,8 @@ class History:
     def step(self) -> None:
         rng, t = self.rng, self.table
         names = t.schema.names
-        choice = rng.choice(
-            ["append", "append", "big append", "delete keys", "delete range", "upsert", "update", "compact", "alter"]
-        )
+        kinds = ["append", "append", "big append", "delete keys", "delete range", "upsert", "update", "merge"]
+        choice = rng.choice([*kinds, "erase", "compact", "alter"])
         if choice in ("append", "big append"):
             n = rng.randint(1, 40) if choice == "append" else 3000
             t.append(self.fit(_rows(list(range(self.next_id, self.next_id + n)), rng, 1 if n < 100 else 40)))
@@ -108,6 +107,12 @@ class History:
             t.upsert(self.fit(_rows(ids, rng)))
         elif choice == "update" and "value" in names:
             t.update({"value": "value + 1"}, where=f"id < {rng.randint(0, max(self.next_id, 1))}")
+        elif choice == "merge" and "value" in names:
+            source = self.fit(_rows([*self.ids(3), self.next_id], rng))
+            self.next_id += 1
+            (t.merge(source).when_matched_update(set={"value": "s.value"}).when_not_matched_insert_all().execute())
+        elif choice == "erase" and (doomed := self.ids(1)):
+            t.erase(f"id = {doomed[0]}")  # spliced files; the old ones stay for the retained versions
         elif choice == "compact":
             t.compact()
         elif choice == "alter":
@@ -410,3 +415,21 @@ def test_the_primary_key_is_the_identifier_field_where_it_is_not_null(tmp_path: 
         static = StaticTable.from_metadata(publish(table))
         assert static.schema().identifier_field_ids == expected
         _same(static.scan().to_arrow(), table.scan().to_arrow(), name)
+
+
+def test_an_older_snapshot_keeps_its_deletes_when_a_later_version_drops_a_file_they_name(tmp_path: Path) -> None:
+    """A tombstone naming two files, one of which a later erase replaces, then listed again in a
+    merged segment: its position deletes stay as the older snapshot needs them (written once)."""
+    rng = random.Random(12)
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", properties=FILES_ONLY)
+    table.append(_rows(list(range(10)), rng))
+    table.append(_rows(list(range(10, 20)), rng))
+    table.delete("id IN (3, 13)")
+    publish(table)
+    before = table.version
+    table.erase("id = 15", mode="rewrite")
+    for doomed in (0, 1, 2, 4, 5, 6, 7, 8, 9, 11, 12):  # enough tombstone segments that they are merged
+        table.delete(f"id = {doomed}")
+        publish(table)
+    for version in (before, table.version):
+        _same(_iceberg(table, version), table.scan(version=version).to_arrow(), f"v{version}")

@@ -154,8 +154,8 @@ class _Publication:
         previous = self._metadata(hint) if hint is not None and hint <= self.version else None
         schema = self._schema(previous)
         reusable = self._listed(previous)
-        if previous is None or previous.current_schema_id != schema.schema_id:
-            reusable = {}  # every file is checked against a new schema (a column it lacks may have a default)
+        if previous is not None and previous.current_schema_id != schema.schema_id:
+            self._check_files()  # the manifests stand (older snapshots read them); the files must suit the new schema
         manifests: list[ManifestFile] = []
         for data in self.snapshot.manifest.data_files.parts:
             key = self._manifest_key(data)
@@ -277,9 +277,28 @@ class _Publication:
         writer = _DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
         return self._write_manifest(writer, entries)
 
+    def _check_files(self) -> None:
+        """Check every data file of the version against its schema (after a schema change)."""
+        for f in self.snapshot.manifest.data_files:
+            footer = self.snapshot.footer(f)
+            check_file(
+                f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
+            )
+
     def _position_deletes(self, t: TombstoneFile) -> IcebergDataFile | None:
         """The rows tombstone ``t`` deletes, by file and position, as an Iceberg position delete
-        file (``None`` if it deletes no row of this version's files)."""
+        file (``None`` if it deletes no row of this version's files).
+
+        Written once, by the first publication of a version that lists ``t`` (which holds every
+        file ``t`` names that any published version holds), and never again: an older snapshot
+        reads the same file, and a later version may no longer hold some of those files."""
+        key = f"{METADATA}castable-{t.path.rsplit('/', 1)[-1].removesuffix('.del')}-deletes.parquet"
+        try:
+            written = self.store.get(key).data
+        except ObjectNotFoundError:
+            written = None
+        if written is not None:
+            return _position_delete_entry(self.location(key), written)
         files = self.snapshot.files_by_path
         paths: list[pa.Array] = []
         positions: list[pa.Array] = []
@@ -297,20 +316,8 @@ class _Publication:
         sink = io.BytesIO()
         pq.write_table(rows, sink, compression="zstd")
         data = sink.getvalue()
-        key = f"{METADATA}castable-{t.path.rsplit('/', 1)[-1].removesuffix('.del')}-deletes.parquet"
         self.store.put(key, data)
-        return IcebergDataFile.from_args(
-            content=DataFileContent.POSITION_DELETES,
-            file_path=self.location(key),
-            file_format=FileFormat.PARQUET,
-            partition=Record(),
-            record_count=rows.num_rows,
-            file_size_in_bytes=len(data),
-            sort_order_id=None,
-            spec_id=0,
-            equality_ids=None,
-            key_metadata=None,
-        )
+        return _position_delete_entry(self.location(key), data)
 
     def _table_metadata(
         self, previous: TableMetadataV2 | None, schema: Schema, manifest_list: str | None
@@ -411,6 +418,23 @@ def _added(sequence: int, version: int, entry: IcebergDataFile) -> ManifestEntry
         sequence_number=sequence,
         file_sequence_number=sequence,
         data_file=entry,
+    )
+
+
+def _position_delete_entry(location: str, data: bytes) -> IcebergDataFile:
+    """The manifest entry of the position delete file ``data`` at ``location``."""
+    rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+    return IcebergDataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=rows,
+        file_size_in_bytes=len(data),
+        sort_order_id=None,
+        spec_id=0,
+        equality_ids=None,
+        key_metadata=None,
     )
 
 
