@@ -147,7 +147,7 @@ class _Publication:
 
     def run(self, *, again: bool = False) -> Published:
         published = Published(self.version, self.location(metadata_key(self.version)))
-        hint, hint_etag = self._hint()
+        hint, hint_etag = _read_hint(self.store)
         done = hint is not None and hint >= self.version and self.store.exists(metadata_key(self.version))
         if done and not (again and hint == self.version):
             return published
@@ -176,9 +176,6 @@ class _Publication:
         self.store.put(metadata_key(self.version), metadata.model_dump_json().encode())
         self._advance_hint(hint, hint_etag)
         return published
-
-    def _hint(self) -> tuple[int | None, str | None]:
-        return _read_hint(self.store)
 
     def _metadata(self, version: int) -> TableMetadataV2 | None:
         key = metadata_key(version)
@@ -395,7 +392,7 @@ class _Publication:
                     self.store.put(HINT, str(self.version).encode(), if_match=etag)
                 return
             except PreconditionFailedError:
-                hint, etag = self._hint()
+                hint, etag = _read_hint(self.store)
 
 
 class _DeleteManifestWriter(ManifestWriterV2):
