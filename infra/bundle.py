@@ -6,8 +6,10 @@ castable's own and its ``lambda`` extra, read from pyproject.toml so the bundle 
 a dependency the package declares, at the versions infra/bundle-constraints.txt pins (boto3 is
 among them: the X-Ray SDK pulls in a newer botocore than the runtime's boto3 expects, so both
 are bundled together). To stay under Lambda's 250 MiB limit with numpy, the parts of pyarrow
-castable never loads are removed: headers, tests, Flight, the filesystems castable does not use
-(S3 goes through boto3), and the copies pip makes of symlinked shared libraries.
+castable never loads are removed: headers, tests, Flight, the filesystems no one imports (S3 is
+kept: pyiceberg imports it) and the copies pip makes of symlinked shared libraries; pyiceberg's
+Hive client, zstandard's second backend (its C one is loaded), and botocore's models of the
+services no function calls (``BOTOCORE_SERVICES`` lists those kept) go too.
 
 The zip bundle (infra/bundling.py) and the container image (infra/lambda.Dockerfile, which runs
 ``python infra/bundle.py /var/task``) are both made by :func:`install`, so they hold the same
@@ -37,8 +39,6 @@ _PRUNE = [
     "pyarrow/libarrow_python_flight.so*",
     "pyarrow/_flight.*.so",
     "pyarrow/flight.py",
-    "pyarrow/libarrow_s3.so.*",
-    "pyarrow/_s3fs.*.so",
     "pyarrow/_gcsfs.*.so",
     "pyarrow/_azurefs.*.so",
     "pyarrow/_hdfs.*.so",
@@ -47,8 +47,15 @@ _PRUNE = [
     "pyarrow/libarrow_python.so.*.*.*",
     "pyarrow/libarrow_python_parquet_encryption.so",
     "pyarrow/libarrow_python_parquet_encryption.so.*.*.*",
+    "hive_metastore",
+    "zstandard/_cffi.*.so",
+    "zstandard/backend_cffi.py",
 ]
 """Globs under the bundle removed after pip: each is loaded by nothing castable imports."""
+BOTOCORE_SERVICES = frozenset({"s3", "glue", "lambda", "scheduler", "stepfunctions", "sts", "xray"})
+"""The AWS services whose botocore models the bundle keeps: every client castable and the
+functions make (tests/test_bundle.py checks the code names no other), X-Ray's (its SDK samples
+traces through one) and STS for credentials."""
 
 
 def requirements(extra: str = "lambda") -> list[str]:
@@ -99,6 +106,9 @@ def install(target: Path, architecture: Architecture = "x86_64") -> None:
                 shutil.rmtree(path)
             else:
                 path.unlink()
+    for model in (target / "botocore" / "data").iterdir():
+        if model.is_dir() and model.name not in BOTOCORE_SERVICES:
+            shutil.rmtree(model)
     shutil.copytree(
         ROOT / "src" / "castable", target / "castable", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
     )

@@ -24,6 +24,7 @@ CONTEXT_KEYS |= {
     "bucketName": "bucket_name",
     "functionPackage": "function_package",
     "emrEnvironment": "emr_environment",
+    "glueDatabase": "glue_database",
 }
 """The ``-c`` context flags and the settings they give."""
 

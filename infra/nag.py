@@ -6,7 +6,7 @@ from aws_cdk import Acknowledgment, App, Names, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX
+from castable.layout import ERASURE_PLAN_PREFIX, ICEBERG_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.emr import EMR_ARTIFACTS, EMR_LOGS
 from infra.ingest import IngestStack
@@ -43,6 +43,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
     prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*", f"{MAINTENANCE_RESULTS}*", "landing/*"]
     prefixes += [f"{root}*" for root in ROOTS] + ["tables/*/data/*", "databases/*/*/data/*"]
     prefixes += [f"{root}*/{plans}*" for root in ROOTS for plans in (ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX)]
+    prefixes += [f"{root}*/{under}*" for root in ROOTS for under in (ICEBERG_PREFIX, PROBE_PREFIX)]
     findings = {
         f"AwsSolutions-IAM4[{BASIC_EXECUTION}]": "AWSLambdaBasicExecutionRole only lets a function write its own "
         "logs, as AWS recommends; every data permission is an inline, prefix-scoped statement.",
@@ -65,6 +66,12 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
         findings[f"AwsSolutions-IAM5[Resource::<{_logical_id(fn)}.Arn>:*]"] = (
             "grant_invoke adds ':*' so that published versions and aliases of this one function can be invoked."
         )
+    glue_tables = f"arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{stack.config.glue_database}/*"
+    findings[f"AwsSolutions-IAM5[Resource::{glue_tables}]"] = (
+        "The catalog function registers any table of the bucket that turns publish.iceberg on, under a name "
+        "known at run time; the grant is limited to reading, creating and updating tables of the deployment's "
+        "own Glue database."
+    )
     group = stack.resolve(stack.schedule_group.schedule_group_name)
     schedules = f"arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/{group}/*"
     findings[f"AwsSolutions-IAM5[Resource::{schedules}]"] = (

@@ -11,6 +11,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from castable.layout import ICEBERG_PREFIX
+from castable.properties import AFTER_COMMIT
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import Package
 
@@ -46,6 +48,8 @@ def function(
             "POWERTOOLS_SERVICE_NAME": f"castable-{name}",
             "POWERTOOLS_METRICS_NAMESPACE": "castable",
             "POWERTOOLS_LOG_LEVEL": "INFO",
+            # the catalog function publishes every commit (publish.iceberg), off the commit's path
+            AFTER_COMMIT: "false",
         },
     )
 
@@ -103,5 +107,37 @@ def grant_tables(
     )
     # Whether the bucket keeps versions: castable's deletes then delete every version.
     fn.add_to_role_policy(iam.PolicyStatement(actions=["s3:GetBucketVersioning"], resources=[bucket.bucket_arn]))
+    if key_arn is not None:
+        fn.add_to_role_policy(object_key_use(key_arn))
+
+
+def grant_publication(
+    fn: lambda_.Function, bucket: s3.IBucket, roots: list[str], *, key_arn: str | None = None
+) -> None:
+    """Read every table under ``roots``; write only the Iceberg metadata published beside each
+    (``<table>/metadata/``) and the scratch keys of castable's store probe (which the hint's
+    compare-and-swap runs first). No delete but the probe's: a publication never deletes."""
+    tables = [f"{root}*/" for root in roots]
+    fn.add_to_role_policy(
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{r}*") for r in roots])
+    )
+    fn.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:PutObject"],
+            resources=[bucket.arn_for_objects(f"{t}{p}*") for t in tables for p in (ICEBERG_PREFIX, PROBE_PREFIX)],
+        )
+    )
+    fn.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:DeleteObject"], resources=[bucket.arn_for_objects(f"{t}{PROBE_PREFIX}*") for t in tables]
+        )
+    )
+    fn.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{r}*" for r in roots]}},
+        )
+    )
     if key_arn is not None:
         fn.add_to_role_policy(object_key_use(key_arn))

@@ -11,6 +11,7 @@ bucket-wide write.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_event_sources as sources
@@ -35,8 +37,9 @@ from infra.emr import Emr
 from infra.emr_env import check_archive
 from infra.ingest import UNITS_PER_STACK, IngestStack, IngestUnit, Maintained, Shared
 from infra.operations import Operations
-from infra.parts import function, grant_tables, object_key_use, queue
+from infra.parts import function, grant_publication, grant_tables, object_key_use, queue
 from infra.patterns import objects_created
+from lambdas.names import glue_table_name
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
 ERASURE_RESULTS = "erasure-results/"
@@ -129,6 +132,9 @@ class CastableConfig:
     function_package: Literal["zip", "image"] = "zip"
     """``image`` deploys the functions as the container image of infra/lambda.Dockerfile (built
     with Docker on deploy; up to 10 GB) instead of the zip bundle (250 MiB unzipped)."""
+    glue_database: str = "castable"
+    """The Glue Data Catalog database in which each table with ``publish.iceberg`` on is registered
+    as an Iceberg table (for Athena); created by the stack, so unique per account and region."""
     bucket_name: str | None = None
     """An existing bucket to keep the tables in, instead of one the stack creates. The stack adds
     its landing notifications and turns on its EventBridge events; the compare-and-swap policy
@@ -142,6 +148,17 @@ class CastableConfig:
             raise ValueError("emr_image and emr_environment both give the jobs their Python: choose one")
         if self.emr_environment is not None:
             check_archive(Path(self.emr_environment), self.architecture)
+        if not re.fullmatch(r"[a-z0-9_]{1,255}", self.glue_database):
+            raise ValueError(
+                f"glue_database must be lower-case letters, digits and _, as Athena needs: {self.glue_database!r}"
+            )
+        keys = [t.name for t in self.tables] + [f"{d.name}/{t.name}" for d in self.databases for t in d.tables]
+        names: dict[str, str] = {}
+        for key in keys:
+            if names.setdefault(glue_table_name(key), key) != key:
+                raise ValueError(
+                    f"tables {names[glue_table_name(key)]} and {key} share Glue table name {glue_table_name(key)}"
+                )
 
 
 class CastableStack(Stack):
@@ -164,10 +181,11 @@ class CastableStack(Stack):
                 ("maintenance", "Compaction, expiry and garbage-collection steps", 900, 3008),
                 ("erasure", "Erasure planning, purge and verification steps", 900, 3008),
                 ("trigger", "Start maintenance when tombstones pile up (debounced)", 60, 256),
+                ("catalog", "Publish commits as Iceberg metadata and register them in Glue", 600, 2048),
             ]
         }
         for name, fn in self.functions.items():
-            if name != "trigger":
+            if name not in ("trigger", "catalog"):
                 grant_tables(fn, self.bucket, list(ROOTS), key_arn=config.kms_key_arn)
         # Erase is refused on a bucket with Object Lock (its versions would outlive a purge).
         for name in ("erasure", "splice"):
@@ -187,6 +205,7 @@ class CastableStack(Stack):
         self.ingest_functions = [fn for group in self.ingest_stacks for fn in group.functions]
         self.dead_letters += [q for group in self.ingest_stacks for q in group.dead_letters]
         self._tombstone_trigger()
+        self._catalog()
         self.emr = Emr(
             self,
             self.bucket,
@@ -457,6 +476,56 @@ class CastableStack(Stack):
         )
         self.maintenance.grant_start_execution(fn)
 
+    def _catalog(self) -> None:
+        """S3 manifest writes -> EventBridge -> SQS -> catalog Lambda -> Iceberg metadata and its
+        Glue table, for every table with ``publish.iceberg`` on."""
+        self.glue_database = glue.CfnDatabase(
+            self,
+            "Catalog",
+            catalog_id=self.account,
+            database_input=glue.CfnDatabase.DatabaseInputProperty(
+                name=self.config.glue_database, description="castable tables, as Iceberg tables"
+            ),
+        )
+        dead_letters = queue(self, "CommitEventsDeadLetters")
+        self.dead_letters.append(dead_letters)
+        events_queue = queue(
+            self,
+            "CommitEvents",
+            visibility_timeout=Duration.seconds(3600),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
+        )
+        events.Rule(
+            self,
+            "ManifestsWritten",
+            description="castable: versions committed under any table",
+            event_pattern=objects_created(
+                self.bucket,
+                [{"wildcard": f"tables/*/{MANIFEST_PREFIX}*"}, {"wildcard": f"databases/*/*/{MANIFEST_PREFIX}*"}],
+            ),
+            targets=[targets.SqsQueue(events_queue)],
+        )
+        fn = self.functions["catalog"]
+        fn.add_environment("GLUE_DATABASE", self.config.glue_database)
+        grant_publication(fn, self.bucket, list(ROOTS), key_arn=self.config.kms_key_arn)
+        catalog = self.format_arn(service="glue", resource="catalog")
+        database = self.format_arn(service="glue", resource="database", resource_name=self.config.glue_database)
+        tables = self.format_arn(service="glue", resource="table", resource_name=f"{self.config.glue_database}/*")
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["glue:GetTable", "glue:CreateTable", "glue:UpdateTable"], resources=[catalog, database, tables]
+            )
+        )
+        fn.add_event_source(
+            sources.SqsEventSource(
+                events_queue,
+                batch_size=100,
+                max_batching_window=Duration.seconds(10),
+                report_batch_item_failures=True,
+                max_concurrency=5,
+            )
+        )
+
     def _outputs(self) -> None:
         """What the README's commands need: the bucket, the functions, the workflows, EMR."""
         for name, value in [
@@ -464,6 +533,7 @@ class CastableStack(Stack):
             ("CommitFunctionName", self.functions["commit"].function_name),
             ("ErasureStateMachineArn", self.erasure.state_machine_arn),
             ("MaintenanceStateMachineArn", self.maintenance.state_machine_arn),
+            ("GlueDatabase", self.config.glue_database),
             *self.emr.outputs(),
             ("AlertsTopicArn", self.operations.topic.topic_arn),
         ]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 SCHEDULE_NAME_LIMIT = 64
 """EventBridge Scheduler's longest schedule name."""
@@ -17,3 +18,9 @@ def schedule_name(table: str) -> str:
         return name
     digest = hashlib.sha256(table.encode()).hexdigest()[:16]
     return f"{name[: SCHEDULE_NAME_LIMIT - 17]}-{digest}"
+
+
+def glue_table_name(table: str) -> str:
+    """The Glue table (and Athena table) of ``table`` (a table's name, or ``<db>/<member>``):
+    lower case, ``/`` as ``__``, any other character Athena does not take in a name as ``_``."""
+    return re.sub(r"[^a-z0-9_]", "_", table.lower().replace("/", "__"))

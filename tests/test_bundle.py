@@ -5,6 +5,7 @@ once against S3 on the moto server over HTTP. A dependency the dev venv happens 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,14 +13,15 @@ from pathlib import Path
 import boto3
 import pytest
 from helpers import ROOT
-from helpers.aws_stubs import sqs_event
+from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
 from helpers.bundles import build_bundle, invoke
 from helpers.cdk import synth
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
-from infra.bundle import CONSTRAINTS
+from castable.properties import AFTER_COMMIT
+from infra.bundle import BOTOCORE_SERVICES, CONSTRAINTS
 
 LAMBDA_LIMIT = 262_144_000
 """Lambda's limit on a function's unzipped code, in bytes (250 MiB)."""
@@ -111,12 +113,27 @@ def canonical(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str) -> None:
+def test_the_bundle_keeps_the_model_of_every_aws_service_the_code_calls() -> None:
+    """The bundle drops botocore's models of other services (infra/bundle.py): a client of a
+    service whose model is gone would fail only when first made, in production."""
+    sources = [*(ROOT / "src" / "castable").rglob("*.py"), *(ROOT / "lambdas").rglob("*.py")]
+    called = {m for p in sources for m in re.findall(r"""\.client\(\s*["']([a-z0-9-]+)["']""", p.read_text())}
+    assert called and called <= BOTOCORE_SERVICES, called - BOTOCORE_SERVICES
+
+
+def test_every_handler_runs_from_the_bundle_alone(
+    bundle: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(AFTER_COMMIT, "false")  # the catalog function publishes, as deployed
     bucket = new_bucket(s3_endpoint)
     uri = f"s3://{bucket}/tables/events"
     options = {"endpoint_url": s3_endpoint, "region": "us-east-1"}
-    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    table = castable.create_table(
+        uri, EVENTS, primary_key="id", properties={"publish.iceberg": "true"}, storage_options=options
+    )
     table.append(events(0, 100))
+    glue = boto3.client("glue", endpoint_url=s3_endpoint, region_name="us-east-1")
+    glue.create_database(DatabaseInput={"Name": f"catalog_{bucket.replace('-', '_')}"})
     table.store.put("data/ext/part-0.parquet", parquet_bytes(events(1000, 1010)))
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     s3.put_object(Bucket=bucket, Key="landing/events/a.parquet", Body=parquet_bytes(events(2000, 2005)))
@@ -157,6 +174,7 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
         ("lambdas.maintenance.handler", {"action": "gc", "table": uri, "dry_run": True}),
         ("lambdas.ingest.handler", sqs),
         ("lambdas.trigger.handler", tombstoned),
+        ("lambdas.catalog.handler", eventbridge_sqs_event(bucket, ["tables/events/manifest/v1.json"])),
     ]
     env = {
         "AWS_ENDPOINT_URL": s3_endpoint,
@@ -167,11 +185,17 @@ def test_every_handler_runs_from_the_bundle_alone(bundle: Path, s3_endpoint: str
         "CASTABLE_LANDING": f"s3://{bucket}/landing/events/",
         "MAINTENANCE_STATE_MACHINE_ARN": machine,
         "MAINTENANCE_SCHEDULE_GROUP": f"schedules-{bucket}",
+        "GLUE_DATABASE": f"catalog_{bucket.replace('-', '_')}",
+        AFTER_COMMIT: "false",
     }
     answer = invoke(bundle, [{"handler": h, "event": e} for h, e in calls], env)
     assert all(not p.startswith(str(ROOT / ".venv")) and "site-packages" not in p for p in answer["path"])
     for (handler, _), outcome in zip(calls, answer["calls"], strict=True):
         assert "errorType" not in outcome, f"{handler}: {outcome.get('trace')}"
-    assert answer["calls"][-1]["result"]["started"] == ["events"], "the trigger read the table's schedule"
+    assert answer["calls"][-2]["result"]["started"] == ["events"], "the trigger read the table's schedule"
+    (published,) = answer["calls"][-1]["result"]["published"]
+    assert published["changed"] and published["version"] == castable.open_table(uri, storage_options=options).version
+    glue_table = glue.get_table(DatabaseName=f"catalog_{bucket.replace('-', '_')}", Name="events")["Table"]
+    assert glue_table["Parameters"]["metadata_location"] == published["metadata_location"]
     ids = castable.open_table(uri, storage_options=options).scan(["id"]).to_arrow().column("id").to_pylist()
     assert sorted(ids) == [i for i in range(5, 100) if i != 50] + list(range(1000, 1010)) + list(range(2000, 2005))

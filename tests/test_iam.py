@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from helpers.aws_stubs import sqs_event
+from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
 from helpers.bundles import invoke
 from helpers.cdk import synth
 from helpers.iam import IamFront, Need, Principal, Template, principal_of, role_principal
@@ -22,6 +22,8 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
+from castable.layout import manifest_key
+from castable.properties import AFTER_COMMIT
 from castable.register import describe_data_file
 from castable.segment import data_table, encode
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
@@ -277,6 +279,40 @@ def test_trigger_starts_maintenance_under_its_role(bundle: Path, deployment: Dep
     (result,) = d.run(bundle, "TriggerFunction", event)
     assert result == {"started": ["events"], "debounced": []}
     assert d.refused() == []
+
+
+def test_catalog_publishes_and_registers_in_glue_under_its_role(
+    bundle: Path, deployment: Deployment, shop: castable.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog function publishes a table with ``publish.iceberg`` on and registers it in the
+    deployment's Glue database; it skips a table without it; its role writes Iceberg metadata
+    and nothing else of a table."""
+    d = deployment
+    monkeypatch.setenv(AFTER_COMMIT, "false")  # as every function of the deployment: the catalog publishes
+    uri = f"s3://{d.bucket}/tables/catalogued"
+    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=d.admin)
+    table.append(events(0, 10))
+    table.set_properties({"publish.iceberg": "true"})
+    table.delete("id < 4")
+    glue = boto3.client("glue", endpoint_url=d.moto, region_name="us-east-1")
+    database = d.template.environment(d.template.function("CatalogFunction"))["GLUE_DATABASE"]
+    with contextlib.suppress(glue.exceptions.AlreadyExistsException):
+        glue.create_database(DatabaseInput={"Name": database})
+    keys = [f"tables/catalogued/{manifest_key(v)}" for v in (2, 3)] + ["databases/shop/orders/manifest/v1.json"]
+    (result,) = d.run(bundle, "CatalogFunction", eventbridge_sqs_event(d.bucket, keys))
+    assert result["batchItemFailures"] == [] and result["skipped"] == ["shop/orders"]
+    assert [(p["table"], p["version"], p["glue_table"]) for p in result["published"]] == [
+        ("catalogued", 3, f"{database}.catalogued")
+    ]
+    assert d.refused() == []
+    held = glue.get_table(DatabaseName=database, Name="catalogued")["Table"]["Parameters"]["metadata_location"]
+    assert held == f"{uri}/metadata/v3.metadata.json"
+    catalog = d.s3_as("CatalogFunction")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        catalog.put_object(Bucket=d.bucket, Key="tables/catalogued/data/x.parquet", Body=b"x")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        catalog.delete_object(Bucket=d.bucket, Key="tables/catalogued/metadata/v3.metadata.json")
+    assert len(d.refused()) == 2
 
 
 ADMINISTRATOR = Principal(

@@ -22,6 +22,7 @@ from pyiceberg.table import StaticTable
 import castable
 from castable.iceberg import IcebergPublishError, publish
 from castable.layout import ICEBERG_PREFIX
+from castable.properties import AFTER_COMMIT
 from castable.store import ObjectInfo, StoreError
 from castable.store.local import LocalStore
 from castable.store.s3 import S3Store
@@ -344,6 +345,21 @@ def test_publish_iceberg_publishes_after_each_commit_and_never_fails_one(
     assert other.append(pa.table({"id": [1], "tags": [["x"]]}, schema=nested)) == 1, "the commit stands"
     background.flush()
     assert "could not publish version 1" in caplog.text and "nested" in caplog.text
+
+
+def test_a_process_that_leaves_publication_to_another_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With CASTABLE_ICEBERG_AFTER_COMMIT=false (the deployment's functions, whose catalog function
+    publishes every commit) a commit to a table with publish.iceberg on starts no publication."""
+    from castable.iceberg import background
+
+    monkeypatch.setenv(AFTER_COMMIT, "false")
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", properties={"publish.iceberg": True})
+    table.append(_rows([1, 2], random.Random(1)))
+    background.flush()
+    assert not (tmp_path / "t" / ICEBERG_PREFIX).exists()
+    assert publish(table).endswith("v1.metadata.json"), "publishing on demand still does"
 
 
 def test_set_properties_commits_a_version_and_refuses_a_bad_setting(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from helpers.cdk import synth
 
+from castable.properties import AFTER_COMMIT
 from castable.spark.remote import lambda_client
 from infra.emr_env import MANIFEST
 from infra.ingest import UNITS_PER_STACK
@@ -162,7 +163,7 @@ def test_arm64_is_an_option_for_functions_and_emr(tmp_path: Path) -> None:
     functions = [
         f for f in resources(t, "AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")
     ]
-    assert len(functions) == 6 + 3 and all(f["Properties"]["Architectures"] == ["arm64"] for f in functions)
+    assert len(functions) == 7 + 3 and all(f["Properties"]["Architectures"] == ["arm64"] for f in functions)
     (app,) = resources(t, "AWS::EMRServerless::Application").values()
     assert app["Properties"]["Architecture"] == "ARM64"
     x86 = synth(tmp_path / "x86")
@@ -207,7 +208,7 @@ def test_a_customer_managed_key_encrypts_the_bucket_and_every_role_that_touches_
         uses = [s for s in stmts if s["Resource"] == key]
         assert uses and set(uses[0]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}, role
         assert uses[0]["Condition"] == {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}}
-    assert touching == 5 + 3 + 1 + 2, "five table functions, three ingest functions, EMR, two workflows"
+    assert touching == 6 + 3 + 1 + 2, "six table functions, three ingest functions, EMR, two workflows"
 
 
 def test_an_existing_bucket_is_used_as_it_is_and_told_what_policy_to_add(tmp_path: Path) -> None:
@@ -233,7 +234,10 @@ def test_functions_can_run_from_a_container_image(tmp_path: Path) -> None:
     ]
     commands = sorted(f["ImageConfig"]["Command"][0] for f in functions)
     assert commands == sorted(
-        [f"lambdas.{n}.handler" for n in ("commit", "tombstone", "splice", "maintenance", "erasure", "trigger")]
+        [
+            f"lambdas.{n}.handler"
+            for n in ("commit", "tombstone", "splice", "maintenance", "erasure", "trigger", "catalog")
+        ]
         + ["lambdas.ingest.handler"] * 2
     )
     assert all("ImageUri" in f["Code"] and "Runtime" not in f and "Handler" not in f for f in functions)
@@ -246,11 +250,13 @@ def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> No
         for f in resources(template, "AWS::Lambda::Function").values()
         if f["Properties"].get("Handler", "").startswith("lambdas.")
     }
-    names = ("commit", "tombstone", "splice", "ingest", "maintenance", "erasure", "trigger")
+    names = ("commit", "tombstone", "splice", "ingest", "maintenance", "erasure", "trigger", "catalog")
     assert set(fns) == {f"lambdas.{n}.handler" for n in names}
     for props in fns.values():
         assert props["Runtime"] == "python3.12" and props["TracingConfig"] == {"Mode": "Active"}
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "castable"
+        # no commit of a function publishes Iceberg metadata itself: the catalog function does
+        assert props["Environment"]["Variables"][AFTER_COMMIT] == "false"
 
 
 BUCKET_WIDE = (
@@ -309,7 +315,7 @@ def test_each_table_has_its_own_ingest_queue_function_and_concurrency_cap(templa
     sqs_mappings = [
         m["Properties"]
         for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
-        if "ScalingConfig" in m["Properties"]
+        if "ScalingConfig" in m["Properties"] and "Ingest" in json.dumps(m["Properties"]["FunctionName"])
     ]
     assert len(sqs_mappings) == 2
     assert all(m["ScalingConfig"] == {"MaximumConcurrency": 2} for m in sqs_mappings)
@@ -426,6 +432,40 @@ def test_schedules_and_tombstone_events_start_maintenance(template: dict[str, An
     assert all(s["GroupName"] == group for s in schedules)
     assert any("scheduler:GetSchedule" in json.dumps(s["Action"]) for s in statements(template))
     assert any("states:StartExecution" in json.dumps(s["Action"]) for s in statements(template))
+
+
+def test_committed_versions_reach_the_catalog_function_which_registers_them_in_glue(
+    template: dict[str, Any],
+) -> None:
+    """Every table's manifests (a database member's too) are sent through a queue to the catalog
+    function, which reports failures per record and may create and update tables of the
+    deployment's Glue database only."""
+    (database,) = resources(template, "AWS::Glue::Database").values()
+    assert database["Properties"]["DatabaseInput"]["Name"] == "castable"
+    rules = [r["Properties"] for r in resources(template, "AWS::Events::Rule").values()]
+    (manifests,) = [r for r in rules if "manifest/" in json.dumps(r.get("EventPattern"))]
+    keys = manifests["EventPattern"]["detail"]["object"]["key"]
+    assert keys == [{"wildcard": "tables/*/manifest/*"}, {"wildcard": "databases/*/*/manifest/*"}]
+    assert "CommitEvents" in json.dumps(manifests["Targets"])
+    (catalog_id, catalog), *_ = [
+        (k, f) for k, f in resources(template, "AWS::Lambda::Function").items() if k.startswith("CatalogFunction")
+    ]
+    assert catalog["Properties"]["Environment"]["Variables"]["GLUE_DATABASE"] == "castable"
+    (mapping,) = [
+        m["Properties"]
+        for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
+        if catalog_id in json.dumps(m["Properties"]["FunctionName"])
+    ]
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"] and "CommitEvents" in json.dumps(mapping)
+    queues = resources(template, "AWS::SQS::Queue").items()
+    queue = next(q for k, q in queues if k.startswith("CommitEvents") and "DeadLetters" not in k)
+    assert queue["Properties"]["VisibilityTimeout"] >= catalog["Properties"]["Timeout"]
+    assert "RedrivePolicy" in queue["Properties"]
+    glue = [s for s in statements(template) if "glue:" in json.dumps(s["Action"])]
+    assert [sorted(s["Action"]) for s in glue] == [["glue:CreateTable", "glue:GetTable", "glue:UpdateTable"]]
+    scope = json.dumps(glue[0]["Resource"])
+    assert ":catalog" in scope and "database/castable" in scope and "table/castable/*" in scope
+    assert template["Outputs"]["GlueDatabase"]["Value"] == "castable"
 
 
 def test_emr_job_role_writes_data_and_invokes_commit(template: dict[str, Any]) -> None:
@@ -576,14 +616,14 @@ def test_operators_are_told_when_something_breaks(tmp_path: Path) -> None:
 
     queues = [k for k, q in resources(t, "AWS::SQS::Queue").items() if "DeadLetters" in k]
     dead = [watched(a) for a in alarms.values() if "dead-letter" in a["Properties"]["AlarmDescription"]]
-    assert len(queues) == 5, "three landing queues, the tombstone events' queue and the schedules' dead letters"
+    assert len(queues) == 6, "three landing queues, the tombstone and commit events' queues, the schedules'"
     assert all(any(q in d for d in dead) for q in queues), "every dead-letter queue is watched"
     functions = [
         k
         for k, f in resources(t, "AWS::Lambda::Function").items()
         if f["Properties"]["Description"].startswith("castable")
     ]
-    assert len(functions) == 6 + 3, "six shared functions and an ingest function per table (2) and database (1)"
+    assert len(functions) == 7 + 3, "seven shared functions and an ingest function per table (2) and database (1)"
     failing = " ".join(watched(a) for a in alarms.values() if "function failed" in a["Properties"]["AlarmDescription"])
     assert all(f'"{f}"' in failing for f in functions), "every function's errors are watched"
     for machine in resources(t, "AWS::StepFunctions::StateMachine"):
@@ -614,7 +654,9 @@ def test_alarms_over_many_tables_come_ten_queues_to_an_alarm(tmp_path: Path) -> 
     ]
     assert len(dead) == 3
     assert all(len(a["Metrics"]) <= 11 for a in dead), "ten metrics and the expression over them"
-    assert sum(len(a["Metrics"]) - 1 for a in dead) == 27, "25 landing queues, the tombstone events', schedules'"
+    assert sum(len(a["Metrics"]) - 1 for a in dead) == 28, (
+        "25 landing queues, the tombstone and commit events', schedules'"
+    )
 
 
 def test_the_committed_configuration_file_is_what_cdk_deploys(tmp_path: Path) -> None:
@@ -672,6 +714,11 @@ def test_a_configuration_file_of_tables_and_a_database_synthesises(tmp_path: Pat
         ),
         ({"versioned": "yes"}, r"versioned must be bool, not \"yes\""),
         ({"bucket": "x"}, r"unknown key 'bucket'"),
+        ({"glue_database": "Sales-DB"}, r"glue_database must be lower-case letters, digits and _"),
+        (
+            {"tables": [{"name": "shop__orders"}], "databases": [{"name": "shop", "tables": [{"name": "orders"}]}]},
+            r"tables shop__orders and shop/orders share Glue table name shop__orders",
+        ),
     ],
 )
 def test_a_bad_configuration_file_is_refused_naming_the_key(tmp_path: Path, doc: dict[str, Any], match: str) -> None:

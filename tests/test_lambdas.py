@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.aws_stubs import sqs_event
+from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
 from helpers.damaged import DAMAGES, damaged
 from helpers.tables import EVENTS, events, snapshot_of
 
@@ -627,6 +627,28 @@ def test_the_trigger_knows_database_members_by_their_path() -> None:
     keys = ["tables/events/tombstone/2026/x.del", "databases/shop/orders/tombstone/2026/y.del", "databases/shop/_x"]
     event = {"Records": [{"body": json.dumps({"detail": {"object": {"key": k}}})} for k in keys]}
     assert trigger.tables_in(event) == {"events", "shop/orders"}
+
+
+def test_the_catalog_function_publishes_each_table_once_a_batch_and_knows_members_by_their_path() -> None:
+    from lambdas import catalog
+    from lambdas.names import glue_table_name
+
+    keys = [
+        "tables/events/manifest/v00000000000000000001.json",
+        "tables/events/manifest/v00000000000000000002.json",
+        "databases/shop/orders/manifest/v00000000000000000001.json",
+        "databases/shop/_database/manifest/v00000000000000000001.json",
+        "tables/events/data/2026/x.parquet",
+    ]
+    event = eventbridge_sqs_event("bkt", keys)
+    assert catalog.committed(event) == {("bkt", "events"): ["e0", "e1"], ("bkt", "shop/orders"): ["e2"]}
+    assert catalog.table_uri("bkt", "shop/orders") == "s3://bkt/databases/shop/orders"
+    assert catalog.table_uri("bkt", "events") == "s3://bkt/tables/events"
+    assert [glue_table_name(k) for k in ("events", "shop/orders", "Web-Logs.v2")] == [
+        "events",
+        "shop__orders",
+        "web_logs_v2",
+    ]
 
 
 def test_commit_registers_files_in_a_database_member_through_its_log(db_ingest_env: castable.Database) -> None:

@@ -26,6 +26,10 @@ RETAIN_VERSIONS = "history.retain-versions"
 RETAIN_SECONDS = "history.retain-for-seconds"
 ORPHAN_GRACE_SECONDS = "gc.orphan-grace-seconds"
 PUBLISH_ICEBERG = "publish.iceberg"
+AFTER_COMMIT = "CASTABLE_ICEBERG_AFTER_COMMIT"
+"""Environment variable: ``false`` where a process leaves the publication of its commits
+(``publish.iceberg``) to another that publishes every commit, such as the deployment's catalog
+function (docs/iceberg.md): its commits then start no publication of their own."""
 
 DEFAULTS: dict[str, str] = {
     TARGET_FILE_SIZE: str(256 * 1024 * 1024),

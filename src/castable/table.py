@@ -7,6 +7,7 @@ log, or its database's) when it is made; open or create one with :mod:`castable.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -34,7 +35,7 @@ from castable.layout import ICEBERG_HINT
 from castable.manifest import DataFile, Manifest
 from castable.merge import MergeBuilder
 from castable.predicate import Constant, Predicate, parse_predicate
-from castable.properties import TableProperties
+from castable.properties import AFTER_COMMIT, TableProperties
 from castable.register import Verify
 from castable.replacement import Rewrite
 from castable.scan import Scan
@@ -214,7 +215,7 @@ class Table:
         change = Change(operation, build, access, across_schema)
         result = self.committer.commit_change(self._manifest, change, commit_id, self.adopt)
         self.adopt(result.manifest)
-        if self.settings.publish_iceberg and isinstance(self.committer, OwnLog):
+        if self.settings.publish_iceberg and isinstance(self.committer, OwnLog) and _publishes_here():
             _publish_soon(self.store, result.version)
         return result
 
@@ -496,6 +497,12 @@ def _iceberg_retention(store: ObjectStore) -> ModuleType | None:
         log.warning("%s has Iceberg metadata, but pyiceberg is missing to keep it in step: %s", store.uri, e)
         return None
     return retention
+
+
+def _publishes_here() -> bool:
+    """Whether this process publishes its commits (``publish.iceberg``), or leaves them to another
+    that publishes every commit (the deployment's catalog function): ``AFTER_COMMIT`` says."""
+    return os.environ.get(AFTER_COMMIT, "true").strip().lower() != "false"
 
 
 def _publish_soon(store: ObjectStore, version: int) -> None:

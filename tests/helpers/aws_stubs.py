@@ -123,3 +123,14 @@ def fail_distributed_maps_as_aws_does(monkeypatch: Any) -> None:
             )
 
     monkeypatch.setattr(DistributedIterationComponent, "_map_run", map_run)
+
+
+def eventbridge_sqs_event(bucket: str, keys: list[str]) -> dict:
+    """An SQS batch whose messages are EventBridge's S3 "Object Created" events, one per key."""
+    template = sqs_event(bucket, ["unused"])["Records"][0]
+    records = []
+    for i, key in enumerate(keys):
+        detail = {"bucket": {"name": bucket}, "object": {"key": key}}
+        body = {"source": "aws.s3", "detail-type": "Object Created", "detail": detail}
+        records.append({**template, "messageId": f"e{i}", "body": json.dumps(body)})
+    return {"Records": records}

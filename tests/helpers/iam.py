@@ -238,7 +238,7 @@ def deleted_keys(body: bytes) -> list[tuple[str, str]]:
 
 
 def other_needs(service: str, method: str, path: str, query: dict[str, str], headers: Any, body: bytes) -> list[Need]:
-    """The IAM authorisation for a call to Step Functions, Lambda, SQS (JSON protocols) or
+    """The IAM authorisation for a call to Step Functions, Lambda, SQS, Glue (JSON protocols) or
     EventBridge Scheduler (REST)."""
     target = str(headers.get("x-amz-target", ""))
     data = json.loads(body or b"{}") if body.strip().startswith(b"{") else {}
@@ -254,6 +254,13 @@ def other_needs(service: str, method: str, path: str, query: dict[str, str], hea
         op = target.rpartition(".")[2]
         url = str(data.get("QueueUrl", ""))
         return [Need(f"sqs:{op}", f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rstrip('/').rpartition('/')[2]}")]
+    if service == "glue" and target:
+        # a table call needs the action on the catalog, the database and the table alike
+        op, database = target.rpartition(".")[2], str(data.get("DatabaseName", ""))
+        table = str(data.get("Name") or data.get("TableInput", {}).get("Name", ""))
+        glue = f"arn:aws:glue:{REGION}:{ACCOUNT}"
+        resources = [f"{glue}:catalog", f"{glue}:database/{database}", f"{glue}:table/{database}/{table}"]
+        return [Need(f"glue:{op}", r) for r in resources]
     if service == "scheduler" and path.startswith("/schedules/") and method == "GET":
         name = urllib.parse.unquote(path.removeprefix("/schedules/"))
         group = query.get("groupName", "default")

@@ -7,14 +7,15 @@ Needs pyiceberg: ``pip install 'castable[iceberg]'``.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
+from castable.iceberg.glue import GlueRegistration, register
 from castable.iceberg.publish import Published, publish_through
 from castable.iceberg.schema import IcebergPublishError
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
 
-__all__ = ["IcebergPublishError", "Published", "publish"]
+__all__ = ["GlueRegistration", "IcebergPublishError", "Published", "publish", "register_glue"]
 
 
 class _Table(Protocol):
@@ -35,3 +36,18 @@ def publish(table: _Table, version: int | None = None) -> str:
     publication that crashed half way is repaired by the next."""
     target = table.version if version is None else version
     return publish_through(table.store, target, table.snapshot).location
+
+
+def register_glue(
+    table: _Table, database: str, name: str, *, location: str | None = None, glue: Any = None
+) -> GlueRegistration:
+    """Make Glue table ``database.name`` the Iceberg table of ``table`` (for Athena and every
+    engine that finds tables in the Glue Data Catalog), naming its metadata at ``location``,
+    by default a publication of the newest version. Created the first time; moved only forward
+    after, so racing registrations leave the newest. ``glue`` is a boto3 Glue client (by
+    default one from the environment)."""
+    if glue is None:
+        import boto3
+
+        glue = boto3.client("glue")
+    return register(table.store, location or publish(table), database=database, name=name, glue=glue)
