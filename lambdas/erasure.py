@@ -158,6 +158,10 @@ def handler(event: ErasureEvent) -> dict[str, Any]:
         report = purge_objects(
             table.store, splices.old | planned, max(step.version, table.refresh().version), predicate
         )
+        if table.settings.publish_iceberg:  # the purge deleted the published metadata Glue names
+            from castable.iceberg import publish_after_purge
+
+            publish_after_purge(table.refresh())
         return {**report.summary(), "files_spliced": splices.files, "rows_erased": splices.rows_erased}
     remaining = verify_erased(table.store, predicate)
     noncurrent = noncurrent_copies(table.store)

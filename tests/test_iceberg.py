@@ -199,11 +199,24 @@ def test_erase_and_purge_remove_the_published_metadata_and_the_next_publication_
     table.append(_rows(list(range(50)), rng))
     table.append(_rows(list(range(50, 5000)), rng, 40))
     publish(table)
+    before = {o.key: o.etag for o in table.store.list(ICEBERG_PREFIX)}
     table.erase("id = 7", purge=True)
     assert not list(table.store.list(ICEBERG_PREFIX)), "every published object is gone: they named id 7's rows"
     publish(table)
     _same(_iceberg(table, table.version), table.scan().to_arrow(), "republished")
     assert 7 not in _iceberg(table, table.version).column("id").to_pylist()
+
+    # with publish.iceberg on, the purge publishes again at once: no commit need follow it
+    table.set_properties({"publish.iceberg": "true"})
+    from castable.iceberg import background
+
+    background.flush()
+    published = {o.key: o.etag for o in table.store.list(ICEBERG_PREFIX)}
+    table.erase("id = 8", purge=True)
+    after = {o.key: o.etag for o in table.store.list(ICEBERG_PREFIX)}
+    assert after and not set(after.items()) & set((before | published).items()), "nothing from before the purge"
+    _same(_iceberg(table, table.version), table.scan().to_arrow(), "published after the purge")
+    assert not {7, 8} & set(_iceberg(table, table.version).column("id").to_pylist())
 
 
 Put = Callable[..., ObjectInfo]

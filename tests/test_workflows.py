@@ -31,6 +31,8 @@ import castable
 import castable.erase
 import castable.segment
 from castable.errors import CorruptObjectError
+from castable.iceberg import publish
+from castable.properties import AFTER_COMMIT
 from castable.table import Table
 from castable.tables import load_table
 
@@ -83,6 +85,27 @@ def test_erasure_workflow_removes_rows_physically_and_returns_a_receipt(aws: dic
     for f in latest.manifest.data_files:
         data = pq.read_table(latest.store.open_input(f.path, size=f.size, etag=f.etag)).column("id").to_pylist()
         assert not {10, 2500, 3999} & set(data)
+
+
+def test_an_erasure_leaves_iceberg_readers_the_table_without_the_erased_rows(
+    aws: dict[str, str], table: Table, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The purge deletes the published Iceberg metadata (it names the erased rows) and publishes
+    again at once, so the location a Glue table holds is readable with no commit after it."""
+    from pyiceberg.table import StaticTable
+
+    monkeypatch.setenv(AFTER_COMMIT, "false")  # as deployed: the catalog function publishes commits
+    table.set_properties({"publish.iceberg": "true"})
+    location = publish(table)
+    d = run(aws["erasure"], {"table": table.uri, "predicate": "id IN (10, 2500)", "commit_id": "gdpr-7"})
+    assert d["status"] == "SUCCEEDED", failures(d)
+    latest = load_table(table.store)
+    fileio = {"s3.endpoint": s3_endpoint, "s3.region": "us-east-1"}
+    fileio |= {"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
+    assert location.endswith(f"v{table.version}.metadata.json")
+    newest = f"{table.uri}/metadata/v{latest.version}.metadata.json"
+    read = StaticTable.from_metadata(newest, properties=fileio).scan().to_arrow().column("id").to_pylist()
+    assert sorted(read) == ids(table) == [i for i in range(4000) if i not in (10, 2500)]
 
 
 @pytest.mark.slow

@@ -358,7 +358,10 @@ class Table:
         object still holds a matching row."""
         self._maintained()
         self.store.check_conditional_writes()
-        return purge_erased_objects(self.store, report)
+        purged = purge_erased_objects(self.store, report)
+        if self.settings.publish_iceberg:
+            _publish_after_purge(self.refresh())
+        return purged
 
     def restore(
         self, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
@@ -497,6 +500,18 @@ def _iceberg_retention(store: ObjectStore) -> ModuleType | None:
         log.warning("%s has Iceberg metadata, but pyiceberg is missing to keep it in step: %s", store.uri, e)
         return None
     return retention
+
+
+def _publish_after_purge(table: Table) -> None:
+    """The published Iceberg metadata a purge deleted, written again for the newest version."""
+    try:
+        from castable.iceberg import publish_after_purge
+    except ImportError as e:
+        log.warning(
+            "%s publishes Iceberg metadata, but pyiceberg is missing to publish it after a purge: %s", table.uri, e
+        )
+        return
+    publish_after_purge(table)
 
 
 def _publishes_here() -> bool:

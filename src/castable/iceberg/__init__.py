@@ -7,6 +7,7 @@ Needs pyiceberg: ``pip install 'castable[iceberg]'``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 from castable.iceberg.glue import GlueRegistration, register
@@ -15,7 +16,9 @@ from castable.iceberg.schema import IcebergPublishError
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
 
-__all__ = ["GlueRegistration", "IcebergPublishError", "Published", "publish", "register_glue"]
+__all__ = ["GlueRegistration", "IcebergPublishError", "Published", "publish", "publish_after_purge", "register_glue"]
+
+log = logging.getLogger(__name__)
 
 
 class _Table(Protocol):
@@ -36,6 +39,18 @@ def publish(table: _Table, version: int | None = None) -> str:
     publication that crashed half way is repaired by the next."""
     target = table.version if version is None else version
     return publish_through(table.store, target, table.snapshot).location
+
+
+def publish_after_purge(table: _Table) -> str | None:
+    """Publish the newest version again after a purge deleted every published object (they may
+    hold erased values), so Iceberg readers and the Glue table, which names that version's
+    metadata, read on at once: no commit need follow a purge. The purge stands whatever
+    happens here: a failure is logged, ``None`` returned, and the next publication repairs it."""
+    try:
+        return publish(table)
+    except Exception as e:
+        log.warning("could not publish %s as Iceberg again after its purge: %s", table.store.uri, e)
+        return None
 
 
 def register_glue(
