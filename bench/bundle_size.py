@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from infra.bundle import install  # noqa: E402
 
-HANDLERS = ["commit", "tombstone", "splice", "ingest", "maintenance", "erasure", "trigger"]
+HANDLERS = ["commit", "tombstone", "splice", "ingest", "maintenance", "erasure", "trigger", "catalog"]
 LIMIT = 250 * 1024 * 1024
 PYTHON312 = Path(os.environ.get("CASTABLE_PYTHON312", Path.home() / ".pyenv/versions/3.12.1/bin/python3.12"))
 

@@ -298,11 +298,16 @@ def test_catalog_publishes_and_registers_in_glue_under_its_role(
     database = d.template.environment(d.template.function("CatalogFunction"))["GLUE_DATABASE"]
     with contextlib.suppress(glue.exceptions.AlreadyExistsException):
         glue.create_database(DatabaseInput={"Name": database})
+    crm = castable.create_database(f"s3://{d.bucket}/databases/crm", storage_options=d.admin)
+    people = crm.create_table("people", EVENTS, primary_key="id", properties={"publish.iceberg": True})
+    people.append(events(0, 5))
     keys = [f"tables/catalogued/{manifest_key(v)}" for v in (2, 3)] + ["databases/shop/orders/manifest/v1.json"]
+    keys.append(f"databases/crm/people/{manifest_key(1)}")
     (result,) = d.run(bundle, "CatalogFunction", eventbridge_sqs_event(d.bucket, keys))
     assert result["batchItemFailures"] == [] and result["skipped"] == ["shop/orders"]
     assert [(p["table"], p["version"], p["glue_table"]) for p in result["published"]] == [
-        ("catalogued", 3, f"{database}.catalogued")
+        ("catalogued", 3, f"{database}.catalogued"),
+        ("crm/people", 1, f"{database}.crm__people"),
     ]
     assert d.refused() == []
     held = glue.get_table(DatabaseName=database, Name="catalogued")["Table"]["Parameters"]["metadata_location"]

@@ -160,3 +160,27 @@ def test_updates_name_the_version_they_read_and_skip_the_table_version_archive(
         table.append(_rows(lo, lo + 2))
         register_glue(table, glue.database, "orders", glue=glue)
     assert [(p["VersionId"], p["SkipArchive"]) for p in sent] == [("1", True), ("2", True)]
+
+
+def test_the_cli_publishes_and_registers_in_glue_and_refuses_a_bad_name(
+    table: castable.Table, glue: Any, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from castable.cli import app
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    options = ["-o", f"endpoint_url={s3_endpoint}", "-o", "region=us-east-1"]
+    runner = CliRunner()
+    out = runner.invoke(app, ["iceberg", "publish", table.uri, "--glue", f"{glue.database}.orders", *options])
+    assert out.exit_code == 0, out.output
+    location = f"{table.uri}/metadata/v1.metadata.json"
+    assert f"Glue table {glue.database}.orders: {location}" in out.output
+    assert (
+        glue.get_table(DatabaseName=glue.database, Name="orders")["Table"]["Parameters"]["metadata_location"]
+        == location
+    )
+    out = runner.invoke(app, ["iceberg", "publish", table.uri, "--glue", "orders", *options])
+    assert isinstance(out.exception, castable.InvalidInputError)
+    assert "--glue takes DATABASE.TABLE, not 'orders'" in str(out.exception)
