@@ -113,6 +113,14 @@ def cost_per_commit(work: Path, files: int, repeats: int) -> dict[str, Any]:
             publications.append(time.perf_counter() - start)
         objects.append(counted.objects)
         written.append(counted.bytes)
+    deletes, delete_publications = [], []
+    for i in range(repeats):
+        start = time.perf_counter()
+        table.delete(f"id = {(i * 7919) % files}")
+        deletes.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        publish_table(table)
+        delete_publications.append(time.perf_counter() - start)
     return {
         "files": files,
         "first": first,
@@ -120,6 +128,9 @@ def cost_per_commit(work: Path, files: int, repeats: int) -> dict[str, Any]:
         "publication": statistics.median(publications),
         "objects": statistics.median(objects),
         "bytes": statistics.median(written),
+        "delete": statistics.median(deletes),
+        "delete_publication": statistics.median(delete_publications),
+        "delete_publication_max": max(delete_publications),
     }
 
 
@@ -171,6 +182,20 @@ def report(costs: list[dict[str, Any]], read: dict[str, Any], command: str, seco
         lines.append(
             f"| {c['files']:,} | {fmt_s(c['first'])} | {fmt_s(c['commit'])} | {fmt_s(c['publication'])} "
             f"| {c['publication'] / c['commit']:.2f}x | {c['objects']:.0f} | {c['bytes']:,.0f} |"
+        )
+    lines += [
+        "",
+        "Then a 1-key delete, and the publication of its version (a position delete file and a delete",
+        "manifest; a commit that merges castable's segments also rewrites the merged segment's data",
+        "manifest, reusing each file's published description): medians, and the slowest.",
+        "",
+        "| data files | delete | publication | publication / delete | slowest publication |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in costs:
+        lines.append(
+            f"| {c['files']:,} | {fmt_s(c['delete'])} | {fmt_s(c['delete_publication'])} "
+            f"| {c['delete_publication'] / c['delete']:.2f}x | {fmt_s(c['delete_publication_max'])} |"
         )
     smallest, largest = costs[0], costs[-1]
     growth = largest["publication"] / smallest["publication"]

@@ -300,6 +300,33 @@ def test_a_publication_writes_what_changed_not_the_table(tmp_path: Path, monkeyp
     _same(_iceberg(table, table.version), table.scan().to_arrow(), "after O(change) publications")
 
 
+def test_a_file_is_described_once_however_often_its_segment_merges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """castable merges small segments as a table grows; a merged segment gets its own manifest,
+    but the files it lists keep the description the last publication gave them: only the new
+    file's footer is read (a merge of 65,000 files used to read 65,000 footers)."""
+    from castable.snapshot import Snapshot
+
+    rng = random.Random(4)
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", properties=FILES_ONLY)
+    real = Snapshot.footer
+    read: list[str] = []
+
+    def counting(snapshot: Snapshot, f: Any) -> Any:
+        read.append(f.path)
+        return real(snapshot, f)
+
+    monkeypatch.setattr(Snapshot, "footer", counting)
+    for i in range(40):
+        table.append(_rows(list(range(i * 10, i * 10 + 10)), rng))
+        before = len(read)
+        publish(table)
+        assert len(read) - before == 1, f"append {i}: {len(read) - before} footers read"
+    assert max(p.count for p in table.manifest.data_files.parts) > 8, "segments merged on the way"
+    _same(_iceberg(table, table.version), table.scan().to_arrow(), "after merges")
+
+
 def test_what_iceberg_v2_cannot_say_is_refused_and_nothing_is_published(tmp_path: Path) -> None:
     nested = pa.schema([pa.field("id", pa.int64(), nullable=False), ("tags", pa.list_(pa.string()))])
     table = castable.create_table(str(tmp_path / "nested"), nested, primary_key="id")

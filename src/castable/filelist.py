@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar, overload
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from castable import segment
 from castable.cache import LruCache
@@ -251,6 +252,19 @@ class FileList(Generic[E]):
         if not wanted:
             return []
         return [path for p in self.parts for path in p.paths(self.schema) if path in wanted]
+
+    def named(self, paths: Collection[str]) -> list[E]:
+        """The entries of ``paths`` this list names, building objects only for those."""
+        wanted = set(paths)
+        values = pa.array(sorted(wanted), pa.string())
+        found: list[E] = []
+        for p in self.parts:
+            if p.columnar:
+                hits = pc.indices_nonzero(pc.is_in(p.table(self.schema).column("path"), value_set=values))
+                found += p.entries_at(hits, self.schema)
+            else:
+                found += [e for e in p.entries(self.schema) if e.path in wanted]
+        return found
 
     def diff(self, older: FileList[E]) -> tuple[list[E], set[str]]:
         """(entries added, paths removed) since ``older``, reading only segments that differ."""

@@ -206,11 +206,6 @@ class Snapshot:
             out.setdefault(entry.file, tombstone.FileDeletes()).add(entry, self.key_type)
         return out
 
-    @cached_property
-    def files_by_path(self) -> dict[str, DataFile]:
-        """The version's data files by path (every segment read)."""
-        return {f.path: f for f in self.manifest.data_files}
-
     def _read_tombstone(self, t: TombstoneFile) -> tuple[tombstone.Entry, ...]:
         key = (self.store.uri, t.path, t.etag)
         entries = _TOMBSTONES.get(key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from pyiceberg.io import InputFile, InputStream, OutputFile, OutputStream
+from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 
 from castable.store import ObjectStore
 
@@ -71,3 +71,24 @@ class StoredInput(InputFile):
 
     def open(self, seekable: bool = True) -> InputStream:
         return io.BytesIO(self.store.get(self.key).data)
+
+
+class StoredFileIO(FileIO):
+    """Reads of Iceberg files under the table at ``store`` (locations start at its URI), for
+    pyiceberg's readers that take a FileIO, such as a manifest's entries."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__()
+        self.store = store
+        self.root = store.uri.rstrip("/")
+
+    def new_input(self, location: str) -> InputFile:
+        if not location.startswith(f"{self.root}/"):
+            raise ValueError(f"{location} is not under {self.root}")
+        return StoredInput(self.store, location[len(self.root) + 1 :], location)
+
+    def new_output(self, location: str) -> OutputFile:
+        raise NotImplementedError("castable writes Iceberg files with StoredOutput")
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        raise NotImplementedError("castable deletes Iceberg files through its retention")

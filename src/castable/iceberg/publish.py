@@ -61,7 +61,7 @@ from castable.entries import DataFile, TombstoneFile
 from castable.errors import VersionNotFoundError
 from castable.evolution import last_column_id
 from castable.filelist import Part
-from castable.iceberg.files import StoredInput, StoredOutput
+from castable.iceberg.files import StoredFileIO, StoredInput, StoredOutput
 from castable.iceberg.schema import IcebergPublishError, check_file, iceberg_schema, name_mapping
 from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
 from castable.pointer import retention_floor
@@ -141,6 +141,7 @@ class _Publication:
         self.snapshot = snapshot
         self.root = store.uri.rstrip("/")
         self.version = snapshot.manifest.version
+        self._described = _Described(store, [])
 
     def location(self, key: str) -> str:
         return f"{self.root}/{key}"
@@ -157,8 +158,13 @@ class _Publication:
         if previous is not None and previous.current_schema_id != schema.schema_id:
             self._check_files()  # the manifests stand (older snapshots read them); the files must suit the new schema
         manifests: list[ManifestFile] = []
-        for data in self.snapshot.manifest.data_files.parts:
-            key = self._manifest_key(data)
+        data_parts = [(p, self._manifest_key(p)) for p in self.snapshot.manifest.data_files.parts]
+        listed_now = {self.location(key) for _, key in data_parts}
+        self._described = _Described(
+            self.store,
+            [m for path, m in reusable.items() if path not in listed_now and m.content == ManifestContent.DATA],
+        )
+        for data, key in data_parts:
             manifests.append(reusable.get(self.location(key)) or self._data_manifest(data, key, schema))
         for tombstones in self.snapshot.manifest.tombstones.parts:
             key = self._manifest_key(tombstones)
@@ -216,9 +222,15 @@ class _Publication:
         return f"{METADATA}castable-{part.ref.kind}-{name}.avro"
 
     def _data_manifest(self, part: Part[DataFile], key: str, schema: Schema) -> ManifestFile:
-        """The data files of a data segment (each checked, inline entries written as files)."""
+        """The data files of a data segment (each checked, inline entries written as files). A
+        file the last publication described, in a segment since merged into this one, keeps its
+        description: its footer is not read again."""
         entries = []
         for f in part.entries(self.snapshot.schema):
+            described = self._described.get(self._data_location(f), f.size)
+            if described is not None:
+                entries.append(_added(f.added_version, self.version, described))
+                continue
             footer = self.snapshot.footer(f)
             check_file(
                 f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
@@ -296,10 +308,11 @@ class _Publication:
             written = None
         if written is not None:
             return _position_delete_entry(self.location(key), written)
-        files = self.snapshot.files_by_path
+        named = self.snapshot.tombstone_deletes(t)
+        files = {f.path: f for f in self.snapshot.manifest.data_files.named(named)}
         paths: list[pa.Array] = []
         positions: list[pa.Array] = []
-        for path, deletes in sorted(self.snapshot.tombstone_deletes(t).items()):
+        for path, deletes in sorted(named.items()):
             f = files.get(path)
             if f is None:
                 continue
@@ -393,6 +406,26 @@ class _Publication:
                 return
             except PreconditionFailedError:
                 hint, etag = _read_hint(self.store)
+
+
+class _Described:
+    """The data files the manifests of the last publication describe that this version lists
+    in other segments (segments merge as a table grows), by location: read on first use."""
+
+    def __init__(self, store: ObjectStore, manifests: list[ManifestFile]) -> None:
+        self.store = store
+        self.manifests = manifests
+        self._by_location: dict[str, IcebergDataFile] | None = None
+
+    def get(self, location: str, size: int) -> IcebergDataFile | None:
+        """The description of the file at ``location`` of ``size`` bytes, if one was published."""
+        if self._by_location is None:
+            io = StoredFileIO(self.store)
+            self._by_location = {
+                e.data_file.file_path: e.data_file for m in self.manifests for e in m.fetch_manifest_entry(io)
+            }
+        found = self._by_location.get(location)
+        return found if found is not None and found.file_size_in_bytes == size else None
 
 
 class _DeleteManifestWriter(ManifestWriterV2):
