@@ -224,17 +224,19 @@ Put = Callable[..., ObjectInfo]
 
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "files"])
 def test_a_publication_that_crashes_at_any_write_is_read_right_or_not_seen_and_repaired(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inline: bool
+    table_uri: tuple[str, dict[str, str] | None], monkeypatch: pytest.MonkeyPatch, inline: bool
 ) -> None:
+    uri, options = table_uri
     rng = random.Random(9)
     props = {} if inline else FILES_ONLY
-    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", properties=props)
+    table = castable.create_table(uri, SCHEMA, primary_key="id", properties=props, storage_options=options)
     table.append(_rows(list(range(40)), rng))
     publish(table)
     table.append(_rows(list(range(40, 90)), rng))
     table.delete("id IN (3, 45, 60)")
     first = table.version - 2
-    real: Put = LocalStore.put
+    kind = type(table.store)
+    real: Put = kind.put
 
     def publish_first() -> None:
         """The story's start each time: only version ``first`` published."""
@@ -246,30 +248,31 @@ def test_a_publication_that_crashes_at_any_write_is_read_right_or_not_seen_and_r
         """Crash the ``at``-th write of a publication (0: none); the publication's writes."""
         seen: list[str] = []
 
-        def put(store: LocalStore, key: str, data: bytes, **options: Any) -> ObjectInfo:
+        def put(store: Any, key: str, data: bytes, **options: Any) -> ObjectInfo:
             if key.startswith(ICEBERG_PREFIX):
                 seen.append(key)
                 if len(seen) == at:
                     raise StoreError(f"{key}: crashed (injected)")
             return real(store, key, data, **options)
 
-        monkeypatch.setattr(LocalStore, "put", put)
+        monkeypatch.setattr(kind, "put", put)
         return seen
 
     publish_first()
     writes = crashing(0)
     publish(table)
-    monkeypatch.setattr(LocalStore, "put", real)
+    monkeypatch.setattr(kind, "put", real)
     assert len(writes) >= 6, writes
     for at in range(1, len(writes) + 1):
         publish_first()
         crashing(at)
         with pytest.raises(StoreError, match="injected"):
             publish(table)
-        monkeypatch.setattr(LocalStore, "put", real)
-        hint = int((tmp_path / "t" / ICEBERG_PREFIX / "version-hint.text").read_text())
+        monkeypatch.setattr(kind, "put", real)
+        hint = int(table.store.get(f"{ICEBERG_PREFIX}version-hint.text").data)
         assert first <= hint < table.version, "the hint moves last: readers see a version published whole"
-        static = StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{hint}.metadata.json")
+        location = f"{table.uri}/{ICEBERG_PREFIX}v{hint}.metadata.json"
+        static = StaticTable.from_metadata(location, properties=_fileio(table))
         _same(static.scan().to_arrow(), table.scan(version=hint).to_arrow(), f"after a crash at write {at}")
     publish(table)
     _same(_iceberg(table, table.version), table.scan().to_arrow(), "repaired")
@@ -325,6 +328,27 @@ def test_a_file_is_described_once_however_often_its_segment_merges(
         assert len(read) - before == 1, f"append {i}: {len(read) - before} footers read"
     assert max(p.count for p in table.manifest.data_files.parts) > 8, "segments merged on the way"
     _same(_iceberg(table, table.version), table.scan().to_arrow(), "after merges")
+
+
+def test_a_table_of_format_1_publishes_once_upgraded_under_the_ids_its_first_schema_change_gives(
+    tmp_path: Path,
+) -> None:
+    """Format 1 has no column ids and no segments: its versions have no snapshot, but once
+    upgraded the table publishes under ids 1, 2, ... (what castable's first schema change
+    gives), its files found by name; a rename after keeps them."""
+    rng = random.Random(8)
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", format_version=1)
+    table.append(_rows(list(range(10)), rng))
+    table.delete("id = 3")
+    table.upgrade()
+    table.append(_rows([10, 11], rng))
+    published = StaticTable.from_metadata(publish(table))
+    assert [(f.field_id, f.name) for f in published.schema().fields] == [(1, "id"), (2, "category"), (3, "value")]
+    _same(published.scan().to_arrow(), table.scan().to_arrow(), "upgraded")
+    table.alter().rename_column("value", "amount").commit()
+    renamed = StaticTable.from_metadata(publish(table))
+    assert [(f.field_id, f.name) for f in renamed.schema().fields] == [(1, "id"), (2, "category"), (3, "amount")]
+    _same(renamed.scan().to_arrow(), table.scan().to_arrow(), "renamed")
 
 
 def test_what_iceberg_v2_cannot_say_is_refused_and_nothing_is_published(tmp_path: Path) -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -65,6 +66,7 @@ from castable.iceberg.files import StoredFileIO, StoredInput, StoredOutput
 from castable.iceberg.schema import IcebergPublishError, check_file, iceberg_schema, name_mapping
 from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
 from castable.pointer import retention_floor
+from castable.readahead import read_ahead
 from castable.snapshot import Snapshot as CastableSnapshot
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
@@ -76,6 +78,8 @@ INLINE = f"{METADATA}inline/"
 """Inline entries' rows as the one-row-group Parquet files they read as: Iceberg readers need files."""
 CODEC: AvroCompressionCodec = "deflate"
 """Avro's codec every Iceberg reader knows (DuckDB's avro extension reads no zstd)."""
+FOOTERS_IN_FLIGHT = 32
+"""Footers read at once from an object store, where each is a round trip."""
 METADATA_LOG = 100
 """Earlier metadata files each new one lists."""
 POSITION_DELETES = pa.schema(
@@ -225,19 +229,20 @@ class _Publication:
         """The data files of a data segment (each checked, inline entries written as files). A
         file the last publication described, in a segment since merged into this one, keeps its
         description: its footer is not read again."""
-        entries = []
-        for f in part.entries(self.snapshot.schema):
-            described = self._described.get(self._data_location(f), f.size)
-            if described is not None:
-                entries.append(_added(f.added_version, self.version, described))
-                continue
-            footer = self.snapshot.footer(f)
+        files = part.entries(self.snapshot.schema)
+        locations = {f.path: self._data_location(f) for f in files}
+        described: dict[str, IcebergDataFile] = {}
+        for f in files:
+            if (known := self._described.get(locations[f.path], f.size)) is not None:
+                described[f.path] = known
+        unknown = [f for f in files if f.path not in described]
+        for f, footer in zip(unknown, self._footers(unknown), strict=True):
             check_file(
                 f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
             )
-            entry = IcebergDataFile.from_args(
+            described[f.path] = IcebergDataFile.from_args(
                 content=DataFileContent.DATA,
-                file_path=self._data_location(f),
+                file_path=locations[f.path],
                 file_format=FileFormat.PARQUET,
                 partition=Record(),
                 file_size_in_bytes=f.size,
@@ -247,7 +252,7 @@ class _Publication:
                 key_metadata=None,
                 **_statistics(footer),
             )
-            entries.append(_added(f.added_version, self.version, entry))
+        entries = [_added(f.added_version, self.version, described[f.path]) for f in files]
         return self._write_manifest(
             write_manifest(2, UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC), entries
         )
@@ -286,10 +291,17 @@ class _Publication:
         writer = _DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
         return self._write_manifest(writer, entries)
 
+    def _footers(self, files: list[DataFile]) -> Iterator[pq.FileMetaData]:
+        """The footers of ``files``, in order; from an object store many at once (the first
+        publication of a table reads every file's)."""
+        if self.store.native_input:
+            return map(self.snapshot.footer, files)
+        return read_ahead((partial(self.snapshot.footer, f) for f in files), FOOTERS_IN_FLIGHT)
+
     def _check_files(self) -> None:
         """Check every data file of the version against its schema (after a schema change)."""
-        for f in self.snapshot.manifest.data_files:
-            footer = self.snapshot.footer(f)
+        files = list(self.snapshot.manifest.data_files)
+        for f, footer in zip(files, self._footers(files), strict=True):
             check_file(
                 f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
             )

@@ -17,7 +17,7 @@ from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.schema import Schema
 
 from castable.errors import CastableError
-from castable.evolution import default_of, field_id, file_schema, has_ids, names_of
+from castable.evolution import default_of, field_id, file_schema, names_of, with_ids
 
 
 class IcebergPublishError(CastableError):
@@ -27,8 +27,7 @@ class IcebergPublishError(CastableError):
 def iceberg_schema(schema: pa.Schema, primary_key: list[str], schema_id: int) -> Schema:
     """``schema`` (a version's) with castable's ids, its primary key as identifier field (if
     the column is NOT NULL, as Iceberg requires of identifier fields)."""
-    if not has_ids(schema):
-        raise IcebergPublishError("the table's schema has no column ids (castable upgrade gives them)")
+    schema = with_ids(schema)  # a table of format 1 has none: the ids its first schema change gives
     for f in schema:
         t = f.type
         if pa.types.is_nested(t):
@@ -54,7 +53,8 @@ def iceberg_schema(schema: pa.Schema, primary_key: list[str], schema_id: int) ->
 def name_mapping(schema: pa.Schema) -> str:
     """``schema.name-mapping.default``: every name each column has had, so Iceberg readers find
     the columns of files written without ids (registered files) as castable does."""
-    return json.dumps([{"field-id": field_id(f), "names": sorted({n for n, _ in names_of(f)})} for f in schema])
+    named = with_ids(schema)
+    return json.dumps([{"field-id": field_id(f), "names": sorted({n for n, _ in names_of(f)})} for f in named])
 
 
 def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, str | None]) -> None:
