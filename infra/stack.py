@@ -443,25 +443,33 @@ class CastableStack(Stack):
         retention = {"retain_versions": t.retain_versions, "retain_hours": t.retain_hours, "grace_hours": t.grace_hours}
         return Maintained(key, t.schedule, {"table": uri, **retention})
 
-    def _tombstone_trigger(self) -> None:
-        """S3 tombstone writes -> EventBridge -> SQS -> trigger Lambda -> one maintenance run per window."""
-        dead_letters = queue(self, "TombstoneEventsDeadLetters")
+    def _object_events(self, name: str, rule: str, description: str, under: str, visibility: int) -> sqs.Queue:
+        """A queue (``name``, with a dead-letter queue) that EventBridge rule ``rule`` fills with
+        the S3 events of objects created ``under`` any table's (and database member's) prefix:
+        one rule whatever the number of tables."""
+        dead_letters = queue(self, f"{name}DeadLetters")
         self.dead_letters.append(dead_letters)
         events_queue = queue(
             self,
-            "TombstoneEvents",
-            visibility_timeout=Duration.seconds(360),
+            name,
+            visibility_timeout=Duration.seconds(visibility),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
+        keys = [{"wildcard": f"tables/*/{under}*"}, {"wildcard": f"databases/*/*/{under}*"}]
         events.Rule(
             self,
-            "TombstonesWritten",
-            description="castable: tombstone files written under any table",
-            # every table's: the trigger looks the table's schedule up, and skips one without
-            event_pattern=objects_created(
-                self.bucket, [{"wildcard": "tables/*/tombstone/*"}, {"wildcard": "databases/*/*/tombstone/*"}]
-            ),
+            rule,
+            description=f"castable: {description}",
+            event_pattern=objects_created(self.bucket, keys),
             targets=[targets.SqsQueue(events_queue)],
+        )
+        return events_queue
+
+    def _tombstone_trigger(self) -> None:
+        """S3 tombstone writes -> EventBridge -> SQS -> trigger Lambda -> one maintenance run per window.
+        Every table's: the trigger looks the table's schedule up, and skips one without."""
+        events_queue = self._object_events(
+            "TombstoneEvents", "TombstonesWritten", "tombstone files written under any table", "tombstone/", 360
         )
         fn = self.functions["trigger"]
         fn.add_environment("MAINTENANCE_STATE_MACHINE_ARN", self.maintenance.state_machine_arn)
@@ -487,23 +495,8 @@ class CastableStack(Stack):
                 name=self.config.glue_database, description="castable tables, as Iceberg tables"
             ),
         )
-        dead_letters = queue(self, "CommitEventsDeadLetters")
-        self.dead_letters.append(dead_letters)
-        events_queue = queue(
-            self,
-            "CommitEvents",
-            visibility_timeout=Duration.seconds(3600),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
-        )
-        events.Rule(
-            self,
-            "ManifestsWritten",
-            description="castable: versions committed under any table",
-            event_pattern=objects_created(
-                self.bucket,
-                [{"wildcard": f"tables/*/{MANIFEST_PREFIX}*"}, {"wildcard": f"databases/*/*/{MANIFEST_PREFIX}*"}],
-            ),
-            targets=[targets.SqsQueue(events_queue)],
+        events_queue = self._object_events(
+            "CommitEvents", "ManifestsWritten", "versions committed under any table", MANIFEST_PREFIX, 3600
         )
         fn = self.functions["catalog"]
         fn.add_environment("GLUE_DATABASE", self.config.glue_database)
