@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -10,6 +11,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -22,7 +24,7 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
 
 import castable
 from castable.manifest import DataFile
-from castable.properties import TableProperties
+from castable.properties import AFTER_COMMIT, TableProperties
 from castable.register import write_file_list
 from castable.table import Table
 from castable.tables import load_table
@@ -649,6 +651,33 @@ def test_the_catalog_function_publishes_each_table_once_a_batch_and_knows_member
         "shop__orders",
         "web_logs_v2",
     ]
+
+
+def test_the_catalog_function_retries_only_the_table_that_failed(
+    s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's tables are published one by one: one that cannot be published (a nested column)
+    comes back as the batch's failures, for SQS to deliver again; the others are registered."""
+    from lambdas import catalog
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("GLUE_DATABASE", "catalog_retries")
+    monkeypatch.setenv(AFTER_COMMIT, "false")
+    glue = boto3.client("glue", region_name="us-east-1")
+    with contextlib.suppress(glue.exceptions.AlreadyExistsException):
+        glue.create_database(DatabaseInput={"Name": "catalog_retries"})
+    on = {"publish.iceberg": True}
+    good = castable.create_table(f"s3://{s3_bucket}/tables/good", EVENTS, primary_key="id", properties=on)
+    good.append(events(0, 5))
+    nested = pa.schema([pa.field("id", pa.int64(), nullable=False), ("tags", pa.list_(pa.string()))])
+    bad = castable.create_table(f"s3://{s3_bucket}/tables/bad", nested, primary_key="id", properties=on)
+    bad.append(pa.table({"id": [1], "tags": [["x"]]}, schema=nested))
+    keys = ["tables/bad/manifest/v00000000000000000001.json", "tables/good/manifest/v00000000000000000001.json"]
+    result = catalog.handler(eventbridge_sqs_event(s3_bucket, keys), Context())
+    assert result["batchItemFailures"] == [{"itemIdentifier": "e0"}]
+    assert [p["table"] for p in result["published"]] == ["good"]
+    held = glue.get_table(DatabaseName="catalog_retries", Name="good")["Table"]["Parameters"]["metadata_location"]
+    assert held == f"{good.uri}/metadata/v1.metadata.json"
 
 
 def test_commit_registers_files_in_a_database_member_through_its_log(db_ingest_env: castable.Database) -> None:
