@@ -9,6 +9,7 @@ from typing import Any
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 
+from castable.iceberg.schema import IcebergPublishError
 from castable.store import ObjectStore
 
 
@@ -84,7 +85,7 @@ class StoredFileIO(FileIO):
 
     def new_input(self, location: str) -> InputFile:
         if not location.startswith(f"{self.root}/"):
-            raise ValueError(f"{location} is not under {self.root}")
+            raise IcebergPublishError(f"{location} is not under the table's location {self.root}")
         return StoredInput(self.store, location[len(self.root) + 1 :], location)
 
     def new_output(self, location: str) -> OutputFile:

@@ -36,7 +36,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from castable.iceberg.files import StoredInput
+from castable.iceberg.files import StoredFileIO
 from castable.iceberg.publish import METADATA
 from castable.iceberg.schema import IcebergPublishError
 from castable.store import ObjectStore
@@ -79,8 +79,7 @@ def register(store: ObjectStore, metadata_location: str, *, database: str, name:
     publication already. ``glue`` is a boto3 Glue client. ``IcebergPublishError`` if a Glue
     table of that name is another table's."""
     version = _version_of(metadata_location)
-    key = metadata_location.removeprefix(f"{store.uri.rstrip('/')}/")
-    metadata = FromInputFile.table_metadata(StoredInput(store, key, metadata_location))
+    metadata = FromInputFile.table_metadata(StoredFileIO(store).new_input(metadata_location))
     parameters = {"table_type": "ICEBERG", "metadata_location": metadata_location}
     table_input: dict[str, Any] = {
         "Name": name,

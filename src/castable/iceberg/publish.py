@@ -212,9 +212,11 @@ class _Publication:
         current = previous.snapshot_by_id(previous.current_snapshot_id)
         if current is None or not current.manifest_list.startswith(self.root):
             return {}
-        key = current.manifest_list[len(self.root) + 1 :]
         try:
-            return {m.manifest_path: m for m in read_manifest_list(StoredInput(self.store, key, current.manifest_list))}
+            return {
+                m.manifest_path: m
+                for m in read_manifest_list(StoredFileIO(self.store).new_input(current.manifest_list))
+            }
         except ObjectNotFoundError:
             return {}
 
