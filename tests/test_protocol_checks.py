@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectionClosedError
 from helpers.faults import FaultyStore, once
 from helpers.tables import EVENTS, events, snapshot_of
 
@@ -20,8 +20,8 @@ import castable
 from castable.errors import CorruptObjectError, UnsafeStoreError
 from castable.layout import POINTER_KEY, manifest_key
 from castable.pointer import read_pointer
-from castable.store import LocalStore, ObjectInfo, ObjectStore, S3Store, UploadedPart
-from castable.store.probe import PROBE_PREFIX, probe_conditional_writes
+from castable.store import LocalStore, ObjectInfo, ObjectStore, S3Store, StoreUnavailableError, UploadedPart
+from castable.store.probe import PROBE_PREFIX, PROBES, probe_conditional_writes, settle_conditional_writes
 from castable.table import Table
 from castable.tables import create_table_at
 
@@ -237,3 +237,57 @@ def test_a_stale_condition_answered_with_a_server_error_counts_as_not_honoured()
 
     found = probe_conditional_writes(S3Store("erroring", "t", ErroringClient()))
     assert found.if_match_unquoted and not found.if_match_stale and not found.safe
+
+
+class UnansweringClient(CephLikeClient):
+    """An honest store whose answers to chosen probe PUTs never arrive (the connection fails on
+    every retry of the SDK): ``lose`` counts down over the PUTs of the given bodies."""
+
+    def __init__(self, bodies: set[bytes], lose: int) -> None:
+        super().__init__()
+        self.bodies = bodies
+        self.lose = lose
+        self.probes = 0
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, IfNoneMatch: str = "", IfMatch: str = "") -> Any:
+        if Body == b"0":
+            self.probes += 1
+        if IfMatch:
+            IfMatch = IfMatch.strip('"')
+        answer = super().put_object(Bucket, Key, Body, IfNoneMatch, IfMatch)
+        if Body in self.bodies and self.lose > 0:
+            self.lose -= 1
+            raise ConnectionClosedError(endpoint_url="http://ceph.invalid")
+        return answer
+
+
+def test_a_probe_whose_answers_never_arrive_forms_no_verdict() -> None:
+    """Answers lost on every retry: no verdict (a ``StoreUnavailableError`` that blames no one),
+    nothing remembered, and the next check probes again and finds the store safe."""
+    client = UnansweringClient({b"2"}, lose=PROBES)
+    store = S3Store("unanswering", "t", client)
+    with pytest.raises(StoreUnavailableError, match="no verdict was formed") as raised:
+        store.check_conditional_writes()
+    assert "single_writer" not in str(raised.value) and not isinstance(raised.value, UnsafeStoreError)
+    assert client.probes == PROBES
+    store.check_conditional_writes()
+    assert client.probes == PROBES + 1, "the failed verdict was not cached"
+
+
+def test_a_probe_with_one_lost_answer_is_run_again() -> None:
+    client = UnansweringClient({b"2"}, lose=1)
+    found = settle_conditional_writes(S3Store("one-lost", "t", client))
+    assert found.safe and found.clean and client.probes == 2
+
+
+def test_a_store_is_called_unsafe_only_after_two_clean_probes() -> None:
+    class IgnoringClient(CephLikeClient):
+        probes = 0
+
+        def put_object(self, Bucket: str, Key: str, Body: bytes, IfNoneMatch: str = "", IfMatch: str = "") -> Any:
+            self.probes += Body == b"0"
+            return {"ETag": self._store(Key, Body)}
+
+    client = IgnoringClient()
+    found = settle_conditional_writes(S3Store("ignoring-twice", "t", client))
+    assert not found.safe and found.clean and client.probes == 2

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 from castable.store.base import ObjectStore
-from castable.store.errors import PreconditionFailedError, StoreError
+from castable.store.errors import PreconditionFailedError, StoreError, StoreUnavailableError
 
 PROBE_PREFIX = "_castable_probe/"
 """Scratch keys of the probe (deleted at once; ``gc`` sweeps any a crash left behind)."""
@@ -31,6 +32,9 @@ class ConditionalWrites:
     """A PUT with ``If-Match`` and the current ETag as the store returned it (quoted) succeeded."""
     if_match_unquoted: bool
     """Same, with the ETag's quotes removed (some stores, Ceph radosgw among them, need this)."""
+    clean: bool = True
+    """Every PUT of the probe got an answer (a 200 or a 412): no verdict rests on an error, which
+    a client cannot tell from an answer the network lost."""
 
     @property
     def safe(self) -> bool:
@@ -48,21 +52,33 @@ class ConditionalWrites:
         return found
 
 
-def _answer(store: ObjectStore, key: str, data: bytes, **condition: object) -> bool | None:
-    """How the store answered a conditional PUT: ``True`` written, ``None`` refused with 412,
-    ``False`` any other error (which a client cannot tell from a lost network answer)."""
-    try:
-        store.put(key, data, **condition)  # type: ignore[arg-type]
-    except PreconditionFailedError:
-        return None
-    except StoreError:
-        return False
-    return True
+class _Answers:
+    """The probe's PUTs and how the store answered each. Only a 412 is a refusal a writer can
+    rely on; another error the store answered (Ceph answers some stale ``If-Match`` PUTs with
+    500) cannot be told from a PUT that landed. No answer at all (the connection failed on every
+    retry of the SDK) says nothing about the store and marks the probe unclean."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self.clean = True
+
+    def answer(self, key: str, data: bytes, **condition: object) -> Literal["written", "refused", "error"]:
+        """``"written"``, ``"refused"`` (412) or ``"error"``."""
+        try:
+            self.store.put(key, data, **condition)  # type: ignore[arg-type]
+        except PreconditionFailedError:
+            return "refused"
+        except StoreUnavailableError:
+            self.clean = False
+            return "error"
+        except StoreError:
+            return "error"
+        return "written"
 
 
 def probe_conditional_writes(store: ObjectStore) -> ConditionalWrites:
-    """Run the probe on a fresh scratch key and delete it; raises ``StoreError`` if the store
-    cannot be written at all.
+    """Run the probe once on a fresh scratch key and delete it; raises ``StoreError`` if the
+    store cannot be written at all.
 
     The stale ETag is sent in the form the store took the current one in (quoted, or bare as
     Ceph radosgw wants it), since a store that refuses every quoted ETag would pass a quoted
@@ -70,13 +86,37 @@ def probe_conditional_writes(store: ObjectStore) -> ConditionalWrites:
     """
     key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
     store.put(key, b"0", if_none_match=True)
+    answers = _Answers(store)
     try:
-        if_none_match = _answer(store, key, b"1", if_none_match=True) is None
+        if_none_match = answers.answer(key, b"1", if_none_match=True) == "refused"
         current = store.head(key).etag.strip('"')
-        if_match_quoted = _answer(store, key, b"2", if_match=f'"{current}"') is True
-        if_match_unquoted = if_match_quoted or _answer(store, key, b"3", if_match=current) is True
+        if_match_quoted = answers.answer(key, b"2", if_match=f'"{current}"') == "written"
+        if_match_unquoted = if_match_quoted or answers.answer(key, b"3", if_match=current) == "written"
         stale = _STALE_ETAG if if_match_quoted or not if_match_unquoted else _STALE_ETAG.strip('"')
-        if_match_stale = _answer(store, key, b"4", if_match=stale) is None
+        if_match_stale = answers.answer(key, b"4", if_match=stale) == "refused"
     finally:
         store.delete(key)
-    return ConditionalWrites(if_none_match, if_match_stale, if_match_quoted, if_match_unquoted)
+    return ConditionalWrites(if_none_match, if_match_stale, if_match_quoted, if_match_unquoted, answers.clean)
+
+
+PROBES = 4
+"""Probes run at most to reach a verdict (see :func:`settle_conditional_writes`)."""
+
+
+def settle_conditional_writes(store: ObjectStore) -> ConditionalWrites:
+    """The store's verdict, from clean probes only: safe as soon as one clean probe shows it,
+    unsafe only when two clean probes (fresh keys, every answer received) show it. A probe
+    that met an error says nothing either way. ``StoreUnavailableError`` if no verdict could be reached in
+    ``PROBES`` probes: nothing is concluded, and the caller must not remember an answer."""
+    unsafe = None
+    for _ in range(PROBES):
+        found = probe_conditional_writes(store)
+        if not found.clean:
+            continue
+        if found.safe or unsafe is not None:
+            return found
+        unsafe = found
+    raise StoreUnavailableError(
+        f"{store.uri}: could not tell whether the store honours conditional writes: {PROBES} probes "
+        "met errors (lost answers or failed requests), so no verdict was formed; try again"
+    )

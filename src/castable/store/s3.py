@@ -27,7 +27,14 @@ import boto3
 import pyarrow as pa
 from boto3.exceptions import S3UploadFailedError
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
 
 from castable.errors import CorruptObjectError, UnsafeStoreError
 from castable.store.base import Blob, MultipartUpload, ObjectInfo, ObjectStore, StagedObject, UploadedPart
@@ -39,7 +46,7 @@ from castable.store.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from castable.store.probe import ConditionalWrites, probe_conditional_writes
+from castable.store.probe import ConditionalWrites, settle_conditional_writes
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +85,8 @@ _SESSION_OPTIONS = {
 }
 _KNOWN_OPTIONS = {*_SESSION_OPTIONS, "endpoint_url", "max_attempts", "single_writer"}
 _PROBED: dict[tuple[str, str], ConditionalWrites] = {}
-"""Probe results per (endpoint, bucket), so each process probes a store once."""
+"""Probe verdicts per (endpoint, bucket), so each process probes a store once; only a verdict of
+clean probes is kept (``settle_conditional_writes``), never one a lost answer could have formed."""
 _CONTENT_ETAGS: dict[tuple[str, str], bool] = {}
 """By endpoint and bucket: whether a single PUT's ETag is the MD5 of its bytes (S3 with no
 encryption or SSE-S3, and most S3-compatible servers; not SSE-KMS or SSE-C), learned from the
@@ -89,6 +97,9 @@ _BUCKET_FACTS: dict[tuple[str, str, str], tuple[float, bool]] = {}
 _BUCKET_FACT_SECONDS = 300.0
 _NO_VERSIONING = {"NotImplemented", "MethodNotAllowed", "501", "405"}
 """What an S3-compatible store without versioning answers GetBucketVersioning with."""
+_BODY_ERRORS = (ResponseStreamingError, IncompleteReadError, ReadTimeoutError, ConnectionClosedError)
+"""Errors of a GET whose connection broke after the headers, while its body was read."""
+_BODY_ATTEMPTS = 4
 _DELETE_BATCH = 1000
 """S3's most keys (or versions) in one DeleteObjects request."""
 
@@ -205,6 +216,20 @@ def _md5_etag(data: bytes) -> str:
     return f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
 
 
+def _multipart_etag(parts: Sequence[UploadedPart]) -> str:
+    """The ETag S3 gives an object completed from ``parts``: the MD5 of their MD5s, then the count."""
+    digests = b"".join(bytes.fromhex(p.etag.strip('"')) for p in parts)
+    return f'"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"'
+
+
+def _resent(error: ClientError | BotoCoreError) -> bool:
+    """Whether the SDK sent the request that ended in ``error`` more than once (its retries of a
+    lost answer or a throttled attempt): a conditional write can then have landed on an earlier send."""
+    if not isinstance(error, ClientError):
+        return False
+    return int(error.response.get("ResponseMetadata", {}).get("RetryAttempts") or 0) > 0
+
+
 class S3Store(ObjectStore):
     """Objects under ``s3://bucket/prefix``.
 
@@ -227,7 +252,7 @@ class S3Store(ObjectStore):
         with _PROBE_LOCK:
             found = _PROBED.get(endpoint)
             if found is None:
-                found = _PROBED[endpoint] = probe_conditional_writes(self)
+                found = _PROBED[endpoint] = settle_conditional_writes(self)
         self._bare_if_match = not found.if_match_quoted and found.if_match_unquoted
         if found.safe:
             return
@@ -278,11 +303,31 @@ class S3Store(ObjectStore):
         try:
             response = self.client.put_object(**kwargs)
         except (ClientError, BotoCoreError) as e:
-            raise translate_error(e, key) from e
+            error = translate_error(e, key)
+            own = self._own_put(key, data) if isinstance(error, PreconditionFailedError) and _resent(e) else None
+            if own is None:
+                raise error from e
+            return own
         etag = _quoted(response.get("ETag"))
         if self._endpoint not in _CONTENT_ETAGS:
             _CONTENT_ETAGS[self._endpoint] = etag == _md5_etag(data)
         return ObjectInfo(key=key, size=len(data), etag=etag) if etag else self.head(key)
+
+    def _own_put(self, key: str, data: bytes) -> ObjectInfo | None:
+        """After a 412 to a conditional PUT the SDK sent more than once: the object at ``key`` if
+        it holds exactly ``data``, since then an earlier send landed and only its answer was lost
+        (``None`` if it holds anything else: the condition really failed). The ETag tells where
+        it is the MD5 of the bytes; otherwise the object is read back and compared."""
+        log.info("%s: 412 to a resent conditional PUT; checking whether the first send landed", key)
+        try:
+            found = self.head(key)
+            if found.size != len(data):
+                return None
+            if found.etag != _md5_etag(data) and self.get(key, if_match=found.etag).data != data:
+                return None
+        except (ObjectNotFoundError, PreconditionFailedError):  # gone, or changed since the HEAD: not ours
+            return None
+        return ObjectInfo(key=key, size=len(data), etag=found.etag)
 
     @property
     def _endpoint(self) -> tuple[str, str]:
@@ -322,12 +367,19 @@ class S3Store(ObjectStore):
             kwargs["Range"] = f"bytes={byte_range[0]}-{byte_range[1] - 1}"
         if if_match is not None:
             kwargs["IfMatch"] = self._match(if_match)
-        try:
-            response = self.client.get_object(**kwargs)
-            data = response["Body"].read()
-        except (ClientError, BotoCoreError) as e:
-            self.stats.record("GET")
-            raise translate_error(e, key) from e
+        for attempt in range(1, _BODY_ATTEMPTS + 1):
+            try:
+                response = self.client.get_object(**kwargs)
+                data = response["Body"].read()
+                break
+            except _BODY_ERRORS as e:  # the SDK retries a request until its headers, not its body
+                self.stats.record("GET")
+                if attempt == _BODY_ATTEMPTS:
+                    raise translate_error(e, key) from e
+                log.info("%s: the connection broke while reading the body (%s); reading it again", key, e)
+            except (ClientError, BotoCoreError) as e:
+                self.stats.record("GET")
+                raise translate_error(e, key) from e
         self.stats.record("GET", bytes_in=len(data))
         return Blob(data=data, etag=_quoted(response.get("ETag")))
 
@@ -531,16 +583,36 @@ class S3Store(ObjectStore):
 
     def complete_multipart(self, key: str, upload_id: str, parts: builtins.list[UploadedPart]) -> ObjectInfo:
         self.stats.record("COMPLETE_MPU")
-        r = self._call(
-            key,
-            "complete_multipart_upload",
-            Key=self._key(key),
-            UploadId=upload_id,
-            MultipartUpload={"Parts": [{"ETag": p.etag, "PartNumber": p.number} for p in parts]},
-            IfNoneMatch="*",
-        )
+        try:
+            r = self.client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                UploadId=upload_id,
+                MultipartUpload={"Parts": [{"ETag": p.etag, "PartNumber": p.number} for p in parts]},
+                IfNoneMatch="*",
+            )
+        except (ClientError, BotoCoreError) as e:
+            error = translate_error(e, key)
+            if isinstance(error, PreconditionFailedError | ObjectNotFoundError) and _resent(e):
+                own = self._own_completion(key, parts)
+                if own is not None:
+                    return own
+            raise error from e
         etag = _quoted(r.get("ETag"))  # Ceph radosgw returns none here: ask for it
         return ObjectInfo(key=key, size=sum(p.size for p in parts), etag=etag) if etag else self.head(key)
+
+    def _own_completion(self, key: str, parts: builtins.list[UploadedPart]) -> ObjectInfo | None:
+        """After a 412 (or NoSuchUpload) to a CompleteMultipartUpload the SDK sent more than once:
+        the object at ``key`` if it is this upload's, told by the ETag S3 derives from the parts'."""
+        try:
+            found = self.head(key)
+        except ObjectNotFoundError:
+            return None
+        try:
+            expected = _multipart_etag(parts)
+        except ValueError:  # a part ETag that is no MD5 (a store of its own scheme): cannot tell
+            return None
+        return found if found.etag == expected and found.size == sum(p.size for p in parts) else None
 
     def abort_multipart(self, key: str, upload_id: str) -> None:
         self.stats.record("ABORT_MPU")

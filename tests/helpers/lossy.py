@@ -1,0 +1,134 @@
+"""A lossy network between castable and S3, injected where production injects it: in the SDK's
+send (``botocore.endpoint.Endpoint._send``), below botocore's retries.
+
+- ``lose``: the server applies a PUT, POST or DELETE and its answer is replaced by a closed
+  connection (a reset, a frozen Lambda); botocore sends the request again, as in production, and
+  a conditional PUT repeated this way answers 412.
+- ``slow_down``: the request is answered 503 SlowDown before it reaches the server.
+- ``reset_body``: a GET's connection breaks after its headers, while its body is read (botocore
+  retries a request until its headers only).
+- ``delay``: seconds added to every answer.
+
+Installed per process (``install``), so multi-process tests call it first thing in each worker;
+``injected`` counts what was injected, so a test can show its faults happened.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.endpoint import Endpoint
+from botocore.exceptions import ConnectionClosedError
+from urllib3.exceptions import ProtocolError
+
+WRITES = ("PUT", "POST", "DELETE")
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Probabilities per request (picklable, for worker processes)."""
+
+    lose: float = 0.0
+    slow_down: float = 0.0
+    reset_body: float = 0.0
+    delay: float = 0.0
+    seed: int | None = None
+
+
+injected: Counter[str] = Counter()
+"""What this process injected so far, by kind."""
+_lock = threading.Lock()
+_real_send = Endpoint._send
+
+
+class _SlowDownBody:
+    """The raw body of a 503 SlowDown answer."""
+
+    def __init__(self) -> None:
+        self.body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
+        yield self.body
+
+
+class _BrokenBody:
+    """A GET's body whose connection breaks on the first read."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def read(self, *args: Any, **kwargs: Any) -> bytes:
+        self._raw.close()
+        raise ProtocolError("Connection broken: injected reset while reading the body")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+def _count(kind: str) -> None:
+    with _lock:
+        injected[kind] += 1
+
+
+def lossy_send(faults: Faults, decide: Callable[[str, AWSPreparedRequest], bool]) -> Callable[..., AWSResponse]:
+    """A replacement for ``Endpoint._send``: ``decide(kind, request)`` says whether a fault of
+    ``kind`` hits this request."""
+
+    def send(endpoint: Endpoint, request: AWSPreparedRequest) -> AWSResponse:
+        if decide("slow_down", request):
+            _count("slow_down")
+            return AWSResponse(request.url, 503, {"Content-Type": "application/xml"}, _SlowDownBody())
+        response = _real_send(endpoint, request)
+        if faults.delay:
+            time.sleep(faults.delay)
+        ok = response.status_code < 300
+        if ok and request.method in WRITES and decide("lose", request):
+            _count("lose")
+            raise ConnectionClosedError(endpoint_url=request.url)
+        if ok and request.method == "GET" and decide("reset_body", request):
+            _count("reset_body")
+            response.raw = _BrokenBody(response.raw)
+        return response
+
+    return send
+
+
+def install(faults: Faults) -> None:
+    """Make every S3 request of this process go through ``faults`` (for the life of the process)."""
+    rng = random.Random(faults.seed)
+    chances = {"lose": faults.lose, "slow_down": faults.slow_down, "reset_body": faults.reset_body}
+
+    def decide(kind: str, request: AWSPreparedRequest) -> bool:
+        with _lock:
+            return rng.random() < chances[kind]
+
+    Endpoint._send = lossy_send(faults, decide)  # type: ignore[method-assign]
+
+
+@contextmanager
+def losing(match: Callable[[str, str], bool], *, times: int = 1, kind: str = "lose") -> Iterator[Counter[str]]:
+    """Inject ``kind`` on the first ``times`` requests for which ``match(method, url)`` holds,
+    inside the block only; yields ``injected``."""
+    left = times
+
+    def decide(k: str, request: AWSPreparedRequest) -> bool:
+        nonlocal left
+        with _lock:
+            if k == kind and left > 0 and match(request.method or "", request.url or ""):
+                left -= 1
+                return True
+            return False
+
+    Endpoint._send = lossy_send(Faults(), decide)  # type: ignore[method-assign]
+    try:
+        yield injected
+    finally:
+        Endpoint._send = _real_send  # type: ignore[method-assign]
