@@ -21,7 +21,6 @@ from castable.errors import (
     CorruptObjectError,
     DatabaseAlreadyExistsError,
     DatabaseNotFoundError,
-    EmptyWriteError,
     InvalidInputError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -230,11 +229,62 @@ def test_a_retried_create_table_returns_the_table_it_created(shop: Database) -> 
         shop.create_table("refunds", EVENTS)
 
 
-def test_an_empty_transaction_commits_nothing(shop: Database) -> None:
-    before = snapshot_of(shop.store)
-    with pytest.raises(EmptyWriteError, match="wrote to no table"), shop.transaction() as tx:
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_a_read_only_transaction_commits_nothing_and_raises_nothing(shop: Database, isolation: str) -> None:
+    before, version = snapshot_of(shop.store), shop.version
+    with shop.transaction(isolation=isolation) as tx:  # type: ignore[arg-type]
         assert ids(tx.table("orders")) == list(range(10))
-    assert snapshot_of(shop.store) == before
+        assert tx.table("lines").count() == 20
+    assert tx.version == version == shop.refresh().version
+    explicit = shop.transaction(isolation=isolation).begin()  # type: ignore[arg-type]
+    assert explicit.table("orders").count() == 10
+    assert explicit.commit() == version
+    with pytest.raises(TransactionClosedError, match="committed"):
+        explicit.commit()
+    with shop.transaction(isolation=isolation) as untouched:  # type: ignore[arg-type]
+        pass
+    assert untouched.version == version
+    assert shop.run(lambda tx: ids(tx.table("orders")), isolation=isolation) == list(range(10))  # type: ignore[arg-type]
+    assert snapshot_of(shop.store) == before, "no version, no object written"
+    assert shop.refresh().version == version
+
+
+def test_a_read_only_transaction_judges_its_reads_only_when_serializable(shop: Database) -> None:
+    """A commit since the snapshot that changed a row the transaction read fails a serializable
+    read-only transaction (and only then), with nothing committed; snapshot isolation lets it end.
+    Rows are judged by the columns read: ids that did not change are no conflict."""
+    readers = {level: shop.transaction(isolation=level).begin() for level in ("snapshot", "serializable")}
+    for tx in readers.values():
+        assert tx.table("orders").to_arrow(filter="id = 3").column("value").to_pylist() == [1.5]
+    counter = shop.transaction(isolation="serializable").begin()
+    assert counter.table("orders").scan(["id"], filter="id = 3").count() == 1
+    snapshot = shop.version
+    shop.table("orders").upsert(events(7, 8).set_column(2, "value", pa.array([70.0])))  # a row none read
+    shop.table("orders").upsert(events(3, 4).set_column(2, "value", pa.array([30.0])))
+    before, version = snapshot_of(shop.store), shop.refresh().version
+    assert readers["snapshot"].commit() == snapshot, "it read its snapshot, and says so"
+    with pytest.raises(CommitConflictError, match=r"table 'orders'.* read rows .*\(id 3\)"):
+        readers["serializable"].commit()
+    with pytest.raises(TransactionClosedError, match="failed"):
+        readers["serializable"].table("orders")
+    assert counter.commit() == snapshot, "the ids it read are unchanged"
+    assert snapshot_of(shop.store) == before and shop.refresh().version == version
+
+
+def test_run_reruns_a_serializable_read_only_function_whose_reads_changed(shop: Database) -> None:
+    seen: list[float] = []
+
+    def report(tx: castable.Transaction) -> float:
+        [value] = tx.table("orders").to_arrow(filter="id = 5").column("value").to_pylist()
+        seen.append(value)
+        if len(seen) == 1:  # a commit between the read and the end of the function
+            shop.table("orders").upsert(events(5, 6).set_column(2, "value", pa.array([50.0])))
+        return value
+
+    version = shop.version
+    assert shop.run(report, isolation="serializable") == 50.0
+    assert seen == [2.5, 50.0] and shop.refresh().version == version + 1, "only the other commit's version"
+    assert shop.run(report) == 50.0, "snapshot isolation: a read-only run never conflicts"
 
 
 def test_a_transaction_left_open_commits_nothing_and_blocks_no_one(shop: Database) -> None:

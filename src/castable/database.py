@@ -292,7 +292,18 @@ class Database:
         ``isolation="snapshot"`` (the default): the transaction reads one snapshot, and fails
         with ``CommitConflictError`` if a commit since then changed a row it writes (first
         committer wins: no lost updates; write skew is possible). ``"serializable"`` also fails
-        if such a commit changed a row it read (its scans' rows), so write skew is not."""
+        if such a commit changed a row it read (its scans' rows), so write skew is not.
+
+        A transaction that only reads commits nothing and writes no version. Under snapshot
+        isolation it cannot fail: it read one committed version. A serializable one still has
+        its reads judged at the end, against the newest version, and fails like a writing one
+        if a commit since its snapshot changed them. That is deliberate: castable serializes
+        transactions in commit order, and with writers under snapshot isolation a reader can
+        see a state that no serial order has (the read-only anomaly of Fekete, O'Neil and
+        O'Neil, 2004), for which PostgreSQL's SSI can abort a read-only transaction too; a
+        serializable read-only transaction that returns has read rows still current when it
+        ended. Iceberg (and pyiceberg) never validate reads, so their read-only transactions
+        are snapshot reads: use the default for that."""
         return Transaction(self, new_commit_id(commit_id), check_isolation(isolation))
 
     def run(
@@ -503,7 +514,8 @@ class Transaction:
         self.commit_id = commit_id
         self.isolation = isolation
         self.version: int | None = None
-        """The database version the transaction committed as, once it has."""
+        """The database version the transaction committed as, once it has (its snapshot's, if it
+        wrote nothing: it then commits no version of its own)."""
         self._state = "new"
         self._base: DatabaseVersion | None = None
         self._tables: dict[str, Table] = {}
@@ -555,28 +567,37 @@ class Transaction:
         return sorted(self._writes)
 
     def commit(self) -> int:
-        """Commit every write as one database version; return it."""
-        self._open()
-        if not self._writes:
-            self._state = "aborted"
-            raise EmptyWriteError(f"transaction {self.commit_id} wrote to no table; nothing was committed")
+        """Commit every write as one database version; return it.
+
+        A transaction that wrote nothing commits nothing (no version, no request under snapshot
+        isolation) and returns its snapshot's version. A serializable one still has its reads
+        judged, against the newest version: ``CommitConflictError`` if a commit since its
+        snapshot changed one, as for a transaction that wrote (see :meth:`Database.transaction`)."""
+        snapshot = self._open()
         self._state = "failed"  # until the commit returns: a failed transaction is not used again
         try:
             checks = [
                 dblog.Check(name, self._bases[name], access.under(self.isolation))
                 for name, access in sorted(self._access.items())
             ]
-            result = self.database._commit(
-                "transaction", self.commit_id, writes=list(self._writes.values()), checks=checks
-            )
+            if self._writes:
+                result = self.database._commit(
+                    "transaction", self.commit_id, writes=list(self._writes.values()), checks=checks
+                )
+                version, tables = result.version, result.tables
+            else:
+                judged = [c for c in checks if not c.access.is_empty]
+                if judged:
+                    dblog.validate_unwritten(self.database.store, self.database.refresh()._head, judged)
+                version, tables = snapshot.version, {}
         except BaseException:
             self._reset()
             raise
-        self._state, self.version = "committed", result.version
+        self._state, self.version = "committed", version
         for name, table in self._tables.items():  # the handles now read what was committed
-            if name in result.tables:
-                table.adopt(result.tables[name])
-        return result.version
+            if name in tables:
+                table.adopt(tables[name])
+        return version
 
     def abort(self) -> None:
         """Drop every write: nothing is committed, and the files the writes wrote are deleted

@@ -252,6 +252,31 @@ def member_manifest(
         return member_manifest(root, log_store, committing, name)
 
 
+def newest_member(
+    root: ObjectStore, log_store: ObjectStore, head: DatabaseVersion, name: str, base: Manifest
+) -> Manifest:
+    """Table ``name`` as ``head`` lists it: ``base`` (an older version of it) when that is the
+    one listed, else read; ``CommitConflictError`` if the table was dropped or re-created since."""
+    member = head.tables.get(name)
+    conflicts.check_member(name, None if member is None else member.table_uuid, base, head.version)
+    if member is None or member.version == base.version:
+        return base
+    return member_manifest(root, log_store, head, name)
+
+
+def validate_unwritten(root: ObjectStore, head: DatabaseVersion, checks: Sequence[Check]) -> None:
+    """Judge the ``checks`` of a transaction that wrote nothing against ``head`` (a committed
+    version newer than its snapshot), writing no log entry: ``CommitConflictError`` if a commit
+    in between changed what it read, else it is as if it had run at ``head``."""
+    log_store = root.child(LOG_PREFIX)
+
+    def judge(check: Check) -> None:
+        newest = newest_member(root, log_store, head, check.name, check.snapshot)
+        conflicts.validate(root.child(check.name), check.snapshot, newest, check.access, table=check.name)
+
+    _parallel([partial(judge, c) for c in checks])
+
+
 def roll_forward(root: ObjectStore, pending: Sequence[DatabaseVersion], pointer: Pointer | None) -> Pointer | None:
     """Write the members' copies of the table versions ``pending`` commit (oldest first), then
     move the database pointer to the newest. Anyone may do it, any number of times: each copy
@@ -422,13 +447,9 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
     def _current(self, name: str, base: Manifest) -> Manifest:
         """The version of table ``name`` (``base`` is an older one) that the head lists."""
         member = self.head.tables.get(name)
-        conflicts.check_member(name, None if member is None else member.table_uuid, base, self.head.version)
-        version = self.head.tables[name].version
-        if version == base.version:
-            return base
-        key = (name, version)
+        key = (name, -1 if member is None else member.version)
         if key not in self._newer:  # read once, however many attempts find the table at that version
-            self._newer[key] = member_manifest(self.root, self.store, self.head, name)
+            self._newer[key] = newest_member(self.root, self.store, self.head, name, base)
         return self._newer[key]
 
     def _validate(self, check: Check) -> None:
