@@ -132,3 +132,10 @@ def losing(match: Callable[[str, str], bool], *, times: int = 1, kind: str = "lo
         yield injected
     finally:
         Endpoint._send = _real_send  # type: ignore[method-assign]
+
+
+def run_lossy(faults: Faults, fn: Callable[..., Any], *args: Any) -> Any:
+    """In a worker process: install ``faults``, run ``fn(*args)``, return its result and what was
+    injected (so the test sees that the faults happened)."""
+    install(faults)
+    return fn(*args), dict(injected)

@@ -524,3 +524,62 @@ def registers(uri: str, options: dict | None, worker: int, transactions: int, is
             record["committed"], record["error"] = None, str(e)
         records.append(record)
     return records
+
+
+# ---------------------------------------------------------------- a lossy network (test_lossy_network.py)
+
+CALLER_ATTEMPTS = 6
+"""How often a caller sends one commit (with the same ``commit_id``) before giving up."""
+
+
+def append_with_commit_ids(uri: str, options: dict | None, worker: int, commits: int) -> list[dict]:
+    """Append ``commits`` blocks of this worker's ids, each under its own ``commit_id``, sending a
+    commit again (same id) after any castable error, up to ``CALLER_ATTEMPTS`` times. Return per
+    commit its id, the version it was acknowledged as (``None`` if the caller gave up) and the
+    errors met on the way."""
+    _test_credentials()
+    table = castable.open_table(uri, storage_options=options)
+    done = []
+    for n in range(commits):
+        start = worker * 10_000 + n * 10
+        record: dict = {"commit_id": f"w{worker}-c{n}", "ids": [start, start + 10], "version": None, "errors": []}
+        for _ in range(CALLER_ATTEMPTS):
+            try:
+                record["version"] = table.append(events(start, start + 10), commit_id=record["commit_id"])
+                break
+            except castable.CastableError as e:
+                record["errors"].append(type(e).__name__)
+        done.append(record)
+    return done
+
+
+LEDGER = 0
+"""The account whose balance the ledger workload keeps."""
+
+
+def post_to_ledger(uri: str, options: dict | None, worker: int, entries: int) -> list[dict]:
+    """Through ``db.run``, post ``entries`` amounts: read the balance, append a ledger row, upsert
+    the balance (old + amount). Return per entry its id, amount and the database version it
+    committed as."""
+    import random
+
+    import pyarrow as pa
+
+    _test_credentials()
+    db = castable.open_database(uri, storage_options=options)
+    rng = random.Random(worker)
+    done = []
+    for n in range(entries):
+        entry, amount = worker * 1000 + n, rng.randint(1, 9)
+
+        def post(tx: castable.Transaction, entry: int = entry, amount: int = amount) -> None:
+            balances, ledger = tx.table("balances"), tx.table("ledger")
+            [row] = balances.scan(filter=f"id = {LEDGER}").to_arrow().to_pylist()
+            ledger.append(pa.table({"id": [entry], "amount": [amount]}, schema=ledger.schema))
+            new = {"id": [LEDGER], "balance": [row["balance"] + amount], "stamp": [str(entry)]}
+            balances.upsert(pa.table(new, schema=balances.schema))
+
+        commit_id = f"ledger-{entry}"
+        db.run(post, commit_id=commit_id)
+        done.append({"entry": entry, "amount": amount, "version": db.committed_version(commit_id)})
+    return done
