@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.filelists import LIES, lying_entry
 from helpers.tables import events, keyed_events, snapshot_of
 
 import castable
@@ -92,7 +94,7 @@ def test_entries_written_by_castable_keep_their_statistics(table: Table) -> None
     files = written_elsewhere(table, 100, 400)
     table.store.stats.reset()
     version = table.add_files(files, commit_id="spark-job")
-    assert table.store.stats.snapshot().get("GET", 0) == 0, "no footer is read for a written entry"
+    assert table.store.stats.snapshot().get("GET", 0) == 1, "a written entry's footer is read, and nothing more"
     assert ids(table) == [*range(10), *range(100, 400)]
     added = [f for f in table.manifest.data_files if f.added_version == version]
     assert [(f.path, f.stats) for f in added] == [(f.path, f.stats) for f in files]
@@ -111,6 +113,27 @@ def test_a_written_entry_must_describe_the_object(table: Table) -> None:
         with pytest.raises(InvalidInputError, match=match):
             table.add_files([bad])
     assert snapshot_of(table.store) == before
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_an_entry_that_disagrees_with_its_footer_refuses_the_whole_commit(table: Table, lie: str) -> None:
+    """What an executor says of a file is checked against the file's footer: a wrong row count
+    (count() would report it, and a scan fail), a false key range (a filter would skip rows the
+    file holds), a wrong null or row-group count, another schema. One such entry among true ones
+    refuses the commit, naming the file and what disagreed, and the table is exactly as it was."""
+    true = written_elsewhere(table, 200, 260)
+    bad = lying_entry(table, lie)
+    before, version = snapshot_of(table.store), table.version
+    files = [f.path for f in table.manifest.data_files]
+    error, message = LIES[lie]
+    with pytest.raises(error, match=re.escape(bad.path)) as refused:
+        table.add_files([*true, bad], commit_id="executor-lies")
+    assert message in str(refused.value)
+    assert snapshot_of(table.store) == before
+    after = load_table(table.store)
+    assert after.version == version and [f.path for f in after.manifest.data_files] == files
+    assert after.count() == 10 and ids(after) == list(range(10))
+    assert after.add_files(true, commit_id="executor-lies") == version + 1, "the refused commit left no trace"
 
 
 def copies(t: Table, directory: str, n: int, name: str = "part") -> list[DataFile]:

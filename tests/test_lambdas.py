@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
 from helpers.damaged import DAMAGES, damaged
+from helpers.filelists import LIES, lying_entry
 from helpers.tables import EVENTS, events, snapshot_of
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -116,6 +117,27 @@ def test_commit_refuses_a_bad_file_list_and_changes_nothing(table: Table, file_l
             {"table": table.uri, "files": ["data/x.parquet"], "file_list": file_list, "commit_id": "b"}, Context()
         )
     assert snapshot_of(table.store) == before
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_commit_refuses_a_file_list_that_disagrees_with_a_footer(table: Table, lie: str) -> None:
+    """A job's file list with one entry that lies (rows, key range, nulls, row groups, schema):
+    the function reads every listed file's footer, refuses the commit naming that file, and the
+    table is unchanged: same version, same files, same bytes."""
+    (good,) = write_data_files(
+        table.store, events(300, 320).to_batches(), table.schema, TableProperties.parse(table.properties)
+    )
+    bad = lying_entry(table, lie)
+    listed = write_file_list(table.store, "emr-run-13", [good, bad], table.schema)
+    before, version = snapshot_of(table.store), table.version
+    error, message = LIES[lie]
+    event = {"table": table.uri, "file_list": listed, "commit_id": "emr-run-13", "verify": "footer"}
+    with pytest.raises(error, match=re.escape(bad.path)) as refused:
+        commit.handler(event, Context())
+    assert message in str(refused.value)
+    assert snapshot_of(table.store) == before
+    after = load_table(table.store)
+    assert after.version == version and after.count() == 10 and ids(table) == list(range(10))
 
 
 def test_commit_adds_columns_once_and_refuses_bad_types(table: Table) -> None:

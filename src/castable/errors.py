@@ -35,6 +35,11 @@ class InvalidInputError(CastableError, ValueError):
     """An argument is malformed (bad URI, bad property, unsupported data type, ...)."""
 
 
+class FileMismatchError(InvalidInputError):
+    """A file to register disagrees with its description (rows, row groups or statistics, as
+    its Parquet footer has them): the whole registration is refused and nothing committed."""
+
+
 class CorruptObjectError(CastableError):
     """An object of the table (pointer, manifest, tombstone, data file) is malformed or changed."""
 

@@ -5,9 +5,11 @@ exactly the table's columns and types. By default every page is decoded, a row g
 so a file that does not decode is refused before it is committed; ``verify="footer"`` reads only
 the footer (one or two range GETs) and any INT96 timestamp columns, for files a trusted writer has
 just written. Entries that
-castable's own writer produced in another process (Spark executors) carry their statistics
-already: for those a listing of the directories holding many of them (1,000 objects a request)
-or one HEAD each checks that every object is the one described.
+castable's writer produced in another process (Spark executors) carry their statistics
+already, and nothing that crosses that boundary is trusted: a listing of the directories holding
+many of them (1,000 objects a request) or one HEAD each shows that every object exists with the
+described size and ETag, and its footer (one range GET, many at once) that it has the table's
+columns and exactly the described rows, row groups and statistics.
 """
 
 from __future__ import annotations
@@ -19,18 +21,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 
-from castable.errors import CorruptObjectError, InvalidInputError, SchemaMismatchError
+from castable.errors import CorruptObjectError, FileMismatchError, InvalidInputError, SchemaMismatchError
 from castable.footer import Footer
 from castable.layout import DATA_PREFIX, FILE_LISTS_PREFIX
 from castable.manifest import DataFile
 from castable.schema import describe_mismatch
 from castable.segment import data_files, data_table, decode, encode
 from castable.splice import Transfer, check_int96_file, read_footer, read_row_group
-from castable.stats import ColumnStats
+from castable.stats import ColumnStats, decode_value, ordered
 from castable.store import ObjectInfo, ObjectNotFoundError, ObjectStore
 from castable.writer import data_file_from_metadata
 
@@ -52,7 +54,8 @@ def table_key(store: ObjectStore, path: str) -> str:
 _CHECK_THREADS = 16
 """Files described from their footers (or decoded) at once."""
 _HEAD_THREADS = 64
-"""Entries written elsewhere checked by HEAD at once (those no listing found)."""
+"""Entries written elsewhere checked at once: a footer GET each, and a HEAD for those no listing
+found."""
 _LISTED_FROM = 100
 """Entries in one directory from which a listing checks them: 200,000 files of a Spark job are
 200 LIST requests instead of 200,000 HEADs."""
@@ -89,8 +92,8 @@ def check_files(
 
     A path is described from its footer and, unless ``verify="footer"``, decoded in full
     (:func:`describe_data_file`); a ``DataFile`` written by castable's writer is checked against
-    the object's size and ETag (:func:`verify_data_files`). Either way a keyed table takes no file
-    whose key column holds NULLs.
+    the object's size and ETag and against its footer (:func:`verify_data_files`). Either way a
+    keyed table takes no file whose key column holds NULLs.
     """
     if verify not in VERIFY_MODES:
         raise InvalidInputError(f"verify must be one of {', '.join(VERIFY_MODES)}, not {verify!r}")
@@ -100,7 +103,7 @@ def check_files(
 
     # Entries written elsewhere are checked together (by listings), paths described a few at once.
     entries = [replace(f, path=k) for f, k in zip(files, keys, strict=True) if isinstance(f, DataFile)]
-    verified = {f.path: f for f in verify_data_files(store, entries)}
+    verified = {f.path: f for f in verify_data_files(store, entries, schema)}
     paths = [k for k in keys if k not in verified]
 
     def describe(key: str) -> tuple[DataFile, dict[str, int] | None]:
@@ -123,10 +126,12 @@ def _missing(store: ObjectStore, key: str) -> str:
     )
 
 
-def verify_data_files(store: ObjectStore, entries: Sequence[DataFile]) -> list[DataFile]:
-    """``entries`` themselves, once each object is shown to exist with the recorded size and ETag:
-    by one listing of each directory that holds at least ``_LISTED_FROM`` of them (S3 lists are
-    strongly consistent and give both), by one HEAD each for the rest."""
+def verify_data_files(store: ObjectStore, entries: Sequence[DataFile], schema: pa.Schema) -> list[DataFile]:
+    """``entries`` themselves, once each is shown to describe its object (:func:`verify_data_file`).
+    Each object's size and ETag come from one listing of each directory that holds at least
+    ``_LISTED_FROM`` of them (S3 lists are strongly consistent and give both), or one HEAD each
+    for the rest; footers are read ``_HEAD_THREADS`` at once. The first entry refused stops the
+    checks not yet begun."""
     wanted: dict[str, set[str]] = defaultdict(set)
     for e in entries:
         wanted[posixpath.dirname(e.path) + "/"].add(e.path)
@@ -134,8 +139,11 @@ def verify_data_files(store: ObjectStore, entries: Sequence[DataFile]) -> list[D
     for directory, keys in wanted.items():
         if len(keys) >= _LISTED_FROM:
             listed |= _listed(store, directory, keys)
-    with ThreadPoolExecutor(max(1, min(_HEAD_THREADS, len(entries) - len(listed)))) as pool:
-        return list(pool.map(lambda e: verify_data_file(store, e, listed.get(e.path)), entries))
+    pool = ThreadPoolExecutor(max(1, min(_HEAD_THREADS, len(entries))))
+    try:
+        return list(pool.map(lambda e: verify_data_file(store, e, schema, listed.get(e.path)), entries))
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 def _listed(store: ObjectStore, directory: str, keys: set[str]) -> dict[str, ObjectInfo]:
@@ -153,9 +161,12 @@ def _listed(store: ObjectStore, directory: str, keys: set[str]) -> dict[str, Obj
     return found
 
 
-def verify_data_file(store: ObjectStore, entry: DataFile, listed: ObjectInfo | None = None) -> DataFile:
+def verify_data_file(
+    store: ObjectStore, entry: DataFile, schema: pa.Schema, listed: ObjectInfo | None = None
+) -> DataFile:
     """``entry`` itself, once the object is shown (by ``listed``, or else one HEAD) to exist with
-    the recorded size and ETag."""
+    the recorded size and ETag, and its footer to hold the table's columns and what ``entry``
+    says of its rows, row groups and statistics (:func:`check_described`)."""
     try:
         info = listed or store.head(entry.path)
     except ObjectNotFoundError:
@@ -167,7 +178,48 @@ def verify_data_file(store: ObjectStore, entry: DataFile, listed: ObjectInfo | N
         )
     if entry.rows <= 0 or entry.row_groups <= 0:
         raise InvalidInputError(f"{entry.path} is described with no rows")
+    found, footer = read_described(store, info, schema)
+    check_described(entry, found, schema)
+    check_int96_file(store, found, footer, Transfer())
     return entry
+
+
+def check_described(entry: DataFile, found: DataFile, schema: pa.Schema) -> None:
+    """Refuse ``entry``, a file's description from another process, where it disagrees with
+    ``found``, what the file's footer says: its rows (summed over its row groups), row groups,
+    or any statistic it records (a bound it gives that the footer does not is a disagreement; one
+    it leaves out is not, as castable keeps only what the entry records). A wrong count would be
+    the table's count, and a wrong bound would prune a scan of rows the file holds."""
+    problems = []
+    if entry.rows != found.rows:
+        problems.append(f"{entry.rows} rows where its row groups hold {found.rows}")
+    if entry.row_groups != found.row_groups:
+        problems.append(f"{entry.row_groups} row groups where it has {found.row_groups}")
+    for name, claimed in entry.stats.items():
+        if name not in schema.names:
+            problems.append(f"statistics of {name!r}, a column the table does not have")
+            continue
+        actual = found.stats.get(name, {})
+        for kind in ("min", "max", "nulls"):
+            if kind in claimed and not _same_stat(kind, claimed[kind], actual.get(kind), schema.field(name).type):
+                problems.append(f"{name} {kind} {claimed[kind]!r} where its footer says {actual.get(kind)!r}")
+    if problems:
+        raise FileMismatchError(
+            f"{entry.path} disagrees with its Parquet footer: it was described with "
+            + "; ".join(problems)
+            + ". Nothing was committed"
+        )
+
+
+def _same_stat(kind: str, claimed: Any, actual: Any, t: pa.DataType) -> bool:
+    """Whether a statistic of the manifest's JSON form is the footer's: counts exactly, bounds as
+    values of the column's type (``1.5`` and ``"1.50"`` are one decimal)."""
+    if actual is None or kind == "nulls":
+        return bool(claimed == actual)
+    try:
+        return bool(ordered(decode_value(claimed, t)) == ordered(decode_value(actual, t)))
+    except (pa.ArrowException, TypeError, ValueError, OverflowError, ArithmeticError):
+        return False
 
 
 def describe_data_file(
@@ -181,19 +233,25 @@ def describe_data_file(
         info = store.head(key)
     except ObjectNotFoundError:
         raise InvalidInputError(_missing(store, key)) from None
-    probe = DataFile(key, info.size, info.etag, rows=0, row_groups=0)
+    entry, footer = read_described(store, info, schema)
+    if decode:  # decoding checks the INT96 columns too
+        return entry, decoded_nulls(store, entry, footer)
+    check_int96_file(store, entry, footer, Transfer())
+    return entry, None
+
+
+def read_described(store: ObjectStore, info: ObjectInfo, schema: pa.Schema) -> tuple[DataFile, Footer]:
+    """The manifest entry of the Parquet file ``info`` names, from its footer (one or two range
+    GETs pinned to its ETag), and that footer; refused unless it holds the table's columns."""
+    probe = DataFile(info.key, info.size, info.etag, rows=0, row_groups=0)
     try:
         footer = read_footer(store, probe, Transfer())
         metadata = footer.pyarrow_metadata()
         file_schema = metadata.schema.to_arrow_schema()
     except (CorruptObjectError, OSError, ValueError) as e:
-        raise InvalidInputError(f"{key} is not valid Parquet: {e}") from None
-    check_schema(key, file_schema, schema)
-    entry = data_file_from_metadata(info, metadata, schema)
-    if decode:  # decoding checks the INT96 columns too
-        return entry, decoded_nulls(store, entry, footer)
-    check_int96_file(store, entry, footer, Transfer())
-    return entry, None
+        raise InvalidInputError(f"{info.key} is not valid Parquet: {e}") from None
+    check_schema(info.key, file_schema, schema)
+    return data_file_from_metadata(info, metadata, schema), footer
 
 
 def decoded_nulls(store: ObjectStore, entry: DataFile, footer: Footer) -> dict[str, int]:
