@@ -46,7 +46,6 @@ Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_LA
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -55,7 +54,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus, urlparse
 
-import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 from aws_lambda_powertools.metrics import MetricUnit
@@ -70,14 +68,14 @@ from castable import sources
 from castable.register import check_key, check_schema
 from castable.sources import MANIFEST_SUFFIX
 from castable.stats import file_stats
-from castable.store import ObjectNotFoundError, S3Store
+from castable.store import ObjectNotFoundError, S3Store, shared_s3_client
 from lambdas.runtime import logger, metrics, open_table, table_dimension, tracer
 
 
-@functools.cache
 def _s3() -> Any:
-    """One S3 client per process (settings from the environment), made on first use."""
-    return boto3.client("s3")
+    """The process's S3 client (settings from the environment): castable's, whose standard retry
+    mode sends a request again when its answer was lost (the SDK's legacy default does not)."""
+    return shared_s3_client()
 
 
 @dataclass(frozen=True)
@@ -212,7 +210,7 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
                 check_key(key, table.primary_key, file_stats(file.metadata, table.schema)[table.primary_key])
             new = tuple(f for f in found if f.name not in batch.schema.names)
             batches = lambda: _decoded(key, sources.file_batches(file))  # noqa: E731
-            return Landed(bucket, key, info.etag, file.metadata.num_rows, batches, new)
+            return Landed(bucket, key, info.etag, file_rows(file.metadata), batches, new)
         rows = sum(b.num_rows for b in batch.rows(opened().batches))
     except (pa.ArrowInvalid, OSError) as e:
         raise BadFileError(f"not a readable {sources.format_of(key)} file: {e}") from None

@@ -22,11 +22,15 @@ from helpers.tables import EVENTS
 from helpers.workers import (
     ACCOUNTS,
     BALANCE,
+    ERASABLE,
     LEDGER,
+    UPSERT_KEYS,
     account,
     append_with_commit_ids,
+    compact_and_erase,
     post_to_ledger,
     transfer,
+    upsert_overlapping,
 )
 
 import castable
@@ -124,3 +128,33 @@ def test_a_ledger_equals_its_balance_at_every_version(s3_endpoint: str) -> None:
         assert len(set(ledger["id"].to_pylist())) == ledger.num_rows
         assert balance == sum(ledger["amount"].to_pylist()), f"version {version}"
     assert sorted(ledger["id"].to_pylist()) == sorted(e["entry"] for e in entries)
+
+
+def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(s3_endpoint: str) -> None:
+    """4 processes upsert overlapping keys while a fifth compacts and erases, all over the lossy
+    network: every key keeps exactly the row of the last upsert that named it, erased keys stay
+    gone, and each commit is one version."""
+    uri, options = _location(s3_endpoint, "upserts")
+    table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options)
+    initial = [*range(UPSERT_KEYS), *ERASABLE]
+    table.append(pa.table({"id": initial, "category": ["init"] * len(initial), "value": [-1.0] * len(initial)}))
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(WORKERS + 1, mp_context=ctx) as pool, ctx.Manager() as manager:
+        rounds_begin = manager.Barrier(WORKERS)
+        upserts = [
+            pool.submit(run_lossy, LOSSY, upsert_overlapping, uri, options, w, 6, rounds_begin) for w in range(WORKERS)
+        ]
+        maintenance = pool.submit(run_lossy, LOSSY, compact_and_erase, uri, options, 4)
+        commits = [c for f in upserts for c in f.result(timeout=900)[0]]
+        erased, injected = maintenance.result(timeout=900)
+    assert injected["lose"], "the maintenance's own writes lost answers too"
+    last: dict[int, float] = {}
+    for _, keys, value in sorted(commits):
+        last.update(dict.fromkeys(keys, value))
+    table.refresh()
+    rows = table.scan().to_arrow().to_pylist()
+    got = {r["id"]: r["value"] for r in rows}
+    assert len(rows) == len(got), "one live row per key"
+    assert {k: got[k] for k in range(UPSERT_KEYS)} == {k: last.get(k, -1.0) for k in range(UPSERT_KEYS)}
+    assert set(got) == set(initial) - set(erased)
+    assert len({v for v, _, _ in commits}) == len(commits), "each upsert its own version"

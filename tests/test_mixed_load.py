@@ -1,20 +1,23 @@
 """Writers, compaction, gc and the ingest function, all at once in separate processes on moto
 over HTTP, with default settings: the ingest function gets valid, invalid, misrouted and
 redelivered messages. No row is lost or landed twice, nothing outside the landing prefix
-changes, and every retained version stays readable."""
+changes, and every retained version stays readable; also over a lossy network (write answers
+lost after S3 applied them, SlowDown, GETs broken mid-body: ``helpers.lossy``)."""
 
 from __future__ import annotations
 
 import io
 import json
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pyarrow.parquet as pq
 import pytest
+from helpers.lossy import Faults, run_lossy
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
 from helpers.workers import append_blocks, ingest_batches, maintain_and_read
@@ -46,8 +49,14 @@ def _parquet(start: int, stop: int) -> bytes:
     return buf.getvalue()
 
 
+NETWORKS = {"reliable": None, "lossy": Faults(lose=0.15, slow_down=0.05, reset_body=0.05)}
+
+
 @pytest.mark.slow
-def test_writers_maintenance_and_ingest_with_bad_and_misrouted_messages(s3_endpoint: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("network", NETWORKS)
+def test_writers_maintenance_and_ingest_with_bad_and_misrouted_messages(
+    s3_endpoint: str, tmp_path: Path, network: str
+) -> None:
     options = {"endpoint_url": s3_endpoint, "region": "us-east-1"}
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     bucket, other_bucket = new_bucket(s3_endpoint), new_bucket(s3_endpoint)
@@ -90,20 +99,28 @@ def test_writers_maintenance_and_ingest_with_bad_and_misrouted_messages(s3_endpo
     # The load lasts LOAD_SECONDS and then until gc has swept once (on a slow machine the first
     # sweep comes later), so the sweep always meets writers and ingest still at work.
     swept = str(tmp_path / "swept")
+    faults = NETWORKS[network]
     with ProcessPoolExecutor(5, mp_context=multiprocessing.get_context("spawn")) as pool:
-        keeper = pool.submit(maintain_and_read, uri, options, LOAD_SECONDS + 4, GRACE_SECONDS, RETAIN_VERSIONS, swept)
-        writers = [pool.submit(append_blocks, uri, options, w, LOAD_SECONDS, PAUSE_SECONDS, swept) for w in range(2)]
+
+        def submit(fn: Any, *args: Any) -> Future[Any]:
+            return pool.submit(fn, *args) if faults is None else pool.submit(run_lossy, faults, fn, *args)
+
+        def result(future: Future[Any]) -> Any:
+            return future.result(timeout=300) if faults is None else future.result(timeout=300)[0]
+
+        keeper = submit(maintain_and_read, uri, options, LOAD_SECONDS + 4, GRACE_SECONDS, RETAIN_VERSIONS, swept)
+        writers = [submit(append_blocks, uri, options, w, LOAD_SECONDS, PAUSE_SECONDS, swept) for w in range(2)]
         ingesters = [
-            pool.submit(ingest_batches, s3_endpoint, uri, bucket, k, LOAD_SECONDS, misrouted, swept) for k in range(2)
+            submit(ingest_batches, s3_endpoint, uri, bucket, k, LOAD_SECONDS, misrouted, swept) for k in range(2)
         ]
-        wrote = [f.result(timeout=300) for f in writers]
-        ingested = [f.result(timeout=300) for f in ingesters]
+        wrote = [result(f) for f in writers]
+        ingested = [result(f) for f in ingesters]
         # The premise of the grace period, checked before maintenance's outcome: no write took
         # longer than it from upload to commit (moto's modification times are whole seconds,
         # hence the second of slack). A slower write could lose its file to gc by design.
         slowest = max(r["max_seconds"] for r in wrote + ingested)
         assert slowest < GRACE_SECONDS - 1, f"a write took {slowest:.1f} s: the grace period no longer protects it"
-        maintained = keeper.result(timeout=300)
+        maintained = result(keeper)
 
     # The load was real: maintenance compacted, expired and swept while writers and ingest ran.
     busy_until = min(r["end"] for r in wrote + ingested)

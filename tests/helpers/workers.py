@@ -254,6 +254,7 @@ def ingest_batches(
     import boto3
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from botocore.config import Config
 
     os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
     os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
@@ -266,7 +267,7 @@ def ingest_batches(
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     from lambdas import ingest
 
-    s3 = boto3.client("s3")
+    s3 = boto3.client("s3", config=Config(retries={"mode": "standard"}))  # a producer that retries lost answers
 
     def land(key: str, data: pa.Table | bytes) -> str:
         if isinstance(data, pa.Table):
