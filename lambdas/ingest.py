@@ -67,7 +67,7 @@ import castable
 from castable import sources
 from castable.register import check_key, check_schema
 from castable.sources import MANIFEST_SUFFIX
-from castable.stats import file_stats
+from castable.stats import file_rows, file_stats
 from castable.store import ObjectNotFoundError, S3Store, shared_s3_client
 from lambdas.runtime import logger, metrics, open_table, table_dimension, tracer
 

@@ -22,7 +22,7 @@ from castable.footer import Footer
 from castable.manifest import DataFile, Manifest, TombstoneFile
 from castable.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
 from castable.segment import SegmentRef
-from castable.stats import ColumnStats, compared_type, row_group_stats, stats_from_json
+from castable.stats import ColumnStats, compared_type, file_rows, row_group_stats, stats_from_json
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
 _TOMBSTONES: LruCache[tuple[str, str, str], tuple[tombstone.Entry, ...]] = LruCache(256)
@@ -260,8 +260,8 @@ class Snapshot:
                 metadata = pq.read_metadata(source)
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptObjectError(f"data file {f.path} is not valid Parquet: {e}") from None
-        if metadata.num_rows != f.rows:
-            raise CorruptObjectError(f"data file {f.path} has {metadata.num_rows} rows, manifest says {f.rows}")
+        if file_rows(metadata) != f.rows:
+            raise CorruptObjectError(f"data file {f.path} has {file_rows(metadata)} rows, manifest says {f.rows}")
         _FOOTERS.put(key, metadata)
         return metadata
 

@@ -30,6 +30,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.stats import file_rows
 
 Format = Literal["parquet", "csv", "jsonl"]
 FORMATS: tuple[Format, ...] = ("parquet", "csv", "jsonl")
@@ -106,7 +107,7 @@ def open_source(
     try:
         if kind == "parquet":
             pf = pq.ParquetFile(source, page_checksum_verification=True)
-            return Source(pf.schema_arrow, _located(file_batches(pf), name), pf.metadata.num_rows)
+            return Source(pf.schema_arrow, _located(file_batches(pf), name), file_rows(pf.metadata))
         stream = _text_stream(source, name)
         if kind == "csv":
             return _open_csv(stream, name, schema, csv or CsvOptions())

@@ -175,6 +175,14 @@ def stats_from_json(doc: dict[str, dict[str, Any]], schema: pa.Schema) -> dict[s
     return out
 
 
+def file_rows(metadata: pq.FileMetaData) -> int:
+    """The rows of a Parquet file: the sum over its row groups, which is what readers decode
+    (pyarrow, DuckDB). A file's own total can disagree with it (parquet-testing's
+    ``repeated_no_annotation.parquet`` says 0 beside a row group of 6): castable counts by the
+    row groups, wherever it takes a count from a footer."""
+    return sum(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+
+
 def row_group_stats(
     metadata: pq.FileMetaData, row_group: int, schema: pa.Schema, where: Mapping[str, str | None] | None = None
 ) -> dict[str, ColumnStats]:

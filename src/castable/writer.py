@@ -22,7 +22,7 @@ from castable.evolution import file_schema
 from castable.layout import new_data_key
 from castable.manifest import DataFile
 from castable.properties import TableProperties
-from castable.stats import file_stats, stats_to_json
+from castable.stats import file_rows, file_stats, stats_to_json
 from castable.store import ObjectInfo, ObjectStore, StagedObject
 
 
@@ -35,7 +35,7 @@ def data_file_from_metadata(
         path=info.key,
         size=info.size,
         etag=info.etag,
-        rows=metadata.num_rows,
+        rows=file_rows(metadata),
         row_groups=metadata.num_row_groups,
         stats=stats_to_json(file_stats(metadata, schema, where)),
     )

@@ -68,6 +68,7 @@ from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
 from castable.pointer import retention_floor
 from castable.readahead import read_ahead
 from castable.snapshot import Snapshot as CastableSnapshot
+from castable.stats import file_rows
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
 log = logging.getLogger(__name__)
@@ -467,7 +468,7 @@ def _added(sequence: int, version: int, entry: IcebergDataFile) -> ManifestEntry
 
 def _position_delete_entry(location: str, data: bytes) -> IcebergDataFile:
     """The manifest entry of the position delete file ``data`` at ``location``."""
-    rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+    rows = file_rows(pq.read_metadata(pa.BufferReader(data)))
     return IcebergDataFile.from_args(
         content=DataFileContent.POSITION_DELETES,
         file_path=location,
@@ -487,14 +488,15 @@ def _statistics(footer: pq.FileMetaData) -> dict[str, Any]:
     under its own schema: a file keeps the names and types it was written with, so its columns
     are found by the ids it carries, dropped ones too. A file without ids (registered from
     another engine) gets its row count only: readers then find its columns by the name mapping
-    and prune it by nothing."""
+    and prune it by nothing. The row count is the row groups' (:func:`castable.stats.file_rows`),
+    where pyiceberg would take the file's own total."""
     try:
         own = pyarrow_to_schema(footer.schema.to_arrow_schema(), format_version=2)
     except (ValueError, TypeError):
-        return {"record_count": footer.num_rows}
+        return {"record_count": file_rows(footer)}
     plan = compute_statistics_plan(own, {})
     stats = data_file_statistics_from_parquet_metadata(footer, plan, parquet_path_to_id_mapping(own))
-    return stats.to_serialized_dict()
+    return {**stats.to_serialized_dict(), "record_count": file_rows(footer)}
 
 
 def _operation(operation: str) -> str:
