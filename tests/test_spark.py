@@ -643,18 +643,30 @@ def test_spark_appends_and_library_appends_see_each_other(spark: Any, table: Tab
     assert sorted(r.id for r in read.select("id").collect()) == list(range(100, 1600))
 
 
-def test_data_source_writes_without_commit_id_commit_as_their_job(
+def test_data_source_writes_without_commit_id_commit_as_their_rows(
     spark: Any, table: Table, options: dict[str, str]
 ) -> None:
-    """Each write of a session gets its own job commit id: the application's and the query's."""
-    for start in (0, 100):
-        spark.createDataFrame(events(start, start + 100)).write.format("castable").options(**options).mode(
-            "append"
-        ).save(table.uri)
-    ids_ = [h.commit_id for h in load_table(table.store).history(limit=2)]
+    """Without commitId a write's id is the application's and its rows' digest. Run again (as a
+    retried application does) with one query more before them and in the other order, the same
+    writes commit nothing; a write of other rows commits."""
     app = spark.sparkContext.applicationId
-    assert all(i.startswith(f"spark-{app}-") and i.rsplit("-", 1)[1].isdigit() for i in ids_), ids_
+
+    def write(start: int, stop: int, partitions: int) -> None:
+        df = spark.createDataFrame(events(start, stop)).repartition(partitions)
+        df.write.format("castable").options(**options).mode("append").save(table.uri)
+
+    write(0, 100, 2)
+    write(100, 200, 3)
+    first = load_table(table.store)
+    ids_ = [h.commit_id for h in first.history(limit=2)]
+    assert all(i.startswith(f"spark-{app}-") and len(i.rsplit("-", 1)[1]) == 32 for i in ids_), ids_
     assert len(set(ids_)) == 2 and ids(table) == list(range(200))
+    spark.range(5).count()  # the retry runs one query more before its writes: its query numbers shift
+    write(100, 200, 1)  # and its writes in the other order, split otherwise
+    write(0, 100, 4)
+    assert load_table(table.store).version == first.version, "a retried write commits nothing"
+    write(200, 250, 2)
+    assert ids(table) == list(range(250)), "every write exactly once"
 
 
 def test_data_source_overwrites_and_upserts_as_the_library_does(

@@ -103,27 +103,46 @@ def test_abort_after_a_failed_task_deletes_what_the_finished_tasks_wrote(
     assert load_table(table.store).version == 0
 
 
-def test_a_retried_application_commits_its_job_once_and_refuses_a_reordered_write(
+def test_a_retried_application_recognises_each_write_by_its_rows_in_any_order(
     table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without commitId a write commits as its job (application id and query number): the same
-    job run again, as a retried application does, writes and commits nothing; a write that meets
-    the id of another write of the application (its queries ran in another order) is refused
-    rather than dropped."""
-    monkeypatch.setattr("castable.spark.datasource.job_commit_id", lambda: "spark-application_17_0001-4")
-    first = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), None, None)
-    first.commit(_tasks(first, events(0, 50), events(50, 100)))
-    assert load_table(table.store).history(limit=1)[0].commit_id == "spark-application_17_0001-4"
+    """Without commitId a write commits as its application and the digest of its rows: a retried
+    application that runs its writes in another order, split over other tasks, commits each
+    exactly once and deletes what its tasks wrote again; a write of other rows commits."""
+    monkeypatch.setattr("castable.spark.datasource.task_application", lambda: "application_17_0001")
+    target = TableTarget.of(table, s3_options)
+
+    def run(*parts: pa.Table) -> list[Any]:
+        writer = CastableWriter(target, WriteMode(), None, None)
+        messages: list[Any] = _tasks(writer, *parts)
+        writer.commit(messages)
+        return messages
+
+    run(events(0, 50), events(50, 100))  # write X
+    run(events(100, 107))  # write Y
+    ids_ = [h.commit_id for h in load_table(table.store).history(limit=2)]
+    assert all(i.startswith("spark-application_17_0001-") for i in ids_) and len(set(ids_)) == 2
     before = load_table(table.store).version
-    again = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), None, None)
-    messages: list[Any] = _tasks(again, events(0, 50), events(50, 100))
-    assert [m.files for m in messages] == [[], []], "a landed job's tasks write nothing"
-    again.commit(messages)
-    other = CastableWriter(TableTarget.of(table, s3_options), WriteMode(), None, None)
-    with pytest.raises(castable.CommitConflictError, match="added 100 rows where this write has 7"):
-        other.commit(_tasks(other, events(100, 107)))
+    again = run(events(100, 103), events(103, 107))  # the retry: Y first, split otherwise
+    again += run(events(70, 100), events(0, 70))  # then X, its rows in another order
+    assert not any(_exists(table, again)), "a recognised write's files are deleted"
     after = load_table(table.store)
-    assert after.version == before and after.to_arrow().sort_by("id").equals(events(0, 100))
+    assert after.version == before and after.to_arrow().sort_by("id").equals(events(0, 107))
+    run(events(100, 106))  # a write of other rows (one row fewer than Y) is a write of its own
+    assert load_table(table.store).count() == 113
+
+
+def test_the_same_rows_written_in_another_mode_are_another_write(
+    table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("castable.spark.datasource.task_application", lambda: "application_17_0002")
+    target = TableTarget.of(table, s3_options)
+    for mode in (WriteMode(), WriteMode("overwrite", "id < 100")):
+        writer = CastableWriter(target, mode, None, None)
+        writer.commit(_tasks(writer, events(0, 10)))
+    history = load_table(table.store).history(limit=2)
+    assert [h.operation for h in history][0] != [h.operation for h in history][1]
+    assert load_table(table.store).count() == 10
 
 
 def test_a_write_outside_a_known_job_commits_under_a_random_id(table: Table, s3_options: dict[str, str]) -> None:

@@ -5,10 +5,11 @@ Spark partition per scan task (a file, or a group of its row groups, of about
 ``maxPartitionBytes``), tombstones applied. Writes are ``Table.add_files`` in one of its modes:
 executors write data files, the driver commits once (deleting them if the commit is refused, and
 keeping them if its outcome is unknown), and ``commitId`` makes a repeated write commit nothing
-twice. Without ``commitId`` the commit id is the job's, ``spark-<application id>-<query execution
-id>``: a retried application (the same application id) runs its writes again in the same order,
-and each commits once. ``mode("append")`` appends, or with ``upsert`` set to ``true`` replaces the live rows with
-the DataFrame's primary keys; ``mode("overwrite")`` replaces the whole table, or with
+twice. Without ``commitId`` the commit id is ``spark-<application id>-<digest>``, the digest of
+the rows written (and of the write's mode and options), whatever their order or split: a retried
+application (the same application id) that writes the same rows again commits nothing, in
+whatever order its queries run. ``mode("append")`` appends, or with ``upsert`` set to ``true``
+replaces the live rows with the DataFrame's primary keys; ``mode("overwrite")`` replaces the whole table, or with
 ``replaceWhere`` (a castable SQL predicate, as Delta Lake's option) exactly the rows matching
 it, and every written row must match it. An overwrite with an empty DataFrame empties the table
 (or the range).
@@ -54,15 +55,14 @@ from pyspark.sql.types import StructType
 from castable.commit import read_manifest
 from castable.errors import (
     CastableError,
-    CommitConflictError,
     CommitStateUnknownError,
     InvalidInputError,
-    VersionNotFoundError,
 )
 from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import SegmentSlice, Snapshot
+from castable.spark.digest import Digested, RowDigest
 from castable.spark.files import TableLocation, TableTarget, WriteMode, added_columns, spark_schema
 from castable.store import ObjectStore
 from castable.table import Table
@@ -244,26 +244,21 @@ class CastableReader(DataSourceReader):
 
 @dataclass
 class FilesWritten(WriterCommitMessage):
-    """The entries of the data files one Spark task wrote (JSON, as in the manifest), the rows
-    it was given and the job's commit id as the task saw it."""
+    """The entries of the data files one Spark task wrote (JSON, as in the manifest), its Spark
+    application's id and the digest of the rows it wrote (``RowDigest.to_json``), when the
+    write has no ``commitId`` and runs in a Spark task."""
 
     files: list[dict[str, Any]]
-    rows: int = 0
-    job_commit_id: str | None = None
+    application: str | None = None
+    digest: list[int] | None = None
 
 
-def job_commit_id() -> str | None:
-    """The running Spark task's job as a commit id, ``spark-<application id>-<query execution
-    id>`` (``None`` outside a task). Spark numbers a session's queries from 0, so a retried
-    application that runs the same writes in the same order gives each the same id."""
+def task_application() -> str | None:
+    """The running Spark task's application id (``None`` outside a task)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    if context is None:
-        return None
-    app = context.getLocalProperty("spark.app.id")
-    query = context.getLocalProperty("spark.sql.execution.root.id")
-    return f"spark-{app}-{query}" if app and query else None
+    return None if context is None else context.getLocalProperty("spark.app.id") or None
 
 
 class CastableWriter(DataSourceArrowWriter):
@@ -276,15 +271,16 @@ class CastableWriter(DataSourceArrowWriter):
         self.done = done
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesWritten:
-        """Write the task's rows, or only count them if the write's commit already landed (a
-        retried application's job id is looked up once per task)."""
+        """Write the task's rows (nothing if the ``commitId`` already landed); without a
+        ``commitId``, digest them as they go."""
         if self.done is not None:
             return FilesWritten([])
-        job = None if self.commit_id is not None else job_commit_id()
-        if job is not None and self.target.location.open().manifest.recent_commits.get(job) is not None:
-            return FilesWritten([], sum(b.num_rows for b in iterator), job)
-        counted = _Counted(iterator)
-        return FilesWritten([f.to_json() for f in self.target.write(counted)], counted.rows, job)
+        application = None if self.commit_id is not None else task_application()
+        if application is None:
+            return FilesWritten([f.to_json() for f in self.target.write(iterator)])
+        rows = Digested(iterator)
+        files = [f.to_json() for f in self.target.write(rows)]
+        return FilesWritten(files, application, rows.digest.to_json())
 
     @staticmethod
     def _files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
@@ -297,12 +293,10 @@ class CastableWriter(DataSourceArrowWriter):
         files = self._files(messages)
         if self.done is not None:
             return
-        commit_id = self.commit_id or self._job_commit_id(messages)
+        commit_id = self.commit_id or self._content_commit_id(messages)
         table = self.target.location.open()
-        done = table.manifest.recent_commits.get(commit_id)
-        if done is not None:  # the job's write landed in an earlier attempt of the application
+        if table.manifest.recent_commits.get(commit_id) is not None:  # landed in an earlier attempt
             self._delete(files)
-            self._check_same_write(table, done, commit_id, sum(m.rows for m in _written(messages)))
             return
         if not (files or self.write_mode.mode == "overwrite"):
             return
@@ -320,26 +314,17 @@ class CastableWriter(DataSourceArrowWriter):
                 self._delete(files)
                 raise
 
-    @staticmethod
-    def _job_commit_id(messages: list[WriterCommitMessage | None]) -> str:
-        """The job's commit id as the tasks saw it; a random one if no task could tell (a write of
-        no partitions), which such a retried write commits again."""
-        seen = {m.job_commit_id for m in _written(messages) if m.job_commit_id is not None}
-        return seen.pop() if len(seen) == 1 else str(uuid.uuid4())
-
-    def _check_same_write(self, table: Table, version: int, commit_id: str, rows: int) -> None:
-        """Refuse to take a landed commit of the job's id for this write if it added other rows:
-        a retried application that ran its queries in another order would otherwise drop a write."""
-        try:
-            added = read_manifest(table.store, version).commit.summary.get("rows_added")
-        except VersionNotFoundError:
-            return
-        if added is not None and added != rows:
-            raise CommitConflictError(
-                f"this write's job commit id {commit_id!r} already names version {version}, which added "
-                f"{added} rows where this write has {rows}: the application ran its writes in another order. "
-                "Nothing was written; give the write a commitId of its own"
-            )
+    def _content_commit_id(self, messages: list[WriterCommitMessage | None]) -> str:
+        """The write's commit id from its rows: the digests of every task added, under the
+        application's id; a random id if the tasks could not tell (a write of no partitions, or
+        outside Spark), which such a retried write commits again."""
+        written = _written(messages)
+        applications = {m.application for m in written}
+        if not written or len(applications) != 1 or None in applications or any(m.digest is None for m in written):
+            return str(uuid.uuid4())
+        digest = sum((RowDigest.from_json(m.digest) for m in written if m.digest is not None), RowDigest())
+        mode = self.write_mode
+        return digest.commit_id(str(applications.pop()), mode.mode, mode.where, self.target.location.uri)
 
     def _landed(self, commit_id: str) -> bool:
         """Whether the table holds this write's commit (or cannot be read to tell), checked before
@@ -366,16 +351,3 @@ class CastableWriter(DataSourceArrowWriter):
 
 def _written(messages: list[WriterCommitMessage | None]) -> list[FilesWritten]:
     return [m for m in messages if isinstance(m, FilesWritten)]
-
-
-class _Counted:
-    """An iterator of record batches that counts the rows it hands out."""
-
-    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
-        self.batches = batches
-        self.rows = 0
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        for batch in self.batches:
-            self.rows += batch.num_rows
-            yield batch
