@@ -25,7 +25,7 @@ MAGIC = b"PAR1"
 TAIL_SIZE = 8  # footer length (uint32 LE) + magic
 
 # FileMetaData
-FILE_SCHEMA, FILE_NUM_ROWS, FILE_ROW_GROUPS = 2, 3, 4
+FILE_SCHEMA, FILE_NUM_ROWS, FILE_ROW_GROUPS, FILE_COLUMN_ORDERS = 2, 3, 4, 7
 # RowGroup
 RG_COLUMNS, RG_TOTAL_BYTE_SIZE, RG_NUM_ROWS, RG_FILE_OFFSET, RG_TOTAL_COMPRESSED_SIZE, RG_ORDINAL = 1, 2, 3, 5, 6, 7
 # ColumnChunk
@@ -152,6 +152,26 @@ class Footer:
         return tuple(
             (c.physical_type, c.length or 0, c.max_definition_level, c.max_repetition_level) for c in self._leaves
         )
+
+    @cached_property
+    def float_widths(self) -> tuple[int | None, ...]:
+        """Per leaf column, the byte width of its floating-point values (FLOAT, DOUBLE, or
+        FLOAT16 as a 2-byte fixed-length array), ``None`` for any other type."""
+        widths = {"FLOAT": 4, "DOUBLE": 8}
+        return tuple(
+            2
+            if c.physical_type == "FIXED_LEN_BYTE_ARRAY" and c.logical_type.type == "FLOAT16"
+            else widths.get(c.physical_type)
+            for c in self._leaves
+        )
+
+    @cached_property
+    def column_orders(self) -> tuple[int | None, ...]:
+        """Per leaf column, the ``ColumnOrder`` the footer declares by its union field (1 the
+        type-defined order, 2 the IEEE 754 total order), ``None`` where it declares none."""
+        orders = self.metadata.get(FILE_COLUMN_ORDERS)
+        found = [o.fields[0][0] if o.fields else None for o in orders.items] if orders is not None else []
+        return tuple(found[i] if i < len(found) else None for i in range(len(self._leaves)))
 
     @cached_property
     def integer_decimals(self) -> bool:

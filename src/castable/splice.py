@@ -24,8 +24,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from castable import floatorder
 from castable.errors import CastableError, CorruptObjectError, UnsupportedFileError
 from castable.evolution import conform_read, resolve
+from castable.floatorder import FloatOrderError
 from castable.footer import (
     CC_META_DATA,
     CMD_BLOOM_FILTER_OFFSET,
@@ -330,6 +332,12 @@ def encode_row_group(table: pa.Table, footer: Footer, index: int) -> EncodedRowG
         indexes.append({kind: data[a:b] for kind, (a, b) in found.items()})
         if "offset_index" in indexes[-1]:
             indexes[-1]["offset_index"] = relocate_offset_index(indexes[-1]["offset_index"], lambda p: p - start)
+    try:
+        floatorder.restate(table, footer, index, rg, indexes)
+    except FloatOrderError as e:
+        raise SpliceNotPossibleError(
+            f"cannot state the re-encoded statistics in the file's column order: {e}"
+        ) from None
     relocate_row_group(rg, lambda p: p - start)
     return EncodedRowGroup(data[start:end], rg, indexes)
 
