@@ -140,8 +140,8 @@ def test_the_same_rows_written_in_another_mode_are_another_write(
     for mode in (WriteMode(), WriteMode("overwrite", "id < 100")):
         writer = CastableWriter(target, mode, None, None)
         writer.commit(_tasks(writer, events(0, 10)))
-    history = load_table(table.store).history(limit=2)
-    assert [h.operation for h in history][0] != [h.operation for h in history][1]
+    newest, previous = load_table(table.store).history(limit=2)
+    assert newest.commit_id != previous.commit_id and newest.operation != previous.operation
     assert load_table(table.store).count() == 10
 
 
