@@ -9,8 +9,9 @@ send (``botocore.endpoint.Endpoint._send``), below botocore's retries.
   retries a request until its headers only).
 - ``delay``: seconds added to every answer.
 
-Installed per process (``install``), so multi-process tests call it first thing in each worker;
-``injected`` counts what was injected, so a test can show its faults happened.
+Only S3's requests are hit (moto serves the other services on the same endpoint). Installed per
+process (``install``, or ``network`` for a block), so multi-process tests call it first thing in
+each worker; ``injected`` counts what was injected, so a test can show its faults happened.
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ class _BrokenBody:
         return getattr(self._raw, name)
 
 
+def _is_s3(request: AWSPreparedRequest) -> bool:
+    """Whether the request is signed for S3 (the faults are S3's; moto serves other services too)."""
+    signature = request.headers.get("Authorization", "")
+    text = signature.decode() if isinstance(signature, bytes) else str(signature)
+    return "/s3/aws4_request" in text
+
+
 def _count(kind: str) -> None:
     with _lock:
         injected[kind] += 1
@@ -83,6 +91,8 @@ def lossy_send(faults: Faults, decide: Callable[[str, AWSPreparedRequest], bool]
     ``kind`` hits this request."""
 
     def send(endpoint: Endpoint, request: AWSPreparedRequest) -> AWSResponse:
+        if not _is_s3(request):
+            return _real_send(endpoint, request)
         if decide("slow_down", request):
             _count("slow_down")
             return AWSResponse(request.url, 503, {"Content-Type": "application/xml"}, _SlowDownBody())
@@ -103,6 +113,20 @@ def lossy_send(faults: Faults, decide: Callable[[str, AWSPreparedRequest], bool]
 
 def install(faults: Faults) -> None:
     """Make every S3 request of this process go through ``faults`` (for the life of the process)."""
+    Endpoint._send = _random_send(faults)  # type: ignore[method-assign]
+
+
+@contextmanager
+def network(faults: Faults) -> Iterator[Counter[str]]:
+    """Every request inside the block goes through ``faults``; yields ``injected``."""
+    Endpoint._send = _random_send(faults)  # type: ignore[method-assign]
+    try:
+        yield injected
+    finally:
+        Endpoint._send = _real_send  # type: ignore[method-assign]
+
+
+def _random_send(faults: Faults) -> Callable[..., AWSResponse]:
     rng = random.Random(faults.seed)
     chances = {"lose": faults.lose, "slow_down": faults.slow_down, "reset_body": faults.reset_body}
 
@@ -110,7 +134,7 @@ def install(faults: Faults) -> None:
         with _lock:
             return rng.random() < chances[kind]
 
-    Endpoint._send = lossy_send(faults, decide)  # type: ignore[method-assign]
+    return lossy_send(faults, decide)
 
 
 @contextmanager
