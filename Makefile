@@ -96,6 +96,7 @@ bench: $(VENV)/.installed $(DUCKDB15)/.installed
 	cd bench && ../$(BIN)/python bench_maintenance.py
 	cd bench && ../$(BIN)/python bench_workflow_scale.py
 	cd bench && ../$(BIN)/python bench_contention.py
+	cd bench && ../$(BIN)/python bench_faults.py
 	cd bench && ../$(BIN)/python bench_ingest_memory.py
 	cd bench && ../$(BIN)/python bench_spark.py
 	cd bench && ../$(BIN)/python bundle_size.py

@@ -48,6 +48,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             (),
         ),
         (
+            "bench_faults.py",
+            "faults.md",
+            ("| ",),
+            ("no faults", "1% of write answers lost", "15% of write answers lost", "5% of requests answered 503"),
+            (),
+            ("Every acknowledged commit exactly once, none twice: **met**",),
+        ),
+        (
             "bench_schema.py",
             "schema.md",
             ("| local |", "| moto |"),
