@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 from benchlib import RESULTS, moto_server, publish, report_header
-from helpers.lossy import Faults, install, injected  # tests/helpers, put on sys.path by benchlib
+from helpers.lossy import Faults, injected, install  # tests/helpers, put on sys.path by benchlib
 from helpers.s3servers import new_bucket
 
 import castable
