@@ -74,7 +74,8 @@ from lambdas.runtime import logger, metrics, open_table, table_dimension, tracer
 
 def _s3() -> Any:
     """The process's S3 client (settings from the environment): castable's, whose standard retry
-    mode sends a request again when its answer was lost (the SDK's legacy default does not)."""
+    mode sends a request whose answer was lost up to 8 times (the SDK's legacy default gives up
+    after 3 lost answers in a row)."""
     return shared_s3_client()
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers.lossy import losing
 from helpers.tables import EVENTS, events
 
 import castable
@@ -186,3 +187,18 @@ class _FakeFrame:
 
     def collect(self) -> list[dict[str, Any]]:
         return self.data.to_pylist()
+
+
+def test_a_commit_through_the_function_whose_answer_was_lost_lands_once(
+    table: Table, s3_options: dict[str, str], commit_function: str
+) -> None:
+    """The commit function commits, its answer to the job is lost, and the SDK invokes it
+    again with the same event: the second invocation returns the version the first made."""
+    (entry,) = TableTarget.of(table, s3_options).write(iter(events(0, 20).to_batches()))
+    client = remote.lambda_client("us-east-1")
+    with losing(lambda method, url: "invocations" in url, service="lambda") as injected:
+        before = injected["lose"]
+        result = remote.invoke_commit(commit_function, table.uri, [entry.path], "job-lost", client=client)
+    assert injected["lose"] == before + 1, "the first invocation's answer was lost and the SDK invoked again"
+    after = load_table(table.store)
+    assert after.version == result["version"] == 1 and after.count() == 20

@@ -74,11 +74,11 @@ class _BrokenBody:
         return getattr(self._raw, name)
 
 
-def _is_s3(request: AWSPreparedRequest) -> bool:
-    """Whether the request is signed for S3 (the faults are S3's; moto serves other services too)."""
+def _signed_for(request: AWSPreparedRequest, service: str) -> bool:
+    """Whether the request is signed for ``service`` (moto serves every service on one endpoint)."""
     signature = request.headers.get("Authorization", "")
     text = signature.decode() if isinstance(signature, bytes) else str(signature)
-    return "/s3/aws4_request" in text
+    return f"/{service}/aws4_request" in text
 
 
 def _count(kind: str) -> None:
@@ -86,12 +86,14 @@ def _count(kind: str) -> None:
         injected[kind] += 1
 
 
-def lossy_send(faults: Faults, decide: Callable[[str, AWSPreparedRequest], bool]) -> Callable[..., AWSResponse]:
+def lossy_send(
+    faults: Faults, decide: Callable[[str, AWSPreparedRequest], bool], service: str = "s3"
+) -> Callable[..., AWSResponse]:
     """A replacement for ``Endpoint._send``: ``decide(kind, request)`` says whether a fault of
-    ``kind`` hits this request."""
+    ``kind`` hits this request of ``service``."""
 
     def send(endpoint: Endpoint, request: AWSPreparedRequest) -> AWSResponse:
-        if not _is_s3(request):
+        if not _signed_for(request, service):
             return _real_send(endpoint, request)
         if decide("slow_down", request):
             _count("slow_down")
@@ -138,9 +140,11 @@ def _random_send(faults: Faults) -> Callable[..., AWSResponse]:
 
 
 @contextmanager
-def losing(match: Callable[[str, str], bool], *, times: int = 1, kind: str = "lose") -> Iterator[Counter[str]]:
-    """Inject ``kind`` on the first ``times`` requests for which ``match(method, url)`` holds,
-    inside the block only; yields ``injected``."""
+def losing(
+    match: Callable[[str, str], bool], *, times: int = 1, kind: str = "lose", service: str = "s3"
+) -> Iterator[Counter[str]]:
+    """Inject ``kind`` on the first ``times`` requests of ``service`` for which ``match(method,
+    url)`` holds, inside the block only; yields ``injected``."""
     left = times
 
     def decide(k: str, request: AWSPreparedRequest) -> bool:
@@ -151,7 +155,7 @@ def losing(match: Callable[[str, str], bool], *, times: int = 1, kind: str = "lo
                 return True
             return False
 
-    Endpoint._send = lossy_send(Faults(), decide)  # type: ignore[method-assign]
+    Endpoint._send = lossy_send(Faults(), decide, service)  # type: ignore[method-assign]
     try:
         yield injected
     finally:

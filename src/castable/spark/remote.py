@@ -33,11 +33,16 @@ class RemoteCommitError(CastableError):
 def lambda_client(region: str | None = None) -> Any:
     """A Lambda client (in ``region``, or the environment's) that waits as long as the commit
     function may run, with TCP keepalives so a NAT gateway does not drop the quiet connection
-    (it does after 350 s idle)."""
+    (it does after 350 s idle). An invocation whose answer is lost is sent again (standard retry
+    mode, 4 attempts, with backoff; the SDK's legacy default gives up after 3 lost answers in a
+    row and retries throttling without jitter): every commit event carries its ``commit_id``, so
+    a second invocation returns the version the first made."""
     import boto3
     from botocore.config import Config
 
-    config = Config(read_timeout=READ_TIMEOUT_SECONDS, tcp_keepalive=True)
+    config = Config(
+        read_timeout=READ_TIMEOUT_SECONDS, tcp_keepalive=True, retries={"mode": "standard", "max_attempts": 4}
+    )
     return boto3.client("lambda", region_name=region, config=config)
 
 
