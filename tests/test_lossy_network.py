@@ -1,8 +1,8 @@
 """Several processes write over a lossy network, with the settings a user gets (issue 49).
 
 In every worker, 15% of write answers are lost after S3 applied the write (botocore sends it
-again), 5% of requests are answered 503 SlowDown and 5% of GETs break mid-body
-(``helpers.lossy``). Every acknowledged write lands exactly once, every unacknowledged one at
+again), 5% of requests are answered 503 SlowDown, 5% of GETs break mid-body and 1% of answers
+come half a second late (``helpers.lossy``). Every acknowledged write lands exactly once, every unacknowledged one at
 most once, and every invariant holds at every retained version.
 """
 
@@ -38,7 +38,7 @@ import castable
 pytestmark = pytest.mark.slow
 
 WORKERS = 4
-LOSSY = Faults(lose=0.15, slow_down=0.05, reset_body=0.05)
+LOSSY = Faults(lose=0.15, slow_down=0.05, reset_body=0.05, slow=0.01)
 BANK = pa.schema([("id", pa.int64()), ("balance", pa.int64()), ("stamp", pa.string())])
 LEDGER_ROWS = pa.schema([pa.field("id", pa.int64(), nullable=False), ("amount", pa.int64())])
 
@@ -57,7 +57,7 @@ def _in_workers(fn: Any, *args: Any) -> tuple[list[Any], Counter[str]]:
     injected: Counter[str] = Counter()
     for _, counts in done:
         injected.update(counts)
-    assert injected["lose"] and injected["slow_down"] and injected["reset_body"], injected
+    assert all(injected[kind] for kind in ("lose", "slow_down", "reset_body", "slow")), injected
     return [result for result, _ in done], injected
 
 

@@ -49,7 +49,7 @@ def _parquet(start: int, stop: int) -> bytes:
     return buf.getvalue()
 
 
-NETWORKS = {"reliable": None, "lossy": Faults(lose=0.15, slow_down=0.05, reset_body=0.05)}
+NETWORKS = {"reliable": None, "lossy": Faults(lose=0.15, slow_down=0.05, reset_body=0.05, slow=0.01)}
 
 
 @pytest.mark.slow

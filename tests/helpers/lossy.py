@@ -7,7 +7,7 @@ send (``botocore.endpoint.Endpoint._send``), below botocore's retries.
 - ``slow_down``: the request is answered 503 SlowDown before it reaches the server.
 - ``reset_body``: a GET's connection breaks after its headers, while its body is read (botocore
   retries a request until its headers only).
-- ``delay``: seconds added to every answer.
+- ``slow``: the answer comes ``delay`` seconds late (a slow S3 node, a long GC pause).
 
 Only S3's requests are hit (moto serves the other services on the same endpoint). Installed per
 process (``install``, or ``network`` for a block), so multi-process tests call it first thing in
@@ -40,7 +40,8 @@ class Faults:
     lose: float = 0.0
     slow_down: float = 0.0
     reset_body: float = 0.0
-    delay: float = 0.0
+    slow: float = 0.0
+    delay: float = 0.5
     seed: int | None = None
 
 
@@ -99,7 +100,8 @@ def lossy_send(
             _count("slow_down")
             return AWSResponse(request.url, 503, {"Content-Type": "application/xml"}, _SlowDownBody())
         response = _real_send(endpoint, request)
-        if faults.delay:
+        if decide("slow", request):
+            _count("slow")
             time.sleep(faults.delay)
         ok = response.status_code < 300
         if ok and request.method in WRITES and decide("lose", request):
@@ -130,7 +132,7 @@ def network(faults: Faults) -> Iterator[Counter[str]]:
 
 def _random_send(faults: Faults) -> Callable[..., AWSResponse]:
     rng = random.Random(faults.seed)
-    chances = {"lose": faults.lose, "slow_down": faults.slow_down, "reset_body": faults.reset_body}
+    chances = {"lose": faults.lose, "slow_down": faults.slow_down, "reset_body": faults.reset_body, "slow": faults.slow}
 
     def decide(kind: str, request: AWSPreparedRequest) -> bool:
         with _lock:
