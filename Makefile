@@ -93,6 +93,7 @@ bench: $(VENV)/.installed $(DUCKDB15)/.installed
 	cd bench && ../$(BIN)/python bench_iceberg.py
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_register.py
+	cd bench && ../$(BIN)/python bench_filelist_check.py --files 20000
 	cd bench && ../$(BIN)/python bench_maintenance.py
 	cd bench && ../$(BIN)/python bench_workflow_scale.py
 	cd bench && ../$(BIN)/python bench_contention.py

@@ -4,7 +4,9 @@ Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ..
 "commit_id": "job-run-42", "mode": "append"}``, or ``"file_list": "data/_file_lists/..."``
 instead of ``files``: the entries a Spark job's executors wrote, statistics included
 (``castable.register.write_file_list``), any number of them, checked by listing their
-directories (or one HEAD each where a directory holds few of them).
+directories (or one HEAD each where a directory holds few of them) and each against its footer
+(a range GET each, 64 at once): an entry whose rows, row groups, statistics or columns disagree
+with the file refuses the whole commit (``FileMismatchError``, ``SchemaMismatchError``).
 ``mode`` is ``append`` (the default), ``upsert`` (the files' rows replace the live rows with
 their primary keys) or ``overwrite`` (they replace the whole table, or with ``"where":
 "<predicate>"`` the rows matching it), as ``Table.add_files``. The ``commit_id`` makes retried invocations idempotent.

@@ -112,6 +112,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("commits through the commit function and completes within",),
         ),
         (
+            "bench_filelist_check.py",
+            "filelist_check.md",
+            ("| ",),
+            ("without the check (before)", "with the check"),
+            (),
+            ("checked and committed within the function's timeout",),
+        ),
+        (
             "bench_scale.py",
             "scale.md",
             ("| local store |", "| moto S3 over HTTP |"),
