@@ -14,7 +14,7 @@ from helpers.filelists import LIES, lying_entry
 from helpers.tables import events, keyed_events, snapshot_of
 
 import castable
-from castable.errors import EmptyWriteError, InvalidInputError, SchemaMismatchError
+from castable.errors import EmptyWriteError, FileMismatchError, InvalidInputError, SchemaMismatchError
 from castable.manifest import DataFile
 from castable.properties import TableProperties
 from castable.table import Table
@@ -233,3 +233,16 @@ def test_bad_registration_modes_change_nothing(
     with pytest.raises(error, match=match):
         table.add_files([key], **kwargs)
     assert snapshot_of(table.store) == before
+
+
+def test_entries_written_before_a_concurrent_add_columns_still_commit(table: Table) -> None:
+    """A job's files lack a nullable column another writer added while it ran: they are checked
+    against their footers all the same and commit, their rows reading the new column as NULL; a
+    lying entry among them is still refused."""
+    written, lying = written_elsewhere(table, 200, 260), lying_entry(table, "row count")
+    table.add_columns([pa.field("note", pa.string())])
+    with pytest.raises(FileMismatchError):
+        table.add_files([*written, lying], commit_id="late")
+    table.add_files(written, commit_id="late")
+    rows = load_table(table.store).scan(filter="id >= 200").to_arrow()
+    assert rows.num_rows == sum(f.rows for f in written) and rows["note"].null_count == rows.num_rows

@@ -753,3 +753,16 @@ def test_commit_with_file_lists_over_a_lossy_network(table: Table) -> None:
     assert after.version == 7
     expected = [*range(10), *(1000 * r + 100 * i + k for r in range(6) for i in range(4) for k in range(50))]
     assert ids(table) == sorted(expected)
+
+
+def test_commit_takes_a_file_list_written_before_a_concurrent_add_columns(table: Table) -> None:
+    """A job's file list written under the schema it started with commits after another writer
+    added a nullable column; its rows read the column as NULL."""
+    props = TableProperties.parse(table.properties)
+    entries = write_data_files(table.store, events(500, 540).to_batches(), table.schema, props)
+    listed = write_file_list(table.store, "emr-run-old-schema", entries, table.schema)
+    table.add_columns([pa.field("note", pa.string())])
+    event = {"table": table.uri, "file_list": listed, "commit_id": "emr-run-old-schema", "verify": "footer"}
+    assert commit.handler(event, Context())["summary"]["rows_added"] == 40
+    rows = load_table(table.store).scan(filter="id >= 500").to_arrow()
+    assert rows.num_rows == 40 and rows["note"].null_count == 40

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import sys
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, FileMismatchError, InvalidInputError, SchemaMismatchError
+from castable.evolution import default_of, resolve, widens
 from castable.footer import Footer
 from castable.layout import DATA_PREFIX, FILE_LISTS_PREFIX
 from castable.manifest import DataFile
@@ -67,6 +69,25 @@ VERIFY_MODES: tuple[str, ...] = get_args(Verify)
 def check_schema(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
     """Refuse a file whose columns are not the table's (layouts of the same type are fine)."""
     problems = describe_mismatch(file_schema, schema)
+    if problems:
+        raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))
+
+
+def check_readable(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
+    """Refuse a file written for the table that a scan could not read as its schema. Columns are
+    found as a scan finds them (by field id, else by name); one the file lacks reads as its
+    default or NULL, as for a Spark job's files that a concurrent ``add_columns`` outran, and one
+    of a narrower type widens. Only a column the file lacks that has neither, or holds values of
+    another type, refuses it."""
+    where = resolve(file_schema, schema, sys.maxsize)
+    problems = []
+    for f in schema:
+        source = where[f.name]
+        if source is None:
+            if not f.nullable and default_of(f) is None:
+                problems.append(f"missing column {f.name!r} ({f.type}), which is NOT NULL with no default")
+        elif not widens(file_schema.field(source).type, f.type):
+            problems.append(f"column {f.name!r} is {file_schema.field(source).type}, expected {f.type}")
     if problems:
         raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))
 
@@ -267,7 +288,7 @@ def footer_entry(store: ObjectStore, info: ObjectInfo, schema: pa.Schema) -> Dat
         raise InvalidInputError(_missing(store, info.key)) from None
     except (CorruptObjectError, OSError, ValueError) as e:
         raise InvalidInputError(f"{info.key} is not valid Parquet: {e}") from None
-    check_schema(info.key, file_schema, schema)
+    check_readable(info.key, file_schema, schema)
     entry = data_file_from_metadata(info, metadata, schema)
     if any(metadata.schema.column(i).physical_type == "INT96" for i in range(metadata.num_columns)):
         check_int96_file(store, entry, read_footer(store, entry, Transfer()), Transfer())
