@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from helpers.cdk import synth
 
+from castable.invocation import lambda_client
 from castable.properties import AFTER_COMMIT
-from castable.spark.remote import lambda_client
 from infra.emr_env import MANIFEST
 from infra.ingest import UNITS_PER_STACK
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS

@@ -10,6 +10,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 import boto3
 import pyarrow as pa
@@ -25,9 +26,11 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
 
 import castable
+from castable.errors import FileMismatchError
 from castable.manifest import DataFile
 from castable.properties import AFTER_COMMIT, TableProperties
 from castable.register import write_file_list
+from castable.segment import data_table, encode
 from castable.table import Table
 from castable.tables import load_table
 from castable.writer import write_data_files
@@ -139,6 +142,82 @@ def test_commit_refuses_a_file_list_that_disagrees_with_a_footer(table: Table, l
     assert snapshot_of(table.store) == before
     after = load_table(table.store)
     assert after.version == version and after.count() == 10 and ids(table) == list(range(10))
+
+
+@pytest.fixture
+def sliced(table: Table, commit_function: str, monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The commit function in "Lambda" with slices of 4 entries: the slices its invocations
+    check, as they are checked (each invocation reaches moto and runs the handler again)."""
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", commit_function)
+    monkeypatch.setenv("CASTABLE_CHECK_SLICE_FILES", "4")
+    checked: list[list[int]] = []
+    check_slice = commit.check_slice
+
+    def recording(event: commit.CheckEvent) -> dict[str, Any]:
+        checked.append(list(event.check))
+        return check_slice(event)
+
+    monkeypatch.setattr(commit, "check_slice", recording)
+    return checked
+
+
+def thirteen_files(t: Table) -> list[DataFile]:
+    """13 files of 10 rows each, ids 1000 to 1129, as castable's writer describes them."""
+    properties = TableProperties.parse(t.properties)
+    return [
+        f
+        for i in range(13)
+        for f in write_data_files(t.store, events(1000 + 10 * i, 1010 + 10 * i).to_batches(), t.schema, properties)
+    ]
+
+
+def test_commit_splits_a_long_file_list_across_invocations_of_itself(table: Table, sliced: list[list[int]]) -> None:
+    """13 entries, 4 a slice: four invocations of the function check them, the one invoked
+    commits them once without reading them again, and a redelivered event commits nothing twice."""
+    listed = write_file_list(table.store, "emr-run-20", thirteen_files(table), table.schema)
+    event = {"table": table.uri, "file_list": listed, "commit_id": "emr-run-20", "verify": "footer"}
+    result = commit.handler(event, Context())
+    assert sorted(sliced) == [[0, 4], [4, 8], [8, 12], [12, 13]]
+    assert result["summary"]["files_added"] == 13 and result["summary"]["rows_added"] == 130
+    assert ids(table) == [*range(10), *range(1000, 1130)]
+    assert commit.handler(event, Context())["version"] == result["version"] == 2
+    assert len(sliced) == 4, "the redelivered event is answered from the log, nothing checked again"
+    assert load_table(table.store).count() == 140
+
+
+def test_a_slice_that_refuses_an_entry_refuses_the_whole_commit(table: Table, sliced: list[list[int]]) -> None:
+    """One lying entry in the third slice: its invocation refuses it by name, and the commit
+    fails with the same error class, the table unchanged."""
+    entries = thirteen_files(table)
+    bad = lying_entry(table, "row count")
+    entries[9] = bad
+    listed = write_file_list(table.store, "emr-run-21", entries, table.schema)
+    before = snapshot_of(table.store)
+    event = {"table": table.uri, "file_list": listed, "commit_id": "emr-run-21", "verify": "footer"}
+    with pytest.raises(FileMismatchError, match=re.escape(bad.path)) as refused:
+        commit.handler(event, Context())
+    assert LIES["row count"][1] in str(refused.value)
+    assert [8, 12] in sliced
+    assert snapshot_of(table.store) == before
+    assert load_table(table.store).version == 1 and ids(table) == list(range(10))
+
+
+def test_a_slice_reads_only_the_file_list_the_commit_reads(table: Table) -> None:
+    """A slice pinned to the list's ETag refuses a list replaced since, and a range outside it."""
+    entries = thirteen_files(table)
+    listed = write_file_list(table.store, "emr-run-22", entries, table.schema)
+    etag = table.store.head(listed).etag
+    check = {"table": table.uri, "file_list": listed, "file_list_etag": etag, "commit_id": "emr-run-22"}
+    assert commit.handler({**check, "check": [4, 8]}, Context()) == {"checked": 4}
+    with pytest.raises(castable.InvalidInputError, match="not a slice"):
+        commit.handler({**check, "check": [8, 14]}, Context())
+    table.store.put(listed, encode(data_table(entries[:3], table.schema), "data"))
+    with pytest.raises(castable.InvalidInputError, match="was replaced"):
+        commit.handler({**check, "check": [0, 4]}, Context())
+    with pytest.raises(InvalidEventError):
+        commit.handler({**check, "check": [0, 4], "verify": "checked"}, Context())
+    with pytest.raises(InvalidEventError):
+        commit.handler({"table": table.uri, "file_list": listed, "commit_id": "c", "verify": "checked"}, Context())
 
 
 def test_commit_adds_columns_once_and_refuses_bad_types(table: Table) -> None:

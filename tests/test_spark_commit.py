@@ -12,6 +12,7 @@ from helpers.lossy import losing
 from helpers.tables import EVENTS, events
 
 import castable
+from castable import invocation
 from castable.errors import CommitStateUnknownError, InvalidInputError
 from castable.spark import remote
 from castable.spark.datasource import CastableWriter, FilesWritten
@@ -157,7 +158,7 @@ def test_a_write_outside_a_known_job_commits_under_a_random_id(table: Table, s3_
 def test_the_commit_function_is_called_in_the_tables_region(
     table: Table, s3_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert remote.lambda_client("eu-west-3").meta.region_name == "eu-west-3"
+    assert invocation.lambda_client("eu-west-3").meta.region_name == "eu-west-3"
     regions: list[str | None] = []
 
     def no_call(*args: Any, region: str | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -195,7 +196,7 @@ def test_a_commit_through_the_function_whose_answer_was_lost_lands_once(
     """The commit function commits, its answer to the job is lost, and the SDK invokes it
     again with the same event: the second invocation returns the version the first made."""
     (entry,) = TableTarget.of(table, s3_options).write(iter(events(0, 20).to_batches()))
-    client = remote.lambda_client("us-east-1")
+    client = invocation.lambda_client("us-east-1")
     with losing(lambda method, url: "invocations" in url, service="lambda") as injected:
         before = injected["lose"]
         result = remote.invoke_commit(commit_function, table.uri, [entry.path], "job-lost", client=client)

@@ -36,7 +36,7 @@ from castable.schema import describe_mismatch
 from castable.segment import data_files, data_table, decode, encode
 from castable.splice import Transfer, check_int96_file, read_footer, read_row_group
 from castable.stats import ColumnStats, decode_value, ordered
-from castable.store import ObjectInfo, ObjectNotFoundError, ObjectStore
+from castable.store import ObjectInfo, ObjectNotFoundError, ObjectStore, PreconditionFailedError
 from castable.writer import data_file_from_metadata
 
 
@@ -62,7 +62,12 @@ found."""
 _LISTED_FROM = 100
 """Entries in one directory from which a listing checks them: 200,000 files of a Spark job are
 200 LIST requests instead of 200,000 HEADs."""
-Verify = Literal["decode", "footer"]
+Check = Literal["decode", "footer"]
+"""What a caller asks to be checked of each path: every page decoded, or its footer only."""
+Verify = Literal[Check, "checked"]
+"""A :data:`Check`, or ``"checked"``: the ``DataFile`` entries given were each shown already to
+describe their objects (every slice of a file list by :func:`check_file_list`, in other
+processes), so they are not read again; paths are still described from their footers."""
 VERIFY_MODES: tuple[str, ...] = get_args(Verify)
 
 
@@ -114,8 +119,9 @@ def check_files(
 
     A path is described from its footer and, unless ``verify="footer"``, decoded in full
     (:func:`describe_data_file`); a ``DataFile`` written by castable's writer is checked against
-    the object's size and ETag and against its footer (:func:`verify_data_files`). Either way a
-    keyed table takes no file whose key column holds NULLs.
+    the object's size and ETag and against its footer (:func:`verify_data_files`), unless
+    ``verify="checked"`` says that was done. Either way a keyed table takes no file whose key
+    column holds NULLs.
     """
     if verify not in VERIFY_MODES:
         raise InvalidInputError(f"verify must be one of {', '.join(VERIFY_MODES)}, not {verify!r}")
@@ -125,7 +131,7 @@ def check_files(
 
     # Entries written elsewhere are checked together (by listings), paths described a few at once.
     entries = [replace(f, path=k) for f, k in zip(files, keys, strict=True) if isinstance(f, DataFile)]
-    verified = {f.path: f for f in verify_data_files(store, entries, schema)}
+    verified = {f.path: f for f in (entries if verify == "checked" else verify_data_files(store, entries, schema))}
     paths = [k for k in keys if k not in verified]
 
     def describe(key: str) -> tuple[DataFile, dict[str, int] | None]:
@@ -319,14 +325,44 @@ def write_file_list(store: ObjectStore, commit_id: str, files: Sequence[DataFile
     return key
 
 
-def read_file_list(store: ObjectStore, key: str, schema: pa.Schema) -> list[DataFile]:
-    """The entries :func:`write_file_list` left at ``key``; ``InvalidInputError`` for a key
-    outside ``data/_file_lists/``, a missing list or one that is not a list of data files."""
+def _check_list_key(key: str) -> None:
     if not key.startswith(FILE_LISTS_PREFIX) or ".." in key.split("/"):
         raise InvalidInputError(f"a file list lies under {FILE_LISTS_PREFIX} of the table, not at {key!r}")
+
+
+def file_list_etag(store: ObjectStore, key: str) -> str:
+    """The ETag of the file list at ``key`` (one HEAD): processes that check its slices and the
+    one that commits it read it pinned to this, so all of them see the same entries."""
+    _check_list_key(key)
     try:
-        return data_files(decode(store.get(key).data, "data", key=key), schema)
+        return store.head(key).etag
     except ObjectNotFoundError:
         raise InvalidInputError(f"the file list {store.uri}/{key} does not exist") from None
+
+
+def read_file_list(store: ObjectStore, key: str, schema: pa.Schema, *, etag: str | None = None) -> list[DataFile]:
+    """The entries :func:`write_file_list` left at ``key`` (with ``etag``, the list of that ETag
+    only); ``InvalidInputError`` for a key outside ``data/_file_lists/``, a missing list, one
+    replaced since ``etag`` or one that is not a list of data files."""
+    _check_list_key(key)
+    try:
+        return data_files(decode(store.get(key, if_match=etag).data, "data", key=key), schema)
+    except ObjectNotFoundError:
+        raise InvalidInputError(f"the file list {store.uri}/{key} does not exist") from None
+    except PreconditionFailedError:
+        raise InvalidInputError(f"the file list {store.uri}/{key} was replaced while it was checked") from None
     except (CorruptObjectError, KeyError, pa.ArrowException) as e:
         raise InvalidInputError(f"{key} is not a castable file list: {e}") from None
+
+
+def check_file_list(store: ObjectStore, key: str, schema: pa.Schema, start: int, stop: int, *, etag: str) -> int:
+    """Check entries ``[start, stop)`` of the file list at ``key`` (of ETag ``etag``) against their
+    objects and footers (:func:`verify_data_files`); how many were checked. One process reads
+    about 100 to 200 footers a second, so a list of any size is checked in the time of one slice
+    when processes check its slices at once; ``add_files(..., verify="checked")`` then takes the
+    list without reading the files again. A refused entry raises as in :func:`check_files`."""
+    entries = read_file_list(store, key, schema, etag=etag)
+    if not 0 <= start <= stop <= len(entries):
+        raise InvalidInputError(f"entries [{start}, {stop}) are not a slice of {key}, which has {len(entries)}")
+    part = [replace(e, path=table_key(store, e.path)) for e in entries[start:stop]]
+    return len(verify_data_files(store, part, schema))

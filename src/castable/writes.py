@@ -303,8 +303,10 @@ def add_files(
     ``verify="footer"`` reads footers only, for files a trusted writer has just written (and
     the INT96 timestamp columns, if any: outside what nanoseconds hold they are refused).
     ``DataFile`` entries made by castable's writer in another process (Spark executors) keep
-    their statistics and are checked by a listing of their directory (or a HEAD each). With a ``commit_id`` a retried
-    registration commits nothing twice.
+    their statistics and are checked by a listing of their directory (or a HEAD each) and their
+    footers, unless ``verify="checked"`` says other processes did that already (the commit
+    function's invocations, a slice of a long file list each: ``castable.register.check_file_list``).
+    With a ``commit_id`` a retried registration commits nothing twice.
 
     ``mode`` says what the files' rows do, as the write methods of the same names: ``append``
     (the default), ``upsert`` (replace the live rows with their primary keys: the key column
