@@ -187,6 +187,7 @@ class CastableStack(Stack):
         for name, fn in self.functions.items():
             if name not in ("trigger", "catalog"):
                 grant_tables(fn, self.bucket, list(ROOTS), key_arn=config.kms_key_arn)
+        self._commit_invokes_itself()
         # Erase is refused on a bucket with Object Lock (its versions would outlive a purge).
         for name in ("erasure", "splice"):
             self.functions[name].add_to_role_policy(
@@ -228,6 +229,19 @@ class CastableStack(Stack):
             email=config.alert_email,
         )
         self._outputs()
+
+    def _commit_invokes_itself(self) -> None:
+        """The commit function may invoke itself, and nothing else: it has invocations of itself
+        check the slices of a long file list (lambdas/commit.py). The grant is a policy of its
+        own: the function depends on its role's default policy, which therefore cannot name the
+        function's ARN (a circular dependency); this one depends on the function instead."""
+        commit = self.functions["commit"]
+        iam.Policy(
+            self,
+            "CommitInvokesItself",
+            roles=[role for role in [commit.role] if role is not None],
+            statements=[iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[commit.function_arn])],
+        )
 
     def _bucket(self) -> s3.IBucket:
         """The table bucket: one the stack creates (private, encrypted, TLS only, access-logged,

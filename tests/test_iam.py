@@ -406,3 +406,15 @@ def test_the_emr_job_role_writes_data_files_and_commits_only_through_the_commit_
     functions = {f: d.template.arn(d.template.function(f)) for f in ("CommitFunction", "MaintenanceFunction")}
     assert d.front.allows(principal, Need("lambda:InvokeFunction", functions["CommitFunction"]))
     assert not d.front.allows(principal, Need("lambda:InvokeFunction", functions["MaintenanceFunction"]))
+
+
+def test_the_commit_function_may_invoke_itself_and_no_other_function(deployment: Deployment) -> None:
+    """It has invocations of itself check the slices of a long file list (lambdas/commit.py)."""
+    d = deployment
+    principal = principal_of(d.template, "CommitFunction")
+    functions = {f: d.template.arn(d.template.function(f)) for f in ("CommitFunction", "MaintenanceFunction")}
+    assert d.front.allows(principal, Need("lambda:InvokeFunction", functions["CommitFunction"]))
+    assert not d.front.allows(principal, Need("lambda:InvokeFunction", functions["MaintenanceFunction"]))
+    assert not d.front.allows(
+        principal_of(d.template, "MaintenanceFunction"), Need("lambda:InvokeFunction", functions["CommitFunction"])
+    )

@@ -74,6 +74,23 @@ def test_the_commit_caller_waits_longer_than_the_commit_function_may_run(
     assert lambda_client().meta.config.read_timeout > commit["Timeout"]
 
 
+def test_the_commit_function_may_invoke_itself_and_no_other_function(template: dict[str, Any]) -> None:
+    """It has invocations of itself check the slices of a long file list."""
+    functions = resources(template, "AWS::Lambda::Function")
+    (commit,) = (k for k, f in functions.items() if f["Properties"].get("Description", "").startswith("castable: Reg"))
+    role = functions[commit]["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = [
+        s
+        for p in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "lambda:" in json.dumps(s["Action"])
+    ]
+    assert statements == [
+        {"Action": "lambda:InvokeFunction", "Effect": "Allow", "Resource": {"Fn::GetAtt": [commit, "Arn"]}}
+    ]
+
+
 def test_versioning_and_a_custom_emr_image_are_options(tmp_path: Path) -> None:
     image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/castable-emr:7.5.0"
     t = synth(tmp_path, versioned="true", emrImage=image)
