@@ -21,7 +21,6 @@ Writes bench/results/commit_scale.md as well as printing it.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 import time
@@ -32,9 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import pyarrow as pa
-import pyarrow.parquet as pq
-from benchlib import SCHEMA, event_batches, fmt_s, log, publish, report_header
+from benchlib import SCHEMA, commit_function_environment, fmt_s, log, publish, report_header, small_parquet_file
 from botocore.config import Config
 from shaped_s3 import ShapedS3, shaped_s3
 
@@ -57,12 +54,6 @@ class Context:
 
     def __init__(self) -> None:
         self.aws_request_id = str(uuid.uuid4())
-
-
-def one_file() -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_batches(list(event_batches(100))), buf)
-    return buf.getvalue()
 
 
 def commit(s3: ShapedS3, keys: list[str], body: bytes) -> dict[str, Any]:
@@ -106,12 +97,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.files, args.compare_files = 300, 200
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "castable")
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-commit")
-    body = one_file()
+    commit_function_environment()
+    body = small_parquet_file()
     rows = []
     with shaped_s3(latency=args.latency) as s3:
         boto3.client("s3", endpoint_url=s3.direct, region_name="us-east-1").create_bucket(Bucket=BUCKET)

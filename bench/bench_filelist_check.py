@@ -10,6 +10,13 @@ shaping proxy of shaped_s3.py (25 ms before each response), two ways side by sid
 - **without it**: the path before the check, objects shown to exist with the described size
   and ETag by listing their directory, no footer read (the check switched off in this process).
 
+and the split the deployed function makes of a list longer than one slice (20,000 entries):
+**one slice's check** (an invocation with ``"check": [0, 20000]``, as each of the function's
+invocations of itself runs) and **the commit after its slices** (the invoked function's own part:
+the list read, then ``add_files`` taking the checked entries without reading the files again; here
+the slices' invocations are answered at once, as they were timed on their own). On Lambda the
+slices run in parallel, so a list of 200,000 takes about one slice plus that commit.
+
 Each run commits the whole list into a table restored to its empty first version, so both
 register the same objects; the runs alternate, ``--repeats`` of each, and the report gives
 medians. The objects are tiny Parquet files (100 rows, ~1.5 KB) put straight into moto first:
@@ -26,7 +33,6 @@ the full run takes over an hour.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import statistics
 import sys
@@ -34,17 +40,15 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import boto3
-import pyarrow as pa
-import pyarrow.parquet as pq
 from bench_commit_scale import Context
-from benchlib import SCHEMA, event_batches, fmt_s, log, publish, report_header
+from benchlib import SCHEMA, commit_function_environment, fmt_s, log, publish, report_header, small_parquet_file
 from botocore.config import Config
 from shaped_s3 import ShapedS3, shaped_s3
 
@@ -61,12 +65,6 @@ MEMORY_MB = 1024
 """The commit function's memory (infra/stack.py): Lambda gives a full vCPU at 1,769 MB."""
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the commit function's handler, as the bundle has it
-
-
-def one_file() -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_batches(list(event_batches(100))), buf)
-    return buf.getvalue()
 
 
 @contextmanager
@@ -90,21 +88,53 @@ def put_all(s3: ShapedS3, prefix: str, keys: list[str], body: bytes) -> float:
 
 def run(s3: ShapedS3, table: castable.Table, empty: int, listed: str, checked: bool) -> dict[str, Any]:
     """Seconds, CPU seconds and requests of one commit of the list, the table first restored."""
-    from lambdas import commit as function  # after the environment it reads at import
-
     table.refresh().restore(empty)
     event = {"table": table.uri, "file_list": listed, "commit_id": uuid.uuid4().hex, "verify": "footer"}
+    with nullcontext() if checked else footers_unchecked():
+        result, measured = timed_handler(s3, event)
+    assert result["summary"]["files_added"] > 0, result
+    return {**measured, "files": result["summary"]["files_added"]}
+
+
+def timed_handler(s3: ShapedS3, event: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The handler's result on ``event``, and its seconds, CPU seconds and requests."""
+    from lambdas import commit as function  # after the environment it reads at import
+
     s3.reset()
     started, cpu = time.perf_counter(), time.process_time()
-    if checked:
-        result = function.handler(event, Context())
-    else:
-        with footers_unchecked():
-            result = function.handler(event, Context())
+    result = function.handler(event, Context())
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    stats = s3.stats()
-    assert result["summary"]["files_added"] > 0, result
-    return {"seconds": seconds, "cpu": cpu, "requests": stats["requests"], "files": result["summary"]["files_added"]}
+    return result, {"seconds": seconds, "cpu": cpu, "requests": s3.stats()["requests"]}
+
+
+def answered_at_once(function_name: str, event: dict[str, Any], client: Any) -> dict[str, Any]:
+    """An invocation of the commit function on a slice, answered without checking it (one
+    slice's check is timed apart)."""
+    start, stop = event["check"]
+    return {"checked": stop - start}
+
+
+def run_split(s3: ShapedS3, table: castable.Table, empty: int, listed: str, files: int) -> dict[str, Any]:
+    """One slice's check (at most a slice's entries, from the first) and the commit after the
+    slices, the invoked function's own part (the invocations of itself answered at once)."""
+    from lambdas import commit as function
+
+    size = min(files, function.CHECK_SLICE_FILES)
+    etag = table.store.head(listed).etag
+    check = {"table": table.uri, "file_list": listed, "file_list_etag": etag, "commit_id": "bench", "check": [0, size]}
+    result, one_slice = timed_handler(s3, check)
+    assert result == {"checked": size}, result
+    table.refresh().restore(empty)
+    event = {"table": table.uri, "file_list": listed, "commit_id": uuid.uuid4().hex, "verify": "footer"}
+    in_lambda = {"AWS_LAMBDA_FUNCTION_NAME": "castable-commit", "CASTABLE_CHECK_SLICE_FILES": str(max(1, files // 10))}
+    with (
+        mock.patch.dict(os.environ, in_lambda),
+        mock.patch.object(function, "lambda_client", lambda: None),
+        mock.patch.object(function, "invoke", answered_at_once),
+    ):
+        result, after = timed_handler(s3, event)
+    assert result["summary"]["files_added"] == files, result
+    return {"slice": {**one_slice, "files": size}, "commit": after}
 
 
 def main() -> None:
@@ -117,12 +147,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.files, args.repeats = 300, 2
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "castable")
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-commit")
-    body = one_file()
+    commit_function_environment()
+    body = small_parquet_file()
     runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
     with shaped_s3(latency=args.latency) as s3:
         boto3.client("s3", endpoint_url=s3.direct, region_name="us-east-1").create_bucket(Bucket=BUCKET)
@@ -147,6 +173,9 @@ def main() -> None:
                     f"{'with' if checked else 'without'} the check: {result['seconds']:.1f} s "
                     f"(CPU {result['cpu']:.1f} s), requests {result['requests']}"
                 )
+        split = run_split(s3, table, empty, listed, args.files)
+        for part in ("slice", "commit"):
+            log(f"split, {part}: {split[part]['seconds']:.1f} s (CPU {split[part]['cpu']:.1f} s)")
     lines = report_header(
         "file list check",
         f"`python bench_filelist_check.py --files {args.files} --repeats {args.repeats} --latency {args.latency}`:"
@@ -164,6 +193,15 @@ def main() -> None:
         req = runs[checked][0]["requests"]
         lines.append(
             f"| {label} | {fmt_s(med['seconds'])} | {fmt_s(med['cpu'])} | {args.files / med['seconds']:,.0f} | "
+            f"{req.get('LIST', 0):,} | {req.get('HEAD', 0):,} | {req.get('GET', 0):,} | {req.get('PUT', 0):,} |"
+        )
+    for label, part in (
+        (f"one slice's check ({split['slice']['files']:,} files, one invocation)", split["slice"]),
+        ("the commit after its slices (the invoked function's own part)", split["commit"]),
+    ):
+        req = part["requests"]
+        lines.append(
+            f"| {label} | {fmt_s(part['seconds'])} | {fmt_s(part['cpu'])} | | "
             f"{req.get('LIST', 0):,} | {req.get('HEAD', 0):,} | {req.get('GET', 0):,} | {req.get('PUT', 0):,} |"
         )
     check_seconds = with_check["seconds"] - without["seconds"]
@@ -192,6 +230,24 @@ def main() -> None:
             f"- {TARGET_FILES:,} files, projected linearly from this run: wall {fmt_s(projected)}, CPU at"
             f" {MEMORY_MB} MB {fmt_s(projected_cpu)}: **{'met' if fits else 'missed'}** (projected, not run)"
         )
+    from lambdas.commit import CHECK_SLICE_FILES
+
+    # Split: 200,000 files are 10 slices of 20,000 checked at once by as many invocations, then
+    # the commit; a slice's time scales to a full one, the commit's own part with the list.
+    full_slice = split["slice"]["seconds"] * CHECK_SLICE_FILES / split["slice"]["files"]
+    slice_cpu = split["slice"]["cpu"] * CHECK_SLICE_FILES / split["slice"]["files"] * 1769 / MEMORY_MB
+    split_commit = split["commit"]["seconds"] * scale
+    split_cpu = split["commit"]["cpu"] * scale * 1769 / MEMORY_MB
+    split_wall = max(full_slice, slice_cpu) + max(split_commit, split_cpu)  # CPU-bound on Lambda's share
+    split_fits = split_wall < TIMEOUT
+    lines.append(
+        f"- {TARGET_FILES:,} files split as the deployed function splits them ({TARGET_FILES // CHECK_SLICE_FILES}"
+        f" slices of {CHECK_SLICE_FILES:,} checked in parallel by invocations of itself, then the commit):"
+        f" one slice {fmt_s(full_slice)} (CPU at {MEMORY_MB} MB {fmt_s(slice_cpu)}) plus the commit"
+        f" {fmt_s(split_commit)} (CPU {fmt_s(split_cpu)}), about {fmt_s(split_wall)} for the invoked"
+        f" function, the larger of wall and CPU of each: **{'met' if split_fits else 'missed'}** (projected"
+        " from this run's slice and commit, not run)"
+    )
     if args.out:
         publish("filelist_check", lines, Path(args.out))
     else:

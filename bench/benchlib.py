@@ -3,6 +3,7 @@ moto S3 server, and the header and output of every report."""
 
 from __future__ import annotations
 
+import io
 import os
 import platform
 import statistics
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 import castable
 
@@ -103,3 +105,21 @@ def moto_server() -> tuple[ExitStack, str]:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     stack = ExitStack()
     return stack, stack.enter_context(moto_s3())
+
+
+def small_parquet_file(rows: int = 100) -> bytes:
+    """One Parquet file of ``rows`` synthetic events (~1.5 KB at 100): the objects a Spark job's
+    file list names, put many times over."""
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_batches(list(event_batches(rows))), buf)
+    return buf.getvalue()
+
+
+def commit_function_environment() -> None:
+    """The environment the commit function's handler reads, set for a run in this process (no
+    tracing, metrics or per-request logs), unless already set."""
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "castable")
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-commit")
