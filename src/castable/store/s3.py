@@ -584,20 +584,20 @@ class S3Store(ObjectStore):
     def complete_multipart(self, key: str, upload_id: str, parts: builtins.list[UploadedPart]) -> ObjectInfo:
         self.stats.record("COMPLETE_MPU")
         try:
-            r = self.client.complete_multipart_upload(
-                Bucket=self.bucket,
+            r = self._call(
+                key,
+                "complete_multipart_upload",
                 Key=self._key(key),
                 UploadId=upload_id,
                 MultipartUpload={"Parts": [{"ETag": p.etag, "PartNumber": p.number} for p in parts]},
                 IfNoneMatch="*",
             )
-        except (ClientError, BotoCoreError) as e:
-            error = translate_error(e, key)
-            if isinstance(error, PreconditionFailedError | ObjectNotFoundError) and _resent(e):
-                own = self._own_completion(key, parts)
-                if own is not None:
-                    return own
-            raise error from e
+        except (PreconditionFailedError, ObjectNotFoundError) as error:
+            resent = isinstance(error.__cause__, ClientError | BotoCoreError) and _resent(error.__cause__)
+            own = self._own_completion(key, parts) if resent else None
+            if own is None:
+                raise
+            return own
         etag = _quoted(r.get("ETag"))  # Ceph radosgw returns none here: ask for it
         return ObjectInfo(key=key, size=sum(p.size for p in parts), etag=etag) if etag else self.head(key)
 
