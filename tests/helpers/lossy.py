@@ -9,7 +9,9 @@ send (``botocore.endpoint.Endpoint._send``), below botocore's retries.
   retries a request until its headers only).
 - ``slow``: the answer comes ``delay`` seconds late (a slow S3 node, a long GC pause).
 
-Only S3's requests are hit (moto serves the other services on the same endpoint). Installed per
+Only castable's S3 requests are hit (moto serves the other services on the same endpoint): a
+Distributed Map's ItemReader and ResultWriter, which moto's Step Functions interpreter runs in the
+test process, are Step Functions' own S3 access, which AWS performs and retries itself. Installed per
 process (``install``, or ``network`` for a block), so multi-process tests call it first thing in
 each worker; ``injected`` counts what was injected, so a test can show its faults happened.
 """
@@ -17,6 +19,7 @@ each worker; ``injected`` counts what was injected, so a test can show its fault
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -82,6 +85,20 @@ def _signed_for(request: AWSPreparedRequest, service: str) -> bool:
     return f"/{service}/aws4_request" in text
 
 
+STEP_FUNCTIONS_OWN_S3 = ("/state_map/item_reader/", "/state_map/result_writer/")
+"""Where moto's interpreter reads a Distributed Map's items and writes its results."""
+
+
+def _from_step_functions() -> bool:
+    """Whether this request is Step Functions' own (a Distributed Map's ItemReader or ResultWriter)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if any(part in frame.f_code.co_filename for part in STEP_FUNCTIONS_OWN_S3):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _count(kind: str) -> None:
     with _lock:
         injected[kind] += 1
@@ -94,7 +111,7 @@ def lossy_send(
     ``kind`` hits this request of ``service``."""
 
     def send(endpoint: Endpoint, request: AWSPreparedRequest) -> AWSResponse:
-        if not _signed_for(request, service):
+        if not _signed_for(request, service) or _from_step_functions():
             return _real_send(endpoint, request)
         if decide("slow_down", request):
             _count("slow_down")
