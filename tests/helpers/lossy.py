@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
@@ -91,7 +92,7 @@ STEP_FUNCTIONS_OWN_S3 = ("/state_map/item_reader/", "/state_map/result_writer/")
 
 def _from_step_functions() -> bool:
     """Whether this request is Step Functions' own (a Distributed Map's ItemReader or ResultWriter)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if any(part in frame.f_code.co_filename for part in STEP_FUNCTIONS_OWN_S3):
             return True
