@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.avro.codecs import AvroCompressionCodec
 from pyiceberg.io.pyarrow import (
+    UnsupportedPyArrowTypeException,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
@@ -60,7 +61,7 @@ from pyiceberg.typedef import Record
 from castable import inline
 from castable.entries import DataFile, TombstoneFile
 from castable.errors import VersionNotFoundError
-from castable.evolution import last_column_id
+from castable.evolution import FIELD_ID, last_column_id
 from castable.filelist import Part
 from castable.iceberg.files import StoredFileIO, StoredInput, StoredOutput
 from castable.iceberg.schema import IcebergPublishError, check_file, iceberg_schema, name_mapping
@@ -116,7 +117,7 @@ def publish_through(
     would read differently (a version before it that cannot be is left out, with a warning).
     ``again`` writes ``version``'s metadata anew even if it is published, listing only the
     versions retained now (after an expiry)."""
-    hint = _read_hint(store)[0]
+    hint = read_hint(store)[0]
     first = max(retention_floor(store), 0 if hint is None else hint + 1)
     for v in range(first, version):
         try:
@@ -128,7 +129,7 @@ def publish_through(
     return _Publication(store, snapshot_of(version)).run(again=again)
 
 
-def _read_hint(store: ObjectStore) -> tuple[int | None, str | None]:
+def read_hint(store: ObjectStore) -> tuple[int | None, str | None]:
     """The version ``version-hint.text`` names (``None``: none, or unreadable) and its ETag."""
     try:
         blob = store.get(HINT)
@@ -147,18 +148,22 @@ class _Publication:
         self.root = store.uri.rstrip("/")
         self.version = snapshot.manifest.version
         self._described = _Described(store, [])
+        self.parent = -1
+        """The snapshot this version's follows (-1: none); set by ``run``."""
 
     def location(self, key: str) -> str:
         return f"{self.root}/{key}"
 
     def run(self, *, again: bool = False) -> Published:
         published = Published(self.version, self.location(metadata_key(self.version)))
-        hint, hint_etag = _read_hint(self.store)
+        hint, hint_etag = read_hint(self.store)
         done = hint is not None and hint >= self.version and self.store.exists(metadata_key(self.version))
         if done and not (again and hint == self.version):
             return published
         previous = self._metadata(hint) if hint is not None and hint <= self.version else None
         schema = self._schema(previous)
+        before = [s.snapshot_id for s in (previous.snapshots if previous is not None else [])]
+        self.parent = max((v for v in before if v < self.version), default=-1)
         reusable = self._listed(previous)
         if previous is not None and previous.current_schema_id != schema.schema_id:
             self._check_files()  # the manifests stand (older snapshots read them); the files must suit the new schema
@@ -178,9 +183,8 @@ class _Publication:
                 manifests.append(found)
         listed = None
         if self.version:  # version 0, the empty table, is published as a table with no snapshot
-            before = [s.snapshot_id for s in (previous.snapshots if previous is not None else [])]
-            parent = max((v for v in before if v < self.version), default=None)
             listed = self._out(f"{METADATA}snap-{self.version}-castable.avro")
+            parent = self.parent if self.parent >= 0 else None
             with write_manifest_list(2, listed, self.version, parent, self.version, CODEC) as writer:
                 writer.add_manifests(manifests)
         metadata = self._table_metadata(previous, schema, listed.location if listed is not None else None)
@@ -255,7 +259,7 @@ class _Publication:
                 key_metadata=None,
                 **_statistics(footer),
             )
-        entries = [_added(f.added_version, self.version, described[f.path]) for f in files]
+        entries = [_entry(f.added_version, self.parent, self.version, described[f.path]) for f in files]
         return self._write_manifest(
             write_manifest(2, UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC), entries
         )
@@ -288,7 +292,7 @@ class _Publication:
         for t in part.entries(self.snapshot.schema):
             written = self._position_deletes(t)
             if written is not None:
-                entries.append(_added(t.added_version, self.version, written))
+                entries.append(_entry(t.added_version, self.parent, self.version, written))
         if not entries:
             return None
         writer = _DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
@@ -327,14 +331,12 @@ class _Publication:
         files = {f.path: f for f in self.snapshot.manifest.data_files.named(named)}
         paths: list[pa.Array] = []
         positions: list[pa.Array] = []
-        for path, deletes in sorted(named.items()):
-            f = files.get(path)
-            if f is None:
-                continue
+        located = sorted(((self._data_location(f), f, named[path]) for path, f in files.items()), key=lambda x: x[0])
+        for location, f, deletes in located:  # the spec: sorted by file_path, then pos
             found = self.snapshot.deleted_positions(f, self.snapshot.footer(f), deletes)
             if len(found):
                 positions.append(pa.array(found, pa.int64()))
-                paths.append(pa.array([self._data_location(f)] * len(found), pa.string()))
+                paths.append(pa.array([location] * len(found), pa.string()))
         if not positions:
             return None
         rows = pa.Table.from_arrays([pa.concat_arrays(paths), pa.concat_arrays(positions)], schema=POSITION_DELETES)
@@ -420,7 +422,7 @@ class _Publication:
                     self.store.put(HINT, str(self.version).encode(), if_match=etag)
                 return
             except PreconditionFailedError:
-                hint, etag = _read_hint(self.store)
+                hint, etag = read_hint(self.store)
 
 
 class _Described:
@@ -454,28 +456,34 @@ class _DeleteManifestWriter(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
-def _added(sequence: int, version: int, entry: IcebergDataFile) -> ManifestEntry:
-    """A manifest entry for a file castable added at version ``sequence``: its sequence number,
-    so a position delete applies to the files that were there when its tombstone was."""
+def _entry(added: int, parent: int, version: int, entry: IcebergDataFile) -> ManifestEntry:
+    """The manifest entry, in a manifest the snapshot of ``version`` writes (its parent snapshot
+    ``parent``, -1 if none), of a file castable added at version ``added``. It is ``ADDED`` there
+    if no earlier snapshot holds it (versions between ``parent`` and ``version`` that could not
+    be published add theirs here); a file a later manifest lists again (segments merge as a
+    table grows) is ``EXISTING`` under the snapshot that added it, so incremental and changelog
+    readers see each file added once. Its sequence number is ``added``, so a position delete
+    applies to the files that were there when its tombstone was."""
+    new = added > parent
     return ManifestEntry.from_args(
-        status=ManifestEntryStatus.ADDED,
-        snapshot_id=version,
-        sequence_number=sequence,
-        file_sequence_number=sequence,
+        status=ManifestEntryStatus.ADDED if new else ManifestEntryStatus.EXISTING,
+        snapshot_id=version if new else added,
+        sequence_number=added,
+        file_sequence_number=added,
         data_file=entry,
     )
 
 
 def _position_delete_entry(location: str, data: bytes) -> IcebergDataFile:
-    """The manifest entry of the position delete file ``data`` at ``location``."""
-    rows = file_rows(pq.read_metadata(pa.BufferReader(data)))
+    """The manifest entry of the position delete file ``data`` at ``location``, with the metrics
+    Java Iceberg writes for one (sizes, counts, and the bounds of ``file_path`` and ``pos``)."""
     return IcebergDataFile.from_args(
         content=DataFileContent.POSITION_DELETES,
         file_path=location,
         file_format=FileFormat.PARQUET,
         partition=Record(),
-        record_count=rows,
         file_size_in_bytes=len(data),
+        **_statistics(pq.read_metadata(pa.BufferReader(data))),
         sort_order_id=None,
         spec_id=0,
         equality_ids=None,
@@ -486,17 +494,39 @@ def _position_delete_entry(location: str, data: bytes) -> IcebergDataFile:
 def _statistics(footer: pq.FileMetaData) -> dict[str, Any]:
     """A data file's Iceberg statistics (counts, sizes, bounds by field id), from its footer and
     under its own schema: a file keeps the names and types it was written with, so its columns
-    are found by the ids it carries, dropped ones too. A file without ids (registered from
-    another engine) gets its row count only: readers then find its columns by the name mapping
-    and prune it by nothing. The row count is the row groups' (:func:`castable.stats.file_rows`),
-    where pyiceberg would take the file's own total."""
+    are found by the ids it carries, dropped ones too. A file with a column that has no Iceberg
+    type (a dropped 16-bit float, say) gets counts and sizes only, and one without ids
+    (registered from another engine) its row count only: readers then find its columns by the
+    name mapping and prune it by nothing. The row count is the row groups'
+    (:func:`castable.stats.file_rows`), where pyiceberg would take the file's own total."""
+    rows = file_rows(footer)
     try:
         own = pyarrow_to_schema(footer.schema.to_arrow_schema(), format_version=2)
-    except (ValueError, TypeError):
-        return {"record_count": file_rows(footer)}
-    plan = compute_statistics_plan(own, {})
-    stats = data_file_statistics_from_parquet_metadata(footer, plan, parquet_path_to_id_mapping(own))
-    return {**stats.to_serialized_dict(), "record_count": file_rows(footer)}
+        plan = compute_statistics_plan(own, {})
+        stats = data_file_statistics_from_parquet_metadata(footer, plan, parquet_path_to_id_mapping(own))
+    except (ValueError, TypeError, UnsupportedPyArrowTypeException):
+        return {**_counts(footer), "record_count": rows}
+    return {**stats.to_serialized_dict(), "record_count": rows}
+
+
+def _counts(footer: pq.FileMetaData) -> dict[str, dict[int, int]]:
+    """Each top-level column's compressed size, values and nulls, by the field id it carries."""
+    ids = {f.name: int(f.metadata[FIELD_ID]) for f in footer.schema.to_arrow_schema() if FIELD_ID in (f.metadata or {})}
+    sizes: dict[int, int] = {}
+    values: dict[int, int] = {}
+    nulls: dict[int, int] = {}
+    for rg in range(footer.num_row_groups):
+        group = footer.row_group(rg)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            fid = ids.get(column.path_in_schema)
+            if fid is None:
+                continue
+            sizes[fid] = sizes.get(fid, 0) + column.total_compressed_size
+            values[fid] = values.get(fid, 0) + column.num_values
+            if column.is_stats_set and column.statistics.has_null_count:
+                nulls[fid] = nulls.get(fid, 0) + column.statistics.null_count
+    return {"column_sizes": sizes, "value_counts": values, "null_value_counts": nulls}
 
 
 def _operation(operation: str) -> str:

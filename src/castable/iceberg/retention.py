@@ -11,18 +11,21 @@ left alone.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from datetime import datetime
 
 from castable.gc import referenced_objects, retained_versions
-from castable.iceberg.publish import HINT, INLINE, METADATA, publish_through
+from castable.iceberg.publish import HINT, INLINE, METADATA, publish_through, read_hint
+from castable.iceberg.schema import IcebergPublishError
 from castable.layout import DATA_PREFIX, TOMBSTONE_PREFIX
 from castable.pointer import retention_floor
 from castable.segment import SEGMENT_PREFIX
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
 
+log = logging.getLogger(__name__)
 _VERSIONED = re.compile(rf"^{METADATA}(?:v(\d+)\.metadata\.json|snap-(\d+)-castable\.avro)$")
 _SEGMENT = re.compile(rf"^{METADATA}castable-(?:data|tombstone)-([0-9a-f-]+)\.avro$")
 _DELETES = re.compile(rf"^{METADATA}castable-([0-9a-f-]+)-deletes\.parquet$")
@@ -36,8 +39,14 @@ def published(store: ObjectStore) -> bool:
 def after_expire(store: ObjectStore, newest: int, snapshot_of: Callable[[int], Snapshot]) -> list[str]:
     """Publish ``newest`` (its metadata then lists only retained versions), then delete the
     metadata files and manifest lists of versions below the retention floor; their keys."""
-    publish_through(store, newest, snapshot_of, again=True)
     floor = retention_floor(store)
+    try:
+        publish_through(store, newest, snapshot_of, again=True)
+    except IcebergPublishError as e:  # the expiry stands; the newest publishable version is published again
+        log.warning("version %d of %s is not published as Iceberg: %s", newest, store.uri, e)
+        hint = read_hint(store)[0]
+        if hint is not None and hint >= floor:
+            publish_through(store, hint, snapshot_of, again=True)
     gone = []
     for info in store.list(METADATA):
         found = _VERSIONED.match(info.key)

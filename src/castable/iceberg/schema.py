@@ -4,20 +4,25 @@ castable does.
 castable's column ids are Iceberg field ids (``PARQUET:field_id`` in the manifest schema and in
 every file castable writes), so renames, drops and re-added names read correctly by id. What
 Iceberg v2 cannot say is refused, naming the column, rather than published to read wrong:
-nested columns (castable gives ids to top-level columns only), nanosecond timestamps, unsigned
-integers, and a column default that files written before the column would have to supply.
+nested columns (castable gives ids to top-level columns only), unsigned integers, 16-bit floats,
+times and timestamps not in microseconds (Arrow's seconds and milliseconds timestamps are
+written as Parquet's milliseconds, which Java Iceberg, pyiceberg and DuckDB read), durations, decimals past 38
+digits, a widening v2 does not promote (date to timestamp), and a column default that files
+written before the column would have to supply.
 """
 
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 import pyarrow as pa
-from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, pyarrow_to_schema
 from pyiceberg.schema import Schema
+from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType
 
 from castable.errors import CastableError
-from castable.evolution import default_of, field_id, file_schema, names_of, with_ids
+from castable.evolution import FIELD_ID, default_of, field_id, file_schema, names_of, with_ids
 
 
 class IcebergPublishError(CastableError):
@@ -28,20 +33,9 @@ def iceberg_schema(schema: pa.Schema, primary_key: list[str], schema_id: int) ->
     """``schema`` (a version's) with castable's ids, its primary key as identifier field (if
     the column is NOT NULL, as Iceberg requires of identifier fields)."""
     schema = with_ids(schema)  # a table of format 1 has none: the ids its first schema change gives
-    for f in schema:
-        t = f.type
-        if pa.types.is_nested(t):
-            raise IcebergPublishError(
-                f"column {f.name!r} is nested ({t}): castable gives ids to top-level columns only"
-            )
-        if pa.types.is_unsigned_integer(t):
-            raise IcebergPublishError(f"column {f.name!r} is {t}: Iceberg has no unsigned integers")
-        if pa.types.is_timestamp(t) and t.unit == "ns":
-            raise IcebergPublishError(f"column {f.name!r} is {t}: Iceberg v2 stores timestamps in microseconds")
-    try:
-        converted = pyarrow_to_schema(file_schema(schema), format_version=2)
-    except (ValueError, TypeError) as e:
-        raise IcebergPublishError(f"the schema has no Iceberg form: {e}") from e
+    converted = pyarrow_to_schema(
+        file_schema(pa.schema([f.with_type(_as_stored(f)) for f in schema])), format_version=2
+    )
     required = {f.name: f.field_id for f in converted.fields if f.required}
     return Schema(  # Iceberg's identifier fields must be required: a nullable key column is not one
         *converted.fields,
@@ -50,19 +44,95 @@ def iceberg_schema(schema: pa.Schema, primary_key: list[str], schema_id: int) ->
     )
 
 
+def _as_stored(f: pa.Field) -> pa.DataType:
+    """The type of ``f`` as its Parquet files hold it, where Iceberg v2 has that type; else
+    ``IcebergPublishError`` naming the column and why."""
+    t = f.type
+    refused = _refusal(t)
+    if refused is not None:
+        raise IcebergPublishError(f"column {f.name!r} is {t}: {refused}")
+    if pa.types.is_date64(t):  # Parquet holds dates as days whatever Arrow's unit
+        return pa.date32()
+    if pa.types.is_timestamp(t) and t.tz is not None:  # Parquet holds instants in UTC; the zone is Arrow's
+        return pa.timestamp(t.unit, tz="UTC")
+    return t
+
+
+def _refusal(t: pa.DataType) -> str | None:
+    """Why Iceberg v2 readers cannot read a column of type ``t`` as castable does (``None``: they can)."""
+    if pa.types.is_nested(t):
+        return "a nested column (castable gives ids to top-level columns only)"
+    if pa.types.is_unsigned_integer(t):
+        return "Iceberg has no unsigned integers"
+    if pa.types.is_float16(t):
+        return "Iceberg has no 16-bit float (widen it to float32, then compact the table)"
+    if (pa.types.is_timestamp(t) and t.unit == "ns") or (pa.types.is_time(t) and t.unit != "us"):
+        return "Iceberg v2 stores times and timestamps in microseconds"
+    if pa.types.is_duration(t) or pa.types.is_interval(t):
+        return "Iceberg has no duration type"
+    if pa.types.is_null(t):
+        return "Iceberg v2 has no null type"
+    if pa.types.is_decimal(t) and (t.precision > 38 or not pa.types.is_decimal128(t)):
+        return "Iceberg decimals are decimal128, of 38 digits at most"
+    try:
+        _iceberg_type(t)
+    except (ValueError, TypeError, UnsupportedPyArrowTypeException) as e:
+        return f"it has no Iceberg type ({e})"
+    return None
+
+
+@lru_cache(maxsize=256)
+def _iceberg_type(t: pa.DataType) -> IcebergType:
+    """The Iceberg type pyiceberg reads an Arrow type as."""
+    field = pa.field("c", t, metadata={FIELD_ID: b"1"})
+    return pyarrow_to_schema(pa.schema([field]), format_version=2).fields[0].field_type
+
+
+def _promotes(old: IcebergType, new: IcebergType) -> bool:
+    """Whether Iceberg v2 reads a file's ``old`` column as ``new``: the same type, int to long,
+    float to double, or a decimal of more digits at the same scale."""
+    if old == new:
+        return True
+    if isinstance(new, DecimalType) and isinstance(old, DecimalType):
+        return old.scale == new.scale and old.precision <= new.precision
+    return (isinstance(old, IntegerType) and isinstance(new, LongType)) or (
+        isinstance(old, FloatType) and isinstance(new, DoubleType)
+    )
+
+
 def name_mapping(schema: pa.Schema) -> str:
-    """``schema.name-mapping.default``: every name each column has had, so Iceberg readers find
-    the columns of files written without ids (registered files) as castable does."""
+    """``schema.name-mapping.default``: the names Iceberg readers find the columns of files
+    written without ids by (registered files). One name maps to one field id, as Java Iceberg
+    requires: a column's current name is always its own; a name it had before is listed only if
+    no other column has ever had it (a name used again after a rename, or two swapped names,
+    belong to their current owners)."""
     named = with_ids(schema)
-    return json.dumps([{"field-id": field_id(f), "names": sorted({n for n, _ in names_of(f)})} for f in named])
+    had: dict[str, set[int | None]] = {}
+    for f in named:
+        for n, _ in names_of(f):
+            had.setdefault(n, set()).add(field_id(f))
+    mapping = []
+    for f in named:
+        old = {n for n, _ in names_of(f) if had[n] == {field_id(f)}}
+        mapping.append({"field-id": field_id(f), "names": sorted(old | {f.name})})
+    return json.dumps(mapping)
 
 
 def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, str | None]) -> None:
     """Refuse a data file (footer schema ``file``) whose rows Iceberg readers would read other
     than castable does: ``found`` is where castable finds each column in it."""
     ids = {fid: f.name for f in file if (fid := field_id(f)) is not None}
+    for held in file:  # readers convert a file's whole schema, columns since dropped included
+        refused = _refusal(held.type)
+        if refused is not None:
+            raise IcebergPublishError(
+                f"data file {path} holds column {held.name!r} as {held.type}: {refused}; once the column is dropped "
+                "or widened, compact the table to rewrite the file"
+            )
     for f in schema:
         source = found[f.name]
+        if source is not None:
+            _check_promotion(path, f, file.field(source).type)
         if source is None:
             if default_of(f) is not None:
                 raise IcebergPublishError(
@@ -83,3 +153,20 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
                     raise IcebergPublishError(
                         f"data file {path} has no field ids and the name {n!r} has belonged to two columns"
                     )
+
+
+def _check_promotion(path: str, f: pa.Field, held: pa.DataType) -> None:
+    """Refuse a data file that holds column ``f`` as ``held``, where Iceberg v2 readers cannot
+    read ``held`` as the column's type (castable widens more than v2 promotes: date to
+    timestamp, for example)."""
+    new = _iceberg_type(_as_stored(f))
+    try:
+        old = _iceberg_type(_as_stored(f.with_type(held)))
+    except IcebergPublishError as e:
+        raise IcebergPublishError(f"data file {path}: {e}") from e
+    if not _promotes(old, new):
+        raise IcebergPublishError(
+            f"data file {path} holds column {f.name!r} as {held}, which Iceberg v2 readers cannot read as {f.type} "
+            "(v2 promotes int to long, float to double and decimal precision only): compact the table to "
+            "rewrite its files in the column's type"
+        )
