@@ -7,6 +7,7 @@ LOCALSTACK := .venv-localstack
 DUCKDB15 := .venv-duckdb15
 S3RVER := .tools/node_modules/.bin/s3rver
 IAMSIM := .tools/node_modules/@cloud-copilot/iam-simulate/package.json
+ICEBERG_JARS := .tools/iceberg/iceberg-jackson.jar
 # LocalStack needs Python 3.13 (pyenv's on these machines, else python3.13 on PATH).
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
 PYTEST_WORKERS ?= 2
@@ -23,12 +24,18 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
-# Spark 3.5 (what EMR 7.x runs) beside the main venv's Spark 4, for the ingest job's test.
-$(SPARK35)/.installed: pyproject.toml
+# Spark 3.5 (what EMR 7.x runs) beside the main venv's Spark 4, for the ingest job's test, with
+# Apache Iceberg's Spark runtime (on PyPI inside snowpark-connect-deps-iceberg) as the Java reader
+# of castable's published Iceberg metadata.
+$(SPARK35)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(SPARK35)
 	$(SPARK35)/bin/python -m pip install --quiet --upgrade pip
-	$(SPARK35)/bin/python -m pip install --quiet -e . "pyspark==3.5.*" "pandas<3"
+	$(SPARK35)/bin/python -m pip install --quiet -e . "pyspark==3.5.*" "pandas<3" "snowpark-connect-deps-iceberg==1.0.3"
 	touch $@
+
+# The runtime jar and the Jackson it leaves out, relocated with Debian's jarjar (tools/iceberg_jars.sh).
+$(ICEBERG_JARS): $(SPARK35)/.installed tools/iceberg_jars.sh
+	tools/iceberg_jars.sh .tools/iceberg $(SPARK35)/bin/python
 
 # LocalStack's own S3 provider (no Docker) and s3rver (ignores conditional writes): the suite runs
 # the concurrency tests on LocalStack too, and checks that castable refuses s3rver.
@@ -83,7 +90,7 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
 
-test: lint $(EMR_ENV) $(SPARK35)/.installed $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM)
+test: lint $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
 bench: $(VENV)/.installed $(DUCKDB15)/.installed

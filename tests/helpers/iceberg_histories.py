@@ -1,0 +1,152 @@
+"""Seeded random histories of a castable table published as Iceberg after every commit, with what
+strict readers stumble on: renames that reuse and swap names, widenings (int to long), drops and
+re-adds, inline rows, deletes, upserts, updates, compaction, erase and expiry; and the readers
+that check them: Java Iceberg (Spark 3.5 with iceberg-spark-runtime, in .venv-spark35) and
+pyiceberg, at every retained version and incrementally between versions."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+from pyiceberg.table import StaticTable
+
+import castable
+from castable.iceberg import publish
+from castable.layout import ICEBERG_PREFIX
+
+from . import ROOT
+
+SPARK35 = ROOT / ".venv-spark35" / "bin" / "python"
+JARS = ROOT / ".tools" / "iceberg"
+START = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("a", pa.string()), ("b", pa.string()), ("n", pa.int32())]
+)
+
+
+class History:
+    """A seeded history; ``published`` are the versions published, ``appends`` those that only
+    appended new keys."""
+
+    def __init__(self, uri: str, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.table = castable.create_table(uri, START, primary_key="id", properties={"write.inline.max-bytes": 2048})
+        self.next_id = 0
+        self.published: list[int] = []
+        self.appends: set[int] = set()
+        self.renames = 0
+
+    def rows(self, ids: list[int]) -> pa.Table:
+        """Rows with ``ids`` in the table's schema now."""
+        columns: dict[str, pa.Array] = {}
+        for f in self.table.schema:
+            if f.name == "id":
+                columns[f.name] = pa.array(ids, pa.int64())
+            elif pa.types.is_integer(f.type):
+                columns[f.name] = pa.array([self.rng.choice([None, self.rng.randint(0, 999)]) for _ in ids], f.type)
+            else:
+                columns[f.name] = pa.array([self.rng.choice([None, f"{f.name}{i}"]) for i in ids], f.type)
+        return pa.table(columns, schema=pa.schema([f.remove_metadata() for f in self.table.schema]))
+
+    def live(self, n: int) -> list[int]:
+        ids = self.table.scan(["id"]).to_arrow().column("id").to_pylist()
+        return self.rng.sample(ids, min(n, len(ids)))
+
+    def step(self) -> None:
+        rng, t = self.rng, self.table
+        kind = rng.choice(["append"] * 6 + ["big", "delete", "range", "upsert", "update", "compact", "erase", "alter"])
+        if kind in ("append", "big"):
+            n = rng.randint(1, 5) if kind == "append" else 1500
+            t.append(self.rows(list(range(self.next_id, self.next_id + n))))
+            self.next_id += n
+            self.appends.add(t.version)
+        elif kind == "delete" and (doomed := self.live(3)):
+            t.delete(f"id IN ({', '.join(map(str, doomed))})")
+        elif kind == "range":
+            lo = rng.randint(0, max(self.next_id, 1))
+            t.delete(f"id BETWEEN {lo} AND {lo + rng.randint(0, 20)}")
+        elif kind == "upsert":
+            t.upsert(self.rows([*self.live(2), self.next_id]))
+            self.next_id += 1
+        elif kind == "update" and (numeric := [f.name for f in t.schema if pa.types.is_integer(f.type)][1:]):
+            t.update({numeric[0]: f"{numeric[0]} + 1"}, where=f"id < {rng.randint(0, max(self.next_id, 1))}")
+        elif kind == "compact":
+            t.compact()
+        elif kind == "erase" and (doomed := self.live(1)):
+            t.erase(f"id = {doomed[0]}")
+        elif kind == "alter":
+            self.alter()
+        if t.version not in self.published:
+            publish(t)
+            self.published.append(t.version)
+
+    def alter(self) -> None:
+        """The next of: swap two names, reuse a renamed name, widen, drop and re-add a name."""
+        t = self.table
+        names = set(t.schema.names)
+        change = self.renames % 4
+        self.renames += 1
+        if change == 0 and {"a", "b"} <= names:
+            with t.alter() as c:
+                c.rename_column("a", "tmp").rename_column("b", "a")
+            t.alter().rename_column("tmp", "b").commit()
+        elif change == 1 and "a" in names:
+            t.alter().rename_column("a", f"a{self.renames}").add_column("a", pa.string()).commit()
+        elif change == 2 and "n" in names and t.schema.field("n").type == pa.int32():
+            t.alter().widen_column("n", pa.int64()).commit()
+        elif "b" in names:
+            t.alter().drop_column("b").commit()
+            t.alter().add_column("b", pa.int32()).commit()
+
+    def run(self, steps: int, *, expire_at: int | None = None) -> None:
+        for i in range(steps):
+            self.step()
+            if i == expire_at:
+                self.table.expire(retain_versions=8)
+
+    def retained(self) -> list[int]:
+        kept = {h.version for h in self.table.history()}
+        return [v for v in self.published if v in kept and v > 0]
+
+    def append_spans(self, count: int) -> list[tuple[int, int]]:
+        """Up to ``count`` pairs (a, b) of retained versions between which every version only
+        appended new keys: the rows an incremental append scan reads there are exactly those
+        ``b`` holds and ``a`` does not, whatever a reader does with deletes."""
+        kept = self.retained()
+        spans = []
+        for i, a in enumerate(kept):
+            for b in kept[i + 1 :]:
+                if all(v in self.appends for v in range(a + 1, b + 1)):
+                    spans.append((a, b))
+        return self.rng.sample(spans, min(count, len(spans)))
+
+    def added(self, a: int, b: int) -> pa.Table:
+        before = set(self.table.scan(["id"], version=a).to_arrow().column("id").to_pylist())
+        rows = self.table.scan(version=b).to_arrow()
+        return rows.filter(pa.array([i not in before for i in rows.column("id").to_pylist()]))
+
+
+def same(got: pa.Table, want: pa.Table, what: str) -> None:
+    """``got`` (another engine's) holds exactly ``want``'s rows, by column name, whatever the
+    order and the engine's string and timestamp layouts."""
+    assert sorted(got.column_names) == sorted(want.column_names), f"{what}: {got.column_names}"
+    got = got.select(want.column_names).cast(want.schema).sort_by("id")
+    assert got.equals(want.sort_by("id")), f"{what}: {got.num_rows} rows against {want.num_rows}"
+
+
+def static(table: castable.Table) -> StaticTable:
+    return StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{table.version}.metadata.json")
+
+
+def java_reads(location: str, out: Path, reads: list[str]) -> dict[str, pa.Table]:
+    """What Java Iceberg reads at each of ``reads`` (a snapshot id, or ``a:b`` for the rows
+    appended after a up to b), by read."""
+    helper = Path(__file__).parent / "java_iceberg.py"
+    subprocess.run([str(SPARK35), str(helper), str(JARS), location, str(out), *reads], check=True, timeout=600)
+    found = {}
+    for read in reads:
+        with pa.OSFile(str(out / f"{read.replace(':', '-')}.arrow")) as source:
+            found[read] = pa.ipc.open_file(source).read_all()
+    return found
