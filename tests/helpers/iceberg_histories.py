@@ -37,6 +37,7 @@ class History:
         self.published: list[int] = []
         self.appends: set[int] = set()
         self.renames = 0
+        self.spans: list[tuple[int, int]] = []
 
     def rows(self, ids: list[int]) -> pa.Table:
         """Rows with ``ids`` in the table's schema now."""
@@ -110,17 +111,18 @@ class History:
         kept = {h.version for h in self.table.history()}
         return [v for v in self.published if v in kept and v > 0]
 
-    def append_spans(self, count: int) -> list[tuple[int, int]]:
+    def choose_spans(self, count: int) -> list[tuple[int, int]]:
         """Up to ``count`` pairs (a, b) of retained versions between which every version only
-        appended new keys: the rows an incremental append scan reads there are exactly those
-        ``b`` holds and ``a`` does not, whatever a reader does with deletes."""
+        appended new keys (kept as ``spans``): the rows an incremental append scan reads there
+        are exactly those ``b`` holds and ``a`` does not, whatever a reader does with deletes."""
         kept = self.retained()
         spans = []
         for i, a in enumerate(kept):
             for b in kept[i + 1 :]:
                 if all(v in self.appends for v in range(a + 1, b + 1)):
                     spans.append((a, b))
-        return self.rng.sample(spans, min(count, len(spans)))
+        self.spans = self.rng.sample(spans, min(count, len(spans)))
+        return self.spans
 
     def added(self, a: int, b: int) -> pa.Table:
         before = set(self.table.scan(["id"], version=a).to_arrow().column("id").to_pylist())
@@ -140,13 +142,42 @@ def static(table: castable.Table) -> StaticTable:
     return StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{table.version}.metadata.json")
 
 
-def java_reads(location: str, out: Path, reads: list[str]) -> dict[str, pa.Table]:
-    """What Java Iceberg reads at each of ``reads`` (a snapshot id, or ``a:b`` for the rows
-    appended after a up to b), by read."""
+def java_reads(out: Path, reads: list[tuple[str, str]]) -> list[pa.Table]:
+    """What Java Iceberg reads for each of ``reads``: (table location, snapshot id or ``a:b``,
+    the rows appended after a up to b), in order, in one JVM."""
     helper = Path(__file__).parent / "java_iceberg.py"
-    subprocess.run([str(SPARK35), str(helper), str(JARS), location, str(out), *reads], check=True, timeout=600)
-    found = {}
-    for read in reads:
-        with pa.OSFile(str(out / f"{read.replace(':', '-')}.arrow")) as source:
-            found[read] = pa.ipc.open_file(source).read_all()
+    args = [f"{location}@{at}" for location, at in reads]
+    subprocess.run([str(SPARK35), str(helper), str(JARS), str(out), *args], check=True, timeout=3600)
+    found = []
+    for i in range(len(reads)):
+        with pa.OSFile(str(out / f"{i}.arrow")) as source:
+            found.append(pa.ipc.open_file(source).read_all())
     return found
+
+
+def differences(history: History, java: list[pa.Table] | None = None) -> list[str]:
+    """Where pyiceberg, and Java (``java``: its reads of ``java_plan(history)``, in order) read
+    the history otherwise than castable; empty if nowhere."""
+    table, metadata = history.table, static(history.table)
+    found = []
+    wanted = [(str(v), table.scan(version=v).to_arrow()) for v in history.retained()]
+    wanted += [(f"{a}:{b}", history.added(a, b)) for a, b in history.spans]
+    for i, (at, want) in enumerate(wanted):
+        if ":" in at:
+            a, b = map(int, at.split(":"))
+            read = metadata.incremental_append_scan(from_snapshot_id_exclusive=a, to_snapshot_id_inclusive=b).to_arrow()
+        else:
+            read = metadata.scan(snapshot_id=int(at)).to_arrow()
+        readers = [("pyiceberg", read)] + ([("Java", java[i])] if java is not None else [])
+        for reader, got in readers:
+            try:
+                same(got, want, f"{reader} at {at}")
+            except AssertionError as e:
+                found.append(f"{table.uri}: {e}")
+    return found
+
+
+def java_plan(history: History) -> list[tuple[str, str]]:
+    """The reads ``differences`` compares Java's with: every retained version, then the spans."""
+    uri = history.table.uri
+    return [(uri, str(v)) for v in history.retained()] + [(uri, f"{a}:{b}") for a, b in history.spans]

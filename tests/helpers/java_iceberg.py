@@ -2,10 +2,10 @@
 Apache Iceberg's Java library (iceberg-spark-runtime 1.10.2, the reader of EMR Spark, Athena and
 Trino), one snapshot after another, and incrementally between pairs of snapshots.
 
-Usage: python java_iceberg.py <jars dir> <table location> <out dir> <snapshot id | a:b>...
-Writes <out dir>/<snapshot id>.arrow per snapshot (the rows Spark reads at it) and
-<out dir>/<a>-<b>.arrow per pair (the rows appended after snapshot a up to b). Local tables only
-(Java's S3 file IO needs the AWS SDK bundle, which is not on PyPI).
+Usage: python java_iceberg.py <jars dir> <out dir> <table location>@<snapshot id | a:b>...
+Writes <out dir>/<i>.arrow for the i-th read (from 0): the rows Spark reads at a snapshot, or
+appended after snapshot a up to b. One JVM for every read, of as many tables as given. Local
+tables only (Java's S3 file IO needs the AWS SDK bundle, which is not on PyPI).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 
 def main() -> None:
-    jars, location, out, *reads = sys.argv[1:]
+    jars, out, *reads = sys.argv[1:]
     spark = (
         SparkSession.builder.master("local[1]")
         .config("spark.jars", f"{jars}/iceberg-spark-runtime.jar,{jars}/iceberg-jackson.jar")
@@ -28,17 +28,16 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    for read in reads:
+    for i, read in enumerate(reads):
+        location, _, at = read.rpartition("@")
         reader = spark.read.format("iceberg")
-        if ":" in read:
-            start, end = read.split(":")
+        if ":" in at:
+            start, end = at.split(":")
             reader = reader.option("start-snapshot-id", start).option("end-snapshot-id", end)
-            name = f"{start}-{end}"
         else:
-            reader = reader.option("snapshot-id", read)
-            name = read
+            reader = reader.option("snapshot-id", at)
         rows = pa.Table.from_pandas(reader.load(location).toPandas(), preserve_index=False)
-        with pa.OSFile(str(Path(out) / f"{name}.arrow"), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as w:
+        with pa.OSFile(str(Path(out) / f"{i}.arrow"), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as w:
             w.write_table(rows)
     spark.stop()
 
