@@ -93,11 +93,12 @@ lint: $(VENV)/.installed
 test: lint $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
-bench: $(VENV)/.installed $(DUCKDB15)/.installed
+bench: $(VENV)/.installed $(DUCKDB15)/.installed $(ICEBERG_JARS)
 	cd bench && ../$(BIN)/python bench_core.py
 	cd bench && ../$(BIN)/python bench_shaped.py
 	cd bench && ../$(BIN)/python bench_small_appends.py
 	cd bench && ../$(BIN)/python bench_iceberg.py
+	cd bench && ../$(BIN)/python bench_iceberg_readers.py
 	cd bench && ../$(BIN)/python bench_erase.py
 	cd bench && ../$(BIN)/python bench_register.py
 	cd bench && ../$(BIN)/python bench_filelist_check.py --files 20000
