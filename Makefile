@@ -50,12 +50,14 @@ $(LOCALSTACK)/.installed: Makefile
 # DuckDB 1.5.5 with its httpfs, ducklake, iceberg and avro wheels (the main venv's DuckDB is
 # newer than any extension wheel): bench/bench_shaped.py reads S3 with it, beside castable and
 # the other peers; bench/bench_small_appends.py runs DuckLake 1.0 with it; tests/test_iceberg.py
-# reads castable's published Iceberg metadata with its iceberg_scan.
+# reads castable's published Iceberg metadata with its iceberg_scan. With iceberg-rust
+# (pyiceberg-core 0.11, whose table provider needs DataFusion 54, older than the main venv's),
+# another reader of the published metadata.
 $(DUCKDB15)/.installed: Makefile
 	$(PYTHON) -m venv $(DUCKDB15)
 	$(DUCKDB15)/bin/python -m pip install --quiet "duckdb==1.5.5" "duckdb-extension-httpfs==1.5.5" \
 		"duckdb-extension-ducklake==1.5.5" "duckdb-extension-iceberg==1.5.5" \
-		"duckdb-extension-avro==1.5.5" "pyarrow>=20"
+		"duckdb-extension-avro==1.5.5" "pyarrow>=20" "pyiceberg-core==0.11.0" "datafusion==54.*"
 	touch $@
 
 $(S3RVER):

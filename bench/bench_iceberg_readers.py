@@ -2,9 +2,10 @@
 differences, every reader, every version): each history (tests/helpers/iceberg_histories.py:
 swapped and reused names, widening, drop and re-add, inline rows, deletes, upserts, updates,
 compaction, erase, expiry) is published after every commit, then read at every retained
-version by Java Iceberg (iceberg-spark-runtime 1.10.2 on Spark 3.5, one JVM per batch), pyiceberg
-and DuckDB 1.5.5's iceberg_scan, and incrementally over runs of appends by Java and pyiceberg;
-every read is compared with castable's rows.
+version by Java Iceberg (iceberg-spark-runtime 1.10.2 on Spark 3.5, one JVM per batch),
+iceberg-rust (pyiceberg-core 0.11), pyiceberg and DuckDB 1.5.5's iceberg_scan, and
+incrementally over runs of appends by Java and pyiceberg; every read is compared with castable's
+rows.
 
 Usage: cd bench && ../.venv/bin/python bench_iceberg_readers.py [--histories 200] [--steps 30]
        [--batch 25] [--out DIR] [--quick]
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from benchlib import RESULTS, log, publish, report_header
-from helpers.iceberg_histories import History, differences, java_plan, java_reads, same
+from helpers.iceberg_histories import History, differences, java_plan, java_reads, rust_reads, same
 
 DUCKDB = Path(__file__).resolve().parent.parent / ".venv-duckdb15" / "bin" / "python"
 DUCKDB_HELPER = Path(__file__).resolve().parent.parent / "tests" / "helpers" / "duckdb_iceberg.py"
@@ -62,7 +63,7 @@ def main() -> None:
     if args.quick:
         args.histories, args.steps, args.batch = 3, 12, 3
     reads: Counter[str] = Counter()
-    diffs: dict[str, list[str]] = {"Java": [], "pyiceberg": [], "DuckDB": []}
+    diffs: dict[str, list[str]] = {"Java": [], "iceberg-rust": [], "pyiceberg": [], "DuckDB": []}
     versions = spans = 0
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,16 +81,19 @@ def main() -> None:
             java = java_reads(out, [read for plan in plans for read in plan])
             at = 0
             for seed, h, plan in zip(seeds, histories, plans, strict=True):
-                found = differences(h, java[at : at + len(plan)])
+                rust = rust_reads(Path(tmp) / f"rust{seed}", h)
+                found = differences(h, java[at : at + len(plan)], rust)
                 at += len(plan)
                 for line in found:
-                    diffs["Java" if ": Java at" in line else "pyiceberg"].append(line)
+                    reader = next(r for r in ("Java", "iceberg-rust", "pyiceberg") if f": {r} at" in line)
+                    diffs[reader].append(line)
                 read, duck = duckdb_differences(h, Path(tmp) / f"duck{seed}")
                 diffs["DuckDB"] += duck
                 versions += len(h.retained())
                 spans += len(h.spans)
                 reads["Java"] += len(plan)
                 reads["pyiceberg"] += len(plan)
+                reads["iceberg-rust"] += len(rust)
                 reads["DuckDB"] += read
             log(f"{min(first + args.batch, args.histories)} histories: {sum(map(len, diffs.values()))} differences")
     seconds = time.perf_counter() - start
@@ -103,11 +107,12 @@ def main() -> None:
         "| reader | reads | differences from castable |",
         "|---|---:|---:|",
     ]
-    lines += [f"| {reader} | {reads[reader]} | {len(diffs[reader])} |" for reader in ("Java", "pyiceberg", "DuckDB")]
+    lines += [f"| {reader} | {reads[reader]} | {len(diffs[reader])} |" for reader in diffs]
     lines += [
         "",
         "Java Iceberg is iceberg-spark-runtime-3.5_2.12 1.10.2 on pyspark 3.5 (snapshot reads and "
-        "`start-snapshot-id`/`end-snapshot-id` incremental reads); pyiceberg reads snapshots and "
+        "`start-snapshot-id`/`end-snapshot-id` incremental reads); iceberg-rust (pyiceberg-core 0.11 "
+        "through DataFusion 54) reads each version's metadata file; pyiceberg reads snapshots and "
         "`incremental_append_scan`; DuckDB 1.5.5's `iceberg_scan` reads snapshots.",
     ]
     shown = [line for reader in diffs.values() for line in reader][:20]

@@ -1,23 +1,23 @@
 """Apache Iceberg's Java library (iceberg-spark-runtime 1.10.2 on Spark 3.5, the reader of EMR
-Spark, Athena and Trino; stricter than pyiceberg and DuckDB) and pyiceberg read seeded random
-histories as castable does: every retained version, and the rows appended between versions
-(helpers/iceberg_histories.py; bench/bench_iceberg_readers.py runs many more)."""
+Spark, Athena and Trino; stricter than pyiceberg and DuckDB), iceberg-rust (pyiceberg-core 0.11)
+and pyiceberg read seeded random histories as castable does: every retained version, and (Java,
+pyiceberg) the rows appended between versions (helpers/iceberg_histories.py;
+bench/bench_iceberg_readers.py runs many more, DuckDB too)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from helpers.iceberg_histories import History, differences, java_plan, java_reads
+from helpers.iceberg_histories import History, differences, java_plan, java_reads, rust_reads
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
-def test_java_iceberg_and_pyiceberg_read_every_version_of_a_random_history_as_castable(
-    tmp_path: Path, seed: int
-) -> None:
+def test_java_rust_and_pyiceberg_read_every_version_of_a_random_history_as_castable(tmp_path: Path, seed: int) -> None:
     history = History(str(tmp_path / "t"), seed)
     history.run(40, expire_at=30)
     assert len(history.retained()) >= 8 and history.choose_spans(6), "versions retained and runs of appends"
-    java = java_reads(tmp_path, java_plan(history))
-    assert differences(history, java) == []
+    java = java_reads(tmp_path / "java", java_plan(history))
+    rust = rust_reads(tmp_path / "rust", history)
+    assert differences(history, java, rust) == []

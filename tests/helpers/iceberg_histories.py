@@ -20,6 +20,8 @@ from castable.layout import ICEBERG_PREFIX
 from . import ROOT
 
 SPARK35 = ROOT / ".venv-spark35" / "bin" / "python"
+READERS = ROOT / ".venv-duckdb15" / "bin" / "python"
+"""The side venv with iceberg-rust (and DuckDB 1.5.5)."""
 JARS = ROOT / ".tools" / "iceberg"
 START = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("a", pa.string()), ("b", pa.string()), ("n", pa.int32())]
@@ -146,18 +148,35 @@ def java_reads(out: Path, reads: list[tuple[str, str]]) -> list[pa.Table]:
     """What Java Iceberg reads for each of ``reads``: (table location, snapshot id or ``a:b``,
     the rows appended after a up to b), in order, in one JVM."""
     helper = Path(__file__).parent / "java_iceberg.py"
+    out.mkdir(parents=True, exist_ok=True)
     args = [f"{location}@{at}" for location, at in reads]
     subprocess.run([str(SPARK35), str(helper), str(JARS), str(out), *args], check=True, timeout=3600)
+    return _read_all(out, len(reads))
+
+
+def _read_all(out: Path, count: int) -> list[pa.Table]:
     found = []
-    for i in range(len(reads)):
+    for i in range(count):
         with pa.OSFile(str(out / f"{i}.arrow")) as source:
             found.append(pa.ipc.open_file(source).read_all())
     return found
 
 
-def differences(history: History, java: list[pa.Table] | None = None) -> list[str]:
-    """Where pyiceberg, and Java (``java``: its reads of ``java_plan(history)``, in order) read
-    the history otherwise than castable; empty if nowhere."""
+def rust_reads(out: Path, history: History) -> list[pa.Table]:
+    """What iceberg-rust reads at every retained version of ``history`` (each from its own
+    metadata file, whose current snapshot it is), in order."""
+    helper = Path(__file__).parent / "rust_iceberg.py"
+    out.mkdir(parents=True, exist_ok=True)
+    uri = history.table.uri
+    locations = [f"{uri}/{ICEBERG_PREFIX}v{v}.metadata.json" for v in history.retained()]
+    subprocess.run([str(READERS), str(helper), str(out), *locations], check=True, timeout=600)
+    return _read_all(out, len(locations))
+
+
+def differences(history: History, java: list[pa.Table] | None = None, rust: list[pa.Table] | None = None) -> list[str]:
+    """Where pyiceberg, Java (``java``: its reads of ``java_plan(history)``, in order) and
+    iceberg-rust (``rust``: ``rust_reads``) read the history otherwise than castable; empty if
+    nowhere."""
     table, metadata = history.table, static(history.table)
     found = []
     wanted = [(str(v), table.scan(version=v).to_arrow()) for v in history.retained()]
@@ -169,6 +188,8 @@ def differences(history: History, java: list[pa.Table] | None = None) -> list[st
         else:
             read = metadata.scan(snapshot_id=int(at)).to_arrow()
         readers = [("pyiceberg", read)] + ([("Java", java[i])] if java is not None else [])
+        if rust is not None and i < len(rust):
+            readers.append(("iceberg-rust", rust[i]))
         for reader, got in readers:
             try:
                 same(got, want, f"{reader} at {at}")
