@@ -14,6 +14,7 @@ import pyarrow as pa
 from pyiceberg.table import StaticTable
 
 import castable
+from castable.evolution import field_id
 from castable.iceberg import publish
 from castable.layout import ICEBERG_PREFIX
 
@@ -127,9 +128,18 @@ class History:
         return self.spans
 
     def added(self, a: int, b: int) -> pa.Table:
+        """The rows appended after version ``a`` up to ``b``, as incremental readers give them:
+        in the table's current schema (columns found by id, renamed ones under their current
+        names, widened ones widened, columns added since NULL), not version ``b``'s."""
         before = set(self.table.scan(["id"], version=a).to_arrow().column("id").to_pylist())
         rows = self.table.scan(version=b).to_arrow()
-        return rows.filter(pa.array([i not in before for i in rows.column("id").to_pylist()]))
+        rows = rows.filter(pa.array([i not in before for i in rows.column("id").to_pylist()]))
+        then = {field_id(f): f.name for f in self.table.snapshot(b).schema}
+        columns = {}
+        for f in self.table.schema:
+            name = then.get(field_id(f))
+            columns[f.name] = rows.column(name).cast(f.type) if name is not None else pa.nulls(len(rows), f.type)
+        return pa.table(columns)
 
 
 def same(got: pa.Table, want: pa.Table, what: str) -> None:
