@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import itertools
 import json
 import random
 import subprocess
@@ -87,7 +88,7 @@ def test_a_file_is_added_by_one_snapshot_only_and_incremental_append_scans_are_e
     by_path = [e["data_file"]["file_path"] for e in adds]
     assert len(by_path) == len(set(by_path)), "a file ADDED in two manifests"
     rng = random.Random(50)
-    pairs = [(snapshots[0], snapshots[-1]), *zip(snapshots, snapshots[1:], strict=False)]
+    pairs = [(snapshots[0], snapshots[-1]), *itertools.pairwise(snapshots)]
     pairs += [tuple(sorted(rng.sample(snapshots, 2))) for _ in range(12)]  # type: ignore[misc]
     for start, end in pairs:
         got = static.incremental_append_scan(from_snapshot_id_exclusive=start, to_snapshot_id_inclusive=end)
