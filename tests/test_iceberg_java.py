@@ -1,7 +1,8 @@
 """Apache Iceberg's Java library (iceberg-spark-runtime 1.10.2 on Spark 3.5, the reader of EMR
 Spark, Athena and Trino; stricter than pyiceberg and DuckDB), iceberg-rust (pyiceberg-core 0.11)
 and pyiceberg read seeded random histories as castable does: every retained version, and (Java,
-pyiceberg) the rows appended between versions (helpers/iceberg_histories.py;
+pyiceberg) the rows appended between versions, and every pyiceberg inspect table reads
+(helpers/iceberg_histories.py;
 bench/bench_iceberg_readers.py runs many more, DuckDB too)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.iceberg_histories import History, differences, java_plan, java_reads, rust_reads
+from helpers.iceberg_histories import History, differences, java_plan, java_reads, rust_reads, static
 
 
 @pytest.mark.slow
@@ -21,3 +22,8 @@ def test_java_rust_and_pyiceberg_read_every_version_of_a_random_history_as_casta
     java = java_reads(tmp_path / "java", java_plan(history))
     rust = rust_reads(tmp_path / "rust", history)
     assert differences(history, java, rust) == []
+    inspect = static(history.table).inspect
+    for read in (inspect.entries, inspect.files, inspect.manifests, inspect.all_manifests, inspect.all_files):
+        assert read().num_rows > 0, read.__name__
+    for read in (inspect.snapshots, inspect.history, inspect.refs, inspect.partitions, inspect.metadata_log_entries):
+        read()
