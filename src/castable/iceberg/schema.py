@@ -6,9 +6,9 @@ every file castable writes), so renames, drops and re-added names read correctly
 Iceberg v2 cannot say is refused, naming the column, rather than published to read wrong:
 nested columns (castable gives ids to top-level columns only), unsigned integers, 16-bit floats,
 times and timestamps not in microseconds (Arrow's seconds and milliseconds timestamps are
-written as Parquet's milliseconds, which Java Iceberg, pyiceberg and DuckDB read), durations, decimals past 38
-digits, a widening v2 does not promote (date to timestamp), and a column default that files
-written before the column would have to supply.
+written as Parquet's milliseconds, which pyiceberg reads and iceberg-rust does not yet),
+durations, decimals past 38 digits, a widening v2 does not promote (date to timestamp), and a
+column default that files written before the column would have to supply.
 """
 
 from __future__ import annotations
@@ -131,8 +131,6 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
             )
     for f in schema:
         source = found[f.name]
-        if source is not None:
-            _check_promotion(path, f, file.field(source).type)
         if source is None:
             if default_of(f) is not None:
                 raise IcebergPublishError(
@@ -145,6 +143,7 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
                 f"data file {path} holds column {f.name!r} as {source!r} under another field id: "
                 "Iceberg readers would not find it"
             )
+        _check_promotion(path, f, file.field(source).type)
     if not ids:
         owners: dict[str, int | None] = {}
         for f in schema:
@@ -156,14 +155,10 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
 
 
 def _check_promotion(path: str, f: pa.Field, held: pa.DataType) -> None:
-    """Refuse a data file that holds column ``f`` as ``held``, where Iceberg v2 readers cannot
-    read ``held`` as the column's type (castable widens more than v2 promotes: date to
-    timestamp, for example)."""
-    new = _iceberg_type(_as_stored(f))
-    try:
-        old = _iceberg_type(_as_stored(f.with_type(held)))
-    except IcebergPublishError as e:
-        raise IcebergPublishError(f"data file {path}: {e}") from e
+    """Refuse a data file that holds column ``f`` as ``held`` (a type ``check_file`` found
+    Iceberg has), where Iceberg v2 readers cannot read ``held`` as the column's type (castable
+    widens more than v2 promotes: date to timestamp, for example)."""
+    old, new = _iceberg_type(_as_stored(f.with_type(held))), _iceberg_type(_as_stored(f))
     if not _promotes(old, new):
         raise IcebergPublishError(
             f"data file {path} holds column {f.name!r} as {held}, which Iceberg v2 readers cannot read as {f.type} "
