@@ -410,12 +410,15 @@ class Snapshot:
         ]
 
     def _lacks(self, f: DataFile, footer: pq.FileMetaData, row_group: int, column: str, values: pa.Array) -> bool:
-        """Whether a row group's bloom filter of ``column`` (if it has one) holds none of ``values``."""
+        """Whether a row group's bloom filter of ``column`` (if it has one) holds none of ``values``.
+        The filter hashes values as the file holds them: an int32 of a column widened to int64
+        since, a timestamp in the unit the file stores it in."""
         bloom = self.bloom_filter(f, footer, row_group, column)
         if bloom is None:
             return False
+        stored = footer.schema.to_arrow_schema().field(self.columns_of(f, footer)[column]).type
         try:
-            typed = values.cast(self.schema.field(column).type)
+            typed = values.cast(self.schema.field(column).type).cast(stored)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # 1.5 for an integer column: no point to look up
             return False
         return bloom.lacks_all(typed)
