@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.iceberg_histories import READERS
 from helpers.tables import FILES_ONLY
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import StaticTable
@@ -26,7 +27,9 @@ from pyiceberg.table.name_mapping import parse_mapping_from_json
 
 import castable
 from castable.iceberg import IcebergPublishError, publish
+from castable.inline import parquet_bytes
 from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
+from castable.predicate import parse_predicate
 
 KEYED = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.string()), ("y", pa.string())])
 
@@ -251,3 +254,119 @@ def test_position_deletes_are_sorted_by_path_and_carry_metrics_and_every_inspect
         table.scan().to_arrow().column("id").to_pylist()
     )
     assert json.loads(static.properties["schema.name-mapping.default"])
+
+
+def _register(table: castable.Table, name: str, rows: pa.Table) -> None:
+    """Register ``rows`` as another writer's file: no field ids, the columns named as given."""
+    key = f"data/registered/{name}.parquet"
+    Path(table.uri.removeprefix("file://"), key).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, Path(table.uri.removeprefix("file://"), key))
+    table.add_files([key])
+
+
+def test_files_without_ids_publish_while_the_name_mapping_finds_their_columns_as_castable_does(tmp_path: Path) -> None:
+    """A file registered after two names swapped holds them under their current owners, as the
+    name mapping maps them: it publishes and reads right (it was refused while any name had
+    belonged to two columns). Once a name of the file is dropped and added again, the mapping
+    gives it to the new column, which castable reads as NULL there: refused (readers would read
+    the old values as the new column) until a compaction rewrites the file with ids."""
+    table = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=FILES_ONLY)
+    table.append(_rows([1]))
+    with table.alter() as change:
+        change.rename_column("x", "tmp").rename_column("y", "x")
+    table.alter().rename_column("tmp", "y").commit()
+    plain = pa.schema([f.remove_metadata() for f in table.schema])
+    _register(table, "swapped", pa.table({"id": [3], "y": ["x3"], "x": ["y3"]}, schema=plain))
+    publish(table)
+    got = _static(table).scan().to_arrow().sort_by("id")
+    assert got.select(["id", "x", "y"]) == table.scan().to_arrow().sort_by("id").select(["id", "x", "y"])
+    published = table.version
+    table.alter().drop_column("y").commit()
+    table.alter().add_column("y", pa.string()).commit()
+    with pytest.raises(IcebergPublishError, match=r"swapped.parquet has no field ids.*'y'.*compact"):
+        publish(table)
+    assert _hint(table) == published
+    table.compact(min_file_size=1 << 30)
+    publish(table)
+    got = _static(table).scan().to_arrow().sort_by("id")
+    assert got.column("y").to_pylist() == [None, None]
+    assert got.column("x").to_pylist() == ["y1", "y3"]
+
+
+TIMESTAMPS = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("s", pa.timestamp("s")),
+        ("ms", pa.timestamp("ms")),
+        ("ms_utc", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+
+
+def _timestamps(ids: list[int]) -> pa.Table:
+    base = datetime.datetime(2026, 3, 1, 12)
+    return pa.table(
+        {
+            "id": ids,
+            "s": [base + datetime.timedelta(seconds=i) for i in ids],
+            "ms": [base + datetime.timedelta(milliseconds=7 * i) for i in ids],
+            "ms_utc": [(base + datetime.timedelta(milliseconds=i)).replace(tzinfo=datetime.UTC) for i in ids],
+        },
+        schema=TIMESTAMPS,
+    )
+
+
+def test_seconds_and_milliseconds_timestamps_are_written_in_microseconds_and_read_back_exactly(tmp_path: Path) -> None:
+    """Data files and inline rows hold Parquet ``TIMESTAMP(MICROS)``, Iceberg's unit; castable
+    reads the columns' own units back, filters by statistics and bloom filters as before, and
+    iceberg-rust (which refuses milliseconds) reads the published table as castable does."""
+    props = {"write.parquet.bloom-filter-columns": "ms", "write.row-group-size-bytes": 200_000}
+    files = castable.create_table(str(tmp_path / "files"), TIMESTAMPS, primary_key="id", properties=FILES_ONLY | props)
+    inline = castable.create_table(str(tmp_path / "inline"), TIMESTAMPS, primary_key="id")
+    rows = _timestamps(list(random.Random(5).sample(range(100_000), 20_000)))
+    files.append(rows)
+    inline.append(rows.slice(0, 3))
+    for table in (files, inline):
+        publish(table)
+        snapshot = table.snapshot()
+        for f in snapshot.manifest.data_files:
+            data = snapshot.store.get(f.path).data if f.inline is None else parquet_bytes(f.inline)
+            parquet = pq.ParquetFile(pa.BufferReader(data)).schema
+            for i in range(1, 4):
+                assert "timeUnit=microseconds" in str(parquet.column(i).logical_type), (table.uri, i)
+    got = files.scan().to_arrow()
+    assert got.schema == pa.schema([f.remove_metadata() for f in TIMESTAMPS]) and got.sort_by("id") == rows.sort_by(
+        "id"
+    )
+    point = rows.column("ms")[17].as_py()
+    literal = point.isoformat(sep=" ", timespec="milliseconds")
+    where = f"ms = TIMESTAMP '{literal}'"
+    assert files.scan(filter=where).count() == 1
+    snapshot = files.snapshot()
+    (f,) = snapshot.manifest.data_files
+    footer = snapshot.footer(f)
+    predicate = parse_predicate(where, snapshot.schema)
+    assert footer.num_row_groups >= 4 and len(snapshot.row_groups_matching(f, footer, predicate)) <= 2
+    locations = [f"{t.uri}/{ICEBERG_PREFIX}v{t.version}.metadata.json" for t in (files, inline)]
+    out = tmp_path / "rust"
+    out.mkdir()
+    helper = Path(__file__).parent / "helpers" / "rust_iceberg.py"
+    subprocess.run([str(READERS), str(helper), str(out), *locations], check=True, timeout=600)
+    for i, table in enumerate((files, inline)):
+        with pa.OSFile(str(out / f"{i}.arrow")) as source:
+            read = pa.ipc.open_file(source).read_all()
+        want = table.scan().to_arrow().sort_by("id")
+        assert read.select(want.column_names).cast(want.schema).sort_by("id") == want, table.uri
+
+
+def test_a_timestamp_microseconds_cannot_hold_is_refused_and_the_table_is_unchanged(tmp_path: Path) -> None:
+    table = castable.create_table(str(tmp_path / "t"), TIMESTAMPS, primary_key="id", properties=FILES_ONLY)
+    table.append(_timestamps([1]))
+    before = table.version
+    far = _timestamps([2]).set_column(1, "s", pa.array([300_000 * 365 * 86_400], pa.int64()).cast(pa.timestamp("s")))
+    with pytest.raises(castable.InvalidInputError, match="microseconds"):
+        table.append(far)
+    assert table.refresh().version == before and table.count() == 1
+    assert sorted(p.name for p in Path(table.uri.removeprefix("file://"), "data").rglob("*.parquet")) == sorted(
+        Path(f.path).name for f in table.manifest.data_files
+    )

@@ -108,13 +108,40 @@ def with_ids(schema: pa.Schema, version: int = 0) -> pa.Schema:
 
 
 def file_schema(schema: pa.Schema) -> pa.Schema:
-    """The schema data files are written with: the table's columns and their field ids only."""
+    """The table's columns with their field ids only (the schema of inline rows)."""
     return pa.schema(
         [
             pa.field(f.name, f.type, f.nullable, None if (i := field_id(f)) is None else {FIELD_ID: str(i).encode()})
             for f in schema
         ]
     )
+
+
+def stored_type(t: pa.DataType) -> pa.DataType:
+    """The type a Parquet file castable writes holds a column of type ``t`` in: a timestamp of
+    seconds or milliseconds as microseconds, the unit of Iceberg's and Delta's timestamps
+    (iceberg-rust refuses others); reads cast it back, exactly. Any other type as itself."""
+    if pa.types.is_timestamp(t) and t.unit in ("s", "ms"):
+        return pa.timestamp("us", t.tz)
+    return t
+
+
+def parquet_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema castable writes Parquet files with: :func:`file_schema`, each type as
+    :func:`stored_type` gives it."""
+    return pa.schema([f.with_type(stored_type(f.type)) for f in file_schema(schema)])
+
+
+def to_stored(rows: pa.Table, stored: pa.Schema) -> pa.Table:
+    """``rows`` as ``stored`` (their :func:`parquet_schema`); a timestamp that microseconds
+    cannot hold is refused."""
+    try:
+        return rows.cast(stored)
+    except pa.ArrowInvalid as e:
+        raise InvalidInputError(
+            f"{e}: castable stores timestamps in microseconds, as Iceberg and Delta do "
+            "(years -290308 to 294247), and cannot write this value"
+        ) from None
 
 
 _INTS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]

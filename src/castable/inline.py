@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from castable.entries import DataFile
-from castable.evolution import conform_read, file_schema, has_ids, resolve
+from castable.evolution import conform_read, file_schema, has_ids, parquet_schema, resolve, to_stored
 from castable.layout import DATA_PREFIX
 from castable.stats import file_stats, stats_to_json
 
@@ -62,7 +62,10 @@ def entry(rows: pa.Table, schema: pa.Schema) -> DataFile:
 
 
 def parquet_bytes(rows: pa.Table) -> bytes:
-    """Inline rows as the Parquet file they read as: one row group, field ids in its schema."""
+    """Inline rows as the Parquet file they read as: one row group, field ids in its schema,
+    timestamps in the unit data files hold them in."""
     sink = pa.BufferOutputStream()
-    pq.write_table(rows, sink, row_group_size=max(rows.num_rows, 1), compression="none")
+    pq.write_table(
+        to_stored(rows, parquet_schema(rows.schema)), sink, row_group_size=max(rows.num_rows, 1), compression="none"
+    )
     return bytes(sink.getvalue().to_pybytes())

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, FileMismatchError, InvalidInputError, SchemaMismatchError
-from castable.evolution import default_of, resolve, widens
+from castable.evolution import default_of, resolve, stored_type, widens
 from castable.footer import Footer
 from castable.layout import DATA_PREFIX, FILE_LISTS_PREFIX
 from castable.manifest import DataFile
@@ -81,9 +81,10 @@ def check_schema(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
 def check_readable(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
     """Refuse a file written for the table that a scan could not read as its schema. Columns are
     found as a scan finds them (by field id, else by name); one the file lacks reads as its
-    default or NULL, as for a Spark job's files that a concurrent ``add_columns`` outran, and one
-    of a narrower type widens. Only a column the file lacks that has neither, or holds values of
-    another type, refuses it."""
+    default or NULL, as for a Spark job's files that a concurrent ``add_columns`` outran; one
+    of a narrower type widens; timestamps in the unit castable's writer stores them in
+    (:func:`castable.evolution.stored_type`) read back in the column's. Only a column the file
+    lacks that has neither, or holds values of another type, refuses it."""
     where = resolve(file_schema, schema, sys.maxsize)
     problems = []
     for f in schema:
@@ -91,7 +92,7 @@ def check_readable(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None
         if source is None:
             if not f.nullable and default_of(f) is None:
                 problems.append(f"missing column {f.name!r} ({f.type}), which is NOT NULL with no default")
-        elif not widens(file_schema.field(source).type, f.type):
+        elif not widens(held := file_schema.field(source).type, f.type) and held != stored_type(f.type):
             problems.append(f"column {f.name!r} is {file_schema.field(source).type}, expected {f.type}")
     if problems:
         raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))

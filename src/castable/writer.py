@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from castable import uploads
-from castable.evolution import file_schema
+from castable.evolution import parquet_schema, to_stored
 from castable.layout import new_data_key
 from castable.manifest import DataFile
 from castable.properties import TableProperties
@@ -102,6 +102,7 @@ def _write(
     to ``files``) while the next one is written; within a deferring write (``castable.uploads``)
     the last one uploads while the write goes on to commit."""
     group = next(groups, None)
+    stored = parquet_schema(schema)
     publishing: Future[None] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="castable-publish") as pool:
         try:
@@ -111,7 +112,7 @@ def _write(
                 try:
                     writer = pq.ParquetWriter(
                         staged.path,
-                        file_schema(schema),
+                        stored,
                         compression=props.compression,
                         compression_level=props.compression_level,
                         use_deprecated_int96_timestamps=int96,
@@ -120,7 +121,7 @@ def _write(
                     )
                     with writer:
                         while group is not None:
-                            writer.write_table(group, row_group_size=max(group.num_rows, 1))
+                            writer.write_table(to_stored(group, stored), row_group_size=max(group.num_rows, 1))
                             if on_rows:
                                 on_rows(group.num_rows)
                             group = next(groups, None)

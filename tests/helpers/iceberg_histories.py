@@ -1,6 +1,7 @@
 """Seeded random histories of a castable table published as Iceberg after every commit, with what
 strict readers stumble on: renames that reuse and swap names, widenings (int to long), drops and
-re-adds, inline rows, deletes, upserts, updates, compaction, erase and expiry; and the readers
+re-adds, inline rows, files registered without field ids, deletes, upserts, updates, compaction,
+erase, purge and expiry; and the readers
 that check them: Java Iceberg (Spark 3.5 with iceberg-spark-runtime, in .venv-spark35) and
 pyiceberg, at every retained version and incrementally between versions."""
 
@@ -11,11 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.table import StaticTable
 
 import castable
 from castable.evolution import field_id
-from castable.iceberg import publish
+from castable.iceberg import IcebergPublishError, publish
 from castable.layout import ICEBERG_PREFIX
 
 from . import ROOT
@@ -41,6 +43,8 @@ class History:
         self.appends: set[int] = set()
         self.renames = 0
         self.spans: list[tuple[int, int]] = []
+        self.kinds: set[str] = set()
+        """The kinds of step that committed, and ``refused`` if a version needed a compaction to publish."""
 
     def rows(self, ids: list[int]) -> pa.Table:
         """Rows with ``ids`` in the table's schema now."""
@@ -60,10 +64,19 @@ class History:
 
     def step(self) -> None:
         rng, t = self.rng, self.table
-        kind = rng.choice(["append"] * 6 + ["big", "delete", "range", "upsert", "update", "compact", "erase", "alter"])
-        if kind in ("append", "big"):
+        kinds = ["append"] * 6 + ["big", "register", "delete", "range", "upsert", "update", "compact", "erase", "alter"]
+        kind = rng.choice([*kinds, "purge"])
+        before = t.version
+        if kind in ("append", "big", "register"):
             n = rng.randint(1, 5) if kind == "append" else 1500
-            t.append(self.rows(list(range(self.next_id, self.next_id + n))))
+            rows = self.rows(list(range(self.next_id, self.next_id + n)))
+            if kind == "register":  # another writer's file: no field ids, named as the columns are now
+                key = f"data/registered/{self.next_id}.parquet"
+                Path(t.uri.removeprefix("file://"), key).parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(rows, Path(t.uri.removeprefix("file://"), key))
+                t.add_files([key])
+            else:
+                t.append(rows)
             self.next_id += n
             self.appends.add(t.version)
         elif kind == "delete" and (doomed := self.live(3)):
@@ -78,12 +91,20 @@ class History:
             t.update({numeric[0]: f"{numeric[0]} + 1"}, where=f"id < {rng.randint(0, max(self.next_id, 1))}")
         elif kind == "compact":
             t.compact()
-        elif kind == "erase" and (doomed := self.live(1)):
-            t.erase(f"id = {doomed[0]}")
+        elif kind in ("erase", "purge") and (doomed := self.live(1)):
+            t.erase(f"id = {doomed[0]}", purge=kind == "purge")
         elif kind == "alter":
             self.alter()
+        if t.version != before:
+            self.kinds.add(kind)
         if t.version not in self.published:
-            publish(t)
+            try:
+                publish(t)
+            except IcebergPublishError as e:  # a registered file a name of which now belongs to another column
+                assert "compact" in str(e), e
+                self.kinds.add("refused")
+                t.compact(min_file_size=1 << 30)  # the documented way on: its files rewritten with ids
+                publish(t)
             self.published.append(t.version)
 
     def alter(self) -> None:
@@ -111,8 +132,11 @@ class History:
                 self.table.expire(retain_versions=8)
 
     def retained(self) -> list[int]:
+        """The published versions the newest metadata lists: retained, and not left out because a
+        file registered without ids in them would be misread under the current name mapping."""
         kept = {h.version for h in self.table.history()}
-        return [v for v in self.published if v in kept and v > 0]
+        listed = {s.snapshot_id for s in static(self.table).metadata.snapshots}
+        return [v for v in self.published if v in kept and v in listed and v > 0]
 
     def choose_spans(self, count: int) -> list[tuple[int, int]]:
         """Up to ``count`` pairs (a, b) of retained versions between which every version only

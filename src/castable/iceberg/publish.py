@@ -61,10 +61,17 @@ from pyiceberg.typedef import Record
 from castable import inline
 from castable.entries import DataFile, TombstoneFile
 from castable.errors import VersionNotFoundError
-from castable.evolution import FIELD_ID, last_column_id
+from castable.evolution import FIELD_ID, last_column_id, resolve
 from castable.filelist import Part
 from castable.iceberg.files import StoredFileIO, StoredInput, StoredOutput
-from castable.iceberg.schema import IcebergPublishError, check_file, iceberg_schema, name_mapping
+from castable.iceberg.schema import (
+    IcebergPublishError,
+    check_file,
+    iceberg_schema,
+    mapped_names,
+    maps_otherwise,
+    name_mapping,
+)
 from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
 from castable.pointer import retention_floor
 from castable.readahead import read_ahead
@@ -121,12 +128,12 @@ def publish_through(
     first = max(retention_floor(store), 0 if hint is None else hint + 1)
     for v in range(first, version):
         try:
-            _Publication(store, snapshot_of(v)).run()
+            _Publication(store, snapshot_of(v), snapshot_of).run()
         except VersionNotFoundError:  # expired meanwhile: the next is the oldest retained
             continue
         except IcebergPublishError as e:  # that version has no snapshot; later ones may read right
             log.warning("version %d of %s is not published as Iceberg: %s", v, store.uri, e)
-    return _Publication(store, snapshot_of(version)).run(again=again)
+    return _Publication(store, snapshot_of(version), snapshot_of).run(again=again)
 
 
 def read_hint(store: ObjectStore) -> tuple[int | None, str | None]:
@@ -142,9 +149,14 @@ def read_hint(store: ObjectStore) -> tuple[int | None, str | None]:
 class _Publication:
     """The publication of one version; paths start at the store's URI."""
 
-    def __init__(self, store: ObjectStore, snapshot: CastableSnapshot) -> None:
+    def __init__(
+        self, store: ObjectStore, snapshot: CastableSnapshot, snapshot_of: Callable[[int], CastableSnapshot]
+    ) -> None:
         self.store = store
         self.snapshot = snapshot
+        self.snapshot_of = snapshot_of
+        self._left_out: set[int] = set()
+        """Older snapshots left out of this version's metadata (see :meth:`_misread`)."""
         self.root = store.uri.rstrip("/")
         self.version = snapshot.manifest.version
         self._described = _Described(store, [])
@@ -167,6 +179,7 @@ class _Publication:
         reusable = self._listed(previous)
         if previous is not None and previous.current_schema_id != schema.schema_id:
             self._check_files()  # the manifests stand (older snapshots read them); the files must suit the new schema
+            self._left_out = self._misread(previous)
         manifests: list[ManifestFile] = []
         data_parts = [(p, self._manifest_key(p)) for p in self.snapshot.manifest.data_files.parts]
         listed_now = {self.location(key) for _, key in data_parts}
@@ -237,10 +250,10 @@ class _Publication:
         file the last publication described, in a segment since merged into this one, keeps its
         description: its footer is not read again."""
         files = part.entries(self.snapshot.schema)
-        locations = {f.path: self._data_location(f) for f in files}
+        located = {f.path: self._data_file(f) for f in files}
         described: dict[str, IcebergDataFile] = {}
         for f in files:
-            if (known := self._described.get(locations[f.path], f.size)) is not None:
+            if (known := self._described.get(*located[f.path])) is not None:
                 described[f.path] = known
         unknown = [f for f in files if f.path not in described]
         for f, footer in zip(unknown, self._footers(unknown), strict=True):
@@ -249,10 +262,10 @@ class _Publication:
             )
             described[f.path] = IcebergDataFile.from_args(
                 content=DataFileContent.DATA,
-                file_path=locations[f.path],
+                file_path=located[f.path][0],
                 file_format=FileFormat.PARQUET,
                 partition=Record(),
-                file_size_in_bytes=f.size,
+                file_size_in_bytes=located[f.path][1],
                 sort_order_id=None,
                 spec_id=0,
                 equality_ids=None,
@@ -276,15 +289,20 @@ class _Publication:
                 writer.add_entry(entry)
         return writer.to_manifest_file()
 
-    def _data_location(self, f: DataFile) -> str:
-        """Where Iceberg readers find ``f``: where it is, or for an inline entry the file of its
-        rows, written now under ``metadata/inline/`` (once: its bytes never change)."""
+    def _data_file(self, f: DataFile) -> tuple[str, int]:
+        """Where Iceberg readers find ``f``, and its size: where it is, or for an inline entry
+        the file of its rows, written now under ``metadata/inline/`` (once: its bytes never
+        change), of the size it has (an entry from before data files stored timestamps in
+        microseconds recorded its rows' size in milliseconds, and may be published so)."""
         if f.inline is None:
-            return self.location(f.path)
+            return self.location(f.path), f.size
         key = f"{INLINE}{f.path.rsplit('/', 1)[-1]}"
-        if not self.store.exists(key):
-            self.store.put(key, inline.parquet_bytes(f.inline))
-        return self.location(key)
+        try:
+            return self.location(key), self.store.head(key).size
+        except ObjectNotFoundError:
+            data = inline.parquet_bytes(f.inline)
+            self.store.put(key, data)
+            return self.location(key), len(data)
 
     def _delete_manifest(self, part: Part[TombstoneFile], key: str, schema: Schema) -> ManifestFile | None:
         """The position delete files of a tombstone segment's tombstones, in a delete manifest."""
@@ -313,6 +331,33 @@ class _Publication:
                 f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
             )
 
+    def _misread(self, previous: TableMetadataV2) -> set[int]:
+        """The older snapshots of ``previous`` that hold a data file without field ids that the
+        name mapping of this version's schema maps otherwise than castable reads it (a name of
+        the file now belongs to another column). Readers apply the table's current mapping to
+        every snapshot's files, time travel and incremental reads alike: such snapshots are left
+        out of the metadata (castable still reads those versions)."""
+        schema = self.snapshot.schema
+        mapped = mapped_names(schema)
+        verdicts: dict[str, bool] = {}
+        misread = set()
+        for s in previous.snapshots:
+            if s.snapshot_id >= self.version:
+                continue
+            try:
+                older = self.snapshot_of(s.snapshot_id)
+            except VersionNotFoundError:
+                continue
+            files = [f for f in older.manifest.data_files if f.inline is None]
+            for f in files:
+                if f.path not in verdicts:
+                    held = older.footer(f).schema.to_arrow_schema()
+                    found = resolve(held, schema, f.added_version)
+                    verdicts[f.path] = maps_otherwise(held, schema, found, mapped) is not None
+            if any(verdicts[f.path] for f in files):
+                misread.add(s.snapshot_id)
+        return misread
+
     def _position_deletes(self, t: TombstoneFile) -> IcebergDataFile | None:
         """The rows tombstone ``t`` deletes, by file and position, as an Iceberg position delete
         file (``None`` if it deletes no row of this version's files).
@@ -331,7 +376,7 @@ class _Publication:
         files = {f.path: f for f in self.snapshot.manifest.data_files.named(named)}
         paths: list[pa.Array] = []
         positions: list[pa.Array] = []
-        located = sorted(((self._data_location(f), f, named[path]) for path, f in files.items()), key=lambda x: x[0])
+        located = sorted(((self._data_file(f)[0], f, named[path]) for path, f in files.items()), key=lambda x: x[0])
         for location, f, deletes in located:  # the spec: sorted by file_path, then pos
             found = self.snapshot.deleted_positions(f, self.snapshot.footer(f), deletes)
             if len(found):
@@ -355,7 +400,11 @@ class _Publication:
         floor = retention_floor(self.store)
         millis = int(m.created_at.timestamp() * 1000)
         before = previous.snapshots if previous is not None else []
-        kept = [s.model_dump(by_alias=True, exclude_none=True) for s in before if floor <= s.snapshot_id < self.version]
+        kept = [
+            s.model_dump(by_alias=True, exclude_none=True)
+            for s in before
+            if floor <= s.snapshot_id < self.version and s.snapshot_id not in self._left_out
+        ]
         summary = {
             "operation": _operation(m.commit.operation),
             "castable.operation": m.commit.operation,

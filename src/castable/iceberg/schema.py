@@ -5,15 +5,16 @@ castable's column ids are Iceberg field ids (``PARQUET:field_id`` in the manifes
 every file castable writes), so renames, drops and re-added names read correctly by id. What
 Iceberg v2 cannot say is refused, naming the column, rather than published to read wrong:
 nested columns (castable gives ids to top-level columns only), unsigned integers, 16-bit floats,
-times and timestamps not in microseconds (Arrow's seconds and milliseconds timestamps are
-written as Parquet's milliseconds, which pyiceberg reads and iceberg-rust does not yet),
-durations, decimals past 38 digits, a widening v2 does not promote (date to timestamp), and a
-column default that files written before the column would have to supply.
+nanosecond timestamps, times not in microseconds (seconds and milliseconds timestamps are
+written in microseconds, Iceberg's unit), durations, decimals past 38 digits, a widening v2
+does not promote (date to timestamp), a column default that files written before the column
+would have to supply, and a file without ids whose names now belong to other columns.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType
 
 from castable.errors import CastableError
-from castable.evolution import FIELD_ID, default_of, field_id, file_schema, names_of, with_ids
+from castable.evolution import FIELD_ID, default_of, field_id, file_schema, names_of, stored_type, with_ids
 
 
 class IcebergPublishError(CastableError):
@@ -53,8 +54,8 @@ def _as_stored(f: pa.Field) -> pa.DataType:
         raise IcebergPublishError(f"column {f.name!r} is {t}: {refused}")
     if pa.types.is_date64(t):  # Parquet holds dates as days whatever Arrow's unit
         return pa.date32()
-    if pa.types.is_timestamp(t) and t.tz is not None:  # Parquet holds instants in UTC; the zone is Arrow's
-        return pa.timestamp(t.unit, tz="UTC")
+    if pa.types.is_timestamp(t):  # in castable's files microseconds; instants in UTC (the zone is Arrow's)
+        return pa.timestamp(stored_type(t).unit, tz=None if t.tz is None else "UTC")
     return t
 
 
@@ -106,16 +107,27 @@ def name_mapping(schema: pa.Schema) -> str:
     requires: a column's current name is always its own; a name it had before is listed only if
     no other column has ever had it (a name used again after a rename, or two swapped names,
     belong to their current owners)."""
+    mapped = mapped_names(schema)
+    return json.dumps(
+        [
+            {"field-id": fid, "names": sorted(n for n, i in mapped.items() if i == fid)}
+            for fid in (field_id(f) for f in with_ids(schema))
+        ]
+    )
+
+
+def mapped_names(schema: pa.Schema) -> dict[str, int | None]:
+    """Each name of :func:`name_mapping` and the field id it maps to."""
     named = with_ids(schema)
     had: dict[str, set[int | None]] = {}
     for f in named:
         for n, _ in names_of(f):
             had.setdefault(n, set()).add(field_id(f))
-    mapping = []
+    mapped: dict[str, int | None] = {}
     for f in named:
-        old = {n for n, _ in names_of(f) if had[n] == {field_id(f)}}
-        mapping.append({"field-id": field_id(f), "names": sorted(old | {f.name})})
-    return json.dumps(mapping)
+        mapped.update({n: field_id(f) for n, _ in names_of(f) if had[n] == {field_id(f)}})
+        mapped[f.name] = field_id(f)
+    return mapped
 
 
 def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, str | None]) -> None:
@@ -144,14 +156,27 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
                 "Iceberg readers would not find it"
             )
         _check_promotion(path, f, file.field(source).type)
-    if not ids:
-        owners: dict[str, int | None] = {}
-        for f in schema:
-            for n, _ in names_of(f):
-                if owners.setdefault(n, field_id(f)) != field_id(f):
-                    raise IcebergPublishError(
-                        f"data file {path} has no field ids and the name {n!r} has belonged to two columns"
-                    )
+    misread = maps_otherwise(file, schema, found, mapped_names(schema))
+    if misread is not None:
+        raise IcebergPublishError(
+            f"data file {path} has no field ids, and Iceberg readers would find its column {misread!r} "
+            "under a column castable does not read it as (its name now belongs to another column): "
+            "compact the table to rewrite it with ids"
+        )
+
+
+def maps_otherwise(
+    file: pa.Schema, schema: pa.Schema, found: Mapping[str, str | None], mapped: Mapping[str, int | None]
+) -> str | None:
+    """A column of a data file without field ids (footer schema ``file``) that the name mapping
+    (``mapped``, :func:`mapped_names` of ``schema``) gives another column than castable reads it
+    as (``found``: where castable finds each of ``schema``'s columns in the file); ``None`` if
+    none, or if the file has ids. Readers find such a file's columns through the mapping,
+    castable by the names the columns had when the file was added."""
+    if any(field_id(f) is not None for f in file):
+        return None
+    read = {found[f.name]: field_id(n) for f, n in zip(schema, with_ids(schema), strict=True)}
+    return next((held.name for held in file if mapped.get(held.name) != read.get(held.name)), None)
 
 
 def _check_promotion(path: str, f: pa.Field, held: pa.DataType) -> None:
