@@ -30,6 +30,7 @@ from castable.iceberg import IcebergPublishError, publish
 from castable.inline import parquet_bytes
 from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
 from castable.predicate import parse_predicate
+from castable.snapshot import Snapshot
 
 KEYED = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.string()), ("y", pa.string())])
 
@@ -370,3 +371,62 @@ def test_a_timestamp_microseconds_cannot_hold_is_refused_and_the_table_is_unchan
     assert sorted(p.name for p in Path(table.uri.removeprefix("file://"), "data").rglob("*.parquet")) == sorted(
         Path(f.path).name for f in table.manifest.data_files
     )
+
+
+class _Counting:
+    """A table whose ``snapshot`` calls for older versions are counted (what a publication reads)."""
+
+    def __init__(self, table: castable.Table) -> None:
+        self.table, self.older = table, 0
+        self.store, self.version = table.store, table.version
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        self.older += version is not None and version < self.version
+        return self.table.snapshot(version)
+
+
+def test_a_schema_change_reads_older_versions_only_when_it_maps_a_registered_files_name_anew(tmp_path: Path) -> None:
+    """The metadata lists the names files without ids hold (``castable.names-without-ids``): a
+    schema change that maps none of them otherwise reads no older version (a 1,000-version
+    table published it in 23 s where the commit took 1, reading every version); one that maps
+    such a name to a new column looks through the published snapshots and leaves out those
+    that hold the file."""
+    table = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=FILES_ONLY)
+    table.append(_rows([1]))
+    _register(table, "plain", pa.table({"id": [2], "x": ["x2"], "y": ["y2"]}, schema=pa.schema(KEYED)))
+    for i in range(3, 6):
+        table.append(_rows([i]))
+    publish(table)
+    assert json.loads(_static(table).properties["castable.names-without-ids"]) == ["id", "x", "y"]
+    table.alter().add_column("z", pa.int64()).commit()
+    counting = _Counting(table)
+    publish(counting)
+    assert counting.older == 0
+    table.alter().rename_column("y", "y_old").commit()
+    table.alter().add_column("y", pa.string()).commit()  # the file's y now names another column
+    with pytest.raises(IcebergPublishError, match=r"plain\.parquet has no field ids"):
+        publish(table)
+    table.compact(min_file_size=1 << 30)
+    counting = _Counting(table)
+    publish(counting)
+    listed = [s.snapshot_id for s in _static(table).metadata.snapshots]
+    assert counting.older > 0 and listed == [1, table.version], listed  # version 1 holds no registered file
+    got = _static(table).scan().to_arrow().sort_by("id")
+    assert got.column("y_old").to_pylist() == [f"y{i}" for i in range(1, 6)] and got.column("y").null_count == 5
+
+
+def test_a_compaction_rewrites_a_lone_file_that_is_not_in_the_tables_layout(tmp_path: Path) -> None:
+    """The way on that refusals name works when the file is the table's only small one: a clean
+    file alone is rewritten if its columns are not as castable writes them now (no ids here)."""
+    table = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=FILES_ONLY)
+    _register(table, "only", pa.table({"id": [1, 2], "x": ["x1", "x2"], "y": ["y1", "y2"]}, schema=pa.schema(KEYED)))
+    table.alter().drop_column("y").commit()
+    table.alter().add_column("y", pa.string()).commit()
+    with pytest.raises(IcebergPublishError, match=r"only\.parquet has no field ids"):
+        publish(table)
+    assert table.plan_compaction(min_file_size=1 << 30) == [["data/registered/only.parquet"]]
+    assert table.compact(min_file_size=1 << 30).files_rewritten == ["data/registered/only.parquet"]
+    publish(table)
+    assert _static(table).scan().to_arrow().sort_by("id").column("y").to_pylist() == [None, None]
+    clean = table.plan_compaction(min_file_size=1 << 30)
+    assert clean == [] and table.compact(min_file_size=1 << 30).files_rewritten == [], "a file in the layout stays"

@@ -22,6 +22,7 @@ from pyroaring import BitMap
 from castable import tombstone
 from castable.commit import NextState
 from castable.conflicts import Footprint, PlannedChange
+from castable.evolution import field_id, parquet_schema
 from castable.filelist import prune_tombstones
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
@@ -86,6 +87,18 @@ def candidates(snapshot: Snapshot, deletes: Mapping[str, object], options: Compa
     return [f for f in snapshot.manifest.data_files if worth(f)]
 
 
+def current_layout(snapshot: Snapshot, f: DataFile) -> bool:
+    """Whether ``f`` holds the columns as castable writes them now: the schema's names, types as
+    stored and field ids. A file that does not (registered without ids, written before a column
+    was widened, renamed or dropped, or in another timestamp unit) gains by a rewrite even alone:
+    Iceberg readers may be unable to read it until it is rewritten."""
+    if f.inline is not None:
+        return True
+    held = snapshot.footer(f).schema.to_arrow_schema()
+    want = parquet_schema(snapshot.schema)
+    return [(c.name, c.type, field_id(c)) for c in held] == [(c.name, c.type, field_id(c)) for c in want]
+
+
 def plan_groups(snapshot: Snapshot, options: CompactOptions, target_size: int) -> list[list[str]]:
     """Candidate files in groups of about ``target_size`` bytes: independent units of work
     (each can be compacted, and committed, separately and in parallel)."""
@@ -96,7 +109,9 @@ def plan_groups(snapshot: Snapshot, options: CompactOptions, target_size: int) -
             groups[-1].append(f)
         else:
             groups.append([f])
-    return [[f.path for f in g] for g in groups if len(g) > 1 or g[0].path in deletes]
+    return [
+        [f.path for f in g] for g in groups if len(g) > 1 or g[0].path in deletes or not current_layout(snapshot, g[0])
+    ]
 
 
 class CompactChange(PlannedChange):
@@ -117,7 +132,12 @@ class CompactChange(PlannedChange):
         snapshot = Snapshot(self.store, base)
         deletes = snapshot.deletes_for(base.data_files)
         self.rewritten = candidates(snapshot, deletes, self.options)
-        if len(self.rewritten) == 1 and self.rewritten[0].path not in deletes and self.options.sort_by is None:
+        if (
+            len(self.rewritten) == 1
+            and self.rewritten[0].path not in deletes
+            and self.options.sort_by is None
+            and current_layout(snapshot, self.rewritten[0])
+        ):
             self.rewritten = []  # rewriting one clean small file alone gains nothing
         self.written: list[DataFile] = []
         self.rows_written = 0

@@ -18,8 +18,9 @@ never sees metadata that names a file not yet written.
 from __future__ import annotations
 
 import io
+import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -54,6 +55,7 @@ from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadataV2
+from pyiceberg.table.name_mapping import parse_mapping_from_json
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.typedef import Record
@@ -90,6 +92,10 @@ CODEC: AvroCompressionCodec = "deflate"
 FOOTERS_IN_FLIGHT = 32
 """Footers read at once from an object store, where each is a round trip."""
 METADATA_LOG = 100
+NAME_MAPPING = "schema.name-mapping.default"
+UNMAPPED = "castable.names-without-ids"
+"""The metadata property listing the column names held by data files without field ids (JSON),
+so that a schema change looks for misread files only when it maps one of those names anew."""
 """Earlier metadata files each new one lists."""
 POSITION_DELETES = pa.schema(
     [
@@ -157,6 +163,9 @@ class _Publication:
         self.snapshot_of = snapshot_of
         self._left_out: set[int] = set()
         """Older snapshots left out of this version's metadata (see :meth:`_misread`)."""
+        self._unmapped: set[str] | None = set()
+        """The names of the columns held by data files without field ids in the published
+        snapshots (``None``: not known, for metadata published before castable kept them)."""
         self.root = store.uri.rstrip("/")
         self.version = snapshot.manifest.version
         self._described = _Described(store, [])
@@ -177,6 +186,9 @@ class _Publication:
         before = [s.snapshot_id for s in (previous.snapshots if previous is not None else [])]
         self.parent = max((v for v in before if v < self.version), default=-1)
         reusable = self._listed(previous)
+        if previous is not None:
+            known = previous.properties.get(UNMAPPED)
+            self._unmapped = None if known is None else set(json.loads(known))
         if previous is not None and previous.current_schema_id != schema.schema_id:
             self._check_files()  # the manifests stand (older snapshots read them); the files must suit the new schema
             self._left_out = self._misread(previous)
@@ -257,9 +269,9 @@ class _Publication:
                 described[f.path] = known
         unknown = [f for f in files if f.path not in described]
         for f, footer in zip(unknown, self._footers(unknown), strict=True):
-            check_file(
-                f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
-            )
+            held = footer.schema.to_arrow_schema()
+            check_file(f.path, held, self.snapshot.schema, self.snapshot.columns_of(f, footer))
+            self._note_ids(held)
             described[f.path] = IcebergDataFile.from_args(
                 content=DataFileContent.DATA,
                 file_path=located[f.path][0],
@@ -327,9 +339,14 @@ class _Publication:
         """Check every data file of the version against its schema (after a schema change)."""
         files = list(self.snapshot.manifest.data_files)
         for f, footer in zip(files, self._footers(files), strict=True):
-            check_file(
-                f.path, footer.schema.to_arrow_schema(), self.snapshot.schema, self.snapshot.columns_of(f, footer)
-            )
+            held = footer.schema.to_arrow_schema()
+            check_file(f.path, held, self.snapshot.schema, self.snapshot.columns_of(f, footer))
+            self._note_ids(held)
+
+    def _note_ids(self, held: pa.Schema) -> None:
+        """Keep the column names of a published file that has no field ids."""
+        if self._unmapped is not None and not any(FIELD_ID in (f.metadata or {}) for f in held):
+            self._unmapped.update(held.names)
 
     def _misread(self, previous: TableMetadataV2) -> set[int]:
         """The older snapshots of ``previous`` that hold a data file without field ids that the
@@ -339,7 +356,12 @@ class _Publication:
         out of the metadata (castable still reads those versions)."""
         schema = self.snapshot.schema
         mapped = mapped_names(schema)
-        verdicts: dict[str, bool] = {}
+        mapping = parse_mapping_from_json(previous.properties.get(NAME_MAPPING, "[]"))
+        before = {n: m.field_id for m in mapping for n in m.names}
+        if self._unmapped is not None and all(mapped.get(n) == before.get(n) for n in self._unmapped):
+            return set()  # every file without ids was published under the same mapping of its names
+        self._unmapped = set()  # found again below, from every published file
+        verdicts: dict[str, bool] = {}  # by segment: versions share most of theirs
         misread = set()
         for s in previous.snapshots:
             if s.snapshot_id >= self.version:
@@ -348,15 +370,25 @@ class _Publication:
                 older = self.snapshot_of(s.snapshot_id)
             except VersionNotFoundError:
                 continue
-            files = [f for f in older.manifest.data_files if f.inline is None]
-            for f in files:
-                if f.path not in verdicts:
-                    held = older.footer(f).schema.to_arrow_schema()
-                    found = resolve(held, schema, f.added_version)
-                    verdicts[f.path] = maps_otherwise(held, schema, found, mapped) is not None
-            if any(verdicts[f.path] for f in files):
-                misread.add(s.snapshot_id)
+            for part in older.manifest.data_files.parts:
+                key = part.ref.path if part.ref is not None else f"pending {s.snapshot_id}"
+                if key not in verdicts:
+                    verdicts[key] = any(
+                        self._maps_otherwise(older, f, schema, mapped)
+                        for f in part.entries(older.schema)
+                        if f.inline is None
+                    )
+                if verdicts[key]:
+                    misread.add(s.snapshot_id)
+                    break
         return misread
+
+    def _maps_otherwise(
+        self, older: CastableSnapshot, f: DataFile, schema: pa.Schema, mapped: Mapping[str, int | None]
+    ) -> bool:
+        held = older.footer(f).schema.to_arrow_schema()
+        self._note_ids(held)
+        return maps_otherwise(held, schema, resolve(held, schema, f.added_version), mapped) is not None
 
     def _position_deletes(self, t: TombstoneFile) -> IcebergDataFile | None:
         """The rows tombstone ``t`` deletes, by file and position, as an Iceberg position delete
@@ -447,7 +479,8 @@ class _Publication:
                 "last-partition-id": 999,
                 "properties": {
                     "castable.version": str(self.version),
-                    "schema.name-mapping.default": name_mapping(self.snapshot.schema),
+                    NAME_MAPPING: name_mapping(self.snapshot.schema),
+                    **({} if self._unmapped is None else {UNMAPPED: json.dumps(sorted(self._unmapped))}),
                 },
                 **({"current-snapshot-id": self.version} if manifest_list is not None else {}),
                 "snapshots": snapshots,
