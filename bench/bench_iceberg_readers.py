@@ -1,8 +1,8 @@
 """Iceberg readers against castable over many seeded random histories (issue 50's target: 0
 differences, every reader, every version): each history (tests/helpers/iceberg_histories.py:
-swapped and reused names, widening, drop and re-add, inline rows, deletes, upserts, updates,
-compaction, erase, expiry) is published after every commit, then read at every retained
-version by Java Iceberg (iceberg-spark-runtime 1.10.2 on Spark 3.5, one JVM per batch),
+swapped and reused names, widening, drop and re-add, inline rows, files registered without ids,
+deletes, upserts, updates, compaction, erase, purge, expiry) is published after every commit,
+then read at every retained version by Java Iceberg (iceberg-spark-runtime 1.10.2 on Spark 3.5, one JVM per batch),
 iceberg-rust (pyiceberg-core 0.11), pyiceberg and DuckDB 1.5.5's iceberg_scan, and
 incrementally over runs of appends by Java and pyiceberg; every read is compared with castable's
 rows.
