@@ -59,6 +59,7 @@ def _as_stored(f: pa.Field) -> pa.DataType:
     return t
 
 
+@lru_cache(maxsize=256)
 def _refusal(t: pa.DataType) -> str | None:
     """Why Iceberg v2 readers cannot read a column of type ``t`` as castable does (``None``: they can)."""
     if pa.types.is_nested(t):
@@ -155,8 +156,9 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
                 f"data file {path} holds column {f.name!r} as {source!r} under another field id: "
                 "Iceberg readers would not find it"
             )
-        _check_promotion(path, f, file.field(source).type)
-    misread = maps_otherwise(file, schema, found, mapped_names(schema))
+        if (held := file.field(source).type) != f.type:
+            _check_promotion(path, f, held)
+    misread = None if ids else maps_otherwise(file, schema, found, mapped_names(schema))
     if misread is not None:
         raise IcebergPublishError(
             f"data file {path} has no field ids, and Iceberg readers would find its column {misread!r} "
