@@ -165,3 +165,28 @@ def test_a_time_of_day_literal_is_read_in_the_column_unit_and_never_rounded() ->
         assert times.append_column("i", pa.array([0, 1])).filter(mask).column("i").to_pylist() == rows, text
     with pytest.raises(InvalidPredicateError, match="is not a valid time32"):
         parse_predicate("t = TIME '01:00:00.5'", schema)
+
+
+def test_a_timestamp_literal_with_zeros_past_the_column_unit_is_read_exactly() -> None:
+    """``.226000`` (how Python's ``isoformat`` writes milliseconds) names a milliseconds value
+    exactly; ``.226001`` does not and is refused rather than rounded to another row's value."""
+    from castable.errors import InvalidPredicateError
+
+    schema = pa.schema([pa.field("ms", pa.timestamp("ms")), pa.field("s", pa.timestamp("s", tz="UTC"))])
+    rows = pa.table(
+        {
+            "ms": pa.array([1_000_226, 1_000_227], pa.timestamp("ms")),
+            "s": pa.array([1000, 1001], pa.timestamp("s", tz="UTC")),
+            "i": [0, 1],
+        }
+    )
+    for text, found in (
+        ("ms = TIMESTAMP '1970-01-01 00:16:40.226000'", [0]),
+        ("ms > '1970-01-01T00:16:40.226'", [1]),
+        ("s = TIMESTAMP '1970-01-01 00:16:41.000000'", [1]),
+        ("s < '1970-01-01T00:16:41.000000+00:00'", [0]),
+    ):
+        assert rows.filter(parse_predicate(text, schema).to_expression()).column("i").to_pylist() == found, text
+    for text in ("ms = TIMESTAMP '1970-01-01 00:16:40.226001'", "s = '1970-01-01 00:16:41.5'"):
+        with pytest.raises(InvalidPredicateError, match="is not a valid timestamp"):
+            parse_predicate(text, schema)

@@ -661,6 +661,20 @@ def columns_named(name: str, names: list[str]) -> list[str]:
     return [n for n in names if n.lower() == name.lower()]
 
 
+def _timestamp_literal(value: str, target: pa.TimestampType) -> pa.Scalar:
+    """An ISO 8601 text as a timestamp of the column's type: parsed in the column's unit, else
+    in microseconds (Arrow's parser refuses more fraction digits than the unit has, even zeros:
+    ``12:00:00.500000`` for a milliseconds column) and cast exactly, a finer value refused; a
+    text without a zone in a zoned column read as UTC, as Arrow stores zoned timestamps."""
+    for unit in dict.fromkeys((target.unit, "ns" if target.unit == "ns" else "us")):
+        for zone in dict.fromkeys((target.tz, None)):
+            try:
+                return pa.scalar(value).cast(pa.timestamp(unit, zone)).cast(target)
+            except pa.ArrowInvalid:
+                continue
+    raise ValueError(f"{value!r} is not a {target} value")
+
+
 def coerce_literal(value: Any, target: pa.DataType) -> pa.Scalar:
     """A Python literal as a scalar of the column type, refusing lossy conversions."""
     if isinstance(value, Decimal) and not pa.types.is_decimal(target):
@@ -678,11 +692,7 @@ def coerce_literal(value: Any, target: pa.DataType) -> pa.Scalar:
             if scalar.as_py() != parsed:
                 raise ValueError(f"{value!r} is finer than {target} holds")
             return scalar
-        if pa.types.is_timestamp(target) and target.tz is not None:
-            try:
-                return pa.scalar(value).cast(target)
-            except pa.ArrowInvalid:
-                # A literal without a zone is read as UTC, as Arrow stores zoned timestamps.
-                return pa.scalar(value).cast(pa.timestamp(target.unit)).cast(target)
+        if pa.types.is_timestamp(target):
+            return _timestamp_literal(value, target)
         return pa.scalar(value).cast(target)
     return pa.scalar(value, type=target)
