@@ -93,7 +93,7 @@ def check_readable(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None
             if not f.nullable and default_of(f) is None:
                 problems.append(f"missing column {f.name!r} ({f.type}), which is NOT NULL with no default")
         elif not widens(held := file_schema.field(source).type, f.type) and held != stored_type(f.type):
-            problems.append(f"column {f.name!r} is {file_schema.field(source).type}, expected {f.type}")
+            problems.append(f"column {f.name!r} is {held}, expected {f.type}")
     if problems:
         raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))
 

@@ -92,11 +92,11 @@ CODEC: AvroCompressionCodec = "deflate"
 FOOTERS_IN_FLIGHT = 32
 """Footers read at once from an object store, where each is a round trip."""
 METADATA_LOG = 100
+"""Earlier metadata files each new one lists."""
 NAME_MAPPING = "schema.name-mapping.default"
 UNMAPPED = "castable.names-without-ids"
 """The metadata property listing the column names held by data files without field ids (JSON),
 so that a schema change looks for misread files only when it maps one of those names anew."""
-"""Earlier metadata files each new one lists."""
 POSITION_DELETES = pa.schema(
     [
         pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
@@ -360,7 +360,8 @@ class _Publication:
         before = {n: m.field_id for m in mapping for n in m.names}
         if self._unmapped is not None and all(mapped.get(n) == before.get(n) for n in self._unmapped):
             return set()  # every file without ids was published under the same mapping of its names
-        self._unmapped = set()  # found again below, from every published file
+        if self._unmapped is None:
+            self._unmapped = set()  # found below, from every published file
         verdicts: dict[str, bool] = {}  # by segment: versions share most of theirs
         misread = set()
         for s in previous.snapshots:
@@ -372,15 +373,16 @@ class _Publication:
                 continue
             for part in older.manifest.data_files.parts:
                 key = part.ref.path if part.ref is not None else f"pending {s.snapshot_id}"
-                if key not in verdicts:
+                if key not in verdicts:  # every file looked at, so that each one's names are kept
                     verdicts[key] = any(
-                        self._maps_otherwise(older, f, schema, mapped)
-                        for f in part.entries(older.schema)
-                        if f.inline is None
+                        [
+                            self._maps_otherwise(older, f, schema, mapped)
+                            for f in part.entries(older.schema)
+                            if f.inline is None
+                        ]
                     )
                 if verdicts[key]:
                     misread.add(s.snapshot_id)
-                    break
         return misread
 
     def _maps_otherwise(
