@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.iceberg_histories import READERS
+from helpers.iceberg_histories import READERS, register
 from helpers.tables import FILES_ONLY
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import StaticTable
@@ -257,14 +257,6 @@ def test_position_deletes_are_sorted_by_path_and_carry_metrics_and_every_inspect
     assert json.loads(static.properties["schema.name-mapping.default"])
 
 
-def _register(table: castable.Table, name: str, rows: pa.Table) -> None:
-    """Register ``rows`` as another writer's file: no field ids, the columns named as given."""
-    key = f"data/registered/{name}.parquet"
-    Path(table.uri.removeprefix("file://"), key).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(rows, Path(table.uri.removeprefix("file://"), key))
-    table.add_files([key])
-
-
 def test_files_without_ids_publish_while_the_name_mapping_finds_their_columns_as_castable_does(tmp_path: Path) -> None:
     """A file registered after two names swapped holds them under their current owners, as the
     name mapping maps them: it publishes and reads right (it was refused while any name had
@@ -277,7 +269,7 @@ def test_files_without_ids_publish_while_the_name_mapping_finds_their_columns_as
         change.rename_column("x", "tmp").rename_column("y", "x")
     table.alter().rename_column("tmp", "y").commit()
     plain = pa.schema([f.remove_metadata() for f in table.schema])
-    _register(table, "swapped", pa.table({"id": [3], "y": ["x3"], "x": ["y3"]}, schema=plain))
+    register(table, "swapped", pa.table({"id": [3], "y": ["x3"], "x": ["y3"]}, schema=plain))
     publish(table)
     got = _static(table).scan().to_arrow().sort_by("id")
     assert got.select(["id", "x", "y"]) == table.scan().to_arrow().sort_by("id").select(["id", "x", "y"])
@@ -393,7 +385,7 @@ def test_a_schema_change_reads_older_versions_only_when_it_maps_a_registered_fil
     that hold the file."""
     table = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=FILES_ONLY)
     table.append(_rows([1]))
-    _register(table, "plain", pa.table({"id": [2], "x": ["x2"], "y": ["y2"]}, schema=pa.schema(KEYED)))
+    register(table, "plain", pa.table({"id": [2], "x": ["x2"], "y": ["y2"]}, schema=pa.schema(KEYED)))
     for i in range(3, 6):
         table.append(_rows([i]))
     publish(table)
@@ -419,7 +411,7 @@ def test_a_compaction_rewrites_a_lone_file_that_is_not_in_the_tables_layout(tmp_
     """The way on that refusals name works when the file is the table's only small one: a clean
     file alone is rewritten if its columns are not as castable writes them now (no ids here)."""
     table = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=FILES_ONLY)
-    _register(table, "only", pa.table({"id": [1, 2], "x": ["x1", "x2"], "y": ["y1", "y2"]}, schema=pa.schema(KEYED)))
+    register(table, "only", pa.table({"id": [1, 2], "x": ["x1", "x2"], "y": ["y1", "y2"]}, schema=pa.schema(KEYED)))
     table.alter().drop_column("y").commit()
     table.alter().add_column("y", pa.string()).commit()
     with pytest.raises(IcebergPublishError, match=r"only\.parquet has no field ids"):

@@ -31,6 +31,16 @@ START = pa.schema(
 )
 
 
+def register(table: castable.Table, name: str, rows: pa.Table) -> None:
+    """Register ``rows`` as another writer's file: no field ids (unless ``rows``' schema carries
+    them), the columns named as given; the table in a local directory."""
+    key = f"data/registered/{name}.parquet"
+    path = Path(table.uri.removeprefix("file://"), key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, path)
+    table.add_files([key])
+
+
 class History:
     """A seeded history; ``published`` are the versions published, ``appends`` those that only
     appended new keys."""
@@ -70,11 +80,8 @@ class History:
         if kind in ("append", "big", "register"):
             n = rng.randint(1, 5) if kind == "append" else 1500
             rows = self.rows(list(range(self.next_id, self.next_id + n)))
-            if kind == "register":  # another writer's file: no field ids, named as the columns are now
-                key = f"data/registered/{self.next_id}.parquet"
-                Path(t.uri.removeprefix("file://"), key).parent.mkdir(parents=True, exist_ok=True)
-                pq.write_table(rows, Path(t.uri.removeprefix("file://"), key))
-                t.add_files([key])
+            if kind == "register":
+                register(t, str(self.next_id), rows)
             else:
                 t.append(rows)
             self.next_id += n
