@@ -1,9 +1,12 @@
-"""Property-based tests: random sequences of append, delete, erase, upsert, overwrite (whole and
-where), update, change feeds (by upsert and by merge), restore, compact, expire, gc, schema
-changes (rename, reorder, widen, add and drop), scans and time travel against an in-memory model. Every
-retained version must read back exactly as the model says, through castable and through the
-Iceberg metadata it publishes (read by pyiceberg), and gc must never delete what a retained
-version references."""
+"""Property-based tests: random sequences of append, delete, erase (with and without purge),
+upsert, overwrite (whole and where), update, change feeds (by upsert and by merge), restore,
+compact, expire, gc, schema changes (rename, reorder, widen, add and drop), scans and time travel
+against an in-memory model. Every retained version must read back exactly as the model says,
+through castable and through the Iceberg metadata it publishes (read by pyiceberg), and gc must
+never delete what a retained version references. Every readable change range (a, b] applied to
+version a gives version b exactly, each change row carries its commit's version and time, an
+update of a key is a pre-image and post-image pair, compactions change nothing, and no change
+row holds a value an erasure purged."""
 
 from __future__ import annotations
 
@@ -68,6 +71,13 @@ def _rows(got: pa.Table) -> list[Row]:
     return sorted(zip(*(c.to_pylist() for c in columns), strict=True))
 
 
+def _changed_rows(got: pa.Table) -> list[Row]:
+    """The model's columns of change rows, in order (found by field id as :func:`_rows` does)."""
+    ids = [field_id(f) for f in got.schema]
+    columns = [got.column(ids.index(i)) for i in (1, 2, 3)] if 1 in ids else got.select(EVENTS.names).columns
+    return list(zip(*(c.to_pylist() for c in columns), strict=True))
+
+
 def _iceberg_rows(scan: DataScan) -> list[Row]:
     """The model's columns as an Iceberg reader reads them: found by their field ids (1, 2, 3)
     in the schema the scan projects, whatever their names and order at that snapshot."""
@@ -84,6 +94,7 @@ class TableModel(RuleBasedStateMachine):
         self.next_id = 0
         self.versions: list[dict[int, Row]] = []
         self.oldest = 0  # versions below this were expired
+        self.erased: set[Row] = set()  # rows an erasure purged
 
     @initialize(
         target_file=st.sampled_from([2_000, 50_000]),
@@ -164,17 +175,20 @@ class TableModel(RuleBasedStateMachine):
         if version == before + 1:
             self.versions.append(state)
 
-    @rule(pred=_predicates(), mode=st.sampled_from(["auto", "rewrite"]))
-    def erase(self, pred: tuple[str, object], mode: str) -> None:
+    @rule(pred=_predicates(), mode=st.sampled_from(["auto", "rewrite"]), purge=st.booleans())
+    def erase(self, pred: tuple[str, object], mode: str, purge: bool) -> None:
         sql, fn = pred
         state = {k: r for k, r in self.versions[-1].items() if not fn(r)}  # type: ignore[operator]
         before = self.table.version
-        report = self.table.erase(sql, mode=mode)  # type: ignore[arg-type]
+        report = self.table.erase(sql, mode=mode, purge=purge)  # type: ignore[arg-type]
         if report.version != before:
             self.versions.append(state)
         else:
             assert state == self.versions[-1]
         assert castable.open_table(str(self.dir / "t")).scan(filter=sql).count() == 0
+        if purge and report.version != before:
+            self.oldest = report.version
+            self.erased |= {r for v in self.versions for r in v.values() if fn(r)}  # type: ignore[operator]
 
     def _new_rows(self, ids: list[int], data: st.DataObject, category: st.SearchStrategy[str | None]) -> list[Row]:
         value = st.one_of(st.none(), st.floats(0, 200, allow_nan=False))
@@ -288,6 +302,7 @@ class TableModel(RuleBasedStateMachine):
         if report.version != before:
             assert report.version == before + 1
             self.versions.append(dict(self.versions[-1]))
+            assert self.table.changes(report.version).count() == 0
 
     @rule(keep=st.integers(1, 4))
     def expire(self, keep: int) -> None:
@@ -304,6 +319,43 @@ class TableModel(RuleBasedStateMachine):
 
     def check_version(self, v: int) -> None:
         assert _rows(self.table.scan(version=v).to_arrow()) == sorted(self.versions[v].values())
+
+    @precondition(lambda self: len(self.versions) > 1)
+    @rule(data=st.data())
+    def read_changes(self, data: st.DataObject) -> None:
+        """Changes of (a, b] applied to version a give version b; a range reaching an expired
+        version is refused, naming the oldest readable start."""
+        newest = len(self.versions) - 1
+        first = 0 if self.oldest == 0 else self.oldest + 1
+        if first > newest:
+            return
+        a = data.draw(st.integers(max(first - 1, 0), newest))
+        b = data.draw(st.integers(a, newest))
+        start = a + 1 if a or first else data.draw(st.sampled_from([0, 1]))
+        if start > b:
+            return
+        got = self.table.changes(start, b).to_arrow()
+        state = dict(self.versions[start - 1]) if start else {}
+        times = {v: self.table.snapshot(v).manifest.created_at for v in range(start, b + 1)}
+        kinds = got.column("_change_type").to_pylist()
+        versions = got.column("_commit_version").to_pylist()
+        assert versions == sorted(versions) and set(versions) <= set(times)
+        assert [times[v] for v in versions] == got.column("_commit_timestamp").to_pylist()
+        rows = _changed_rows(got)
+        for i, (kind, row) in enumerate(zip(kinds, rows, strict=True)):
+            if row in self.erased:  # only as a row some retained version holds again
+                assert any(row in v.values() for v in self.versions[self.oldest :]), "a change row holds a purged row"
+            if kind in ("delete", "update_preimage"):
+                assert state.pop(row[0]) == row
+            else:
+                assert row[0] not in state
+                state[row[0]] = row
+            if kind == "update_preimage":
+                assert kinds[i + 1] == "update_postimage" and rows[i + 1][0] == row[0]
+        assert state == self.versions[b]
+        if self.oldest > 0:
+            with pytest.raises(castable.VersionNotFoundError, match=f"can be read is {self.oldest + 1}"):
+                self.table.changes(self.oldest)
 
     @rule(pred=_predicates())
     def filtered_scan(self, pred: tuple[str, object]) -> None:

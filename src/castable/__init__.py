@@ -12,6 +12,7 @@
 
 from castable.batching import BatchWriter
 from castable.cache import clear_caches
+from castable.changes import ChangeScan, ChangeTask
 from castable.database import Database, DatabaseSnapshot, Transaction, create_database, open_database
 from castable.errors import (
     CastableError,
@@ -44,6 +45,8 @@ __version__ = "0.1.0"
 __all__ = [
     "BatchWriter",
     "CastableError",
+    "ChangeScan",
+    "ChangeTask",
     "CommitConflictError",
     "CommitStateUnknownError",
     "CorruptObjectError",

@@ -429,7 +429,8 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
         store.purge(manifest_key(v))
     # What only the expired versions referenced can hold erased values: segments (as statistics),
     # tombstones (as keys), data files an earlier compaction or erase replaced (as rows).
-    unreferenced = sorted(expired_objects - referenced_objects(store, retained_versions(store)) - set(old))
+    still = referenced_objects(store, retained_versions(store))
+    unreferenced = sorted(expired_objects - still - set(old))
     # Published Iceberg metadata names the erased files, bounds their columns and may hold
     # inline rows: it goes whole, and the next publication writes it again without them.
     unreferenced += sorted(o.key for o in store.list(ICEBERG_PREFIX))
@@ -443,6 +444,8 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     lost = {path for path, rows in erased.items() if rows is None}
     unchecked = sorted(new.path for new, ancestors in produced.items() if ancestors & lost)
     for new, ancestors in produced.items():
+        if new.path not in still:  # replaced since (a restore) and deleted with the versions that held it
+            continue
         rows = [t for a in ancestors if (t := erased.get(a)) is not None and t.num_rows]
         if rows and (found := _traces(store, new, pa.concat_tables(rows))):
             traces[new.path] = found

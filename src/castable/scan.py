@@ -15,7 +15,6 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -27,13 +26,9 @@ from castable.errors import CorruptObjectError, InvalidInputError
 from castable.manifest import DataFile
 from castable.predicate import Predicate
 from castable.readahead import beside, read_ahead
+from castable.results import ArrowResult
 from castable.snapshot import Snapshot
 from castable.tombstone import FileDeletes
-
-if TYPE_CHECKING:
-    import pandas as pd
-    import polars as pl
-    from duckdb import DuckDBPyConnection
 
 DEFAULT_BATCH_SIZE = 128 * 1024
 LOCAL_READAHEAD = 2
@@ -64,7 +59,7 @@ class ScanTask:
     deletes: FileDeletes | None
 
 
-class Scan:
+class Scan(ArrowResult):
     """A lazy read of one version: nothing is fetched until a ``to_*`` method or ``count`` runs."""
 
     def __init__(
@@ -110,39 +105,6 @@ class Scan:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         return self._batches(self.columns)
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        """A streaming reader; memory stays bounded by what is read ahead (``readahead``,
-        ``readahead_bytes``) and the batch the consumer holds."""
-        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
-
-    def to_arrow(self) -> pa.Table:
-        return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
-
-    def to_pandas(self, **kwargs: object) -> pd.DataFrame:
-        return self.to_arrow().to_pandas(**kwargs)
-
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        """The Arrow PyCapsule stream interface: ``duckdb.sql("select ... from scan")``,
-        ``polars.from_arrow(scan)`` and ``pyarrow.table(scan)`` stream the rows with no copy."""
-        return self.to_reader().__arrow_c_stream__(requested_schema)
-
-    def to_polars(self) -> pl.DataFrame:
-        """The rows as a Polars DataFrame (needs ``castable[polars]``)."""
-        import polars as pl
-
-        frame = pl.from_arrow(self.to_arrow())
-        assert isinstance(frame, pl.DataFrame)
-        return frame
-
-    def to_duckdb(self, table_name: str, connection: DuckDBPyConnection | None = None) -> DuckDBPyConnection:
-        """A DuckDB connection (``connection``, or a new in-memory one) where ``table_name`` is
-        the scan's rows, as pyiceberg's ``to_duckdb`` (needs ``castable[duckdb]``)."""
-        import duckdb
-
-        con = duckdb.connect() if connection is None else connection
-        con.register(table_name, self.to_arrow())
-        return con
 
     def count(self) -> int:
         """Rows the scan would return, reading only what deletes and the filter need: without a

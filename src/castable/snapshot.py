@@ -201,9 +201,15 @@ class Snapshot:
     def tombstone_deletes(self, t: TombstoneFile) -> dict[str, tombstone.FileDeletes]:
         """The deletes of one tombstone, by the file they name (not merged with the others'):
         for writers of per-tombstone delete files, such as Iceberg's position deletes."""
+        return self.deletes_of([t])
+
+    def deletes_of(self, tombstones: Iterable[TombstoneFile]) -> dict[str, tombstone.FileDeletes]:
+        """The deletes of some of the version's tombstones, merged by the file they name: what
+        those tombstones alone remove (a change feed's tombstones of one commit)."""
         out: dict[str, tombstone.FileDeletes] = {}
-        for entry in self._read_tombstone(t):
-            out.setdefault(entry.file, tombstone.FileDeletes()).add(entry, self.key_type)
+        for t in tombstones:
+            for entry in self._read_tombstone(t):
+                out.setdefault(entry.file, tombstone.FileDeletes()).add(entry, self.key_type)
         return out
 
     def _read_tombstone(self, t: TombstoneFile) -> tuple[tombstone.Entry, ...]:

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from castable import maintenance, writes
 from castable.batching import BatchWriter
+from castable.changes import ChangeScan
 from castable.commit import Change, CommitResult, NextState, new_commit_id
 from castable.committer import Committer, OwnLog
 from castable.compact import CompactReport
@@ -29,7 +30,7 @@ from castable.errors import CorruptObjectError, InvalidInputError
 from castable.evolution import SchemaUpdate
 from castable.gc import ExpireReport, GcReport
 from castable.handle import SchemaMode, Where, WriteStart
-from castable.history import HistoryEntry, history, manifest_as_of, manifest_of_version
+from castable.history import HistoryEntry, change_scan, history, manifest_as_of, manifest_of_version
 from castable.inputs import DataLike, conforming_batches
 from castable.layout import ICEBERG_HINT
 from castable.manifest import DataFile, Manifest
@@ -173,6 +174,32 @@ class Table:
         if version is None and as_of is None:
             self.observe(Rows(predicate or Constant(True), None if columns is None else tuple(columns)))
         return Scan(snapshot, columns, predicate)
+
+    def changes(
+        self,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        *,
+        start_time: datetime | str | None = None,
+        end_time: datetime | str | None = None,
+        columns: list[str] | None = None,
+        filter: Where | None = None,
+    ) -> ChangeScan:
+        """Every row change committed in versions ``start_version`` through ``end_version``
+        (both included; ``None``: the newest), or from ``start_time`` to ``end_time``: a lazy
+        scan of the rows with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``,
+        reading only what changed (see :mod:`castable.changes`)."""
+        newest = self.refresh()._readable()
+        return change_scan(
+            self.store,
+            newest,
+            start_version,
+            end_version,
+            start_time=start_time,
+            end_time=end_time,
+            columns=columns,
+            filter=filter,
+        )
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         return self.scan(**kwargs).to_arrow()
