@@ -489,3 +489,26 @@ def test_db_commands(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     assert "not a table name inside the database" in fails("db", "create-table", db, "../x", "--schema", "a:int64")
     assert "no castable database" in fails("db", "tables", str(tmp_path / "nothing"))
     assert "already has a table 'orders'" in fails("db", "create-table", db, "orders", "--schema", "a:int64")
+
+
+def test_changes(tmp_path: Path) -> None:
+    """``castable changes``: a table, JSON, JSON Lines, a Parquet file, and a refused range."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", "id:int64,name:string", "-k", "id")
+    (tmp_path / "a.csv").write_text("id,name\n1,a\n2,b\n")
+    (tmp_path / "b.csv").write_text("id,name\n1,A\n8,h\n")
+    run("append", uri, str(tmp_path / "a.csv"))
+    run("upsert", uri, str(tmp_path / "b.csv"))
+    assert "update_postimage" in run("changes", uri, "--from", "1")
+    doc = json.loads(run("changes", uri, "--from", "2", "--json"))
+    assert [r["_change_type"] for r in doc["rows"]] == ["update_preimage", "update_postimage", "insert"]
+    lines = run("changes", uri, "--from", "1", "--format", "json", "--filter", "id = 8").splitlines()
+    assert [json.loads(line)["_change_type"] for line in lines] == ["insert"]
+    out = tmp_path / "c.parquet"
+    run("changes", uri, "--from", "1", "--to", "2", "--output", str(out), "--columns", "id")
+    got = pq.read_table(out)
+    assert got.column_names == ["id", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert got.column("_commit_version").to_pylist() == [1, 1, 2, 2, 2]
+    assert json.loads(run("changes", uri, "--from", "3", "--count", "--json"))["count"] == 0
+    assert "after end version" in fails("changes", uri, "--from", "2", "--to", "1")
+    assert "must be one of" in fails("changes", uri, "--from", "1", "--format", "xml")

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from castable import dblog
+from castable.changes import ChangeScan
 from castable.commit import Change, CommitResult, entry_as_of, new_commit_id, stage
 from castable.committer import NewerBase
 from castable.conflicts import Access, Isolation, Rows, check_isolation
@@ -49,6 +50,7 @@ from castable.errors import (
     TransactionClosedError,
     VersionNotFoundError,
 )
+from castable.feed import Filter, member_changes
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
 from castable.pointer import Pointer, encode_pointer
@@ -225,6 +227,35 @@ class Database:
     def snapshot(self, version: int | None = None, as_of: datetime | str | None = None) -> DatabaseSnapshot:
         """Every table at one database version: the newest known, ``version``, or the one at ``as_of``."""
         return DatabaseSnapshot(self, self.version_at(version, as_of))
+
+    def changes(
+        self,
+        name: str,
+        start_version: int,
+        end_version: int | None = None,
+        *,
+        columns: list[str] | None = None,
+        filter: Filter | None = None,
+    ) -> ChangeScan:
+        """Row changes of table ``name`` committed in database versions ``start_version``
+        through ``end_version`` (``None``: the newest), as :meth:`castable.Table.changes` reads
+        them, with each row's ``_commit_version`` the database version that committed it."""
+        head = self.refresh()._head
+        store = self.store.child(check_name(name))
+        return member_changes(
+            store,
+            head,
+            self.version_at,
+            partial(self._member_of, name),
+            name,
+            start_version,
+            end_version,
+            columns=columns,
+            filter=filter,
+        )
+
+    def _member_of(self, name: str, at: DatabaseVersion) -> Manifest:
+        return self._member(at, name)
 
     def table(self, name: str) -> Table:
         """A handle on member table ``name`` at its newest known version; its writes commit

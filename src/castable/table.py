@@ -28,9 +28,10 @@ from castable.erase import EraseMode, EraseReport, PurgeReport
 from castable.erase import purge as purge_erased_objects
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.evolution import SchemaUpdate
+from castable.feed import change_scan
 from castable.gc import ExpireReport, GcReport
 from castable.handle import SchemaMode, Where, WriteStart
-from castable.history import HistoryEntry, change_scan, history, manifest_as_of, manifest_of_version
+from castable.history import HistoryEntry, history, manifest_as_of, manifest_of_version
 from castable.inputs import DataLike, conforming_batches
 from castable.layout import ICEBERG_HINT
 from castable.manifest import DataFile, Manifest

@@ -34,6 +34,7 @@ from castable.cli.common import (
 from castable.errors import InvalidInputError
 from castable.evolution import field_id
 from castable.manifest import LATEST_FORMAT_VERSION
+from castable.results import ArrowResult
 from castable.sources import CsvOptions, Source, format_of, json_rows, open_source, to_json_lines
 from castable.types import parse_schema, parse_type
 
@@ -420,20 +421,13 @@ def scan(
         emit(as_json, str(n), {"version": s.version, "count": n})
         return
     if output is not None:
-        _write_output(s, output, fmt)
+        _write_output(s, output, fmt, f"version {s.version}", sum(f.rows for f in s.files()))
         return
-    rows: list[dict[str, Any]] = []
-    for batch in s.to_batches():
-        rows += json_rows(batch.slice(0, limit - len(rows)))
-        if len(rows) >= limit:
-            break
+    rows = _first_rows(s, limit)
     if as_json:
         console.print(dumps({"version": s.version, "columns": s.schema.names, "rows": rows}))
         return
-    shown = RichTable(*s.schema.names, title=f"{table.uri} @ version {s.version}")
-    for row in rows:
-        shown.add_row(*(str(v) for v in row.values()))
-    console.print(shown)
+    _print_rows(s.schema.names, rows, f"{table.uri} @ version {s.version}")
 
 
 class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
@@ -459,9 +453,10 @@ def _writer(kind: str, sink: str | IO[bytes], schema: pa.Schema) -> Any:
     return _JsonLinesWriter(sink)
 
 
-def _write_output(s: castable.Scan, output: str, fmt: str | None) -> None:
+def _write_output(rows: ArrowResult, output: str, fmt: str | None, what: str, total: int | None = None) -> None:
     """Every row to a file (written under a hidden name and renamed when complete, so a failed
-    or interrupted scan never leaves a file that looks whole) or to stdout."""
+    or interrupted read never leaves a file that looks whole) or to stdout; ``what`` names the
+    rows in the closing line, ``total`` (if known) sizes the progress bar."""
     to_stdout = output == "-"
     kind = fmt or ("csv" if to_stdout else OUTPUT_FORMATS.get(Path(output).suffix.lower()))
     if kind not in ("parquet", "csv", "jsonl"):
@@ -473,22 +468,89 @@ def _write_output(s: castable.Scan, output: str, fmt: str | None) -> None:
     target = Path(output)
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     sink: str | IO[bytes] = sys.stdout.buffer if to_stdout else str(partial)
-    rows = 0
+    written = 0
     try:
-        with progress_bar() as progress, _writer(kind, sink, s.schema) as writer:
-            task = progress.add_task("reading rows", total=sum(f.rows for f in s.files()))
-            for batch in s.to_batches():
+        with progress_bar() as progress, _writer(kind, sink, rows.schema) as writer:
+            task = progress.add_task("reading rows", total=total)
+            for batch in rows.to_batches():
                 try:
                     writer.write_batch(batch)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise InvalidInputError(f"these rows cannot be written as {kind}: {e}; try Parquet") from None
-                rows += batch.num_rows
+                written += batch.num_rows
                 progress.advance(task, batch.num_rows)
         if not to_stdout:
             partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)
-    (err_console if to_stdout else console).print(f"wrote {rows} rows of version {s.version} to {output}")
+    (err_console if to_stdout else console).print(f"wrote {written} rows of {what} to {output}")
+
+
+def _first_rows(rows: ArrowResult, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` rows as JSON-ready dicts, reading no further."""
+    out: list[dict[str, Any]] = []
+    for batch in rows.to_batches():
+        out += json_rows(batch.slice(0, limit - len(out)))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _print_rows(names: list[str], rows: list[dict[str, Any]], title: str) -> None:
+    shown = RichTable(*names, title=title)
+    for row in rows:
+        shown.add_row(*(str(v) for v in row.values()))
+    console.print(shown)
+
+
+CHANGE_FORMATS = ("table", "json", "jsonl", "csv", "parquet")
+
+
+@tables_app.command()
+def changes(
+    uri: str,
+    start: Annotated[int | None, typer.Option("--from", help="First version whose changes to read.")] = None,
+    end: Annotated[int | None, typer.Option("--to", help="Last version (default: the newest).")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Instead of --from: changes committed at or after this ISO 8601 time.")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Instead of --to: changes committed up to this time.")] = None,
+    columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
+    filter: Annotated[
+        str | None, typer.Option("--filter", "-f", help="SQL predicate (may name _change_type, _commit_version).")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Rows to print as a table or --json (ignored otherwise).")] = 20,
+    output: Annotated[
+        str | None, typer.Option(help="Write every change to a .parquet, .csv or .jsonl file, or to stdout with '-'.")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table, json (JSON Lines), csv or parquet (with --output).")
+    ] = "table",
+    count: Annotated[bool, typer.Option("--count", help="Print only the number of change rows.")] = False,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Row changes (insert, delete, update_preimage, update_postimage) committed in versions --from..--to."""
+    if fmt not in CHANGE_FORMATS:
+        raise InvalidInputError(f"--format must be one of {', '.join(CHANGE_FORMATS)}, not {fmt!r}")
+    table = _open(uri, storage_option)
+    cols = [c.strip() for c in columns.split(",")] if columns else None
+    s = table.changes(start, end, start_time=since, end_time=until, columns=cols, filter=filter)
+    versions = f"versions {s.versions.start}..{s.versions.stop - 1}" if s.versions else "no version"
+    if count:
+        n = s.count()
+        emit(as_json, str(n), {"from": s.versions.start, "to": s.versions.stop - 1, "count": n})
+        return
+    kind = {"json": "jsonl"}.get(fmt, fmt)
+    if output is not None or kind != "table":
+        _write_output(s, output or "-", None if kind == "table" else kind, f"the changes of {versions}")
+        return
+    rows = _first_rows(s, limit)
+    if as_json:
+        doc = {"from": s.versions.start, "to": s.versions.stop - 1, "columns": s.schema.names, "rows": rows}
+        console.print(dumps(doc))
+        return
+    _print_rows(s.schema.names, rows, f"{table.uri}: changes of {versions}")
 
 
 @tables_app.command()
