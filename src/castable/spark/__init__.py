@@ -1,7 +1,7 @@
 """castable for Apache Spark: an ingest job that runs on Spark 3.5 (EMR 7.x) and 4.x,
 ``read_table`` (Spark's own Parquet reader over a version's live files, deletes applied; 3.5
 and 4.x), ``compact`` (compaction on the cluster, a group of files per task; 3.5 and 4.x),
-``delete``, ``update`` and ``merge`` (their file reads and writes in Spark tasks, each
+``read_changes`` and ``foreach_changes`` (a table's change feed; 3.5 and 4.x), ``delete``, ``update`` and ``merge`` (their file reads and writes in Spark tasks, each
 committed as one castable commit with one tombstone; 3.5 and 4.x), and
 a ``spark.read.format("castable")`` / ``df.write.format("castable")`` data source (Spark 4.0+).
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from castable.spark.changes import foreach_changes, read_changes
 from castable.spark.dml import delete, merge, update
 from castable.spark.files import TableTarget, from_spark
 from castable.spark.maintenance import compact
@@ -27,8 +28,10 @@ __all__ = [
     "TableTarget",
     "compact",
     "delete",
+    "foreach_changes",
     "from_spark",
     "merge",
+    "read_changes",
     "read_table",
     "register",
     "register_views",

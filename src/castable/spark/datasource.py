@@ -26,8 +26,20 @@ planned where it is read: the driver cuts the version's segments into slices of 
 prunes the slice's entries and reads their files, so the driver neither reads the segments
 nor holds an object per file.
 
+Change feed (as Delta Lake's options): with ``readChangeFeed`` set to ``true`` a batch read returns
+the row changes of versions ``startingVersion`` (or ``startingTimestamp``) through
+``endingVersion`` (default: the newest), with ``_change_type``, ``_commit_version`` and
+``_commit_timestamp`` (see ``castable.changes``). ``spark.readStream.format("castable")`` streams
+a table's inserted rows, or with ``readChangeFeed`` every change, a micro-batch per range of new
+versions: the offset is the next version to read, so a query restarted from its checkpoint goes on
+with no gap and no repeat. It starts at ``startingVersion`` (a number, or ``latest``, the default:
+what is committed from now on) or ``startingTimestamp``; ``maxVersionsPerTrigger`` caps the
+versions of a micro-batch (Spark 4.2+; Spark passes it back as its read limit). Updates and
+deletes are not rows of an insert stream: read the change feed for them.
+
 Options: ``path`` (or ``load(uri)`` / ``save(uri)``); to read ``versionAsOf``, ``timestampAsOf``,
-``columns``, ``filter``, ``maxPartitionBytes``, ``executorPlanningFiles``; to write ``commitId``,
+``columns``, ``filter``, ``maxPartitionBytes``, ``executorPlanningFiles``, ``readChangeFeed``,
+``startingVersion``, ``startingTimestamp``, ``endingVersion``, ``maxVersionsPerTrigger``; to write ``commitId``,
 ``upsert``, ``replaceWhere``, ``mergeSchema`` (add the columns the DataFrame brings, in a commit of
 their own first, and write the table's nullable columns it lacks as NULLs); and castable's
 storage options (``endpoint_url``, ``region``, ``profile``, ``max_attempts``, ``single_writer``).
@@ -47,21 +59,26 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from castable.changes import CHANGE_TYPE, METADATA, ChangeTask, changes_schema
 from castable.commit import read_manifest
 from castable.errors import (
     CastableError,
     CommitStateUnknownError,
     InvalidInputError,
 )
+from castable.feed import change_start
 from castable.manifest import DataFile, Manifest, RecentCommits
 from castable.predicate import Predicate, parse_predicate
 from castable.scan import Scan, ScanTask
 from castable.snapshot import SegmentSlice, Snapshot
+from castable.spark.changes import ChangeReader
 from castable.spark.digest import Digested, RowDigest
 from castable.spark.files import TableLocation, TableTarget, WriteMode, added_columns, spark_schema
 from castable.store import ObjectStore
@@ -126,10 +143,13 @@ class CastableDataSource(DataSource):
         return "castable"
 
     def schema(self) -> StructType:
-        """The schema of the version read (``versionAsOf``/``timestampAsOf``, else the latest)."""
+        """The schema of the version read (``versionAsOf``/``timestampAsOf``, else the latest),
+        with the change columns when reading the change feed."""
         schema = self._manifest(_location(self.options).open()).schema
         columns = _columns(self.options, schema)
-        return spark_schema(schema if columns is None else pa.schema([schema.field(c) for c in columns]))
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        return spark_schema(changes_schema(schema) if _change_feed(self.options) else schema)
 
     def _manifest(self, table: Table) -> Manifest:
         version = _option(self.options, "versionAsOf")
@@ -146,6 +166,8 @@ class CastableDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         location = _location(self.options)
         table = location.open()
+        if _change_feed(self.options):
+            return _changes_reader(self.options, location, table, schema)
         manifest = self._manifest(table)
         columns = _columns(self.options, manifest.schema)
         text = _option(self.options, "filter")
@@ -156,6 +178,25 @@ class CastableDataSource(DataSource):
         partition_bytes = int(_option(self.options, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES)
         many = int(_option(self.options, "executorPlanningFiles") or DEFAULT_EXECUTOR_PLANNING_FILES)
         return CastableReader(location, manifest, columns, predicate, partition_bytes, many)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """Stream the table's inserts, or with ``readChangeFeed`` its changes, by version."""
+        location = _location(self.options)
+        table = location.open()
+        columns = _columns(self.options, table.schema) or list(table.schema.names)
+        changes = _change_feed(self.options)
+        text = _option(self.options, "filter")
+        if not changes:
+            text = f"{CHANGE_TYPE} = 'insert'" if text is None else f"({text}) AND {CHANGE_TYPE} = 'insert'"
+        predicate = None if text is None else parse_predicate(text, changes_schema(table.schema))
+        limit = _option(self.options, "maxVersionsPerTrigger")
+        try:
+            most = None if limit is None else int(limit)
+        except ValueError:
+            raise InvalidInputError(f"maxVersionsPerTrigger must be a number, not {limit!r}") from None
+        if most is not None and most < 1:
+            raise InvalidInputError(f"maxVersionsPerTrigger must be at least 1, not {most}")
+        return CastableStreamReader(location, _starting(self.options, table), columns, predicate, changes, most)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         location = _location(self.options)
@@ -170,6 +211,145 @@ class CastableDataSource(DataSource):
             table.add_columns(new, commit_id=f"{commit_id or uuid.uuid4()}-columns")
             table = table.refresh()
         return CastableWriter(TableTarget.of(table, location.storage_options, merge), write_mode, commit_id, done)
+
+
+def _change_feed(options: Mapping[str, str]) -> bool:
+    text = (_option(options, "readChangeFeed") or "false").strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidInputError(f"readChangeFeed is true or false, not {text!r}")
+    return text == "true"
+
+
+def _version_option(options: Mapping[str, str], name: str) -> int | None:
+    text = _option(options, name)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be a version number, not {text!r}") from None
+
+
+def _starting(options: Mapping[str, str], table: Table) -> int:
+    """The first version a change read or stream reads: ``startingVersion`` (``latest``: the
+    next to be committed), the first committed at or after ``startingTimestamp``."""
+    version, timestamp = _option(options, "startingVersion"), _option(options, "startingTimestamp")
+    if version is not None and timestamp is not None:
+        raise InvalidInputError("give startingVersion or startingTimestamp, not both")
+    if timestamp is not None:
+        try:
+            at = datetime.fromisoformat(timestamp)
+        except ValueError as e:
+            raise InvalidInputError(f"bad startingTimestamp: {e}") from None
+        return change_start(table.store, table.refresh().manifest, at)
+    if version is None or version.strip().lower() == "latest":
+        return table.refresh().version + 1
+    return _version_option(options, "startingVersion") or 0
+
+
+def _changes_reader(
+    options: Mapping[str, str], location: TableLocation, table: Table, schema: StructType
+) -> DataSourceReader:
+    """A batch read of the change feed (``readChangeFeed``): versions ``startingVersion`` through
+    ``endingVersion``; a batch read must say where it starts."""
+    if _option(options, "startingVersion") is None and _option(options, "startingTimestamp") is None:
+        raise InvalidInputError("a change feed read needs startingVersion or startingTimestamp")
+    columns = _columns(options, table.schema)
+    scan = table.changes(
+        _starting(options, table),
+        _version_option(options, "endingVersion"),
+        columns=columns,
+        filter=_option(options, "filter"),
+    )
+    if spark_schema(scan.schema) != schema:
+        raise InvalidInputError(f"the given schema {schema.simpleString()} is not the change feed's {scan.schema}")
+    reader = ChangeReader(location, scan.snapshot.manifest.version, scan.columns, scan.predicate)
+    return CastableChangesReader(reader, scan.plan_tasks())
+
+
+@dataclass
+class ChangePartition(InputPartition):
+    """Change tasks as one Spark partition."""
+
+    tasks: list[ChangeTask]
+
+
+class CastableChangesReader(DataSourceReader):
+    """A batch read of a range of changes, planned on the driver (no footer read there)."""
+
+    def __init__(self, reader: ChangeReader, tasks: list[ChangeTask]) -> None:
+        self.reader = reader
+        self.tasks = tasks
+
+    def partitions(self) -> list[InputPartition]:
+        return [ChangePartition([t]) for t in self.tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, ChangePartition):
+            yield from self.reader.read(partition.tasks)
+
+
+class CastableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream of a table's changes (``changes``) or inserted rows, a micro-batch per range of
+    versions; an offset is ``{"version": v}``, the next version to read."""
+
+    def __init__(
+        self,
+        location: TableLocation,
+        starting: int,
+        columns: list[str],
+        predicate: Predicate | None,
+        changes: bool,
+        max_versions: int | None,
+    ) -> None:
+        self.location = location
+        self.starting = starting
+        self.columns = columns
+        self.predicate = predicate
+        self.changes = changes
+        self.max_versions = max_versions
+        self.until: int | None = None
+        """With ``availableNow``: the version after the newest when the query started, where it stops."""
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.until = self.location.open().version + 1
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"version": self.starting}
+
+    def getDefaultReadLimit(self) -> Any:
+        """``maxVersionsPerTrigger``, handed to Spark as a count of files: Spark passes it back
+        to :meth:`latestOffset` unless a trigger asks for everything (``availableNow``)."""
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+
+        return ReadAllAvailable() if self.max_versions is None else ReadMaxFiles(self.max_versions)
+
+    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
+        """The next version to read after this micro-batch: past the newest committed (with
+        ``availableNow``, when the query started), or ``maxVersionsPerTrigger`` past ``start``."""
+        end = self.until if self.until is not None else self.location.open().version + 1
+        most = getattr(limit, "max_files", None)
+        if start is not None and most is not None:
+            end = min(end, int(start["version"]) + int(most))
+        return {"version": max(end, 0 if start is None else int(start["version"]))}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        first, stop = int(start["version"]), int(end["version"])
+        if stop <= first:
+            return []
+        table = self.location.open()
+        scan = table.changes(first, stop - 1, columns=self.columns, filter=self.predicate)
+        return [ChangePartition([t]) for t in scan.plan_tasks()]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, ChangePartition) or not partition.tasks:
+            return
+        reader = ChangeReader(self.location, partition.tasks[0].version, self.columns, self.predicate)
+        for batch in reader.read(partition.tasks):
+            yield batch if self.changes else batch.drop_columns(METADATA.names)
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to release: a version, once committed, reads the same until it expires."""
 
 
 @dataclass

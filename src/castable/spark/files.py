@@ -52,6 +52,13 @@ def arrow_schema(struct: StructType) -> pa.Schema:
         raise InvalidInputError(f"a column has a type castable cannot store: {e}") from None
 
 
+def spark_arrow(schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema Spark takes rows of a table of ``schema`` in (large strings as strings,
+    timestamps in microseconds, nullability kept): what a task hands Spark is cast to it."""
+    taken = arrow_schema(spark_schema(schema))
+    return pa.schema([f.with_nullable(o.nullable) for f, o in zip(taken, schema, strict=True)])
+
+
 def added_columns(struct: StructType, schema: pa.Schema) -> list[pa.Field]:
     """The columns of a Spark schema the table lacks, as the nullable columns ``mergeSchema`` adds."""
     return [f for f in arrow_schema(struct) if f.name not in schema.names]
