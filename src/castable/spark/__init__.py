@@ -1,9 +1,10 @@
 """castable for Apache Spark: an ingest job that runs on Spark 3.5 (EMR 7.x) and 4.x,
 ``read_table`` (Spark's own Parquet reader over a version's live files, deletes applied; 3.5
-and 4.x), ``compact`` (compaction on the cluster, a group of files per task; 3.5 and 4.x),
-``read_changes`` and ``foreach_changes`` (a table's change feed; 3.5 and 4.x), ``delete``, ``update`` and ``merge`` (their file reads and writes in Spark tasks, each
-committed as one castable commit with one tombstone; 3.5 and 4.x), and
-a ``spark.read.format("castable")`` / ``df.write.format("castable")`` data source (Spark 4.0+).
+and 4.x), ``read_changes`` and ``foreach_changes`` (a table's change feed; 3.5 and 4.x),
+``compact`` (compaction on the cluster, a group of files per task; 3.5 and 4.x), ``delete``,
+``update`` and ``merge`` (their file reads and writes in Spark tasks, each committed as one
+castable commit with one tombstone; 3.5 and 4.x), and a ``spark.read.format("castable")`` /
+``df.write.format("castable")`` data source with a change-feed stream (Spark 4.0+; the stream 4.2+).
 
 Both are thin layers over the library: executors write data files with castable's writer and
 read scan tasks with castable's scan; the driver commits once through the commit protocol (or
