@@ -74,3 +74,19 @@ def test_isolation_example_runs_after_the_database_section(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "5.0"
+
+
+def test_change_feed_section_runs_as_written(tmp_path: Path) -> None:
+    """The bronze-to-silver consumer: silver holds bronze's rows, a repeated sync commits
+    nothing, and the feed shows the update's pair and the delete (the compaction gives nothing)."""
+    script = tmp_path / "feed.py"
+    script.write_text(block("## Change feed: what changed since you last looked", "python"))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "2 2",
+        "[{'id': 1, 'amount': 10.0}, {'id': 2, 'amount': 25.0}]",
+        "[{'id': 2, 'amount': 20.0, '_change_type': 'update_preimage'}, "
+        "{'id': 2, 'amount': 25.0, '_change_type': 'update_postimage'}, "
+        "{'id': 3, 'amount': 30.0, '_change_type': 'delete'}]",
+    ]
