@@ -174,3 +174,23 @@ def test_spark_35_reads_changes_and_follows_them(tmp_path: Path) -> None:
     ranges = [(0, 1), (2, 3), (2, 3), (4, 5), (6, 7)]
     assert [h[0] for h in out["handed"]] == [f"{uuid}:{a}-{b}" for a, b in ranges]
     assert [h[1] for h in out["handed"]] == [t.changes(a, b).count() for a, b in ranges]
+
+
+def test_a_keyless_update_on_spark_pairs_each_row_with_its_new_value(spark: Any, tmp_path: Path) -> None:
+    """Spark's update writes the changed rows in the library's order whatever order its tasks
+    finish in, so the change feed pairs each old row of a keyless table with its new one."""
+    from castable.spark import update
+
+    schema = pa.schema([("rid", pa.int64()), ("k", pa.int64())])
+    props = {"write.target-file-size-bytes": 4_000, "write.row-group-size-bytes": 2_000}
+    t = castable.create_table(str(tmp_path / "t"), schema, properties=props)
+    for start in range(0, 4_000, 500):
+        ids = list(range(start, start + 500))
+        t.append(pa.table({"rid": ids, "k": [i % 5 for i in ids]}, schema=schema))
+    t.append(pa.table({"rid": [9_000, 9_001], "k": [1, 2]}, schema=schema))  # inline
+    v = update(spark, t.uri, {"k": "k + 100"}, "k = 1")
+    got = castable.open_table(t.uri).changes(v).to_arrow().to_pylist()
+    assert len(got) == 2 * (800 + 1)
+    for pre, post in zip(got[0::2], got[1::2], strict=True):
+        assert (pre["_change_type"], post["_change_type"]) == ("update_preimage", "update_postimage")
+        assert (post["rid"], post["k"]) == (pre["rid"], 101)

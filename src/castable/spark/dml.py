@@ -51,7 +51,7 @@ FILES_PER_TASK = 4
 TASK_BYTES = 128 * 1024 * 1024
 """Data an update task reads (whole row groups): Spark's ``maxPartitionBytes``."""
 _PLANNED = pa.schema([("entries", pa.binary()), ("removed", pa.string()), ("rows", pa.int64())])
-_WRITTEN = pa.schema([("files", pa.string()), ("rows", pa.int64())])
+_WRITTEN = pa.schema([("at", pa.int64()), ("files", pa.string()), ("rows", pa.int64())])
 _MERGED = "files string, replaced binary, counts string"
 _HIT = "__castable_matched"
 """Beside the table's rows in a merge's join (``__t<i>``, the source's ``__s<i>``): NULL where none matched."""
@@ -109,23 +109,28 @@ class ClusterUpdate:
         self.target = target
 
     def __call__(self, snapshot: Snapshot, selected: Predicate, assignments: Assignments) -> tuple[list[DataFile], int]:
+        """The changed rows' files in the order the library's update writes them (inline entries'
+        rows first, then each file's in the version's order), so a change feed pairs a keyless
+        table's old and new rows by position (docs/format.md section 14)."""
         tasks = Scan(snapshot, None, selected).plan_tasks(TASK_BYTES)
         if not tasks:
             return [], 0
+        tasks.sort(key=lambda t: t.file.inline is None)
         target, version = self.target, snapshot.manifest.version
-        work = self.spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary").repartition(len(tasks))
+        pieces = [(i, pickle.dumps(t)) for i, t in enumerate(tasks)]
+        work = self.spark.createDataFrame(pieces, "at long, task binary").repartition(len(tasks))
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             scan = Scan(target.location.snapshot(version), None, selected)
             for batch in batches:
-                for blob in batch.column("task").to_pylist():
+                for at, blob in zip(batch.column("at").to_pylist(), batch.column("task").to_pylist(), strict=True):
                     read = list(scan.read_task(pickle.loads(blob)))
                     rows = pa.Table.from_batches(read) if read else scan.schema.empty_table()
                     files = target.write(assignments.apply(rows, rows).to_batches()) if rows.num_rows else []
-                    doc = {"files": json.dumps([f.to_json() for f in files]), "rows": rows.num_rows}
+                    doc = {"at": at, "files": json.dumps([f.to_json() for f in files]), "rows": rows.num_rows}
                     yield pa.RecordBatch.from_pylist([doc], _WRITTEN)
 
-        results = work.mapInArrow(write, "files string, rows long").collect()
+        results = sorted(work.mapInArrow(write, "at long, files string, rows long").collect(), key=lambda r: r["at"])
         files = [DataFile.from_json(doc) for r in results for doc in json.loads(r["files"])]
         return files, sum(r["rows"] for r in results)
 
