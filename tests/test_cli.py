@@ -512,3 +512,22 @@ def test_changes(tmp_path: Path) -> None:
     assert json.loads(run("changes", uri, "--from", "3", "--count", "--json"))["count"] == 0
     assert "after end version" in fails("changes", uri, "--from", "2", "--to", "1")
     assert "must be one of" in fails("changes", uri, "--from", "1", "--format", "xml")
+
+
+def test_db_changes(tmp_path: Path) -> None:
+    """``castable db changes``: a member's changes numbered by database version."""
+    uri = str(tmp_path / "db")
+    run("db", "create", uri)
+    run("db", "create-table", uri, "orders", "--schema", "id:int64,qty:int64", "-k", "id")
+    run("db", "create-table", uri, "lines", "--schema", "id:int64")
+    (tmp_path / "a.csv").write_text("id,qty\n1,5\n")
+    run("append", f"{uri}/orders", str(tmp_path / "a.csv"))
+    run("upsert", f"{uri}/orders", str(tmp_path / "a.csv"))
+    doc = json.loads(run("db", "changes", uri, "orders", "--from", "0", "--json"))
+    assert [(r["_commit_version"], r["_change_type"]) for r in doc["rows"]] == [
+        (3, "insert"),
+        (4, "update_preimage"),
+        (4, "update_postimage"),
+    ]
+    assert json.loads(run("db", "changes", uri, "lines", "--from", "3", "--count", "--json"))["count"] == 0
+    assert "no table" in fails("db", "changes", uri, "nope", "--from", "0")

@@ -9,6 +9,7 @@ from rich.table import Table as RichTable
 
 import castable
 from castable.cli.common import AsJson, CommitId, StorageOption, console, dumps, emit, parse_options
+from castable.cli.tables import show_changes
 from castable.types import parse_schema
 
 db_app = typer.Typer(help="Databases: several tables, one commit point, one snapshot.", no_args_is_help=True)
@@ -110,3 +111,25 @@ def snapshot(
     for name, table_version in snap.tables.items():
         shown.add_row(name, str(table_version), *([f"{rows[name]:,}"] if count else []))
     console.print(shown)
+
+
+@db_app.command("changes")
+def changes(
+    uri: str,
+    table: str,
+    start: Annotated[int, typer.Option("--from", help="First database version whose changes to read.")],
+    end: Annotated[int | None, typer.Option("--to", help="Last database version (default: the newest).")] = None,
+    columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
+    filter: Annotated[str | None, typer.Option("--filter", "-f", help="SQL predicate.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows to print as a table or --json (ignored otherwise).")] = 20,
+    output: Annotated[str | None, typer.Option(help="Write every change to a file, or to stdout with '-'.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, json (JSON Lines), csv or parquet.")] = "table",
+    count: Annotated[bool, typer.Option("--count", help="Print only the number of change rows.")] = False,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Row changes of one table committed in database versions --from..--to, numbered by database version."""
+    db = _open_db(uri, storage_option)
+    cols = [c.strip() for c in columns.split(",")] if columns else None
+    s = db.changes(table, start, end, columns=cols, filter=filter)
+    show_changes(s, f"{db.uri}/{table}", count=count, output=output, fmt=fmt, limit=limit, as_json=as_json)

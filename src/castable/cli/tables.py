@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 import castable
+from castable.changes import ChangeScan
 from castable.cli.common import (
     AsJson,
     CommitId,
@@ -531,11 +532,26 @@ def changes(
     as_json: AsJson = False,
 ) -> None:
     """Row changes (insert, delete, update_preimage, update_postimage) committed in versions --from..--to."""
-    if fmt not in CHANGE_FORMATS:
-        raise InvalidInputError(f"--format must be one of {', '.join(CHANGE_FORMATS)}, not {fmt!r}")
     table = _open(uri, storage_option)
     cols = [c.strip() for c in columns.split(",")] if columns else None
-    s = table.changes(start, end, start_time=since, end_time=until, columns=cols, filter=filter)
+    show_changes(
+        table.changes(start, end, start_time=since, end_time=until, columns=cols, filter=filter),
+        table.uri,
+        count=count,
+        output=output,
+        fmt=fmt,
+        limit=limit,
+        as_json=as_json,
+    )
+
+
+def show_changes(
+    s: ChangeScan, where: str, *, count: bool, output: str | None, fmt: str, limit: int, as_json: bool
+) -> None:
+    """Print a change scan as ``castable changes`` does: a count, a table, JSON, or every row to
+    ``output`` (or stdout) as JSON Lines, CSV or Parquet."""
+    if fmt not in CHANGE_FORMATS:
+        raise InvalidInputError(f"--format must be one of {', '.join(CHANGE_FORMATS)}, not {fmt!r}")
     versions = f"versions {s.versions.start}..{s.versions.stop - 1}" if s.versions else "no version"
     if count:
         n = s.count()
@@ -550,7 +566,7 @@ def changes(
         doc = {"from": s.versions.start, "to": s.versions.stop - 1, "columns": s.schema.names, "rows": rows}
         console.print(dumps(doc))
         return
-    _print_rows(s.schema.names, rows, f"{table.uri}: changes of {versions}")
+    _print_rows(s.schema.names, rows, f"{where}: changes of {versions}")
 
 
 @tables_app.command()
