@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 from castable.errors import InvalidInputError
 from castable.manifest import DataFile, Manifest
 from castable.predicate import Predicate
+from castable.readahead import read_ahead
 from castable.results import ArrowResult
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
@@ -45,6 +47,9 @@ METADATA = pa.schema(
 )
 """The columns a change row has besides the table's (Delta Lake's names)."""
 INSERT, DELETE, PREIMAGE, POSTIMAGE = "insert", "delete", "update_preimage", "update_postimage"
+LOCAL_READAHEAD = 2
+REMOTE_READAHEAD = 16
+"""Change tasks read ahead of the consumer, from a local store and from an object store."""
 
 PAIRING = frozenset({"update", "upsert", "merge"})
 """Operations whose deleted and inserted rows of one key are an update of that key."""
@@ -266,8 +271,12 @@ class ChangeScan(ArrowResult):
         return tasks
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        for task in self.plan_tasks():
-            yield from self.read_task(task)
+        """The change rows in order, tasks read a few ahead on the shared reader pool (from an
+        object store many: each is a round trip or two)."""
+        depth = LOCAL_READAHEAD if self.snapshot.store.native_input else REMOTE_READAHEAD
+        tasks = (partial(lambda t: list(self.read_task(t)), task) for task in self.plan_tasks())
+        for batches in read_ahead(tasks, depth):
+            yield from batches
 
     def count(self) -> int:
         """Change rows the scan returns."""
