@@ -120,6 +120,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ("checked and committed within the function's timeout",),
         ),
         (
+            "bench_changes.py",
+            "changes.md",
+            ("| local |", "| shaped S3 |"),
+            ("castable", "deltalake", "DuckLake"),
+            (),
+            ("## Flatness", "### castable / fastest peer", "stay flat from 100,000 to 1,000,000 rows"),
+        ),
+        (
             "bench_scale.py",
             "scale.md",
             ("| local store |", "| moto S3 over HTTP |"),
