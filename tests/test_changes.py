@@ -305,3 +305,30 @@ def test_database_changes_are_numbered_by_database_version(tmp_path: Path) -> No
         db.changes("a", 4, 2)
     with pytest.raises(castable.TableNotFoundError):
         db.changes("c", 0)
+
+
+def test_an_upserts_rows_are_read_by_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a large row group, the rows an upsert replaced are read from the pages whose bounds
+    hold their keys (the page index), and come out as the whole row group's read would give."""
+    n = 300_000
+    props = {"write.row-group-size-bytes": 64 << 20, "write.target-file-size-bytes": 256 << 20}
+    t = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=props)
+    t.append(pa.table({"id": range(n), "name": [f"name-{i:012d}" for i in range(n)], "n": range(n)}, schema=KEYED))
+    keys = list(range(150_000, 150_100)) + [7, n + 1]
+    v = t.upsert(rows(keys, "u", -1))
+    read_by_page: list[int] = []
+    real = castable.snapshot.Snapshot.read_matching
+
+    def spy(self: Any, *args: Any) -> Any:
+        found = real(self, *args)
+        read_by_page.append(0 if found is None else found[0].num_rows)
+        return found
+
+    monkeypatch.setattr(castable.snapshot.Snapshot, "read_matching", spy)
+    got = t.changes(v).to_arrow().to_pylist()
+    assert read_by_page and 0 < read_by_page[0] <= 2 * 20_000  # the two pages holding the keys
+    pre = [(r["id"], r["name"], r["n"]) for r in got if r["_change_type"] == "update_preimage"]
+    post = [(r["id"], r["name"], r["n"]) for r in got if r["_change_type"] == "update_postimage"]
+    assert sorted(pre) == [(k, f"name-{k:012d}", k) for k in sorted(keys[:-1])]
+    assert sorted(post) == [(k, f"u{k}", -1) for k in sorted(keys[:-1])]
+    assert [r["id"] for r in got if r["_change_type"] == "insert"] == [n + 1]

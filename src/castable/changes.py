@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 
 from castable.errors import InvalidInputError
 from castable.manifest import DataFile, Manifest
-from castable.predicate import Predicate
+from castable.predicate import And, Compare, Constant, InList, Or, Predicate
 from castable.readahead import read_ahead
 from castable.results import ArrowResult
 from castable.snapshot import Snapshot
@@ -50,6 +51,8 @@ INSERT, DELETE, PREIMAGE, POSTIMAGE = "insert", "delete", "update_preimage", "up
 LOCAL_READAHEAD = 2
 REMOTE_READAHEAD = 16
 """Change tasks read ahead of the consumer, from a local store and from an object store."""
+_PLAN_THREADS = 16
+"""Versions planned, and a version's files read, at once."""
 
 PAIRING = frozenset({"update", "upsert", "merge"})
 """Operations whose deleted and inserted rows of one key are an update of that key."""
@@ -151,7 +154,12 @@ def _deleted_from(old: Snapshot, new: Snapshot, added: list[DataFile], removed: 
     kept = set(touched) - skip
     if not removed and not kept:
         return []
-    listed = before.data_files.named(removed | kept)  # a path v-1 lists that v did not remove, v lists
+    look = key_predicate(before.primary_key, [d for p in kept for d in touched[p]])
+    if look is None:  # a delete by position: the kept files may be in any segment
+        listed = before.data_files.named(removed | kept)  # a path v-1 lists that v did not remove, v lists
+    else:  # by key: only files whose statistics hold a deleted key, in segments whose summaries do
+        found = [f for f in old.prune_files(look) if f.path in kept] if kept else []
+        listed = before.data_files.dropped(removed, after.data_files) + found
     before_deletes = old.deletes_for(listed)
     after_deletes = new.deletes_for([f for f in listed if f.path in kept])
     return [
@@ -166,6 +174,25 @@ def _deleted_from(old: Snapshot, new: Snapshot, added: list[DataFile], removed: 
         )
         for f in _inline_first(listed)
     ]
+
+
+def key_predicate(primary_key: Sequence[str], deletes: Sequence[FileDeletes]) -> Predicate | None:
+    """A predicate that every row ``deletes`` delete matches, when they delete by key alone: a
+    key delete names only files whose key statistics hold one of its keys, so the files it can
+    name are found by statistics (segment summaries first). ``None``: some delete by position."""
+    if not primary_key or any(d.full_groups or d.positions for d in deletes):
+        return None
+    key = primary_key[0]
+    parts: list[Predicate] = []
+    for d in deletes:
+        if len(d.points):
+            parts.append(InList(key, d.points))
+        for lo, hi in d.ranges:
+            bounds = ([Compare(key, ">=", lo)] if lo.is_valid else []) + (
+                [Compare(key, "<=", hi)] if hi.is_valid else []
+            )
+            parts.append(And(tuple(bounds)) if bounds else Constant(True))
+    return Or(tuple(parts)) if parts else Constant(False)
 
 
 def _inline_first(files: Sequence[DataFile]) -> list[DataFile]:
@@ -253,13 +280,20 @@ class ChangeScan(ArrowResult):
         file's inserts, but one a version whose rows are labelled together (an update's, an
         upsert's, a merge's, an erase's). Planning reads the segments that differ between versions
         and the tombstones of the files found, no data file."""
-        tasks: list[ChangeTask] = []
+        versions: list[tuple[Manifest | None, Manifest, int]] = []
         for (before, after), number in zip(itertools.pairwise(self.manifests), self.commit_versions, strict=True):
             assert after is not None
-            label = label_for(before, after)
-            if label is False:
-                continue
-            files = plan_version(self.snapshot.store, before, after)
+            versions.append((before, after, number))
+        labels = [label_for(before, after) for before, after, _ in versions]
+
+        def plan(at: int) -> list[FileChange]:
+            before, after, _ = versions[at]
+            return [] if labels[at] is False else plan_version(self.snapshot.store, before, after)
+
+        with ThreadPoolExecutor(max(1, min(_PLAN_THREADS, len(versions)))) as pool:
+            planned = list(pool.map(plan, range(len(versions))))
+        tasks: list[ChangeTask] = []
+        for (_, after, number), label, files in zip(versions, labels, planned, strict=True):
             if not files:
                 continue
             at = (after.version, number, after.created_at)
@@ -286,7 +320,11 @@ class ChangeScan(ArrowResult):
         """The labelled change rows of one task, with the scan's filter applied."""
         key = self.snapshot.manifest.primary_key
         needed = self.snapshot.columns_for(self.predicate, [*self.columns, *key[:1]])
-        read = [_changed_rows(self.snapshot, change, needed) for change in task.files]
+        if len(task.files) > 1:  # a version's files, read together
+            with ThreadPoolExecutor(min(_PLAN_THREADS, len(task.files))) as pool:
+                read = list(pool.map(lambda change: _changed_rows(self.snapshot, change, needed), task.files))
+        else:
+            read = [_changed_rows(self.snapshot, change, needed) for change in task.files]
         deleted = _concat([d for d, _ in read], needed, self.snapshot.schema)
         inserted = _concat([i for _, i in read], needed, self.snapshot.schema)
         if task.only == DELETE:
@@ -319,13 +357,16 @@ def _with_commit(table: pa.Table, task: ChangeTask) -> pa.Table:
 
 def _changed_rows(snapshot: Snapshot, change: FileChange, columns: list[str]) -> tuple[pa.Table, pa.Table]:
     """(rows of ``change.file`` the version deleted, rows it inserted), ``columns`` of each,
-    in file order; only the row groups that can hold one are read."""
+    in file order; only the row groups that can hold one are read, and of rows found by key (an
+    upsert's) only the pages whose bounds hold their keys, where the file has page indexes."""
     f = change.file
     footer = snapshot.footer(f)
     key = snapshot.manifest.primary_key
     groups: list[int] = []
     deleted_masks: list[np.ndarray] = []
     inserted_masks: list[np.ndarray] = []
+    pages_deleted: list[pa.Table] = []
+    pages_inserted: list[pa.Table] = []
     for rg in range(footer.num_row_groups):
         n = footer.row_group(rg).num_rows
         bounds = snapshot.key_bounds(f, footer, rg)
@@ -346,15 +387,25 @@ def _changed_rows(snapshot: Snapshot, change: FileChange, columns: list[str]) ->
             deleted, inserted = np.zeros(n, dtype=bool), ~gone_after
         else:
             deleted, inserted = gone_after & ~gone_before, gone_before & ~gone_after
-        if deleted.any() or inserted.any():
+        changed = deleted | inserted
+        if keys and changed.any():  # rows found by key: where page indexes allow, only their pages are read
+            wanted = InList(key[0], pc.unique(keys[0].filter(pa.array(changed)).combine_chunks()))
+            found = snapshot.read_matching(f, footer, columns, rg, wanted)
+            if found is not None:
+                table, at = found
+                pages_deleted.append(table.filter(pa.array(deleted[at])))
+                pages_inserted.append(table.filter(pa.array(inserted[at])))
+                continue
+        if changed.any():
             groups.append(rg)
             deleted_masks.append(deleted)
             inserted_masks.append(inserted)
-    if not groups:
-        empty = pa.schema([snapshot.schema.field(c) for c in columns]).empty_table()
-        return empty, empty
-    rows = snapshot.read(f, footer, columns, groups)
-    return rows.filter(pa.array(np.concatenate(deleted_masks))), rows.filter(pa.array(np.concatenate(inserted_masks)))
+    empty = pa.schema([snapshot.schema.field(c) for c in columns]).empty_table()
+    if groups:
+        rows = snapshot.read(f, footer, columns, groups)
+        pages_deleted.append(rows.filter(pa.array(np.concatenate(deleted_masks))))
+        pages_inserted.append(rows.filter(pa.array(np.concatenate(inserted_masks))))
+    return pa.concat_tables([empty, *pages_deleted]), pa.concat_tables([empty, *pages_inserted])
 
 
 def _deleted(

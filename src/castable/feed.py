@@ -16,9 +16,10 @@ from typing import TypeAlias
 import pyarrow.compute as pc
 
 from castable.changes import ChangeScan, changes_schema
+from castable.commit import read_manifest
 from castable.dblog import DatabaseVersion
 from castable.errors import InvalidInputError, VersionNotFoundError
-from castable.history import manifest_as_of, manifest_of_version
+from castable.history import manifest_as_of, manifest_of_version, missing_version
 from castable.manifest import Manifest
 from castable.pointer import retention_floor
 from castable.predicate import Predicate, parse_predicate
@@ -57,8 +58,18 @@ def change_manifests(store: ObjectStore, newest: Manifest, versions: range) -> l
         )
     wanted = range(max(start - 1, 0), versions.stop)
     with ThreadPoolExecutor(min(_READ_THREADS, len(wanted))) as pool:
-        found = list(pool.map(partial(manifest_of_version, store, newest), wanted))
+        found = list(pool.map(partial(_retained, store, newest), wanted))
     return ([None] if start == 0 else []) + list(found)
+
+
+def _retained(store: ObjectStore, newest: Manifest, version: int) -> Manifest:
+    """A version at or above the retention floor (checked once for the range, not per version)."""
+    if version == newest.version:
+        return newest
+    try:
+        return read_manifest(store, version, newest.table_uuid)
+    except VersionNotFoundError:
+        raise VersionNotFoundError(missing_version(store, version)) from None
 
 
 def change_scan(

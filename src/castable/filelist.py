@@ -266,12 +266,18 @@ class FileList(Generic[E]):
                 found += [e for e in p.entries(self.schema) if e.path in wanted]
         return found
 
+    def _differing(self, other: FileList[E]) -> tuple[list[Part[E]], list[Part[E]]]:
+        """(this list's segments ``other`` does not share, ``other``'s this one does not share)."""
+        theirs = {p.ref.path for p in other.parts if p.ref is not None}
+        mine = {p.ref.path for p in self.parts if p.ref is not None}
+        return (
+            [p for p in self.parts if p.ref is None or p.ref.path not in theirs],
+            [p for p in other.parts if p.ref is None or p.ref.path not in mine],
+        )
+
     def diff(self, older: FileList[E]) -> tuple[list[E], set[str]]:
         """(entries added, paths removed) since ``older``, reading only segments that differ."""
-        refs = {p.ref.path for p in older.parts if p.ref is not None}
-        mine = {p.ref.path for p in self.parts if p.ref is not None}
-        new = [p for p in self.parts if p.ref is None or p.ref.path not in refs]
-        old = [p for p in older.parts if p.ref is None or p.ref.path not in mine]
+        new, old = self._differing(older)
         before = {path for p in old for path in p.paths(older.schema)}
         added: list[E] = []
         after: set[str] = set()
@@ -282,6 +288,13 @@ class FileList(Generic[E]):
             if fresh:
                 added += p.entries_at(pa.array(fresh, pa.int64()), self.schema)
         return added, before - after
+
+    def dropped(self, paths: Collection[str], newer: FileList[E]) -> list[E]:
+        """The entries of ``paths`` (which ``newer`` no longer lists), in this list's order,
+        reading only the segments ``newer`` does not share: a removed entry is in one of those."""
+        wanted = set(paths)
+        _, old = newer._differing(self)
+        return [e for e in FileList(self.codec, self.schema, old).named(wanted)] if wanted else []
 
     @property
     def refs(self) -> list[SegmentRef]:
