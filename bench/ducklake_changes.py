@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import duckdb_extension_ducklake
 import duckdb_extension_httpfs
+from shaped_duckdb import use_endpoint
 
 
 def connect(endpoint: str) -> duckdb.DuckDBPyConnection:
@@ -33,12 +34,7 @@ def connect(endpoint: str) -> duckdb.DuckDBPyConnection:
         extension = Path(module.__file__).parent / f"extensions/v{duckdb.__version__}"
         con.sql(f"LOAD '{extension / f'{name}.duckdb_extension'}'")
     if endpoint:
-        con.sql("SET enable_external_file_cache = false")
-        con.sql("SET enable_http_metadata_cache = false")
-        con.sql(
-            "CREATE SECRET bench (TYPE s3, KEY_ID 'bench', SECRET 'bench', REGION 'us-east-1', "
-            f"ENDPOINT '{endpoint.removeprefix('http://')}', URL_STYLE 'path', USE_SSL false)"
-        )
+        use_endpoint(con, endpoint)
     return con
 
 

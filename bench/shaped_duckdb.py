@@ -23,13 +23,18 @@ def connect(endpoint: str, threads: int) -> duckdb.DuckDBPyConnection:
     extension = Path(duckdb_extension_httpfs.__file__).parent / f"extensions/v{duckdb.__version__}"
     con.sql(f"LOAD '{extension / 'httpfs.duckdb_extension'}'")
     con.sql(f"SET threads = {threads}")
+    use_endpoint(con, endpoint)
+    return con
+
+
+def use_endpoint(con: duckdb.DuckDBPyConnection, endpoint: str) -> None:
+    """Read S3 through ``endpoint`` (the moto server behind the shaping proxy), uncached."""
     con.sql("SET enable_external_file_cache = false")
     con.sql("SET enable_http_metadata_cache = false")
     con.sql(
         "CREATE SECRET bench (TYPE s3, KEY_ID 'bench', SECRET 'bench', REGION 'us-east-1', "
         f"ENDPOINT '{endpoint.removeprefix('http://')}', URL_STYLE 'path', USE_SSL false)"
     )
-    return con
 
 
 def counters(control: str | None, reset: bool) -> dict[str, Any]:

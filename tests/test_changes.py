@@ -314,7 +314,7 @@ def test_an_upserts_rows_are_read_by_page(tmp_path: Path, monkeypatch: pytest.Mo
     props = {"write.row-group-size-bytes": 64 << 20, "write.target-file-size-bytes": 256 << 20}
     t = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=props)
     t.append(pa.table({"id": range(n), "name": [f"name-{i:012d}" for i in range(n)], "n": range(n)}, schema=KEYED))
-    keys = list(range(150_000, 150_100)) + [7, n + 1]
+    keys = [*range(150_000, 150_100), 7, n + 1]
     v = t.upsert(rows(keys, "u", -1))
     read_by_page: list[int] = []
     real = castable.snapshot.Snapshot.read_matching

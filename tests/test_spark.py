@@ -22,12 +22,12 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.spark import local_session
 from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
 
 import castable
 from castable.register import read_file_list
 from castable.snapshot import Snapshot
-from castable.spark import register
 from castable.spark.ingest import ingest
 from castable.spark.ingest import main as ingest_main
 from castable.spark.remote import invoke_commit
@@ -44,20 +44,7 @@ SMALL_FILES = {"write.target-file-size-bytes": 6_000, "write.row-group-size-byte
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """One local Spark 4 session for the module."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("castable-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = local_session("castable-tests")
     yield session
     session.stop()
 
