@@ -63,7 +63,6 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from castable.changes import CHANGE_TYPE, METADATA, ChangeTask, changes_schema
@@ -83,6 +82,14 @@ from castable.spark.digest import Digested, RowDigest
 from castable.spark.files import TableLocation, TableTarget, WriteMode, added_columns, spark_schema
 from castable.store import ObjectStore
 from castable.table import Table
+
+try:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # Spark 4.0 and 4.1: no such mixin (their streams read everything each batch)
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stands in for Spark 4.2's mixin, so batch reads and writes load on Spark 4.0 and 4.1."""
+
 
 STORAGE_OPTIONS = ("endpoint_url", "region", "region_name", "profile", "profile_name", "max_attempts", "single_writer")
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
