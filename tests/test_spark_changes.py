@@ -39,9 +39,10 @@ def rows(ids: list[int], v: str = "x") -> pa.Table:
     return pa.table({"id": ids, "v": [f"{v}{i}" for i in ids]}, schema=SCHEMA)
 
 
-def history(uri: str) -> castable.Table:
+def history(uri: str, options: dict[str, str] | None = None) -> castable.Table:
     """A table whose versions append, upsert, delete, update, compact and erase."""
-    t = castable.create_table(uri, SCHEMA, primary_key="id", properties={"write.inline.max-bytes": "0"})
+    props = {"write.inline.max-bytes": "0"}
+    t = castable.create_table(uri, SCHEMA, primary_key="id", properties=props, storage_options=options)
     t.append(rows(list(range(10))))
     t.append(rows(list(range(10, 20))))
     t.upsert(rows([1, 15, 30], "u"))
@@ -70,6 +71,22 @@ def test_read_changes_is_the_library_feed(spark: Any, tmp_path: Path) -> None:
     assert changed([r.asDict() for r in both.collect()]) == changed(t.changes(2, 4).to_arrow().to_pylist())
     with pytest.raises(Exception, match="needs startingVersion"):
         spark.read.format("castable").option("readChangeFeed", "true").load(t.uri).collect()
+
+
+@pytest.mark.s3
+def test_read_changes_and_foreach_changes_on_s3(spark: Any, s3_bucket: str, s3_options: dict[str, str]) -> None:
+    """From S3 (the moto server): Spark tasks reach the table, and the loop's checkpoint, through
+    the storage options."""
+    from castable.spark import foreach_changes
+
+    t = history(f"s3://{s3_bucket}/tables/changes", s3_options)
+    got = read_changes(spark, t.uri, 0, storage_options=s3_options).collect()
+    assert changed([r.asDict() for r in got]) == changed(t.changes(0).to_arrow().to_pylist())
+    handed: list[tuple[str, int]] = []
+    checkpoint = f"s3://{s3_bucket}/checkpoints/changes.json"
+    foreach_changes(spark, t.uri, lambda df, b: handed.append((b, df.count())), checkpoint, storage_options=s3_options)
+    assert handed == [(f"{t.manifest.table_uuid}:0-{t.version}", len(got))]
+    assert foreach_changes(spark, t.uri, lambda df, b: None, checkpoint, storage_options=s3_options) == []
 
 
 def test_the_stream_delivers_every_change_once_in_version_order(spark: Any, tmp_path: Path) -> None:
