@@ -50,11 +50,11 @@ from castable.errors import (
     TransactionClosedError,
     VersionNotFoundError,
 )
-from castable.feed import Filter, member_changes
+from castable.feed import member_changes
 from castable.layout import POINTER_KEY, manifest_key
 from castable.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
 from castable.pointer import Pointer, encode_pointer
-from castable.predicate import Predicate, parse_predicate
+from castable.predicate import Predicate, Where, parse_predicate
 from castable.properties import TableProperties
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
 from castable.table import Table
@@ -235,7 +235,7 @@ class Database:
         end_version: int | None = None,
         *,
         columns: list[str] | None = None,
-        filter: Filter | None = None,
+        filter: Where | None = None,
     ) -> ChangeScan:
         """Row changes of table ``name`` committed in database versions ``start_version``
         through ``end_version`` (``None``: the newest), as :meth:`castable.Table.changes` reads

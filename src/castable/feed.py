@@ -11,9 +11,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
-from typing import TypeAlias
-
-import pyarrow.compute as pc
 
 from castable.changes import ChangeScan, changes_schema
 from castable.commit import read_manifest
@@ -22,12 +19,11 @@ from castable.errors import InvalidInputError, VersionNotFoundError
 from castable.history import manifest_as_of, manifest_of_version, missing_version
 from castable.manifest import Manifest
 from castable.pointer import retention_floor
-from castable.predicate import Predicate, parse_predicate
+from castable.predicate import Where, parse_predicate
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
 from castable.times import as_datetime
 
-Filter: TypeAlias = "str | pc.Expression | Predicate"
 _READ_THREADS = 16
 
 
@@ -81,7 +77,7 @@ def change_scan(
     start_time: datetime | str | None = None,
     end_time: datetime | str | None = None,
     columns: list[str] | None = None,
-    filter: Filter | None = None,
+    filter: Where | None = None,
 ) -> ChangeScan:
     """The changes committed in ``start_version..end_version`` (``None``: the newest), or
     between ``start_time`` and ``end_time`` (each mapped as ``as_of`` maps a time); see
@@ -118,7 +114,7 @@ def member_changes(
     end_version: int | None,
     *,
     columns: list[str] | None = None,
-    filter: Filter | None = None,
+    filter: Where | None = None,
 ) -> ChangeScan:
     """The changes of member table ``name`` (at ``store``) committed in database versions
     ``start_version..end_version`` (``None``: ``head``'s), numbered by database version: each
@@ -152,7 +148,7 @@ def _scan(
     manifests: list[Manifest | None],
     last: Manifest,
     columns: list[str] | None,
-    filter: Filter | None,
+    filter: Where | None,
     *,
     commit_versions: list[int] | None = None,
 ) -> ChangeScan:

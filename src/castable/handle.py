@@ -6,22 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, TypeAlias
+from typing import Literal, Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from castable.commit import CommitResult, NextState
 from castable.conflicts import Access, Rows
 from castable.inputs import DataLike
 from castable.manifest import Manifest
-from castable.predicate import Predicate
+from castable.predicate import Where
 from castable.properties import TableProperties
 from castable.scan import Scan
 from castable.snapshot import Snapshot
 from castable.store import ObjectStore
 
-Where: TypeAlias = "str | pc.Expression | Predicate"
 """A row filter: SQL text (``"id > 5"``), an Arrow expression, or a parsed predicate."""
 SchemaMode = Literal["strict", "merge"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import time
 from decimal import Decimal
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -499,7 +499,11 @@ def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) 
     return pc.not_equal(predicate.match_many(stats, rows), _CODE[Match.NONE])
 
 
-def parse_predicate(predicate: str | pc.Expression | Predicate, schema: pa.Schema) -> Predicate:
+Where: TypeAlias = "str | pc.Expression | Predicate"
+"""A filter as callers give one: castable's SQL, an Arrow expression, or a parsed predicate."""
+
+
+def parse_predicate(predicate: Where, schema: pa.Schema) -> Predicate:
     """Turn a SQL string or Arrow expression into a checked :class:`Predicate` for ``schema``."""
     if isinstance(predicate, Predicate):
         return predicate

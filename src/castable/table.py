@@ -30,13 +30,13 @@ from castable.errors import CorruptObjectError, InvalidInputError
 from castable.evolution import SchemaUpdate
 from castable.feed import change_scan
 from castable.gc import ExpireReport, GcReport
-from castable.handle import SchemaMode, Where, WriteStart
+from castable.handle import SchemaMode, WriteStart
 from castable.history import HistoryEntry, history, manifest_as_of, manifest_of_version
 from castable.inputs import DataLike, conforming_batches
 from castable.layout import ICEBERG_HINT
 from castable.manifest import DataFile, Manifest
 from castable.merge import MergeBuilder
-from castable.predicate import Constant, Predicate, parse_predicate
+from castable.predicate import Constant, Predicate, Where, parse_predicate
 from castable.properties import AFTER_COMMIT, TableProperties
 from castable.register import Verify
 from castable.replacement import Rewrite

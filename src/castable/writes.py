@@ -25,10 +25,10 @@ from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
 from castable.evolution import SchemaUpdate, columns_added, restored, same_schema, translate_stats
 from castable.expressions import Assignments
-from castable.handle import Handle, SchemaMode, Where
+from castable.handle import Handle, SchemaMode
 from castable.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
 from castable.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
-from castable.predicate import Constant, InList, Predicate, parse_predicate
+from castable.predicate import Constant, InList, Predicate, Where, parse_predicate
 from castable.properties import checked
 from castable.register import Verify, check_files
 from castable.replacement import ReplaceChange, Rewrite, RewriteChange, Rewritten, check_new_files
