@@ -13,7 +13,7 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, FILES_ONLY, events
 
 import castable
-from castable.store import PreconditionFailedError, S3Store, make_s3_client
+from castable.store import PreconditionFailedError, S3Store, StoreUnavailableError, make_s3_client
 from castable.store.probe import PROBE_PREFIX
 
 
@@ -53,13 +53,28 @@ def test_a_completed_multipart_upload_whose_answer_was_lost_is_the_writers_own(s
     assert info.etag == store.head("big").etag and info.size == 5 * 1024 * 1024 + 1
 
 
-def test_a_get_whose_connection_breaks_mid_body_is_read_again(s3_endpoint: str) -> None:
-    store = S3Store(new_bucket(s3_endpoint), "t", make_s3_client({"endpoint_url": s3_endpoint}))
+@pytest.mark.parametrize("max_attempts", [None, 2])
+def test_a_get_whose_connection_breaks_mid_body_is_read_again_within_the_retry_budget(
+    s3_endpoint: str, max_attempts: int | None
+) -> None:
+    """The SDK retries a request until its headers; the body gets the same budget on top (the
+    default one, or the ``max_attempts`` the user set), and past it the error is castable's."""
+    options: dict[str, object] = {"endpoint_url": s3_endpoint}
+    if max_attempts is not None:
+        options["max_attempts"] = max_attempts
+    store = S3Store(new_bucket(s3_endpoint), "t", make_s3_client(options))
     store.put("g", b"body")
-    with losing(lambda m, u: m == "GET" and "/t/g" in u, times=2, kind="reset_body") as injected:
+    budget = (max_attempts or 8) + 1  # botocore's max_attempts counts the retries after the first send
+    with losing(lambda m, u: m == "GET" and "/t/g" in u, times=budget - 1, kind="reset_body") as injected:
         before = injected["reset_body"]
         assert store.get("g").data == b"body"
-    assert injected["reset_body"] == before + 2
+    assert injected["reset_body"] == before + budget - 1
+    with (
+        losing(lambda m, u: m == "GET" and "/t/g" in u, times=budget, kind="reset_body"),
+        pytest.raises(StoreUnavailableError, match="reading from response stream"),
+    ):
+        store.get("g")
+    assert store.get("g").data == b"body"
 
 
 @pytest.mark.parametrize("part", ["/data/", "/manifest/", "_latest_manifest", "/tombstone/"])

@@ -99,7 +99,6 @@ _NO_VERSIONING = {"NotImplemented", "MethodNotAllowed", "501", "405"}
 """What an S3-compatible store without versioning answers GetBucketVersioning with."""
 _BODY_ERRORS = (ResponseStreamingError, IncompleteReadError, ReadTimeoutError, ConnectionClosedError)
 """Errors of a GET whose connection broke after the headers, while its body was read."""
-_BODY_ATTEMPTS = 4
 _DELETE_BATCH = 1000
 """S3's most keys (or versions) in one DeleteObjects request."""
 
@@ -137,6 +136,14 @@ def translate_error(error: ClientError | BotoCoreError, key: str) -> Exception:
     if code == "EntityTooSmall":
         return PartTooSmallError(f"{key}: a part but the last is under 5 MiB")
     return StoreError(f"{key}: {code or status}: {error}")
+
+
+def body_attempts(client: Any) -> int:
+    """How often a GET's body is read before its error surfaces: as often as the client's retry
+    budget lets it send a request (``max_attempts``), since the SDK retries a request only until
+    its headers arrive."""
+    retries = client.meta.config.retries or {}
+    return max(1, int(retries.get("total_max_attempts") or retries.get("max_attempts") or 1))
 
 
 def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
@@ -246,6 +253,7 @@ class S3Store(ObjectStore):
         self.client = client
         self.single_writer = single_writer
         self._bare_if_match = False
+        self._body_attempts = body_attempts(client)
 
     def check_conditional_writes(self) -> None:
         endpoint = self._endpoint
@@ -367,14 +375,14 @@ class S3Store(ObjectStore):
             kwargs["Range"] = f"bytes={byte_range[0]}-{byte_range[1] - 1}"
         if if_match is not None:
             kwargs["IfMatch"] = self._match(if_match)
-        for attempt in range(1, _BODY_ATTEMPTS + 1):
+        for attempt in range(1, self._body_attempts + 1):
             try:
                 response = self.client.get_object(**kwargs)
                 data = response["Body"].read()
                 break
             except _BODY_ERRORS as e:  # the SDK retries a request until its headers, not its body
                 self.stats.record("GET")
-                if attempt == _BODY_ATTEMPTS:
+                if attempt == self._body_attempts:
                     raise translate_error(e, key) from e
                 log.info("%s: the connection broke while reading the body (%s); reading it again", key, e)
             except (ClientError, BotoCoreError) as e:
