@@ -60,6 +60,9 @@ SILENT = frozenset({"compact"})
 """Operations that move rows between files without changing any (compaction, coalescing tombstones)."""
 CARRYING = frozenset({"erase"})
 """Operations that carry the rows they keep into new files: only the rows they drop are changes."""
+CARRIES = "carries_rows"
+"""A commit summary's flag that its new files carry rows of the files it removed (an engine's
+copy-on-write rewrite through the Iceberg catalog): its changes are labelled as ``CARRYING``'s."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ def label_for(before: Manifest | None, after: Manifest) -> str | bool | None:
         return None
     if ops <= SILENT:
         return False
-    if ops & CARRYING:
+    if ops & CARRYING or after.commit.summary.get(CARRIES):
         return "carried"
     if ops & PAIRING:
         return "pairs" if after.primary_key else "in-order" if ops == {"update"} else None

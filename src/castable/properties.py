@@ -146,6 +146,12 @@ _NAMESPACES = tuple({name.split(".")[0] + "." for name in DEFAULTS})
 _KNOWN = {*DEFAULTS, COMPRESSION_LEVEL}
 
 
+def unknown_setting(name: str) -> bool:
+    """Whether ``name`` lies in one of castable's namespaces without being a setting castable
+    knows (:func:`normalize` refuses it)."""
+    return name.startswith(_NAMESPACES) and name not in _KNOWN
+
+
 def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
     """Properties as stored: string keys and values, checked by parsing them once.
 
@@ -154,7 +160,7 @@ def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
     user's own and kept as given.
     """
     out = {str(k): str(v) for k, v in (props or {}).items()}
-    for name in sorted(k for k in out if k.startswith(_NAMESPACES) and k not in _KNOWN):
+    for name in sorted(filter(unknown_setting, out)):
         nearest = difflib.get_close_matches(name, _KNOWN, n=1)
         hint = f"; did you mean {nearest[0]!r}?" if nearest else f"; castable's are {sorted(_KNOWN)}"
         raise InvalidInputError(f"unknown table property {name!r}{hint}")

@@ -413,11 +413,13 @@ class Table:
             update.add_column(column.name, column.type)
         return update.commit()
 
-    def set_properties(self, changes: Mapping[str, object], *, commit_id: str | None = None) -> int:
-        """Commit new values of table properties (the others keep theirs); the version. A
-        version of its own, like a schema change: no data is read or written, and an unknown
-        or malformed setting is refused with nothing committed."""
-        return writes.set_properties(self, changes, commit_id=commit_id)
+    def set_properties(
+        self, changes: Mapping[str, object], *, remove: Collection[str] = (), commit_id: str | None = None
+    ) -> int:
+        """Commit new values of table properties, and remove those named in ``remove`` (the
+        others keep theirs); the version. A version of its own, like a schema change: no data
+        is read or written, and an unknown or malformed setting is refused with nothing committed."""
+        return writes.set_properties(self, changes, remove=remove, commit_id=commit_id)
 
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from castable import inline, uploads
+from castable.changes import CARRIES
 from castable.commit import NextState
 from castable.conflicts import Access, Rows, check_sources
 from castable.delete import DeleteChange, FilePlanner, plan_files
@@ -25,6 +26,7 @@ from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
 from castable.evolution import SchemaUpdate, columns_added, restored, same_schema, translate_stats
 from castable.expressions import Assignments
+from castable.filelist import prune_tombstones
 from castable.handle import Handle, SchemaMode
 from castable.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
 from castable.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
@@ -339,6 +341,54 @@ def add_files(
     return t.commit_change(mode, start.commit_id, change.build, Access(keys=(Rows(replaced, by=mode),))).version
 
 
+@uploads.deferred_within
+def replace_files(
+    t: Handle,
+    removed: Collection[str],
+    added: Sequence[str | DataFile],
+    *,
+    operation: str,
+    on_version: int,
+    commit_id: str | None = None,
+    verify: Verify = "footer",
+) -> int:
+    """Take whole data files out of the table and register files written elsewhere, in one
+    commit made on version ``on_version`` exactly: the change of an engine that planned it on
+    that version (an Iceberg snapshot, which names the files it removed and added). A newer
+    version is a ``CommitConflictError`` (the engine plans again); a removed path the version
+    does not hold, or an added file ``add_files`` would refuse, an ``InvalidInputError``."""
+    start = t.begin_write(commit_id)
+    if start.landed is not None:
+        return start.landed
+    gone = set(removed)
+    if len(gone) != len(removed):
+        raise InvalidInputError("the same file is removed twice")
+    if not gone and not added:
+        raise EmptyWriteError("replace_files was given no file to remove or add; nothing was committed")
+    _check_on(t.manifest, on_version)
+    missing = gone - set(t.manifest.data_files.holding(gone))
+    if missing:
+        raise InvalidInputError(f"version {on_version} holds no data files {sorted(missing)}")
+    files = check_files(t.store, added, t.schema, t.primary_key, verify)
+
+    def build(base: Manifest) -> NextState:
+        _check_on(base, on_version)
+        check_new_files(base.data_files, files)
+        remaining = base.data_files.without(gone)
+        rows_removed = sum(f.rows for f in base.data_files.named(gone))
+        summary = {"files_removed": len(gone), "rows_removed": rows_removed, "files_added": len(files)}
+        summary |= {"rows_added": sum(f.rows for f in files), "registered": True, CARRIES: bool(gone and files)}
+        data_files = remaining + (replace(f, added_version=base.version + 1) for f in files)
+        return NextState(data_files, prune_tombstones(base.tombstones, remaining, gone), summary)
+
+    return t.commit_change(operation, start.commit_id, build).version
+
+
+def _check_on(base: Manifest, version: int) -> None:
+    if base.version != version:
+        raise CommitConflictError(f"the change was planned on version {version}, and the table is at {base.version}")
+
+
 def check_add_mode(t: Handle, mode: str, where: Where | None = None) -> Predicate | None:
     """See :meth:`castable.table.Table.check_add_mode`."""
     if mode not in ADD_MODES:
@@ -398,17 +448,25 @@ def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
     return t.commit_change("alter", start.commit_id, build, across_schema=True).version
 
 
-def set_properties(t: Handle, changes: Mapping[str, object], *, commit_id: str | None = None) -> int:
+def set_properties(
+    t: Handle, changes: Mapping[str, object], *, remove: Collection[str] = (), commit_id: str | None = None
+) -> int:
     """See :meth:`castable.table.Table.set_properties`."""
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
-    checked({**t.manifest.properties, **changes}, t.schema)  # refuse a bad setting before committing
+    gone = set(remove) - set(changes)
+
+    def after(base: Manifest) -> dict[str, str]:
+        return checked({k: v for k, v in base.properties.items() if k not in gone} | dict(changes), base.schema)
+
+    after(t.manifest)  # refuse a bad setting before committing
 
     def build(base: Manifest) -> NextState:
-        props = checked({**base.properties, **changes}, base.schema)
-        summary = {"set": {str(k): str(v) for k, v in changes.items()}}
-        return NextState(base.data_files, base.tombstones, summary, properties=props)
+        summary: dict[str, Any] = {"set": {str(k): str(v) for k, v in changes.items()}}
+        if gone:
+            summary["removed"] = sorted(gone)
+        return NextState(base.data_files, base.tombstones, summary, properties=after(base))
 
     return t.commit_change("set-properties", start.commit_id, build, across_schema=True).version
 

@@ -177,6 +177,13 @@ class ObjectStore(ABC):
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """Every object whose key starts with ``prefix``, in key order."""
 
+    def folders(self, prefix: str = "") -> builtins.list[str]:
+        """The names of the folders directly under ``prefix`` (a folder, ``""`` or ending in
+        ``/``): S3's common prefixes, in name order. Here by a full listing; stores override it
+        with one that lists a level only."""
+        below = (info.key[len(prefix) :] for info in self.list(prefix))
+        return sorted({rest.split("/", 1)[0] for rest in below if "/" in rest})
+
     @abstractmethod
     def delete(self, key: str) -> None:
         """Delete an object and, in a versioned bucket, every version of it: castable deletes

@@ -183,6 +183,14 @@ class LocalStore(ObjectStore):
                         continue
         yield from sorted(found, key=lambda info: info.key)
 
+    def folders(self, prefix: str = "") -> builtins.list[str]:
+        self.stats.record("LIST")
+        try:
+            entries = list(os.scandir(self.root / prefix if prefix else self.root))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith(".") and _holds_objects(e.path))
+
     def delete(self, key: str) -> None:
         self.stats.record("DELETE")
         self._path(key).unlink(missing_ok=True)
@@ -354,3 +362,12 @@ class LocalStore(ObjectStore):
             )
         self.stats.record("OPEN")
         return f
+
+
+def _holds_objects(directory: str) -> bool:
+    """Whether an object lies under ``directory``: an empty directory is no folder, as on S3."""
+    for _, dirnames, filenames in os.walk(directory):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        if any(not name.startswith(".") for name in filenames):
+            return True
+    return False

@@ -412,6 +412,16 @@ class S3Store(ObjectStore):
                     last_modified=item["LastModified"],
                 )
 
+    def folders(self, prefix: str = "") -> builtins.list[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        full_prefix = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        names: list[str] = []
+        pages = paginator.paginate(Bucket=self.bucket, Prefix=full_prefix, Delimiter="/")
+        for page in self._pages(pages, prefix):
+            self.stats.record("LIST")
+            names += [p["Prefix"][len(full_prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])]
+        return sorted(names)
+
     def delete(self, key: str) -> None:
         if self._versioned():
             self._delete_versions(self._versions_of([key]))
