@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 import castable
+from castable.cli.catalog import catalog_app
 from castable.cli.common import console, run
 from castable.cli.databases import db_app
 from castable.cli.iceberg import iceberg_app
@@ -20,6 +21,7 @@ app = typer.Typer(
 app.add_typer(tables_app)
 app.add_typer(db_app, name="db")
 app.add_typer(iceberg_app, name="iceberg")
+app.add_typer(catalog_app, name="catalog")
 
 
 def _version(show: bool) -> None:

@@ -1,0 +1,267 @@
+"""A client's commit (its requirements and updates, as the Iceberg REST spec has them) made as
+castable commits.
+
+Requirements are checked against the table's newest version as published; a snapshot becomes
+one castable commit made on exactly that version (the files its manifests added and removed),
+so a concurrent castable commit makes it fail with 409 and the client plans again. castable
+numbers the snapshots it publishes by version: a client's snapshot id is kept as the commit's
+id (``iceberg-snapshot-<id>``), so a commit repeated after its answer was lost lands once.
+Everything a request asks is checked before anything is committed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.manifest import DataFile as IcebergDataFile
+from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus, read_manifest_list
+from pyiceberg.schema import Schema
+from pyiceberg.table import CommitTableRequest
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.update import (
+    AddPartitionSpecUpdate,
+    AddSchemaUpdate,
+    AddSnapshotUpdate,
+    AddSortOrderUpdate,
+    AssignUUIDUpdate,
+    RemovePropertiesUpdate,
+    SetCurrentSchemaUpdate,
+    SetDefaultSortOrderUpdate,
+    SetDefaultSpecUpdate,
+    SetLocationUpdate,
+    SetPropertiesUpdate,
+    SetSnapshotRefUpdate,
+    UpgradeFormatVersionUpdate,
+)
+
+from castable import writes
+from castable.catalog.errors import BadRequestError, UnsupportedError
+from castable.catalog.metadata import current_metadata, stored_names, stored_properties
+from castable.catalog.schemas import schema_update
+from castable.entries import DataFile
+from castable.iceberg.files import StoredFileIO
+from castable.iceberg.publish import INLINE, METADATA
+from castable.register import check_files, table_key
+from castable.table import Table
+
+SNAPSHOT_COMMIT = "iceberg-snapshot-{}"
+"""The castable commit id of a client's snapshot."""
+OPERATIONS = {"append": "append", "overwrite": "overwrite", "delete": "delete", "replace": "compact"}
+"""castable's operation for each of Iceberg's: a ``replace`` moves rows between files, as compaction does."""
+MAIN = "main"
+PUBLISHED = f"{METADATA}castable-"
+"""Where castable's publication writes its manifests (clients carry them on in their lists)."""
+
+
+@dataclass
+class Plan:
+    """What one request asks of the table, checked."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+    removals: list[str] = field(default_factory=list)
+    schema: Schema | None = None
+    snapshots: list[Snapshot] = field(default_factory=list)
+
+
+def commit(table: Table, request: CommitTableRequest, idempotency_key: str | None = None) -> Table:
+    """Apply ``request`` to ``table`` in castable commits; the table at its new newest version.
+    ``CommitFailedException`` (409) when a requirement fails or the table moved meanwhile."""
+    table.refresh()
+    snapshots = [u.snapshot for u in request.updates if isinstance(u, AddSnapshotUpdate)]
+    commit_id = (
+        SNAPSHOT_COMMIT.format(snapshots[-1].snapshot_id)
+        if snapshots
+        else None
+        if idempotency_key is None
+        else f"iceberg-request-{idempotency_key}"
+    )
+    if commit_id is not None and table.committed_version(commit_id) is not None:
+        return table  # a repeat of a commit that landed (its answer was lost)
+    _, base = current_metadata(table)
+    for requirement in request.requirements:
+        requirement.validate(base)
+    plan = _plan(base, request)
+    parts = [p for p in ("properties", "schema", "data") if _asks(plan, p)]
+
+    def part_id(name: str) -> str | None:
+        if commit_id is None:
+            return None
+        return commit_id if name == parts[-1] else f"{commit_id}:{name}"
+
+    schema = None if plan.schema is None else schema_update(table.schema, table.manifest.primary_key, plan.schema)
+    data = None if not plan.snapshots or schema is not None else _translate(table, plan.snapshots)
+    if plan.properties or plan.removals:
+        table.set_properties(plan.properties, remove=plan.removals, commit_id=part_id("properties"))
+    if schema is not None:
+        update = table.alter(commit_id=part_id("schema"))
+        update.changes.extend(schema.changes)
+        update.commit()
+    if plan.snapshots:
+        operation, removed, added = data or _translate(table, plan.snapshots)  # files of a new schema: checked now
+        writes.replace_files(
+            table,
+            removed,
+            added,
+            operation=operation,
+            on_version=table.version,
+            commit_id=part_id("data"),
+            verify="checked",
+        )
+    return table.refresh()
+
+
+def _asks(plan: Plan, part: str) -> bool:
+    if part == "properties":
+        return bool(plan.properties or plan.removals)
+    return plan.schema is not None if part == "schema" else bool(plan.snapshots)
+
+
+def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
+    """The request's updates, each checked; ``BadRequestError`` or ``UnsupportedError`` for one
+    castable does not do, before anything is committed."""
+    plan = Plan()
+    added_schemas: list[Schema] = []
+    for update in request.updates:
+        if isinstance(update, SetPropertiesUpdate):
+            plan.properties |= stored_properties(update.updates)
+            plan.removals = [k for k in plan.removals if k not in plan.properties]
+        elif isinstance(update, RemovePropertiesUpdate):
+            plan.removals += stored_names(update.removals)
+            plan.properties = {k: v for k, v in plan.properties.items() if k not in plan.removals}
+        elif isinstance(update, AddSchemaUpdate):
+            added_schemas.append(update.schema_)
+        elif isinstance(update, SetCurrentSchemaUpdate):
+            plan.schema = _schema(base, added_schemas, update.schema_id)
+        elif isinstance(update, AddSnapshotUpdate):
+            plan.snapshots.append(update.snapshot)
+        elif isinstance(update, SetSnapshotRefUpdate):
+            _check_ref(base, plan, update)
+        else:
+            _check_other(base, update)
+    if plan.schema is not None and plan.schema.fields == base.schema().fields:
+        plan.schema = None
+    return plan
+
+
+def _schema(base: TableMetadata, added: list[Schema], schema_id: int) -> Schema:
+    if schema_id == -1:
+        if not added:
+            raise BadRequestError("set-current-schema -1 names the last schema added, and none was")
+        return added[-1]
+    found = [s for s in [*added, *base.schemas] if s.schema_id == schema_id]
+    if not found:
+        raise BadRequestError(f"set-current-schema names schema {schema_id}, which the table does not have")
+    return found[0]
+
+
+def _check_ref(base: TableMetadata, plan: Plan, update: SetSnapshotRefUpdate) -> None:
+    if update.ref_name != MAIN or update.type != "branch":
+        raise UnsupportedError(f"castable tables have one branch, main: {update.type} {update.ref_name!r} is refused")
+    ids = [s.snapshot_id for s in plan.snapshots]
+    if update.snapshot_id not in ids[-1:] and update.snapshot_id != base.current_snapshot_id:
+        raise UnsupportedError(
+            f"main moves to the snapshot a commit adds, or stays: snapshot {update.snapshot_id} is refused "
+            "(castable restores an older version with castable restore)"
+        )
+
+
+def _check_other(base: TableMetadata, update: Any) -> None:
+    """The updates a table creation sends, accepted where they leave castable's table as it is."""
+    if isinstance(update, AssignUUIDUpdate) and str(update.uuid) == str(base.table_uuid):
+        return
+    if isinstance(update, UpgradeFormatVersionUpdate) and update.format_version <= base.format_version:
+        return
+    if isinstance(update, AddPartitionSpecUpdate) and not update.spec.fields:
+        return
+    if isinstance(update, SetDefaultSpecUpdate) and update.spec_id in (-1, base.default_spec_id):
+        return
+    if isinstance(update, AddSortOrderUpdate) and not update.sort_order.fields:
+        return
+    if isinstance(update, SetDefaultSortOrderUpdate) and update.sort_order_id in (-1, base.default_sort_order_id):
+        return
+    if isinstance(update, SetLocationUpdate) and update.location.rstrip("/") == base.location.rstrip("/"):
+        return
+    reasons = {
+        "add-spec": "castable tables are not partitioned",
+        "add-sort-order": "castable tables have no sort order",
+        "set-location": "a castable table stays where it is",
+        "upgrade-format-version": "castable publishes Iceberg format version 2",
+        "remove-snapshots": "castable expires versions by its retention (castable expire)",
+        "remove-snapshot-ref": "castable tables have one branch, main",
+    }
+    action = getattr(update, "action", type(update).__name__)
+    raise UnsupportedError(f"{action} is refused: {reasons.get(action, 'castable does not support it')}")
+
+
+def _translate(table: Table, snapshots: Sequence[Snapshot]) -> tuple[str, list[str], list[DataFile]]:
+    """castable's operation, the paths removed and the files added (checked) of ``snapshots``,
+    which one castable commit makes on the table's version."""
+    io = StoredFileIO(table.store)
+    removed: dict[str, None] = {}
+    added: dict[str, IcebergDataFile] = {}
+    for snapshot in snapshots:
+        for entry_status, data_file in _entries(io, snapshot):
+            if data_file.file_format != FileFormat.PARQUET:
+                raise BadRequestError(f"{data_file.file_path}: castable tables hold Parquet files only")
+            if entry_status == ManifestEntryStatus.ADDED:
+                added[data_file.file_path] = data_file
+            elif data_file.file_path in added:
+                del added[data_file.file_path]
+            else:
+                removed[_removed_key(table, data_file.file_path)] = None
+    kinds = {OPERATIONS.get(s.summary.operation.value if s.summary else "", "overwrite") for s in snapshots}
+    operation = kinds.pop() if len(kinds) == 1 else "overwrite"
+    return operation, list(removed), _checked(table, list(added.values()))
+
+
+def _entries(io: StoredFileIO, snapshot: Snapshot) -> list[tuple[ManifestEntryStatus, IcebergDataFile]]:
+    """The data files ``snapshot`` added or removed, from the manifests it wrote."""
+    found: list[tuple[ManifestEntryStatus, IcebergDataFile]] = []
+    for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
+        own = manifest.manifest_path.removeprefix(f"{io.root}/").startswith(PUBLISHED)
+        if manifest.added_snapshot_id != snapshot.snapshot_id or own:
+            continue  # a manifest of an earlier snapshot, carried on
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+            if entry.status == ManifestEntryStatus.EXISTING:
+                continue
+            content = entry.data_file.content
+            if content == DataFileContent.EQUALITY_DELETES:
+                raise BadRequestError(
+                    f"{entry.data_file.file_path}: equality delete files are refused; write position deletes "
+                    "(write.delete.mode=merge-on-read) or rewrite the files (copy-on-write)"
+                )
+            if content == DataFileContent.POSITION_DELETES:
+                raise UnsupportedError(
+                    f"{entry.data_file.file_path}: position delete files are not taken yet; "
+                    "use copy-on-write (write.delete.mode=copy-on-write)"
+                )
+            found.append((entry.status, entry.data_file))
+    return found
+
+
+def _removed_key(table: Table, location: str) -> str:
+    """The castable path of a data file a snapshot removes: its key, or for an inline entry
+    (published under ``metadata/inline/``) the entry's path."""
+    root = table.store.uri.rstrip("/") + "/"
+    key = location.removeprefix(root)
+    if key.startswith(INLINE):
+        name = key.removeprefix(INLINE)
+        paths = [f.path for f in table.manifest.data_files if f.inline is not None and f.path.endswith(f"/{name}")]
+        if paths:
+            return paths[0]
+    return table_key(table.store, location)
+
+
+def _checked(table: Table, files: list[IcebergDataFile]) -> list[DataFile]:
+    """The castable entries of the files a snapshot added, each described from its footer and
+    refused if the client's manifest says otherwise of its rows or size."""
+    entries = check_files(table.store, [f.file_path for f in files], table.schema, table.primary_key, "footer")
+    for claimed, entry in zip(files, entries, strict=True):
+        if (claimed.record_count, claimed.file_size_in_bytes) != (entry.rows, entry.size):
+            raise BadRequestError(
+                f"{claimed.file_path}: the manifest says {claimed.record_count} rows in {claimed.file_size_in_bytes} "
+                f"bytes, and the file holds {entry.rows} rows in {entry.size} bytes"
+            )
+    return entries

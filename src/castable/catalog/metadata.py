@@ -1,0 +1,73 @@
+"""What the catalog answers a load with: the Iceberg metadata castable publishes for the
+table's newest version (published on demand, O(change)), with the properties clients set.
+
+Iceberg clients' properties are stored as castable table properties; one that falls in a
+namespace of castable's settings without being one (``write.delete.mode``) is kept under
+``iceberg.`` so castable's validation of its own settings stays strict."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table.metadata import TableMetadata
+
+from castable.iceberg import publish
+from castable.iceberg.files import StoredFileIO
+from castable.iceberg.publish import NAME_MAPPING
+from castable.properties import unknown_setting
+from castable.table import Table
+
+KEPT_AS = "iceberg."
+"""The prefix of a client's property that would otherwise read as an unknown castable setting."""
+
+
+def stored_name(name: str) -> str:
+    """The castable property a client's property ``name`` is kept as."""
+    return f"{KEPT_AS}{name}" if unknown_setting(name) else name
+
+
+def client_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """A table's properties as Iceberg clients set them."""
+    return {k.removeprefix(KEPT_AS) if k.startswith(KEPT_AS) else k: v for k, v in properties.items()}
+
+
+def published_property(name: str) -> bool:
+    """Whether castable's publication sets property ``name`` (the name mapping, ``castable.*``):
+    a client's value of it is not kept, since the publication derives it from the table."""
+    return name == NAME_MAPPING or name.startswith("castable.")
+
+
+def stored_properties(properties: Mapping[str, object]) -> dict[str, str]:
+    """A client's properties as castable keeps them."""
+    return {stored_name(str(k)): str(v) for k, v in properties.items() if not published_property(str(k))}
+
+
+def stored_names(names: Iterable[str]) -> list[str]:
+    return [stored_name(n) for n in names if not published_property(n)]
+
+
+def current_metadata(table: Table) -> tuple[str, TableMetadata]:
+    """The location and metadata of ``table``'s newest version as Iceberg, with its properties."""
+    location = publish(table)
+    found = FromInputFile.table_metadata(StoredFileIO(table.store).new_input(location))
+    properties = {**client_properties(table.properties), **found.properties}
+    return location, found.model_copy(update={"properties": properties})
+
+
+def load_result(table: Table) -> dict[str, Any]:
+    """The body of a LoadTableResult for ``table``."""
+    location, metadata = current_metadata(table)
+    return {"metadata-location": location, "metadata": _json(metadata), "config": {}}
+
+
+def commit_result(table: Table) -> dict[str, Any]:
+    """The body of a CommitTableResponse for ``table``'s newest version."""
+    location, metadata = current_metadata(table)
+    return {"metadata-location": location, "metadata": _json(metadata)}
+
+
+def _json(metadata: TableMetadata) -> Any:
+    return json.loads(metadata.model_dump_json())

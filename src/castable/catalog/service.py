@@ -1,0 +1,215 @@
+"""The Iceberg REST catalog's routes over a :class:`~castable.catalog.warehouse.Warehouse`: one
+implementation, which the local HTTP server and the Lambda handler both call with a request's
+method, path, query, headers and body. Bodies are parsed with pyiceberg's models."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from pyiceberg.catalog.rest import CreateTableRequest
+from pyiceberg.table import CommitTableRequest
+
+from castable.catalog import commits
+from castable.catalog.errors import BadRequestError, RouteNotFoundError, UnsupportedError, answer_for
+from castable.catalog.metadata import commit_result, load_result, stored_properties
+from castable.catalog.schemas import arrow_schema
+from castable.catalog.warehouse import Namespace, Warehouse
+
+SEPARATOR = "\x1f"
+"""What joins a namespace's levels in a path (``%1F``, the spec's default)."""
+ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request as the catalog reads it."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    headers: Mapping[str, str]
+    body: bytes = b""
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body or b"{}")
+        except ValueError as e:
+            raise BadRequestError(f"the request body is not JSON: {e}") from e
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+
+
+@dataclass(frozen=True)
+class Response:
+    """The status and JSON body (``None``: no body) of an answer."""
+
+    status: int
+    body: Any = None
+
+
+Handler = Callable[["Catalog", Request, list[str]], Response]
+_ROUTES: list[tuple[str, re.Pattern[str], Handler]] = []
+
+
+def _route(method: str, pattern: str) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        _ROUTES.append((method, re.compile(f"/v1/{pattern}"), handler))
+        return handler
+
+    return register
+
+
+class Catalog:
+    """The catalog of the tables under one warehouse."""
+
+    def __init__(self, warehouse: Warehouse) -> None:
+        self.warehouse = warehouse
+
+    def handle(self, request: Request) -> Response:
+        """The answer to ``request``: a route's, or the Iceberg error body of what it raised."""
+        path = request.path.split("?", 1)[0].rstrip("/")
+        try:
+            for method, pattern, handler in _ROUTES:
+                found = pattern.fullmatch(path)
+                if found and (method == request.method or (method == "GET" and request.method == "HEAD")):
+                    return handler(self, request, [unquote(g) for g in found.groups()])
+            raise RouteNotFoundError(f"no route {request.method} {path}")
+        except Exception as e:
+            status, body = answer_for(e)
+            return Response(status, body)
+
+    # ------------------------------------------------------------------ config
+
+    @_route("GET", "config")
+    def config(self, request: Request, _: list[str]) -> Response:
+        return Response(200, {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS})
+
+    # --------------------------------------------------------------- namespaces
+
+    @_route("GET", "namespaces")
+    def list_namespaces(self, request: Request, _: list[str]) -> Response:
+        parent = _namespace(request.query["parent"]) if request.query.get("parent") else ()
+        return Response(200, {"namespaces": [list(ns) for ns in self.warehouse.namespaces(parent)]})
+
+    @_route("POST", "namespaces")
+    def create_namespace(self, request: Request, _: list[str]) -> Response:
+        body = request.json()
+        namespace = tuple(str(level) for level in body.get("namespace") or [])
+        properties = self.warehouse.create_namespace(namespace, body.get("properties") or {})
+        return Response(200, {"namespace": list(namespace), "properties": properties})
+
+    @_route("GET", "namespaces/([^/]+)")
+    def load_namespace(self, request: Request, groups: list[str]) -> Response:
+        namespace = _namespace(groups[0])
+        properties = self.warehouse.properties(namespace)
+        if request.method == "HEAD":
+            return Response(204)
+        return Response(200, {"namespace": list(namespace), "properties": properties})
+
+    @_route("DELETE", "namespaces/([^/]+)")
+    def drop_namespace(self, request: Request, groups: list[str]) -> Response:
+        self.warehouse.drop_namespace(_namespace(groups[0]))
+        return Response(204)
+
+    @_route("POST", "namespaces/([^/]+)/properties")
+    def update_namespace(self, request: Request, groups: list[str]) -> Response:
+        body = request.json()
+        updated, removed, missing = self.warehouse.update_properties(
+            _namespace(groups[0]), list(body.get("removals") or []), body.get("updates") or {}
+        )
+        return Response(200, {"updated": updated, "removed": removed, "missing": missing})
+
+    @_route("POST", "namespaces/([^/]+)/register")
+    def register_table(self, request: Request, groups: list[str]) -> Response:
+        raise UnsupportedError(
+            "register is refused: a castable table is created by castable; register Parquet files "
+            "with castable add-files, or create the table and append"
+        )
+
+    # ------------------------------------------------------------------- tables
+
+    @_route("GET", "namespaces/([^/]+)/tables")
+    def list_tables(self, request: Request, groups: list[str]) -> Response:
+        namespace = _namespace(groups[0])
+        names = self.warehouse.tables(namespace)
+        return Response(200, {"identifiers": [{"namespace": list(namespace), "name": n} for n in names]})
+
+    @_route("POST", "namespaces/([^/]+)/tables")
+    def create_table(self, request: Request, groups: list[str]) -> Response:
+        namespace = _namespace(groups[0])
+        body = request.json()
+        for optional in ("location", "partition-spec", "write-order"):
+            body.setdefault(optional, None)
+        created = CreateTableRequest.model_validate(body)
+        if created.stage_create:
+            raise UnsupportedError("staged creation is not supported yet: create the table, then commit to it")
+        if created.partition_spec is not None and created.partition_spec.fields:
+            raise BadRequestError("castable tables are not partitioned: create it without a partition spec")
+        if created.write_order is not None and created.write_order.fields:
+            raise BadRequestError("castable tables have no sort order: create it without one")
+        properties = dict(created.properties)
+        if properties.pop("format-version", "2") not in ("1", "2"):
+            raise BadRequestError("castable publishes Iceberg format version 2")
+        schema, key = arrow_schema(created.table_schema)
+        location = self.warehouse.folder((*namespace, created.name)).uri.rstrip("/")
+        if created.location is not None and created.location.rstrip("/") != location:
+            raise BadRequestError(f"a table of this catalog is at {location}, not {created.location}")
+        table = self.warehouse.create_table(
+            namespace, created.name, schema, primary_key=key, properties=stored_properties(properties)
+        )
+        return Response(200, load_result(table))
+
+    @_route("GET", "namespaces/([^/]+)/tables/([^/]+)")
+    def load_table(self, request: Request, groups: list[str]) -> Response:
+        table = self.warehouse.table(_namespace(groups[0]), groups[1])
+        return Response(204) if request.method == "HEAD" else Response(200, load_result(table))
+
+    @_route("POST", "namespaces/([^/]+)/tables/([^/]+)")
+    def commit_table(self, request: Request, groups: list[str]) -> Response:
+        namespace = _namespace(groups[0])
+        body = request.json()
+        body.setdefault("identifier", {"namespace": list(namespace), "name": groups[1]})
+        asked = CommitTableRequest.model_validate(body)
+        table = self.warehouse.table(namespace, groups[1])
+        return Response(200, commit_result(commits.commit(table, asked, request.header("Idempotency-Key"))))
+
+    @_route("DELETE", "namespaces/([^/]+)/tables/([^/]+)")
+    def drop_table(self, request: Request, groups: list[str]) -> Response:
+        purge = request.query.get("purgeRequested", "false").lower() == "true"
+        self.warehouse.drop_table(_namespace(groups[0]), groups[1], purge=purge)
+        return Response(204)
+
+    @_route("POST", "tables/rename")
+    def rename_table(self, request: Request, _: list[str]) -> Response:
+        raise UnsupportedError("rename is refused: a castable table is its folder, and castable does not move it")
+
+    @_route("POST", "transactions/commit")
+    def commit_transaction(self, request: Request, _: list[str]) -> Response:
+        raise UnsupportedError("multi-table transactions are not supported yet: commit each table")
+
+
+def _namespace(encoded: str) -> Namespace:
+    """A namespace from its path segment (levels joined by the unit separator)."""
+    namespace = tuple(encoded.split(SEPARATOR))
+    if not all(namespace):
+        raise BadRequestError(f"namespace {encoded!r} has an empty level")
+    return namespace

@@ -1,0 +1,209 @@
+"""The tables under one warehouse folder, as an Iceberg catalog sees them: a namespace is a
+folder (``a.b`` is ``a/b/``), a table a castable table in it, and a namespace that is a castable
+database holds its member tables, which commit through the database's log. No catalog database:
+the folders and the tables' own pointers are the catalog."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from castable.catalog.errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    UnsupportedError,
+)
+from castable.database import Database
+from castable.dblog import LOG_PREFIX, NAME
+from castable.errors import DatabaseNotFoundError, TableNotFoundError
+from castable.layout import POINTER_KEY, manifest_key
+from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError, store_from_uri
+from castable.table import Table
+from castable.tables import create_table_at, load_table
+
+Namespace = tuple[str, ...]
+MARKER = "_namespace.json"
+"""The object that makes an empty folder a namespace and holds its properties."""
+DATABASE = "castable.database"
+"""The namespace property that, set to ``true`` at creation, makes the namespace a castable database."""
+_HEADS = 16
+
+
+class Warehouse:
+    """The namespaces and tables under ``root``."""
+
+    def __init__(self, root: ObjectStore) -> None:
+        self.root = root
+
+    @classmethod
+    def at(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> Warehouse:
+        """The warehouse at ``uri`` (a directory, ``file://`` or ``s3://bucket/prefix`` URI)."""
+        return cls(store_from_uri(uri, storage_options))
+
+    # ---------------------------------------------------------------- namespaces
+
+    def folder(self, namespace: Namespace) -> ObjectStore:
+        """The store of ``namespace``'s folder (whether or not it exists)."""
+        if not namespace:
+            raise BadRequestError("a namespace has at least one level")
+        store = self.root
+        for level in namespace:
+            if not NAME.fullmatch(level):
+                raise BadRequestError(
+                    f"namespace level {level!r} is not a castable name (letters, digits, '_' and '-', "
+                    "starting with a letter or digit, at most 128 characters)"
+                )
+            store = store.child(level)
+        return store
+
+    def namespaces(self, parent: Namespace = ()) -> list[Namespace]:
+        """The namespaces directly under ``parent`` (the top level for ``()``)."""
+        if parent:
+            self.properties(parent)  # 404 for a parent that is not a namespace
+            if self._database(parent) is not None:
+                return []
+        store = self.folder(parent) if parent else self.root
+        names = [n for n in store.folders() if NAME.fullmatch(n)]
+        with ThreadPoolExecutor(_HEADS) as pool:
+            tables = list(pool.map(lambda n: _is_table(store.child(n)), names))
+        return [(*parent, n) for n, table in zip(names, tables, strict=True) if not table]
+
+    def properties(self, namespace: Namespace) -> dict[str, str]:
+        """``namespace``'s properties; ``NoSuchNamespaceError`` if it is not one."""
+        store = self.folder(namespace)
+        try:
+            doc = json.loads(store.get(MARKER).data)
+            return {str(k): str(v) for k, v in doc.get("properties", {}).items()}
+        except ObjectNotFoundError:
+            pass
+        parent = self.folder(namespace[:-1]) if len(namespace) > 1 else self.root
+        if namespace[-1] not in parent.folders() or _is_table(store):
+            raise NoSuchNamespaceError(f"namespace {'.'.join(namespace)} does not exist")
+        return {DATABASE: "true"} if self._database(namespace) is not None else {}
+
+    def create_namespace(self, namespace: Namespace, properties: Mapping[str, str]) -> dict[str, str]:
+        """Make ``namespace``, a castable database when ``castable.database`` is ``true``."""
+        store = self.folder(namespace)
+        if namespace[:-1]:
+            self.properties(namespace[:-1])
+            if self._database(namespace[:-1]) is not None:
+                raise BadRequestError(f"namespace {'.'.join(namespace[:-1])} is a database: it holds tables only")
+        if _is_table(store):
+            raise AlreadyExistsError(f"{'.'.join(namespace)} is a table")
+        wanted = {str(k): str(v) for k, v in properties.items()}
+        database = wanted.get(DATABASE, "false").lower()
+        if database not in ("true", "false"):
+            raise BadRequestError(f"{DATABASE} is true or false, not {wanted[DATABASE]!r}")
+        try:
+            store.put(MARKER, json.dumps({"properties": wanted}).encode(), if_none_match=True)
+        except PreconditionFailedError:
+            raise AlreadyExistsError(f"namespace {'.'.join(namespace)} already exists") from None
+        if database == "true":
+            Database.create(store)
+        return wanted
+
+    def update_properties(
+        self, namespace: Namespace, removals: list[str], updates: Mapping[str, str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Set and remove properties of ``namespace``; the keys updated, removed and missing."""
+        current = self.properties(namespace)
+        if DATABASE in updates or DATABASE in removals:
+            raise BadRequestError(f"{DATABASE} is set when a namespace is created, never after")
+        missing = [k for k in removals if k not in current]
+        merged = {k: v for k, v in current.items() if k not in removals} | {str(k): str(v) for k, v in updates.items()}
+        self.folder(namespace).put(MARKER, json.dumps({"properties": merged}).encode())
+        return sorted(updates), [k for k in removals if k in current], missing
+
+    def drop_namespace(self, namespace: Namespace) -> None:
+        """Remove an empty namespace (its marker, and its log if it is a database)."""
+        self.properties(namespace)
+        if self.tables(namespace) or self.namespaces(namespace):
+            raise NamespaceNotEmptyError(f"namespace {'.'.join(namespace)} is not empty")
+        store = self.folder(namespace)
+        store.delete_many([info.key for info in store.list(f"{LOG_PREFIX}/")])
+        store.delete(MARKER)
+
+    def _database(self, namespace: Namespace) -> Database | None:
+        store = self.folder(namespace)
+        if not store.exists(f"{LOG_PREFIX}/{POINTER_KEY}"):
+            return None
+        try:
+            return Database.load(store)
+        except DatabaseNotFoundError:
+            return None
+
+    # ---------------------------------------------------------------- tables
+
+    def tables(self, namespace: Namespace) -> list[str]:
+        """The names of the tables of ``namespace``."""
+        self.properties(namespace)
+        database = self._database(namespace)
+        if database is not None:
+            return database.tables()
+        store = self.folder(namespace)
+        names = [n for n in store.folders() if NAME.fullmatch(n)]
+        with ThreadPoolExecutor(_HEADS) as pool:
+            found = list(pool.map(lambda n: _is_table(store.child(n)), names))
+        return [n for n, table in zip(names, found, strict=True) if table]
+
+    def table(self, namespace: Namespace, name: str) -> Table:
+        """Table ``name`` of ``namespace`` at its newest version."""
+        self.properties(namespace)
+        database = self._database(namespace)
+        try:
+            if database is not None:
+                return database.table(name)
+            store = self.folder((*namespace, name))
+            if not _is_table(store):
+                raise TableNotFoundError(f"no table {name!r} in namespace {'.'.join(namespace)}")
+            return load_table(store)
+        except TableNotFoundError as e:
+            raise NoSuchTableError(str(e)) from e
+
+    def create_table(
+        self,
+        namespace: Namespace,
+        name: str,
+        schema: pa.Schema,
+        *,
+        primary_key: list[str] | None,
+        properties: Mapping[str, str],
+    ) -> Table:
+        """A new empty table ``name`` in ``namespace`` (in its database, if it is one)."""
+        self.properties(namespace)
+        key = None if not primary_key else primary_key[0] if len(primary_key) == 1 else primary_key
+        database = self._database(namespace)
+        if database is not None:
+            return database.create_table(name, schema, primary_key=key, properties=properties)
+        store = self.folder((*namespace, name))
+        if _is_table(store):
+            raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
+        if store.folders() or any(True for _ in store.list(MARKER)):
+            raise AlreadyExistsError(f"{'.'.join((*namespace, name))} is a namespace")
+        return create_table_at(store, schema, primary_key=key, properties=properties)
+
+    def drop_table(self, namespace: Namespace, name: str, *, purge: bool) -> None:
+        """Delete table ``name`` and every object of it. A castable table is its folder, so a
+        drop that keeps the files has nothing to remove: it is refused."""
+        table = self.table(namespace, name)
+        if self._database(namespace) is not None:
+            raise UnsupportedError("castable cannot drop a table of a database yet")
+        if not purge:
+            raise BadRequestError(
+                "a castable table is its folder: dropping it deletes its files; ask for a purge "
+                "(DROP TABLE ... PURGE, catalog.purge_table) to drop it"
+            )
+        store = table.store
+        store.delete_many([POINTER_KEY, manifest_key(0)])  # no longer a table before its files go
+        store.delete_many([info.key for info in store.list()])
+
+
+def _is_table(store: ObjectStore) -> bool:
+    return store.exists(POINTER_KEY) or store.exists(manifest_key(0))

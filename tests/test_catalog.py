@@ -1,0 +1,364 @@
+"""The Iceberg REST catalog (``castable.catalog``) driven by a real client, pyiceberg's
+``RestCatalog``, over HTTP: every write it makes is a castable commit that castable reads back,
+every refused request leaves the table as it was, and conflicts answer 409."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from helpers.s3servers import new_bucket
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    ValidationException,
+)
+from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
+from pyiceberg.manifest import ManifestWriter
+from pyiceberg.types import LongType, StringType
+
+import castable
+from castable.catalog import Catalog, Warehouse, make_server
+
+ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "s": pa.array(["a", "b", "c"], pa.string())})
+
+
+class Served:
+    """A catalog served on a free port over ``warehouse``, and a pyiceberg client of it."""
+
+    def __init__(self, warehouse: str, storage_options: dict[str, str] | None = None) -> None:
+        self.warehouse = warehouse
+        self.options = storage_options
+        self.server = make_server(Catalog(Warehouse.at(warehouse, storage_options)), port=0)
+        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def client(self) -> RestCatalog:
+        props = {"uri": self.uri}
+        if self.options:
+            props |= {"s3.endpoint": self.options["endpoint_url"], "s3.region": "us-east-1"}
+            props |= {"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
+        return RestCatalog("castable", **props)
+
+    def castable(self, *path: str) -> castable.Table:
+        return castable.open_table("/".join([self.warehouse.rstrip("/"), *path]), storage_options=self.options)
+
+    def raw(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.uri}{path}", data=data, method=method)
+        try:
+            with urllib.request.urlopen(request) as answer:
+                text = answer.read()
+                return answer.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    (tmp_path / "wh").mkdir()
+    s = Served(str(tmp_path / "wh"))
+    yield s
+    s.close()
+
+
+def rows(table: castable.Table) -> list[tuple[Any, ...]]:
+    data = table.refresh().to_arrow()
+    return sorted(zip(*(data.column(n).to_pylist() for n in data.column_names), strict=True))
+
+
+def iceberg_rows(table: Any) -> list[tuple[Any, ...]]:
+    data = table.refresh().scan().to_arrow()
+    return sorted(zip(*(data.column(n).to_pylist() for n in data.column_names), strict=True))
+
+
+def test_namespaces_are_folders(served: Served, tmp_path: Path) -> None:
+    cat = served.client()
+    cat.create_namespace("sales", {"owner": "ana"})
+    cat.create_namespace(("sales", "eu"))
+    cat.create_namespace("shop", {"castable.database": "true"})
+    with pytest.raises(NamespaceAlreadyExistsError):
+        cat.create_namespace("sales")
+    assert cat.list_namespaces() == [("sales",), ("shop",)]
+    assert cat.list_namespaces("sales") == [("sales", "eu")]
+    assert cat.load_namespace_properties("sales") == {"owner": "ana"}
+    assert cat.namespace_exists("sales") and not cat.namespace_exists("nowhere")
+    summary = cat.update_namespace_properties("sales", removals={"owner", "absent"}, updates={"team": "x"})
+    assert (summary.updated, summary.removed, summary.missing) == (["team"], ["owner"], ["absent"])
+    assert cat.load_namespace_properties("sales") == {"team": "x"}
+    with pytest.raises(NamespaceNotEmptyError):
+        cat.drop_namespace("sales")
+    cat.drop_namespace(("sales", "eu"))
+    assert cat.list_namespaces("sales") == []
+    with pytest.raises(NoSuchNamespaceError):
+        cat.list_tables("nowhere")
+
+    # A database namespace: its tables commit through the database's log.
+    t = cat.create_table("shop.orders", schema=ROWS.schema)
+    t.append(ROWS)
+    db = castable.open_database(str(tmp_path / "wh" / "shop"))
+    assert db.tables() == ["orders"] and db.version == 2
+    assert rows(db.table("orders")) == [(1, "a"), (2, "b"), (3, "c")]
+    assert cat.list_tables("shop") == [("shop", "orders")]
+
+    # Tables castable made are in the catalog too, and a table is no namespace.
+    castable.create_table(str(tmp_path / "wh" / "sales" / "made"), ROWS.schema).append(ROWS)
+    assert cat.list_tables("sales") == [("sales", "made")]
+    assert iceberg_rows(cat.load_table("sales.made")) == [(1, "a"), (2, "b"), (3, "c")]
+    assert ("sales", "made") not in cat.list_namespaces("sales")
+
+
+def test_pyiceberg_writes_and_castable_reads(served: Served) -> None:
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema, properties={"owner": "ana", "write.delete.mode": "copy-on-write"})
+    assert t.location() == served.castable("db", "t").uri.rstrip("/")
+    t.append(ROWS)
+    ct = served.castable("db", "t")
+    assert rows(ct) == [(1, "a"), (2, "b"), (3, "c")] == iceberg_rows(t)
+
+    t.delete(EqualTo("id", 2))  # copy-on-write: the file is rewritten
+    assert rows(ct) == [(1, "a"), (3, "c")] == iceberg_rows(t)
+    t.overwrite(pa.table({"id": pa.array([9], pa.int64()), "s": pa.array(["z"], pa.string())}))
+    assert rows(ct) == [(9, "z")] == iceberg_rows(t)
+    t.append(ROWS)
+    t.delete(GreaterThanOrEqual("id", 9))  # a whole file: Iceberg's delete operation
+    assert rows(ct) == [(1, "a"), (2, "b"), (3, "c")] == iceberg_rows(t)
+
+    with t.update_schema() as change:
+        change.add_column("n", LongType())
+        change.rename_column("s", "name")
+    assert ct.refresh().schema.names == ["id", "name", "n"]
+    t.append(pa.table({"id": pa.array([4], pa.int64()), "name": ["d"], "n": pa.array([40], pa.int64())}))
+    assert rows(ct) == [(1, "a", None), (2, "b", None), (3, "c", None), (4, "d", 40)] == iceberg_rows(t)
+    with t.update_schema() as change:
+        change.delete_column("n")
+    assert rows(ct) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")] == iceberg_rows(t)
+
+    with t.transaction() as tx:
+        tx.set_properties(team="x")
+        tx.remove_properties("owner")
+    assert ct.refresh().properties["team"] == "x" and "owner" not in ct.properties
+    assert ct.properties["iceberg.write.delete.mode"] == "copy-on-write"  # a name in castable's namespace
+    loaded = cat.load_table("db.t").properties
+    assert loaded["team"] == "x" and loaded["write.delete.mode"] == "copy-on-write" and "owner" not in loaded
+
+    # Every castable feature keeps working on what the engine wrote.
+    history = [(h.version, h.operation) for h in ct.history()]
+    assert [op for _, op in history][::-1] == [
+        "create", "append", "overwrite", "overwrite", "append", "delete", "alter", "append", "alter", "set-properties"
+    ]  # fmt: skip
+    changes = ct.changes(2, 2).to_arrow()
+    assert sorted(zip(changes["id"].to_pylist(), changes["_change_type"].to_pylist(), strict=True)) == [(2, "delete")]
+    ct.delete("id = 1")
+    ct.compact()
+    assert iceberg_rows(t) == [(2, "b"), (3, "c"), (4, "d")] == rows(ct)
+    assert cat.load_table("db.t").metadata.current_snapshot_id == ct.version  # castable numbers the snapshots
+
+
+def test_a_stale_client_gets_409_and_pyiceberg_retries(served: Served) -> None:
+    cat = served.client()
+    cat.create_namespace("db")
+    cat.create_table("db.t", schema=ROWS.schema)
+    first, second = cat.load_table("db.t"), cat.load_table("db.t")
+    first.append(ROWS.slice(0, 1))
+    second.append(ROWS.slice(1, 1))  # built on version 0: 409, and pyiceberg appends again on version 1
+    served.castable("db", "t").append(ROWS.slice(2, 1))
+    first.append(pa.table({"id": pa.array([4], pa.int64()), "s": ["d"]}))  # behind a castable commit
+    ct = served.castable("db", "t")
+    assert rows(ct) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")] and ct.version == 4
+
+    stale = cat.load_table("db.t")
+    ct.append(ROWS.slice(0, 1))  # the schema stays: a schema change asserts only the schema's id
+    with stale.update_schema() as change:
+        change.add_column("n", LongType())
+    assert ct.refresh().version == 6 and ct.schema.names == ["id", "s", "n"]
+    stale = cat.load_table("db.t")
+    ct.add_columns([pa.field("m", pa.int64())])
+    with pytest.raises(CommitFailedException), stale.update_schema() as change:  # pyiceberg does not retry this
+        change.add_column("o", LongType())
+    assert ct.refresh().version == 7 and ct.schema.names == ["id", "s", "n", "m"]
+
+
+def test_a_repeated_commit_lands_once(served: Served) -> None:
+    """A commit whose answer was lost, sent again, is recognised by its snapshot id."""
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema)
+    sent: list[tuple[str, bytes]] = []
+    real = t.catalog._session.post
+
+    def recording(url: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append((url, kwargs.get("data") or b""))
+        return real(url, *args, **kwargs)
+
+    t.catalog._session.post = recording  # type: ignore[method-assign]
+    t.append(ROWS)
+    ct = served.castable("db", "t")
+    assert ct.version == 1
+    url, body = sent[-1]
+    status, answer = served.raw("POST", url.removeprefix(served.uri), json.loads(body))
+    assert status == 200 and answer["metadata"]["current-snapshot-id"] == 1
+    assert ct.refresh().version == 1 and rows(ct) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema)
+    t.append(ROWS)
+    ct = served.castable("db", "t")
+    before = (ct.version, rows(ct))
+
+    def unchanged() -> None:
+        assert (ct.refresh().version, rows(ct)) == before
+
+    real_add = ManifestWriter.add_entry
+
+    def lying(self: ManifestWriter, entry: Any) -> ManifestWriter:
+        entry.data_file[4] = entry.data_file.record_count + 1  # record_count
+        return real_add(self, entry)
+
+    with monkeypatch.context() as m:
+        m.setattr(ManifestWriter, "add_entry", lying)
+        with pytest.raises(BadRequestError, match="the manifest says 4 rows"):
+            t.append(ROWS)
+    unchanged()
+
+    with pytest.raises(Exception, match="castable tables have one branch"):
+        t.manage_snapshots().create_branch(t.current_snapshot().snapshot_id, "dev").commit()
+    with pytest.raises(Exception, match="castable tables have one branch"):
+        t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, "v1").commit()
+    with pytest.raises(Exception, match="not partitioned"), t.update_spec() as spec:
+        spec.add_identity("s")
+    snapshot = t.current_snapshot().snapshot_id
+    wrong_id = {"type": "struct", "schema-id": 7, "fields": [*ROWS_FIELDS, LONG_9]}
+    for updates, match in (
+        ([{"action": "set-location", "location": "file:///elsewhere"}], "a castable table stays where it is"),
+        ([{"action": "add-schema", "schema": wrong_id}, {"action": "set-current-schema", "schema-id": -1}], "id 9"),
+        ([{"action": "remove-snapshots", "snapshot-ids": [snapshot]}], "castable expire"),
+        ([{"action": "upgrade-format-version", "format-version": 3}], "format version 2"),
+    ):
+        status, answer = served.raw("POST", "/v1/namespaces/db/tables/t", {"requirements": [], "updates": updates})
+        assert status in (400, 406) and match in answer["error"]["message"], answer
+    unchanged()
+
+    for bad in (
+        {"name": "p", "schema": ROWS_SCHEMA, "partition-spec": {"spec-id": 0, "fields": [IDENTITY]}},
+        {"name": "f3", "schema": ROWS_SCHEMA, "properties": {"format-version": "3"}},
+        {"name": "elsewhere", "schema": ROWS_SCHEMA, "location": "file:///tmp/elsewhere"},
+        {"name": "st", "schema": ROWS_SCHEMA, "stage-create": True},
+    ):
+        status, answer = served.raw("POST", "/v1/namespaces/db/tables", bad)
+        assert status in (400, 406), answer
+    assert cat.list_tables("db") == [("db", "t")]
+    with pytest.raises(Exception, match="does not support endpoint"):  # the config lists no rename
+        cat.rename_table("db.t", "db.u")
+    status, answer = served.raw("POST", "/v1/tables/rename", {"source": {}, "destination": {}})
+    assert status == 406 and "rename is refused" in answer["error"]["message"]
+    with pytest.raises(Exception, match="a castable table is its folder"):
+        cat.drop_table("db.t")
+    unchanged()
+    cat.purge_table("db.t")
+    with pytest.raises(NoSuchTableError):
+        cat.load_table("db.t")
+    assert cat.list_tables("db") == []
+
+
+ROWS_FIELDS = [
+    {"id": 1, "name": "id", "type": "long", "required": False},
+    {"id": 2, "name": "s", "type": "string", "required": False},
+]
+ROWS_SCHEMA = {"type": "struct", "schema-id": 0, "fields": ROWS_FIELDS}
+LONG_9 = {"id": 9, "name": "x", "type": "long", "required": False}
+IDENTITY = {"source-id": 2, "field-id": 1000, "name": "s", "transform": "identity"}
+
+
+def test_a_castable_commit_between_load_and_commit_is_a_conflict_not_a_rebase(served: Served) -> None:
+    """A copy-on-write delete planned on version 1 must not land on a version 2 that changed its
+    file: the catalog answers 409, and pyiceberg, retrying, finds castable's delete (published
+    as a position delete file) in its way and gives up."""
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema)
+    t.append(ROWS)
+    ct = served.castable("db", "t")
+    ct.delete("id = 3")
+    with pytest.raises(ValidationException, match="conflicting delete files"):
+        t.delete(EqualTo("id", 2))  # planned on the version before castable's delete
+    assert rows(ct) == [(1, "a"), (2, "b")]
+    cat.load_table("db.t").delete(EqualTo("id", 2))
+    assert rows(ct) == [(1, "a")]
+
+
+def test_a_warehouse_on_s3(s3_endpoint: str) -> None:
+    options = {"endpoint_url": s3_endpoint, "region": "us-east-1"}
+    s = Served(f"s3://{new_bucket(s3_endpoint)}/warehouse", options)
+    try:
+        cat = s.client()
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())]))
+        t.append(ROWS.cast(t.schema().as_arrow()))
+        t.delete(EqualTo("id", 1))
+        ct = s.castable("db", "t")
+        assert rows(ct) == [(2, "b"), (3, "c")] == iceberg_rows(t)
+        assert cat.list_namespaces() == [("db",)] and cat.list_tables("db") == [("db", "t")]
+    finally:
+        s.close()
+
+
+def test_castable_catalog_serve(tmp_path: Path) -> None:
+    castable.create_table(str(tmp_path / "wh" / "db" / "t"), ROWS.schema).append(ROWS)
+    command = str(Path(sys.executable).with_name("castable"))
+    proc = subprocess.Popen(
+        [command, "catalog", "serve", str(tmp_path / "wh"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        uri = line.strip().rsplit(" ", 1)[-1]
+        assert line.startswith("Iceberg REST catalog of") and uri.startswith("http://127.0.0.1:"), line
+        cat = RestCatalog("castable", uri=uri)
+        assert cat.list_tables("db") == [("db", "t")]
+        assert iceberg_rows(cat.load_table("db.t")) == [(1, "a"), (2, "b"), (3, "c")]
+        cat.load_table("db.t").append(pa.table({"id": pa.array([4], pa.int64()), "s": ["d"]}))
+        assert castable.open_table(str(tmp_path / "wh" / "db" / "t")).count() == 4
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+
+
+def test_iceberg_string_type_reads_as_castable_strings(served: Served) -> None:
+    """pyiceberg's strings are large strings in Arrow; castable takes them under its string type."""
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema)
+    t.append(ROWS)
+    with t.update_schema() as change:
+        change.add_column("note", StringType())
+    ct = served.castable("db", "t")
+    ct.append(pa.table({"id": [7], "s": ["g"], "note": ["n"]}))
+    assert (7, "g", "n") in iceberg_rows(t)
