@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers.iceberg_commits import position_delete_commit
 from helpers.s3servers import new_bucket
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import (
@@ -362,3 +363,38 @@ def test_iceberg_string_type_reads_as_castable_strings(served: Served) -> None:
     ct = served.castable("db", "t")
     ct.append(pa.table({"id": [7], "s": ["g"], "note": ["n"]}))
     assert (7, "g", "n") in iceberg_rows(t)
+
+
+def test_position_deletes_become_tombstones(served: Served) -> None:
+    """A merge-on-read engine's DELETE (a position delete file) is a castable tombstone: the rows
+    read as deleted by castable and by Iceberg readers, the change feed names them, and a
+    delete file that lies about its rows, or names a row past a file's end, is refused."""
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema)
+    t.append(ROWS)
+    t.append(pa.table({"id": pa.array([4, 5], pa.int64()), "s": ["d", "e"]}))
+    ct = served.castable("db", "t")
+    files = {f.file.file_path: f.file.record_count for f in t.scan().plan_files()}
+    three = next(p for p, n in files.items() if n == 3)
+
+    for bad, match in (
+        (position_delete_commit(t, {three: [1]}, record_count=2), "the manifest says 2 deletes"),
+        (position_delete_commit(t, {three: [3]}), "has 3 rows"),
+        (position_delete_commit(t, {f"{t.location()}/data/none.parquet": [0]}), "holds no data files"),
+    ):
+        status, answer = served.raw("POST", "/v1/namespaces/db/tables/t", bad)
+        assert status == 400 and match in answer["error"]["message"], answer
+    assert ct.refresh().version == 2
+
+    status, answer = served.raw("POST", "/v1/namespaces/db/tables/t", position_delete_commit(t, {three: [0, 2]}))
+    assert status == 200, answer
+    assert rows(ct) == [(2, "b"), (4, "d"), (5, "e")] == iceberg_rows(cat.load_table("db.t"))
+    assert ct.history()[0].operation == "delete"
+    changes = ct.changes(3).to_arrow()
+    assert sorted(zip(changes["id"].to_pylist(), changes["_change_type"].to_pylist(), strict=True)) == [
+        (1, "delete"),
+        (3, "delete"),
+    ]
+    ct.compact()  # castable's maintenance takes the engine's deletes as its own
+    assert rows(ct) == [(2, "b"), (4, "d"), (5, "e")] == iceberg_rows(cat.load_table("db.t"))

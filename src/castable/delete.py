@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -27,6 +27,7 @@ from castable import tombstone, uploads
 from castable.cache import LruCache
 from castable.commit import NextState
 from castable.conflicts import Footprint, PlannedChange
+from castable.errors import InvalidInputError
 from castable.filelist import prune_tombstones
 from castable.layout import new_tombstone_key
 from castable.manifest import DataFile, Manifest, TombstoneFile
@@ -284,3 +285,38 @@ class DeleteChange(PlannedChange):
                 "replans": self.replans,
             },
         )
+
+
+def positions_tombstone(snapshot: Snapshot, positions: Mapping[str, Iterable[int]]) -> TombstoneFile | None:
+    """A tombstone of the rows at 0-based ``positions`` of data files of ``snapshot`` (an
+    Iceberg position delete), written now; ``InvalidInputError`` for a file the version does not
+    hold or a position past its rows. Its row count is left unknown: some rows may have had a
+    tombstone already."""
+    files = {f.path: f for f in snapshot.manifest.data_files.named(list(positions))}
+    missing = sorted(set(positions) - set(files))
+    if missing:
+        raise InvalidInputError(f"version {snapshot.manifest.version} holds no data files {missing}")
+    entries: list[tombstone.Entry] = []
+    for path, wanted in sorted(positions.items()):
+        f = files[path]
+        sizes = [f.rows] if f.inline is not None else _row_group_rows(snapshot.footer(f))
+        starts = np.cumsum([0, *sizes])
+        rows = np.unique(np.fromiter(wanted, np.int64))
+        if len(rows) and (rows[0] < 0 or rows[-1] >= starts[-1]):
+            raise InvalidInputError(
+                f"{path} has {starts[-1]} rows: positions {rows[0]}..{rows[-1]} do not all lie in it"
+            )
+        groups = np.searchsorted(starts, rows, side="right") - 1
+        for rg in np.unique(groups):
+            within = rows[groups == rg] - starts[rg]
+            whole = len(within) == sizes[rg]
+            entries.append(tombstone.RowGroupDelete(path, int(rg), None if whole else BitMap(within.tolist())))
+    if not entries:
+        return None
+    key = new_tombstone_key()
+    info = uploads.put(snapshot.store, key, tombstone.encode(entries))
+    return TombstoneFile(key, info.size, info.etag, tuple(sorted(positions)), None)
+
+
+def _row_group_rows(footer: pq.FileMetaData) -> list[int]:
+    return [footer.row_group(i).num_rows for i in range(footer.num_row_groups)]

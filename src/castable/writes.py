@@ -20,7 +20,7 @@ from castable import inline, uploads
 from castable.changes import CARRIES
 from castable.commit import NextState
 from castable.conflicts import Access, Rows, check_sources
-from castable.delete import DeleteChange, FilePlanner, plan_files
+from castable.delete import DeleteChange, FilePlanner, plan_files, positions_tombstone
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
@@ -349,37 +349,45 @@ def replace_files(
     *,
     operation: str,
     on_version: int,
+    positions: Mapping[str, Iterable[int]] | None = None,
     commit_id: str | None = None,
     verify: Verify = "footer",
 ) -> int:
-    """Take whole data files out of the table and register files written elsewhere, in one
+    """Take whole data files out of the table, delete rows of others by position (a tombstone
+    of the 0-based ``positions`` of each path) and register files written elsewhere, in one
     commit made on version ``on_version`` exactly: the change of an engine that planned it on
-    that version (an Iceberg snapshot, which names the files it removed and added). A newer
-    version is a ``CommitConflictError`` (the engine plans again); a removed path the version
-    does not hold, or an added file ``add_files`` would refuse, an ``InvalidInputError``."""
+    that version (an Iceberg snapshot, which names the files it removed and added and its
+    position deletes). A newer version is a ``CommitConflictError`` (the engine plans again); a
+    path the version does not hold, or an added file ``add_files`` would refuse, an
+    ``InvalidInputError``."""
     start = t.begin_write(commit_id)
     if start.landed is not None:
         return start.landed
     gone = set(removed)
     if len(gone) != len(removed):
         raise InvalidInputError("the same file is removed twice")
-    if not gone and not added:
-        raise EmptyWriteError("replace_files was given no file to remove or add; nothing was committed")
+    if not gone and not added and not positions:
+        raise EmptyWriteError("replace_files was given no file to remove or add and no row; nothing was committed")
     _check_on(t.manifest, on_version)
     missing = gone - set(t.manifest.data_files.holding(gone))
     if missing:
         raise InvalidInputError(f"version {on_version} holds no data files {sorted(missing)}")
     files = check_files(t.store, added, t.schema, t.primary_key, verify)
+    deletes = positions_tombstone(t.snapshot(), positions) if positions else None
 
     def build(base: Manifest) -> NextState:
         _check_on(base, on_version)
         check_new_files(base.data_files, files)
         remaining = base.data_files.without(gone)
         rows_removed = sum(f.rows for f in base.data_files.named(gone))
-        summary = {"files_removed": len(gone), "rows_removed": rows_removed, "files_added": len(files)}
+        summary: dict[str, Any] = {"files_removed": len(gone), "rows_removed": rows_removed, "files_added": len(files)}
         summary |= {"rows_added": sum(f.rows for f in files), "registered": True, CARRIES: bool(gone and files)}
         data_files = remaining + (replace(f, added_version=base.version + 1) for f in files)
-        return NextState(data_files, prune_tombstones(base.tombstones, remaining, gone), summary)
+        tombstones = prune_tombstones(base.tombstones, remaining, gone)
+        if deletes is not None:
+            tombstones += (replace(deletes, added_version=base.version + 1),)
+            summary["tombstone"] = deletes.path
+        return NextState(data_files, tombstones, summary)
 
     return t.commit_change(operation, start.commit_id, build).version
 

@@ -10,10 +10,12 @@ Everything a request asks is checked before anything is committed."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus, read_manifest_list
 from pyiceberg.schema import Schema
@@ -99,13 +101,14 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         update.changes.extend(schema.changes)
         update.commit()
     if plan.snapshots:
-        operation, removed, added = data or _translate(table, plan.snapshots)  # files of a new schema: checked now
+        change = data or _translate(table, plan.snapshots)  # files of a new schema are checked now
         writes.replace_files(
             table,
-            removed,
-            added,
-            operation=operation,
+            change.removed,
+            change.added,
+            operation=change.operation,
             on_version=table.version,
+            positions=change.positions,
             commit_id=part_id("data"),
             verify="checked",
         )
@@ -195,54 +198,88 @@ def _check_other(base: TableMetadata, update: Any) -> None:
     raise UnsupportedError(f"{action} is refused: {reasons.get(action, 'castable does not support it')}")
 
 
-def _translate(table: Table, snapshots: Sequence[Snapshot]) -> tuple[str, list[str], list[DataFile]]:
-    """castable's operation, the paths removed and the files added (checked) of ``snapshots``,
-    which one castable commit makes on the table's version."""
-    io = StoredFileIO(table.store)
+@dataclass
+class Translated:
+    """A chain of snapshots as one castable commit: its operation, the paths it removes, the
+    files it adds (checked) and the rows it deletes by position."""
+
+    operation: str
+    removed: list[str]
+    added: list[DataFile]
+    positions: dict[str, list[int]]
+
+
+def _translate(table: Table, snapshots: Sequence[Snapshot]) -> Translated:
+    """The castable commit of ``snapshots``, made on the table's version."""
+    stored = StoredFileIO(table.store)
     removed: dict[str, None] = {}
     added: dict[str, IcebergDataFile] = {}
+    deletes_added: list[IcebergDataFile] = []
+    deletes_removed: list[IcebergDataFile] = []
     for snapshot in snapshots:
-        for entry_status, data_file in _entries(io, snapshot):
-            if data_file.file_format != FileFormat.PARQUET:
-                raise BadRequestError(f"{data_file.file_path}: castable tables hold Parquet files only")
-            if entry_status == ManifestEntryStatus.ADDED:
+        for entry_status, data_file in _entries(stored, snapshot):
+            if data_file.content == DataFileContent.POSITION_DELETES:
+                (deletes_added if entry_status == ManifestEntryStatus.ADDED else deletes_removed).append(data_file)
+            elif entry_status == ManifestEntryStatus.ADDED:
                 added[data_file.file_path] = data_file
             elif data_file.file_path in added:
                 del added[data_file.file_path]
             else:
-                removed[_removed_key(table, data_file.file_path)] = None
+                removed[_data_key(table, data_file.file_path)] = None
+    positions: dict[str, list[int]] = {}
+    for delete_file in deletes_added:
+        for path, rows in _positions(table, delete_file).items():
+            positions.setdefault(path, []).extend(rows)
+    for delete_file in deletes_removed:
+        kept = sorted(set(_positions(table, delete_file)) - set(removed))
+        if kept:
+            raise BadRequestError(
+                f"{delete_file.file_path}: removing this delete file while its data files {kept} stay "
+                "would bring their rows back"
+            )
     kinds = {OPERATIONS.get(s.summary.operation.value if s.summary else "", "overwrite") for s in snapshots}
     operation = kinds.pop() if len(kinds) == 1 else "overwrite"
-    return operation, list(removed), _checked(table, list(added.values()))
+    return Translated(operation, list(removed), _checked(table, list(added.values())), positions)
 
 
-def _entries(io: StoredFileIO, snapshot: Snapshot) -> list[tuple[ManifestEntryStatus, IcebergDataFile]]:
+def _positions(table: Table, delete_file: IcebergDataFile) -> dict[str, list[int]]:
+    """The rows a position delete file deletes: 0-based positions by castable path."""
+    if delete_file.file_format != FileFormat.PARQUET:
+        raise BadRequestError(f"{delete_file.file_path}: castable takes position deletes in Parquet files only")
+    key = delete_file.file_path.removeprefix(f"{table.store.uri.rstrip('/')}/")
+    rows = pq.read_table(io.BytesIO(table.store.get(key).data), columns=["file_path", "pos"])
+    if rows.num_rows != delete_file.record_count:
+        raise BadRequestError(
+            f"{delete_file.file_path}: the manifest says {delete_file.record_count} deletes, "
+            f"and the file holds {rows.num_rows}"
+        )
+    found: dict[str, list[int]] = {}
+    for path, pos in zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist(), strict=True):
+        found.setdefault(path, []).append(pos)
+    return {_data_key(table, path): positions for path, positions in found.items()}
+
+
+def _entries(stored: StoredFileIO, snapshot: Snapshot) -> list[tuple[ManifestEntryStatus, IcebergDataFile]]:
     """The data files ``snapshot`` added or removed, from the manifests it wrote."""
     found: list[tuple[ManifestEntryStatus, IcebergDataFile]] = []
-    for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
-        own = manifest.manifest_path.removeprefix(f"{io.root}/").startswith(PUBLISHED)
+    for manifest in read_manifest_list(stored.new_input(snapshot.manifest_list)):
+        own = manifest.manifest_path.removeprefix(f"{stored.root}/").startswith(PUBLISHED)
         if manifest.added_snapshot_id != snapshot.snapshot_id or own:
             continue  # a manifest of an earlier snapshot, carried on
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+        for entry in manifest.fetch_manifest_entry(stored, discard_deleted=False):
             if entry.status == ManifestEntryStatus.EXISTING:
                 continue
-            content = entry.data_file.content
-            if content == DataFileContent.EQUALITY_DELETES:
+            if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
                 raise BadRequestError(
                     f"{entry.data_file.file_path}: equality delete files are refused; write position deletes "
                     "(write.delete.mode=merge-on-read) or rewrite the files (copy-on-write)"
-                )
-            if content == DataFileContent.POSITION_DELETES:
-                raise UnsupportedError(
-                    f"{entry.data_file.file_path}: position delete files are not taken yet; "
-                    "use copy-on-write (write.delete.mode=copy-on-write)"
                 )
             found.append((entry.status, entry.data_file))
     return found
 
 
-def _removed_key(table: Table, location: str) -> str:
-    """The castable path of a data file a snapshot removes: its key, or for an inline entry
+def _data_key(table: Table, location: str) -> str:
+    """The castable path of a data file a client names: its key, or for an inline entry
     (published under ``metadata/inline/``) the entry's path."""
     root = table.store.uri.rstrip("/") + "/"
     key = location.removeprefix(root)
@@ -257,6 +294,9 @@ def _removed_key(table: Table, location: str) -> str:
 def _checked(table: Table, files: list[IcebergDataFile]) -> list[DataFile]:
     """The castable entries of the files a snapshot added, each described from its footer and
     refused if the client's manifest says otherwise of its rows or size."""
+    for f in files:
+        if f.file_format != FileFormat.PARQUET:
+            raise BadRequestError(f"{f.file_path}: castable tables hold Parquet files only")
     entries = check_files(table.store, [f.file_path for f in files], table.schema, table.primary_key, "footer")
     for claimed, entry in zip(files, entries, strict=True):
         if (claimed.record_count, claimed.file_size_in_bytes) != (entry.rows, entry.size):

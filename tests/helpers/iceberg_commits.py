@@ -1,0 +1,109 @@
+"""Iceberg commits that pyiceberg cannot make, written as an engine writes them: a snapshot
+whose delete manifest lists a position delete file (what merge-on-read engines such as Spark
+and DuckDB commit for DELETE and UPDATE), as the body of a REST commit request."""
+
+from __future__ import annotations
+
+import io
+import random
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.avro.codecs import AvroCompressionCodec
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+    write_manifest_list,
+)
+from pyiceberg.table import Table
+from pyiceberg.typedef import Record
+
+POSITION_DELETES = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
+    ]
+)
+
+
+class DeleteManifestWriter(ManifestWriterV2):
+    """A v2 manifest of delete files (pyiceberg writes manifests of data files only)."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def position_delete_commit(table: Table, deletes: dict[str, list[int]], *, record_count: int | None = None) -> Any:
+    """The commit request body of a snapshot of ``table`` (a pyiceberg table, at the version it
+    was loaded) that deletes rows by position: ``deletes`` maps a data file's location to the
+    0-based positions of its deleted rows. ``record_count`` makes the manifest lie about the
+    number of deletes."""
+    rows = pa.table(
+        [
+            pa.array([p for p, ps in deletes.items() for _ in ps], pa.string()),
+            pa.array([x for ps in deletes.values() for x in ps], pa.int64()),
+        ],
+        schema=POSITION_DELETES,
+    )
+    sink = io.BytesIO()
+    pq.write_table(rows, sink)
+    data = sink.getvalue()
+    location = table.location()
+    name = uuid.uuid4()
+    delete_path = f"{location}/data/{name}-deletes.parquet"
+    with table.io.new_output(delete_path).create() as out:
+        out.write(data)
+    snapshot_id = random.randrange(1 << 62)
+    parent = table.metadata.current_snapshot_id
+    sequence = table.metadata.last_sequence_number + 1
+    delete_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=delete_path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=rows.num_rows if record_count is None else record_count,
+        file_size_in_bytes=len(data),
+        spec_id=0,
+    )
+    manifest_path = f"{location}/metadata/{name}-m0.avro"
+    codec: AvroCompressionCodec = "deflate"
+    with DeleteManifestWriter(
+        table.spec(), table.schema(), table.io.new_output(manifest_path), snapshot_id, codec
+    ) as writer:
+        writer.add_entry(
+            ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=delete_file)
+        )
+    manifest = writer.to_manifest_file()
+    list_path = f"{location}/metadata/snap-{snapshot_id}-0-{name}.avro"
+    current = table.current_snapshot()
+    carried = current.manifests(table.io) if current is not None else []
+    with write_manifest_list(2, table.io.new_output(list_path), snapshot_id, parent, sequence, codec) as lister:
+        lister.add_manifests([manifest, *carried])
+    snapshot = {
+        "snapshot-id": snapshot_id,
+        "parent-snapshot-id": parent,
+        "sequence-number": sequence,
+        "timestamp-ms": int(time.time() * 1000),
+        "manifest-list": list_path,
+        "summary": {"operation": "delete", "added-position-deletes": str(rows.num_rows)},
+        "schema-id": table.schema().schema_id,
+    }
+    return {
+        "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": parent}],
+        "updates": [
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
+        ],
+    }
