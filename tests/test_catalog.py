@@ -12,6 +12,7 @@ import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -398,3 +399,16 @@ def test_position_deletes_become_tombstones(served: Served) -> None:
     ]
     ct.compact()  # castable's maintenance takes the engine's deletes as its own
     assert rows(ct) == [(2, "b"), (4, "d"), (5, "e")] == iceberg_rows(cat.load_table("db.t"))
+
+    # What the engine wrote beside castable (manifests, manifest lists, delete files) is garbage.
+    root = Path(ct.uri.removeprefix("file://"))
+    metadata = [p for p in (root / "metadata").iterdir() if p.is_file()]  # castable's names: v<K>.metadata.json, ...
+    engines = {p for p in metadata if "castable" not in p.name and not p.name.startswith(("v", "version-hint"))}
+    engines |= set((root / "data").glob("*-deletes.parquet"))
+    assert any(p.name.endswith("-deletes.parquet") for p in engines) and any(p.name.endswith("-m0.avro") for p in engines)
+    ct.expire(retain_versions=1)
+    report = ct.gc(orphan_grace=timedelta(0))
+    assert {p for p in engines if p.exists()} == set() and report.objects
+    assert rows(ct) == [(2, "b"), (4, "d"), (5, "e")] == iceberg_rows(cat.load_table("db.t"))
+    cat.load_table("db.t").append(pa.table({"id": pa.array([6], pa.int64()), "s": ["f"]}))
+    assert rows(ct) == [(2, "b"), (4, "d"), (5, "e"), (6, "f")]

@@ -5,8 +5,10 @@ open lists retained versions only, and the metadata files and manifest lists of 
 versions are deleted. ``gc`` deletes files no retained version references: the Iceberg objects
 derived from such files go with them (a segment's manifest, a tombstone's position deletes, an
 inline entry's rows), once older than the same grace, so a publication still in flight keeps
-what it just wrote. Every name under ``metadata/`` says what it derives from; others are
-left alone.
+what it just wrote. Every name castable writes under ``metadata/`` says what it derives from;
+any other object there is an Iceberg engine's manifest or manifest list, written for a commit
+through the catalog (``castable.catalog``), which castable translated and never references:
+it goes after the same grace, which covers a commit still in flight.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def after_expire(store: ObjectStore, newest: int, snapshot_of: Callable[[int], S
 
 def sweep(store: ObjectStore, older_than: datetime, *, dry_run: bool) -> list[str]:
     """Delete the Iceberg objects derived from castable objects no retained version references,
-    last modified before ``older_than``; their keys."""
+    and those Iceberg engines wrote, last modified before ``older_than``; their keys."""
     referenced = referenced_objects(store, retained_versions(store))
     segments = {
         p.removeprefix(SEGMENT_PREFIX).removesuffix(".arrow") for p in referenced if p.startswith(SEGMENT_PREFIX)
@@ -74,8 +76,16 @@ def sweep(store: ObjectStore, older_than: datetime, *, dry_run: bool) -> list[st
             ((found := _SEGMENT.match(key)) and found.group(1) not in segments)
             or ((found := _DELETES.match(key)) and found.group(1) not in tombstones)
             or (key.startswith(INLINE) and key.removeprefix(INLINE) not in inline)
+            or not _castables(key)
         ):
             gone.append(key)
     if not dry_run:
         store.delete_many(gone)
     return gone
+
+
+def _castables(key: str) -> bool:
+    """Whether castable's publication wrote the object ``key`` of ``metadata/``."""
+    return bool(
+        key == HINT or key.startswith(INLINE) or _VERSIONED.match(key) or _SEGMENT.match(key) or _DELETES.match(key)
+    )
