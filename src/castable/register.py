@@ -36,13 +36,14 @@ from castable.schema import describe_mismatch
 from castable.segment import data_files, data_table, decode, encode
 from castable.splice import Transfer, check_int96_file, read_footer, read_row_group
 from castable.stats import ColumnStats, decode_value, ordered
-from castable.store import ObjectInfo, ObjectNotFoundError, ObjectStore, PreconditionFailedError
+from castable.store import ObjectInfo, ObjectNotFoundError, ObjectStore, PreconditionFailedError, canonical_location
 from castable.writer import data_file_from_metadata
 
 
 def table_key(store: ObjectStore, path: str) -> str:
     """The table-relative key of ``path`` (relative already, or a URI inside the table)."""
     root = store.uri.rstrip("/") + "/"
+    path = canonical_location(path)
     key = path[len(root) :] if path.startswith(root) else path
     parts = key.split("/")
     if "://" in key or key.startswith("/") or ".." in parts or "" in parts or not key.startswith(DATA_PREFIX):

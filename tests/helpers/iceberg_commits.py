@@ -45,11 +45,15 @@ class DeleteManifestWriter(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
-def position_delete_commit(table: Table, deletes: dict[str, list[int]], *, record_count: int | None = None) -> Any:
+def position_delete_commit(
+    table: Table, deletes: dict[str, list[int]], *, record_count: int | None = None, hadoop: bool = False
+) -> Any:
     """The commit request body of a snapshot of ``table`` (a pyiceberg table, at the version it
     was loaded) that deletes rows by position: ``deletes`` maps a data file's location to the
     0-based positions of its deleted rows. ``record_count`` makes the manifest lie about the
-    number of deletes."""
+    number of deletes; ``hadoop`` spells local locations as Java's HadoopFileIO does (``file:/``)."""
+    if hadoop:
+        deletes = {_hadoop(p): ps for p, ps in deletes.items()}
     rows = pa.table(
         [
             pa.array([p for p, ps in deletes.items() for _ in ps], pa.string()),
@@ -60,7 +64,7 @@ def position_delete_commit(table: Table, deletes: dict[str, list[int]], *, recor
     sink = io.BytesIO()
     pq.write_table(rows, sink)
     data = sink.getvalue()
-    location = table.location()
+    location = _hadoop(table.location()) if hadoop else table.location()
     name = uuid.uuid4()
     delete_path = f"{location}/data/{name}-deletes.parquet"
     with table.io.new_output(delete_path).create() as out:
@@ -107,3 +111,7 @@ def position_delete_commit(table: Table, deletes: dict[str, list[int]], *, recor
             {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
         ],
     }
+
+
+def _hadoop(location: str) -> str:
+    return location.replace("file:///", "file:/", 1)

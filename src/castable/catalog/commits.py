@@ -46,6 +46,7 @@ from castable.entries import DataFile
 from castable.iceberg.files import StoredFileIO
 from castable.iceberg.publish import INLINE, METADATA
 from castable.register import check_files, table_key
+from castable.store import canonical_location
 from castable.table import Table
 
 SNAPSHOT_COMMIT = "iceberg-snapshot-{}"
@@ -246,7 +247,7 @@ def _positions(table: Table, delete_file: IcebergDataFile) -> dict[str, list[int
     """The rows a position delete file deletes: 0-based positions by castable path."""
     if delete_file.file_format != FileFormat.PARQUET:
         raise BadRequestError(f"{delete_file.file_path}: castable takes position deletes in Parquet files only")
-    key = delete_file.file_path.removeprefix(f"{table.store.uri.rstrip('/')}/")
+    key = canonical_location(delete_file.file_path).removeprefix(f"{table.store.uri.rstrip('/')}/")
     rows = pq.read_table(io.BytesIO(table.store.get(key).data), columns=["file_path", "pos"])
     if rows.num_rows != delete_file.record_count:
         raise BadRequestError(
@@ -263,7 +264,7 @@ def _entries(stored: StoredFileIO, snapshot: Snapshot) -> list[tuple[ManifestEnt
     """The data files ``snapshot`` added or removed, from the manifests it wrote."""
     found: list[tuple[ManifestEntryStatus, IcebergDataFile]] = []
     for manifest in read_manifest_list(stored.new_input(snapshot.manifest_list)):
-        own = manifest.manifest_path.removeprefix(f"{stored.root}/").startswith(PUBLISHED)
+        own = canonical_location(manifest.manifest_path).removeprefix(f"{stored.root}/").startswith(PUBLISHED)
         if manifest.added_snapshot_id != snapshot.snapshot_id or own:
             continue  # a manifest of an earlier snapshot, carried on
         for entry in manifest.fetch_manifest_entry(stored, discard_deleted=False):
@@ -282,7 +283,7 @@ def _data_key(table: Table, location: str) -> str:
     """The castable path of a data file a client names: its key, or for an inline entry
     (published under ``metadata/inline/``) the entry's path."""
     root = table.store.uri.rstrip("/") + "/"
-    key = location.removeprefix(root)
+    key = canonical_location(location).removeprefix(root)
     if key.startswith(INLINE):
         name = key.removeprefix(INLINE)
         paths = [f.path for f in table.manifest.data_files if f.inline is not None and f.path.endswith(f"/{name}")]

@@ -12,10 +12,18 @@ from typing import Any
 from urllib.parse import unquote
 
 from pyiceberg.catalog.rest import CreateTableRequest
+from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import CommitTableRequest
 
 from castable.catalog import commits
-from castable.catalog.errors import BadRequestError, RouteNotFoundError, UnsupportedError, answer_for
+from castable.catalog.errors import (
+    BadRequestError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    RouteNotFoundError,
+    UnsupportedError,
+    answer_for,
+)
 from castable.catalog.metadata import commit_result, load_result, stored_properties
 from castable.catalog.schemas import arrow_schema
 from castable.catalog.warehouse import Namespace, Warehouse
@@ -35,6 +43,7 @@ ENDPOINTS = [
     "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
 ]
 
 
@@ -169,7 +178,7 @@ class Catalog:
         properties = dict(created.properties)
         if properties.pop("format-version", "2") not in ("1", "2"):
             raise BadRequestError("castable publishes Iceberg format version 2")
-        schema, key = arrow_schema(created.table_schema)
+        schema, key = arrow_schema(assign_fresh_schema_ids(created.table_schema))  # as Iceberg's catalogs do
         location = self.warehouse.folder((*namespace, created.name)).uri.rstrip("/")
         if created.location is not None and created.location.rstrip("/") != location:
             raise BadRequestError(f"a table of this catalog is at {location}, not {created.location}")
@@ -180,8 +189,16 @@ class Catalog:
 
     @_route("GET", "namespaces/([^/]+)/tables/([^/]+)")
     def load_table(self, request: Request, groups: list[str]) -> Response:
-        table = self.warehouse.table(_namespace(groups[0]), groups[1])
+        try:
+            table = self.warehouse.table(_namespace(groups[0]), groups[1])
+        except NoSuchNamespaceError as e:  # a table's answer: Java then tries db.t.snapshots as a metadata table
+            raise NoSuchTableError(str(e)) from e
         return Response(204) if request.method == "HEAD" else Response(200, load_result(table))
+
+    @_route("POST", "namespaces/([^/]+)/tables/([^/]+)/metrics")
+    def report_metrics(self, request: Request, groups: list[str]) -> Response:
+        """A client's scan and commit report: taken, and not kept (castable's history records commits)."""
+        return Response(204)
 
     @_route("POST", "namespaces/([^/]+)/tables/([^/]+)")
     def commit_table(self, request: Request, groups: list[str]) -> Response:

@@ -10,7 +10,7 @@ from typing import Any
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 
 from castable.iceberg.schema import IcebergPublishError
-from castable.store import ObjectStore
+from castable.store import ObjectStore, canonical_location
 
 
 class StoredOutput(OutputFile):
@@ -84,6 +84,7 @@ class StoredFileIO(FileIO):
         self.root = store.uri.rstrip("/")
 
     def new_input(self, location: str) -> InputFile:
+        location = canonical_location(location)
         if not location.startswith(f"{self.root}/"):
             raise IcebergPublishError(f"{location} is not under the table's location {self.root}")
         return StoredInput(self.store, location[len(self.root) + 1 :], location)

@@ -151,7 +151,8 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
                     "as NULL: compact the table first"
                 )
             continue
-        if ids and ids.get(field_id(f) or -1) != source:
+        fid = field_id(f)
+        if ids and ids.get(-1 if fid is None else fid) != source:
             raise IcebergPublishError(
                 f"data file {path} holds column {f.name!r} as {source!r} under another field id: "
                 "Iceberg readers would not find it"

@@ -48,10 +48,19 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "UploadedPart",
+    "canonical_location",
     "make_s3_client",
     "shared_s3_client",
     "store_from_uri",
 ]
+
+
+def canonical_location(location: str) -> str:
+    """``location`` spelled as a store spells its URI: Hadoop's ``file:/path`` (what Java
+    engines write) is ``file:///path``."""
+    if location.startswith("file:/") and not location.startswith("file://"):
+        return f"file://{location.removeprefix('file:')}"
+    return location
 
 
 def store_from_uri(uri: str, storage_options: Mapping[str, Any] | None = None) -> ObjectStore:
