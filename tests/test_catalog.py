@@ -12,6 +12,7 @@ import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,20 @@ def served(tmp_path: Path) -> Iterator[Served]:
     s = Served(str(tmp_path / "wh"))
     yield s
     s.close()
+
+
+@contextmanager
+def lying_manifests(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """pyiceberg's manifests, inside the block, say each file holds one row more than it does."""
+    real_add = ManifestWriter.add_entry
+
+    def lying(self: ManifestWriter, entry: Any) -> ManifestWriter:
+        entry.data_file[4] = entry.data_file.record_count + 1  # record_count
+        return real_add(self, entry)
+
+    with monkeypatch.context() as m:
+        m.setattr(ManifestWriter, "add_entry", lying)
+        yield
 
 
 def rows(table: castable.Table) -> list[tuple[Any, ...]]:
@@ -235,16 +250,8 @@ def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.Mon
     def unchanged() -> None:
         assert (ct.refresh().version, rows(ct)) == before
 
-    real_add = ManifestWriter.add_entry
-
-    def lying(self: ManifestWriter, entry: Any) -> ManifestWriter:
-        entry.data_file[4] = entry.data_file.record_count + 1  # record_count
-        return real_add(self, entry)
-
-    with monkeypatch.context() as m:
-        m.setattr(ManifestWriter, "add_entry", lying)
-        with pytest.raises(BadRequestError, match="the manifest says 4 rows"):
-            t.append(ROWS)
+    with lying_manifests(monkeypatch), pytest.raises(BadRequestError, match="the manifest says 4 rows"):
+        t.append(ROWS)
     unchanged()
 
     with pytest.raises(Exception, match="castable tables have one branch"):
@@ -269,10 +276,10 @@ def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.Mon
         {"name": "p", "schema": ROWS_SCHEMA, "partition-spec": {"spec-id": 0, "fields": [IDENTITY]}},
         {"name": "f3", "schema": ROWS_SCHEMA, "properties": {"format-version": "3"}},
         {"name": "elsewhere", "schema": ROWS_SCHEMA, "location": "file:///tmp/elsewhere"},
-        {"name": "st", "schema": ROWS_SCHEMA, "stage-create": True},
+        {"name": "t", "schema": ROWS_SCHEMA, "stage-create": True},  # a staged create of a table that exists
     ):
         status, answer = served.raw("POST", "/v1/namespaces/db/tables", bad)
-        assert status in (400, 406), answer
+        assert status in (400, 406, 409), answer
     assert cat.list_tables("db") == [("db", "t")]
     with pytest.raises(Exception, match="does not support endpoint"):  # the config lists no rename
         cat.rename_table("db.t", "db.u")
@@ -444,3 +451,32 @@ def test_what_java_clients_send(served: Served) -> None:
     assert status == 404 and answer["error"]["type"] == "NoSuchTableException"
     status, _ = served.raw("POST", "/v1/namespaces/db/tables/t/metrics", {"report-type": "scan-report"})
     assert status == 204
+
+
+def test_a_staged_create_lands_whole_or_not_at_all(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A create transaction (staged: nothing is written until its commit, which asserts the table
+    is not there) creates the table with its rows in one request, as Spark's CREATE TABLE AS
+    SELECT and DuckDB's CREATE TABLE do; if its rows are refused, no table is left."""
+    cat = served.client()
+    cat.create_namespace("db")
+    with cat.create_table_transaction("db.t", schema=ROWS.schema, properties={"owner": "ana"}) as tx:
+        tx.append(ROWS)
+        assert not cat.table_exists("db.t")  # staged: nothing written yet
+    ct = served.castable("db", "t")
+    assert rows(ct) == [(1, "a"), (2, "b"), (3, "c")] == iceberg_rows(cat.load_table("db.t"))
+    assert ct.properties["owner"] == "ana" and [h.operation for h in ct.history()] == ["append", "create"]
+
+    with (
+        pytest.raises(Exception, match="already exists"),  # a second create of the same table
+        cat.create_table_transaction("db.t", schema=ROWS.schema) as tx,
+    ):
+        tx.append(ROWS)
+    assert ct.refresh().version == 1
+
+    with (
+        lying_manifests(monkeypatch),
+        pytest.raises(BadRequestError, match="the manifest says 4 rows"),
+        cat.create_table_transaction("db.u", schema=ROWS.schema) as tx,
+    ):
+        tx.append(ROWS)
+    assert not cat.table_exists("db.u") and cat.list_tables("db") == [("db", "t")]

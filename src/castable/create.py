@@ -31,8 +31,10 @@ def initial_manifest(
     properties: Mapping[str, object] | None,
     format_version: int,
     database: Membership | None = None,
+    table_uuid: str | None = None,
 ) -> Manifest:
-    """Version 0 of a new table, its definition checked (every create starts here)."""
+    """Version 0 of a new table, its definition checked (every create starts here); its uuid
+    is new unless a catalog announced one (``table_uuid``)."""
     if format_version not in FORMAT_VERSIONS:
         raise InvalidInputError(f"format_version must be one of {FORMAT_VERSIONS}, not {format_version!r}")
     if not isinstance(schema, pa.Schema) or len(schema) == 0:
@@ -53,7 +55,7 @@ def initial_manifest(
     if format_version >= 2:
         schema = with_ids(schema)
     return Manifest(
-        table_uuid=str(uuid.uuid4()),
+        table_uuid=str(uuid.uuid4() if table_uuid is None else uuid.UUID(table_uuid)),
         version=0,
         previous=None,
         created_at=now(),

@@ -292,8 +292,10 @@ class Database:
         primary_key: str | list[str] | None = None,
         properties: Mapping[str, object] | None = None,
         commit_id: str | None = None,
+        table_uuid: str | None = None,
     ) -> Table:
-        """Add an empty table ``name`` to the database, in one database commit."""
+        """Add an empty table ``name`` to the database, in one database commit (``table_uuid``:
+        the uuid a catalog announced)."""
         check_name(name)
         commit_id = new_commit_id(commit_id)
         manifest = initial_manifest(
@@ -302,6 +304,7 @@ class Database:
             properties=properties,
             format_version=LATEST_FORMAT_VERSION,
             database=Membership(self._head.database_uuid, name, 0),
+            table_uuid=table_uuid,
         )
         self.refresh()
         if self.committed_version(commit_id) is not None:  # a retry of a create that landed

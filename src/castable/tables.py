@@ -46,9 +46,12 @@ def create_table_at(
     primary_key: str | list[str] | None = None,
     properties: Mapping[str, object] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
+    table_uuid: str | None = None,
 ) -> Table:
-    """:func:`create_table` on a store already made."""
-    manifest = initial_manifest(schema, primary_key=primary_key, properties=properties, format_version=format_version)
+    """:func:`create_table` on a store already made (``table_uuid``: the uuid a catalog announced)."""
+    manifest = initial_manifest(
+        schema, primary_key=primary_key, properties=properties, format_version=format_version, table_uuid=table_uuid
+    )
     create(store, manifest)
     return load_table(store)
 

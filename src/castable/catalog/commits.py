@@ -10,6 +10,7 @@ Everything a request asks is checked before anything is committed."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,9 +40,10 @@ from pyiceberg.table.update import (
 )
 
 from castable import writes
-from castable.catalog.errors import BadRequestError, UnsupportedError
+from castable.catalog.errors import BadRequestError, CatalogError, UnsupportedError
 from castable.catalog.metadata import current_metadata, stored_names, stored_properties
-from castable.catalog.schemas import schema_update
+from castable.catalog.schemas import arrow_schema, schema_update
+from castable.catalog.warehouse import Namespace, Warehouse
 from castable.entries import DataFile
 from castable.iceberg.files import StoredFileIO
 from castable.iceberg.publish import INLINE, METADATA
@@ -114,6 +116,57 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
             verify="checked",
         )
     return table.refresh()
+
+
+CREATING = (AssignUUIDUpdate, AddSchemaUpdate, SetCurrentSchemaUpdate, SetPropertiesUpdate, SetLocationUpdate)
+"""The updates of a staged create's commit that the creation itself takes."""
+
+
+def create(
+    warehouse: Warehouse, namespace: Namespace, name: str, request: CommitTableRequest, idempotency_key: str | None
+) -> Table:
+    """The table a staged create's commit (requirement ``assert-create``) makes: created with
+    the uuid, schema and properties its updates give, then its
+    snapshots committed on version 0. If they are refused, the new table is dropped again, so
+    the request lands whole or not at all (bar a crash between the two)."""
+    schemas: list[Schema] = []
+    schema: Schema | None = None
+    properties: dict[str, str] = {}
+    table_uuid: str | None = None
+    for update in request.updates:
+        if isinstance(update, AssignUUIDUpdate):
+            table_uuid = str(update.uuid)
+        elif isinstance(update, AddSchemaUpdate):
+            schemas.append(update.schema_)
+        elif isinstance(update, SetCurrentSchemaUpdate):
+            found = [s for s in schemas if update.schema_id in (-1, s.schema_id)]
+            if not found:
+                raise BadRequestError(
+                    f"set-current-schema names schema {update.schema_id}, which the request does not add"
+                )
+            schema = found[-1]
+        elif isinstance(update, SetPropertiesUpdate):
+            properties |= update.updates
+        elif isinstance(update, SetLocationUpdate) and canonical_location(update.location).rstrip("/") != (
+            warehouse.location((*namespace, name))
+        ):
+            raise BadRequestError(f"a table of this catalog is at {warehouse.location((*namespace, name))}")
+    if schema is None:
+        raise BadRequestError("a create's commit adds the table's schema and makes it current")
+    arrow, key = arrow_schema(schema)
+    properties = {k: v for k, v in properties.items() if k != "format-version"}
+    table = warehouse.create_table(
+        namespace, name, arrow, primary_key=key, properties=stored_properties(properties), table_uuid=table_uuid
+    )
+    rest = [u for u in request.updates if not isinstance(u, CREATING)]
+    if not rest:
+        return table
+    try:
+        return commit(table, CommitTableRequest(identifier=request.identifier, updates=tuple(rest)), idempotency_key)
+    except Exception:
+        with contextlib.suppress(CatalogError):
+            warehouse.drop_table(namespace, name, purge=True)
+        raise
 
 
 def _asks(plan: Plan, part: str) -> bool:

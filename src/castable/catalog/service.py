@@ -12,8 +12,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from pyiceberg.catalog.rest import CreateTableRequest
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import CommitTableRequest
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.update import AssertCreate
 
 from castable.catalog import commits
 from castable.catalog.errors import (
@@ -27,6 +31,7 @@ from castable.catalog.errors import (
 from castable.catalog.metadata import commit_result, load_result, stored_properties
 from castable.catalog.schemas import arrow_schema
 from castable.catalog.warehouse import Namespace, Warehouse
+from castable.store import canonical_location
 
 SEPARATOR = "\x1f"
 """What joins a namespace's levels in a path (``%1F``, the spec's default)."""
@@ -169,8 +174,6 @@ class Catalog:
         for optional in ("location", "partition-spec", "write-order"):
             body.setdefault(optional, None)
         created = CreateTableRequest.model_validate(body)
-        if created.stage_create:
-            raise UnsupportedError("staged creation is not supported yet: create the table, then commit to it")
         if created.partition_spec is not None and created.partition_spec.fields:
             raise BadRequestError("castable tables are not partitioned: create it without a partition spec")
         if created.write_order is not None and created.write_order.fields:
@@ -178,12 +181,17 @@ class Catalog:
         properties = dict(created.properties)
         if properties.pop("format-version", "2") not in ("1", "2"):
             raise BadRequestError("castable publishes Iceberg format version 2")
-        schema, key = arrow_schema(assign_fresh_schema_ids(created.table_schema))  # as Iceberg's catalogs do
-        location = self.warehouse.folder((*namespace, created.name)).uri.rstrip("/")
-        if created.location is not None and created.location.rstrip("/") != location:
+        schema = assign_fresh_schema_ids(created.table_schema)  # as Iceberg's catalogs do
+        location = self.warehouse.location((*namespace, created.name))
+        if created.location is not None and canonical_location(created.location).rstrip("/") != location:
             raise BadRequestError(f"a table of this catalog is at {location}, not {created.location}")
+        if created.stage_create:  # nothing is written: the commit with assert-create creates it
+            self.warehouse.check_absent(namespace, created.name)
+            staged = new_table_metadata(schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, properties)
+            return Response(200, {"metadata": json.loads(staged.model_dump_json()), "config": {}})
+        arrow, key = arrow_schema(schema)
         table = self.warehouse.create_table(
-            namespace, created.name, schema, primary_key=key, properties=stored_properties(properties)
+            namespace, created.name, arrow, primary_key=key, properties=stored_properties(properties)
         )
         return Response(200, load_result(table))
 
@@ -206,8 +214,13 @@ class Catalog:
         body = request.json()
         body.setdefault("identifier", {"namespace": list(namespace), "name": groups[1]})
         asked = CommitTableRequest.model_validate(body)
+        key = request.header("Idempotency-Key")
+        if any(isinstance(r, AssertCreate) for r in asked.requirements) and not self.warehouse.exists(
+            namespace, groups[1]
+        ):
+            return Response(200, commit_result(commits.create(self.warehouse, namespace, groups[1], asked, key)))
         table = self.warehouse.table(namespace, groups[1])
-        return Response(200, commit_result(commits.commit(table, asked, request.header("Idempotency-Key"))))
+        return Response(200, commit_result(commits.commit(table, asked, key)))
 
     @_route("DELETE", "namespaces/([^/]+)/tables/([^/]+)")
     def drop_table(self, request: Request, groups: list[str]) -> Response:

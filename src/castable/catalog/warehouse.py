@@ -23,7 +23,7 @@ from castable.catalog.errors import (
 from castable.database import Database
 from castable.dblog import LOG_PREFIX, NAME
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
-from castable.layout import POINTER_KEY, manifest_key
+from castable.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError, store_from_uri
 from castable.table import Table
 from castable.tables import create_table_at, load_table
@@ -33,6 +33,8 @@ MARKER = "_namespace.json"
 """The object that makes an empty folder a namespace and holds its properties."""
 DATABASE = "castable.database"
 """The namespace property that, set to ``true`` at creation, makes the namespace a castable database."""
+ENGINES = (DATA_PREFIX.rstrip("/"), ICEBERG_PREFIX.rstrip("/"))
+"""The folders an Iceberg engine writes into before the commit that creates its table (a staged create)."""
 _HEADS = 16
 
 
@@ -167,6 +169,22 @@ class Warehouse:
         except TableNotFoundError as e:
             raise NoSuchTableError(str(e)) from e
 
+    def location(self, table: Namespace) -> str:
+        """Where table ``table`` (its namespace, then its name) is, or would be."""
+        return self.folder(table).uri.rstrip("/")
+
+    def exists(self, namespace: Namespace, name: str) -> bool:
+        try:
+            self.table(namespace, name)
+        except NoSuchTableError:
+            return False
+        return True
+
+    def check_absent(self, namespace: Namespace, name: str) -> None:
+        """``AlreadyExistsError`` unless a table ``name`` can be created in ``namespace``."""
+        if self.exists(namespace, name):
+            raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
+
     def create_table(
         self,
         namespace: Namespace,
@@ -175,19 +193,21 @@ class Warehouse:
         *,
         primary_key: list[str] | None,
         properties: Mapping[str, str],
+        table_uuid: str | None = None,
     ) -> Table:
-        """A new empty table ``name`` in ``namespace`` (in its database, if it is one)."""
+        """A new empty table ``name`` in ``namespace`` (in its database, if it is one), with
+        the uuid a staged create announced, if any."""
         self.properties(namespace)
         key = None if not primary_key else primary_key[0] if len(primary_key) == 1 else primary_key
         database = self._database(namespace)
         if database is not None:
-            return database.create_table(name, schema, primary_key=key, properties=properties)
+            return database.create_table(name, schema, primary_key=key, properties=properties, table_uuid=table_uuid)
         store = self.folder((*namespace, name))
         if _is_table(store):
             raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
-        if store.folders() or any(True for _ in store.list(MARKER)):
+        if set(store.folders()) - set(ENGINES) or store.exists(MARKER):
             raise AlreadyExistsError(f"{'.'.join((*namespace, name))} is a namespace")
-        return create_table_at(store, schema, primary_key=key, properties=properties)
+        return create_table_at(store, schema, primary_key=key, properties=properties, table_uuid=table_uuid)
 
     def drop_table(self, namespace: Namespace, name: str, *, purge: bool) -> None:
         """Delete table ``name`` and every object of it. A castable table is its folder, so a
