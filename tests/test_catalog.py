@@ -480,3 +480,54 @@ def test_a_staged_create_lands_whole_or_not_at_all(served: Served, monkeypatch: 
     ):
         tx.append(ROWS)
     assert not cat.table_exists("db.u") and cat.list_tables("db") == [("db", "t")]
+
+
+DUCKDB = Path(__file__).resolve().parent.parent / ".venv-duckdb15" / "bin" / "python"
+
+
+def duckdb_sql(uri: str, *statements: str) -> list[Any]:
+    """Each statement's rows (or ``{"error": ...}``), run by DuckDB 1.5.5 attached to the catalog."""
+    script = Path(__file__).parent / "helpers" / "duckdb_catalog.py"
+    done = subprocess.run([str(DUCKDB), str(script), uri, *statements], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
+    """DuckDB's iceberg extension, attached with its defaults: a staged CREATE TABLE, INSERT,
+    merge-on-read DELETE and UPDATE (position delete files), time travel by castable's
+    versions; castable reads what DuckDB wrote, and a DROP without purge is refused."""
+    cat = served.client()
+    cat.create_namespace("db")
+    cat.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())]))
+    cat.load_table("db.t").append(
+        ROWS.cast(pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())]))
+    )
+    results = duckdb_sql(
+        served.uri,
+        "SELECT id, s FROM c.db.t ORDER BY id",
+        "INSERT INTO c.db.t VALUES (4, 'd'), (5, 'e')",
+        "DELETE FROM c.db.t WHERE id = 1",
+        "UPDATE c.db.t SET s = 'B' WHERE id = 2",
+        "SELECT id, s FROM c.db.t ORDER BY id",
+        "SELECT id FROM c.db.t AT (VERSION => 1) ORDER BY id",
+        "CREATE TABLE c.db.u (k BIGINT, v VARCHAR)",
+        "INSERT INTO c.db.u VALUES (1, 'x')",
+        "DROP TABLE c.db.u",
+    )
+    assert results[0] == {"rows": [[1, "a"], [2, "b"], [3, "c"]]}
+    assert all("error" not in r for r in results[1:8]), results
+    assert results[4] == {"rows": [[2, "B"], [3, "c"], [4, "d"], [5, "e"]]}
+    assert results[5] == {"rows": [[1], [2], [3]]}
+    assert "a castable table is its folder" in results[8]["error"]
+
+    ct = served.castable("db", "t")
+    assert rows(ct) == [(2, "B"), (3, "c"), (4, "d"), (5, "e")] == iceberg_rows(cat.load_table("db.t"))
+    assert [h.operation for h in ct.history()][:3] == ["overwrite", "delete", "append"]
+    assert ct.history()[0].summary["tombstone"]  # merge-on-read: the old row got a tombstone
+    changes = ct.changes(4).to_arrow()
+    assert sorted(zip(changes["id"].to_pylist(), changes["_change_type"].to_pylist(), strict=True)) == [
+        (2, "delete"),
+        (2, "insert"),
+    ]
+    assert rows(served.castable("db", "u")) == [(1, "x")]
