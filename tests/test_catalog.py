@@ -277,6 +277,7 @@ def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.Mon
         {"name": "f3", "schema": ROWS_SCHEMA, "properties": {"format-version": "3"}},
         {"name": "elsewhere", "schema": ROWS_SCHEMA, "location": "file:///tmp/elsewhere"},
         {"name": "t", "schema": ROWS_SCHEMA, "stage-create": True},  # a staged create of a table that exists
+        {"name": "o", "schema": ROWS_SCHEMA, "write-order": {"order-id": 1, "fields": [ASCENDING]}},
     ):
         status, answer = served.raw("POST", "/v1/namespaces/db/tables", bad)
         assert status in (400, 406, 409), answer
@@ -300,6 +301,7 @@ ROWS_FIELDS = [
 ]
 ROWS_SCHEMA = {"type": "struct", "schema-id": 0, "fields": ROWS_FIELDS}
 LONG_9 = {"id": 9, "name": "x", "type": "long", "required": False}
+ASCENDING = {"source-id": 1, "transform": "identity", "direction": "asc", "null-order": "nulls-first"}
 IDENTITY = {"source-id": 2, "field-id": 1000, "name": "s", "transform": "identity"}
 
 
@@ -390,6 +392,7 @@ def test_position_deletes_become_tombstones(served: Served) -> None:
         (position_delete_commit(t, {three: [1]}, record_count=2), "the manifest says 2 deletes"),
         (position_delete_commit(t, {three: [3]}), "has 3 rows"),
         (position_delete_commit(t, {f"{t.location()}/data/none.parquet": [0]}), "holds no data files"),
+        (position_delete_commit(t, {three: [0]}, equality=True), "equality delete files are refused"),
     ):
         status, answer = served.raw("POST", "/v1/namespaces/db/tables/t", bad)
         assert status == 400 and match in answer["error"]["message"], answer

@@ -90,3 +90,17 @@ def test_change_feed_section_runs_as_written(tmp_path: Path) -> None:
         "{'id': 2, 'amount': 25.0, '_change_type': 'update_postimage'}, "
         "{'id': 3, 'amount': 30.0, '_change_type': 'delete'}]",
     ]
+
+
+def test_catalog_section_runs_as_written(tmp_path: Path) -> None:
+    """pyiceberg writes through the served catalog, castable reads and writes the same table,
+    and pyiceberg sees castable's commit under castable's version number."""
+    script = tmp_path / "catalog.py"
+    script.write_text(block("## Every Iceberg engine writes: the REST catalog", "python"))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[{'id': 1, 'amount': 10.0}, {'id': 3, 'amount': 30.0}]",
+        "['overwrite', 'append', 'create']",
+        "1 True",
+    ]

@@ -46,12 +46,18 @@ class DeleteManifestWriter(ManifestWriterV2):
 
 
 def position_delete_commit(
-    table: Table, deletes: dict[str, list[int]], *, record_count: int | None = None, hadoop: bool = False
+    table: Table,
+    deletes: dict[str, list[int]],
+    *,
+    record_count: int | None = None,
+    hadoop: bool = False,
+    equality: bool = False,
 ) -> Any:
     """The commit request body of a snapshot of ``table`` (a pyiceberg table, at the version it
     was loaded) that deletes rows by position: ``deletes`` maps a data file's location to the
     0-based positions of its deleted rows. ``record_count`` makes the manifest lie about the
-    number of deletes; ``hadoop`` spells local locations as Java's HadoopFileIO does (``file:/``)."""
+    number of deletes; ``hadoop`` spells local locations as Java's HadoopFileIO does (``file:/``);
+    ``equality`` labels the file an equality delete file on field 1 (as Flink writes them)."""
     if hadoop:
         deletes = {_hadoop(p): ps for p, ps in deletes.items()}
     rows = pa.table(
@@ -73,7 +79,8 @@ def position_delete_commit(
     parent = table.metadata.current_snapshot_id
     sequence = table.metadata.last_sequence_number + 1
     delete_file = DataFile.from_args(
-        content=DataFileContent.POSITION_DELETES,
+        content=DataFileContent.EQUALITY_DELETES if equality else DataFileContent.POSITION_DELETES,
+        equality_ids=[1] if equality else None,
         file_path=delete_path,
         file_format=FileFormat.PARQUET,
         partition=Record(),
