@@ -17,14 +17,14 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
-    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
-    ManifestWriterV2,
     write_manifest_list,
 )
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
+
+from castable.iceberg.publish import DeleteManifestWriter
 
 POSITION_DELETES = pa.schema(
     [
@@ -32,17 +32,6 @@ POSITION_DELETES = pa.schema(
         pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
     ]
 )
-
-
-class DeleteManifestWriter(ManifestWriterV2):
-    """A v2 manifest of delete files (pyiceberg writes manifests of data files only)."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
 
 
 def position_delete_commit(

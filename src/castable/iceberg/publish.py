@@ -325,7 +325,7 @@ class _Publication:
                 entries.append(_entry(t.added_version, self.parent, self.version, written))
         if not entries:
             return None
-        writer = _DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
+        writer = DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
         return self._write_manifest(writer, entries)
 
     def _footers(self, files: list[DataFile]) -> Iterator[pq.FileMetaData]:
@@ -529,7 +529,7 @@ class _Described:
         return found if found is not None and found.file_size_in_bytes == size else None
 
 
-class _DeleteManifestWriter(ManifestWriterV2):
+class DeleteManifestWriter(ManifestWriterV2):
     """A v2 manifest of delete files (pyiceberg writes manifests of data files only)."""
 
     def content(self) -> ManifestContent:
