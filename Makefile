@@ -7,7 +7,7 @@ LOCALSTACK := .venv-localstack
 DUCKDB15 := .venv-duckdb15
 S3RVER := .tools/node_modules/.bin/s3rver
 IAMSIM := .tools/node_modules/@cloud-copilot/iam-simulate/package.json
-ICEBERG_JARS := .tools/iceberg/iceberg-jackson.jar
+ICEBERG_JARS := .tools/iceberg/iceberg-jackson.jar .tools/iceberg/iceberg-httpcore5.jar .tools/iceberg/castable-iceberg-rest.jar
 # LocalStack needs Python 3.13 (pyenv's on these machines, else python3.13 on PATH).
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
 PYTEST_WORKERS ?= 2
@@ -33,8 +33,9 @@ $(SPARK35)/.installed: pyproject.toml Makefile
 	$(SPARK35)/bin/python -m pip install --quiet -e . "pyspark==3.5.*" "pandas<3" "snowpark-connect-deps-iceberg==1.0.3"
 	touch $@
 
-# The runtime jar and the Jackson it leaves out, relocated with Debian's jarjar (tools/iceberg_jars.sh).
-$(ICEBERG_JARS): $(SPARK35)/.installed tools/iceberg_jars.sh
+# The runtime jar and the Jackson and HttpCore 5 it leaves out, relocated with Debian's jarjar, and
+# the JDK-HTTP REST catalog class that tests/test_catalog_spark.py gives Spark (tools/iceberg_jars.sh).
+$(ICEBERG_JARS) &: $(SPARK35)/.installed tools/iceberg_jars.sh $(shell find tests/helpers/java -name '*.java')
 	tools/iceberg_jars.sh .tools/iceberg $(SPARK35)/bin/python
 
 # LocalStack's own S3 provider (no Docker) and s3rver (ignores conditional writes): the suite runs
