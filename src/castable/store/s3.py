@@ -99,6 +99,8 @@ _NO_VERSIONING = {"NotImplemented", "MethodNotAllowed", "501", "405"}
 """What an S3-compatible store without versioning answers GetBucketVersioning with."""
 _BODY_ERRORS = (ResponseStreamingError, IncompleteReadError, ReadTimeoutError, ConnectionClosedError)
 """Errors of a GET whose connection broke after the headers, while its body was read."""
+_MAX_ATTEMPTS = 8
+"""The ``max_attempts`` storage option's default: botocore's retries after a request's first send."""
 _DELETE_BATCH = 1000
 """S3's most keys (or versions) in one DeleteObjects request."""
 
@@ -142,8 +144,9 @@ def body_attempts(client: Any) -> int:
     """How often a GET's body is read before its error surfaces: as often as the client's retry
     budget lets it send a request (``max_attempts``), since the SDK retries a request only until
     its headers arrive."""
-    retries = client.meta.config.retries or {}
-    return max(1, int(retries.get("total_max_attempts") or retries.get("max_attempts") or 1))
+    config = getattr(client.meta, "config", None)  # a client not made by botocore has none
+    retries = (config.retries if config is not None else None) or {}
+    return max(1, int(retries.get("total_max_attempts") or retries.get("max_attempts") or _MAX_ATTEMPTS + 1))
 
 
 def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
@@ -154,7 +157,7 @@ def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
         raise ValueError(f"unknown storage options {sorted(unknown)}; known: {sorted(_KNOWN_OPTIONS)}")
     session = boto3.session.Session(**{_SESSION_OPTIONS[k]: v for k, v in options.items() if k in _SESSION_OPTIONS})
     config = Config(
-        retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", 8))},
+        retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", _MAX_ATTEMPTS))},
         max_pool_connections=_CONNECTIONS,
     )
     return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
