@@ -101,16 +101,26 @@ def _check_half_created(store: ObjectStore, wanted: Manifest) -> None:
         )
 
 
+def holds_table(store: ObjectStore) -> bool:
+    """Whether a table (or a create of one that crashed before its pointer) is at ``store``."""
+    return store.exists(POINTER_KEY) or store.exists(manifest_key(0))
+
+
+def holds_database(store: ObjectStore) -> bool:
+    """Whether a database (or a create of one that crashed before its pointer) is at ``store``."""
+    return holds_table(store.child(LOG_PREFIX))
+
+
 def check_not_nested(store: ObjectStore) -> None:
     """Refuse a table inside another table's prefix or above one: maintenance of the outer
     table (gc of its ``data/``) would delete the inner table's files."""
     for parent in store.parents():
-        if parent.exists(POINTER_KEY) or parent.exists(manifest_key(0)):
+        if holds_table(parent):
             raise InvalidInputError(
                 f"cannot create a table at {store.uri}: it lies inside the table at {parent.uri}, whose "
                 "maintenance would delete its files; choose a location outside that prefix"
             )
-        if parent.exists(f"{LOG_PREFIX}/{POINTER_KEY}") or parent.exists(f"{LOG_PREFIX}/{manifest_key(0)}"):
+        if holds_database(parent):
             raise InvalidInputError(
                 f"cannot create a table at {store.uri}: it lies inside the database at {parent.uri}; create "
                 "it with open_database(...).create_table(name, ...), or choose a location outside that prefix"

@@ -238,7 +238,9 @@ def _check_other(base: TableMetadata, update: Any) -> None:
         return
     if isinstance(update, SetDefaultSortOrderUpdate) and update.sort_order_id in (-1, base.default_sort_order_id):
         return
-    if isinstance(update, SetLocationUpdate) and update.location.rstrip("/") == base.location.rstrip("/"):
+    if isinstance(update, SetLocationUpdate) and canonical_location(update.location).rstrip(
+        "/"
+    ) == base.location.rstrip("/"):
         return
     reasons = {
         "add-spec": "castable tables are not partitioned",

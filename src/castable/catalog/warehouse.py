@@ -20,6 +20,7 @@ from castable.catalog.errors import (
     NoSuchTableError,
     UnsupportedError,
 )
+from castable.create import holds_database, holds_table
 from castable.database import Database
 from castable.dblog import LOG_PREFIX, NAME
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
@@ -74,7 +75,7 @@ class Warehouse:
         store = self.folder(parent) if parent else self.root
         names = [n for n in store.folders() if NAME.fullmatch(n)]
         with ThreadPoolExecutor(_HEADS) as pool:
-            tables = list(pool.map(lambda n: _is_table(store.child(n)), names))
+            tables = list(pool.map(lambda n: holds_table(store.child(n)), names))
         return [(*parent, n) for n, table in zip(names, tables, strict=True) if not table]
 
     def properties(self, namespace: Namespace) -> dict[str, str]:
@@ -86,7 +87,7 @@ class Warehouse:
         except ObjectNotFoundError:
             pass
         parent = self.folder(namespace[:-1]) if len(namespace) > 1 else self.root
-        if namespace[-1] not in parent.folders() or _is_table(store):
+        if namespace[-1] not in parent.folders() or holds_table(store):
             raise NoSuchNamespaceError(f"namespace {'.'.join(namespace)} does not exist")
         return {DATABASE: "true"} if self._database(namespace) is not None else {}
 
@@ -97,7 +98,7 @@ class Warehouse:
             self.properties(namespace[:-1])
             if self._database(namespace[:-1]) is not None:
                 raise BadRequestError(f"namespace {'.'.join(namespace[:-1])} is a database: it holds tables only")
-        if _is_table(store):
+        if holds_table(store):
             raise AlreadyExistsError(f"{'.'.join(namespace)} is a table")
         wanted = {str(k): str(v) for k, v in properties.items()}
         database = wanted.get(DATABASE, "false").lower()
@@ -134,7 +135,7 @@ class Warehouse:
 
     def _database(self, namespace: Namespace) -> Database | None:
         store = self.folder(namespace)
-        if not store.exists(f"{LOG_PREFIX}/{POINTER_KEY}"):
+        if not holds_database(store):
             return None
         try:
             return Database.load(store)
@@ -152,7 +153,7 @@ class Warehouse:
         store = self.folder(namespace)
         names = [n for n in store.folders() if NAME.fullmatch(n)]
         with ThreadPoolExecutor(_HEADS) as pool:
-            found = list(pool.map(lambda n: _is_table(store.child(n)), names))
+            found = list(pool.map(lambda n: holds_table(store.child(n)), names))
         return [n for n, table in zip(names, found, strict=True) if table]
 
     def table(self, namespace: Namespace, name: str) -> Table:
@@ -163,7 +164,7 @@ class Warehouse:
             if database is not None:
                 return database.table(name)
             store = self.folder((*namespace, name))
-            if not _is_table(store):
+            if not holds_table(store):
                 raise TableNotFoundError(f"no table {name!r} in namespace {'.'.join(namespace)}")
             return load_table(store)
         except TableNotFoundError as e:
@@ -203,7 +204,7 @@ class Warehouse:
         if database is not None:
             return database.create_table(name, schema, primary_key=key, properties=properties, table_uuid=table_uuid)
         store = self.folder((*namespace, name))
-        if _is_table(store):
+        if holds_table(store):
             raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
         if set(store.folders()) - set(ENGINES) or store.exists(MARKER):
             raise AlreadyExistsError(f"{'.'.join((*namespace, name))} is a namespace")
@@ -223,7 +224,3 @@ class Warehouse:
         store = table.store
         store.delete_many([POINTER_KEY, manifest_key(0)])  # no longer a table before its files go
         store.delete_many([info.key for info in store.list()])
-
-
-def _is_table(store: ObjectStore) -> bool:
-    return store.exists(POINTER_KEY) or store.exists(manifest_key(0))
