@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import io
 import json
 from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers.faults import FaultyStore, SimulatedCrash, once
 from helpers.tables import EVENTS, events, snapshot_of
@@ -320,6 +322,23 @@ def test_a_transaction_cannot_be_used_outside_its_life(shop: Database) -> None:
     with pytest.raises(TransactionClosedError, match="aborted"):
         aborted.table("orders")
     assert 30 not in ids(shop.table("orders"))
+
+
+def test_an_aborted_transaction_leaves_the_files_it_registered(shop: Database) -> None:
+    """Files given to add_files are the caller's (an engine may commit them again): an abort
+    deletes only what the transaction itself wrote."""
+    orders = shop.table("orders")
+    buf = io.BytesIO()
+    pq.write_table(events(40, 42), buf)
+    orders.store.put("data/engine.parquet", buf.getvalue())
+    before = snapshot_of(shop.store)
+    with pytest.raises(ValueError, match="boom"), shop.transaction() as aborted:
+        aborted.table("orders").add_files(["data/engine.parquet"])
+        aborted.table("orders").append(events(30, 31))
+        raise ValueError("boom")
+    assert snapshot_of(shop.store) == before
+    orders.refresh().add_files(["data/engine.parquet"])
+    assert ids(orders) == [*range(10), 40, 41]
 
 
 def test_what_a_transaction_cannot_do_is_refused(shop: Database) -> None:

@@ -29,7 +29,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_r
 
 from castable import dblog
 from castable.changes import ChangeScan
-from castable.commit import Change, CommitResult, entry_as_of, new_commit_id, stage
+from castable.commit import TRANSACTION, Change, CommitResult, entry_as_of, new_commit_id, stage
 from castable.committer import NewerBase
 from castable.conflicts import Access, Isolation, Rows, check_isolation
 from castable.create import check_not_nested, initial_manifest
@@ -558,6 +558,8 @@ class Transaction:
         self._writes: dict[str, TableWrite] = {}
         self._access: dict[str, Access] = {}
         """What each table's reads and writes depend on, validated at commit."""
+        self._registered: dict[str, set[str]] = {}
+        """The files each table's writes registered (written elsewhere): an abort leaves them."""
 
     def __enter__(self) -> Transaction:
         return self.begin()
@@ -635,12 +637,13 @@ class Transaction:
 
     def abort(self) -> None:
         """Drop every write: nothing is committed, and the files the writes wrote are deleted
-        (nothing refers to them). A transaction that has committed stays committed."""
+        (nothing refers to them; files registered with ``add_files`` are the caller's, and
+        stay). A transaction that has committed stays committed."""
         if self._state in ("new", "open"):
             self._state = "aborted"
             for name, write in self._writes.items():
                 handle = self._tables[name]
-                written = _objects(handle.manifest) - _objects(write.base)
+                written = _objects(handle.manifest) - _objects(write.base) - self._registered.get(name, set())
                 with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
                     handle.store.delete_many(sorted(written))
             self._reset()
@@ -670,6 +673,10 @@ class Transaction:
         )
         write.changes.append(change)
         self._writes[name] = write
+        summary = staged.commit.summary
+        if (summary["operations"][-1] if staged.commit.operation == TRANSACTION else summary).get("registered"):
+            added = {f.path for f in staged.data_files} - {f.path for f in base.data_files}
+            self._registered.setdefault(name, set()).update(added)
         self._access[name] = self._access.get(name, Access()) + change.access
         return CommitResult(staged.version, replace(staged, version=write.base.version), None)
 
