@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 from helpers.iceberg_commits import position_delete_commit
 from helpers.s3servers import new_bucket
+from helpers.tables import snapshot_of
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import (
     BadRequestError,
@@ -499,9 +500,14 @@ def duckdb_sql(uri: str, *statements: str) -> list[Any]:
 def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
     """DuckDB's iceberg extension, attached with its defaults: a staged CREATE TABLE, INSERT,
     merge-on-read DELETE and UPDATE (position delete files), time travel by castable's
-    versions; castable reads what DuckDB wrote, and a DROP without purge is refused."""
+    versions; castable reads what DuckDB wrote, and a DROP without purge is refused. A
+    transaction over two tables of a database namespace is one database version; over two
+    tables of a plain namespace it is refused whole."""
     cat = served.client()
     cat.create_namespace("db")
+    cat.create_namespace("shop", {"castable.database": "true"})
+    for name in ("shop.a", "shop.b", "db.v"):
+        cat.create_table(name, schema=pa.schema([("k", pa.int64())]))
     cat.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())]))
     cat.load_table("db.t").append(
         ROWS.cast(pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())]))
@@ -517,6 +523,14 @@ def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
         "CREATE TABLE c.db.u (k BIGINT, v VARCHAR)",
         "INSERT INTO c.db.u VALUES (1, 'x')",
         "DROP TABLE c.db.u",
+        "BEGIN",
+        "INSERT INTO c.shop.a VALUES (1), (2)",
+        "INSERT INTO c.shop.b VALUES (3)",
+        "COMMIT",
+        "BEGIN",
+        "INSERT INTO c.db.u VALUES (2, 'y')",
+        "INSERT INTO c.db.v VALUES (4)",
+        "COMMIT",
     )
     assert results[0] == {"rows": [[1, "a"], [2, "b"], [3, "c"]]}
     assert all("error" not in r for r in results[1:8]), results
@@ -534,3 +548,73 @@ def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
         (2, "insert"),
     ]
     assert rows(served.castable("db", "u")) == [(1, "x")]
+
+    assert all("error" not in r for r in results[9:16]), results
+    assert "castable.database" in results[16]["error"]
+    shop = castable.open_database(f"{served.warehouse}/shop")
+    assert shop.version == 3 and shop.history()[0].operation == "transaction"
+    assert rows(shop.table("a")) == [(1,), (2,)] and rows(shop.table("b")) == [(3,)]
+    assert served.castable("db", "v").version == 0
+
+
+class Held(Exception):
+    """Stops pyiceberg after it built a commit, which the test sends itself."""
+
+
+def held_commit(table: Any, write: Any) -> dict[str, Any]:
+    """The body of the commit pyiceberg sends for ``write(table)``, not sent."""
+    session = table.catalog._session
+    real = session.post
+
+    def holding(url: str, *args: Any, **kwargs: Any) -> Any:
+        raise Held(kwargs.get("data") or b"")
+
+    session.post = holding
+    try:
+        with pytest.raises(Held) as held:
+            write(table)
+    finally:
+        session.post = real
+    return json.loads(held.value.args[0])  # type: ignore[no-any-return]
+
+
+def test_a_transaction_over_a_databases_tables_is_one_version_all_or_nothing(served: Served) -> None:
+    """POST /v1/transactions/commit with the commits pyiceberg built for two tables of a
+    database namespace: one database version, sent again it lands once, and when one table
+    moved meanwhile (409) neither changes and the engine's data files stay for its retry."""
+    cat = served.client()
+    cat.create_namespace("shop", {"castable.database": "true"})
+    a, b = cat.create_table("shop.a", schema=ROWS.schema), cat.create_table("shop.b", schema=ROWS.schema)
+    db = castable.open_database(f"{served.warehouse}/shop")
+    changes = [held_commit(a, lambda t: t.append(ROWS.slice(0, 2))), held_commit(b, lambda t: t.append(ROWS))]
+    body = {"table-changes": changes}
+    assert served.raw("POST", "/v1/transactions/commit", body) == (204, None)
+    assert db.refresh().version == 3 and db.history()[0].operation == "transaction"
+    assert rows(db.table("a")) == [(1, "a"), (2, "b")] and len(rows(db.table("b"))) == 3
+    assert served.raw("POST", "/v1/transactions/commit", body) == (204, None)  # its answer lost: sent again
+    assert db.refresh().version == 3
+
+    a, b = cat.load_table("shop.a"), cat.load_table("shop.b")
+    changes = [held_commit(a, lambda t: t.append(ROWS.slice(2, 1))), held_commit(b, lambda t: t.delete("id = 1"))]
+    db.table("b").append(ROWS.slice(0, 1))  # b moves after the client planned on it
+    cat.load_table("shop.b")  # publishes b's newest version, as the commit's check does
+    before = snapshot_of(db.store)
+    status, answer = served.raw("POST", "/v1/transactions/commit", {"table-changes": changes})
+    assert status == 409 and answer["error"]["type"] == "CommitFailedException"
+    assert snapshot_of(db.store) == before, "nothing committed, and the engine's files stay for its retry"
+
+    a, b = cat.load_table("shop.a"), cat.load_table("shop.b")
+    widen = held_commit(a, lambda t: t.update_schema().add_column("n", LongType()).commit())
+    changes = [widen, held_commit(b, lambda t: t.append(ROWS))]
+    before = snapshot_of(db.store)
+    status, answer = served.raw("POST", "/v1/transactions/commit", {"table-changes": changes})
+    assert status == 406 and "schema" in answer["error"]["message"]
+    cat.create_namespace("plain")
+    for name in ("x", "y"):
+        cat.create_table(f"plain.{name}", schema=ROWS.schema)
+    plain = [held_commit(cat.load_table(f"plain.{n}"), lambda t: t.append(ROWS)) for n in ("x", "y")]
+    status, answer = served.raw("POST", "/v1/transactions/commit", {"table-changes": plain})
+    assert status == 406 and "castable.database" in answer["error"]["message"]
+    assert snapshot_of(db.store) == before
+    assert served.raw("POST", "/v1/transactions/commit", {"table-changes": plain[:1]}) == (204, None)
+    assert rows(served.castable("plain", "x")) == [(1, "a"), (2, "b"), (3, "c")]

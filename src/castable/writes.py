@@ -389,7 +389,7 @@ def replace_files(
             summary["tombstone"] = deletes.path
         return NextState(data_files, tombstones, summary)
 
-    return t.commit_change(operation, start.commit_id, build).version
+    return t.commit_change(operation, start.commit_id, build, Access()).version  # build checks the version
 
 
 def _check_on(base: Manifest, version: int) -> None:

@@ -11,6 +11,7 @@ Everything a request asks is checked before anything is committed."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -75,19 +76,10 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
     ``CommitFailedException`` (409) when a requirement fails or the table moved meanwhile."""
     table.refresh()
     snapshots = [u.snapshot for u in request.updates if isinstance(u, AddSnapshotUpdate)]
-    commit_id = (
-        SNAPSHOT_COMMIT.format(snapshots[-1].snapshot_id)
-        if snapshots
-        else None
-        if idempotency_key is None
-        else f"iceberg-request-{idempotency_key}"
-    )
+    commit_id = _commit_id([s.snapshot_id for s in snapshots[-1:]], idempotency_key)
     if commit_id is not None and table.committed_version(commit_id) is not None:
         return table  # a repeat of a commit that landed (its answer was lost)
-    _, base = current_metadata(table)
-    for requirement in request.requirements:
-        requirement.validate(base)
-    plan = _plan(base, request)
+    plan = _checked_plan(table, request)
     parts = [p for p in ("properties", "schema", "data") if _asks(plan, p)]
 
     def part_id(name: str) -> str | None:
@@ -116,6 +108,77 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
             verify="checked",
         )
     return table.refresh()
+
+
+def commit_transaction(
+    warehouse: Warehouse, requests: Sequence[CommitTableRequest], idempotency_key: str | None = None
+) -> None:
+    """The changes of several tables as one version of the castable database that holds them:
+    all or nothing. Every table's requirements are checked and its snapshots translated before
+    anything is committed; a table another commit moved meanwhile fails the whole transaction
+    with 409. Schema and property changes are made by a table's own commit, not in one of
+    these. A transaction of one table is that table's commit, in any namespace."""
+    if not requests:
+        raise BadRequestError("a transaction commits the changes of at least one table")
+    names = [(tuple(r.identifier.namespace.root), r.identifier.name) for r in requests]
+    if len(set(names)) != len(names):
+        raise BadRequestError("a transaction names each table once")
+    if len(requests) == 1:
+        commit(warehouse.table(*names[0]), requests[0], idempotency_key)
+        return
+    namespaces = {namespace for namespace, _ in names}
+    database = warehouse.database(namespaces.pop()) if len(namespaces) == 1 else None
+    if database is None:
+        raise UnsupportedError(
+            "a transaction over several tables commits tables of one namespace that is a castable database "
+            "(created with castable.database=true), as one database version"
+        )
+    snapshots = [u.snapshot.snapshot_id for r in requests for u in r.updates if isinstance(u, AddSnapshotUpdate)]
+    commit_id = _commit_id(snapshots, idempotency_key)
+    if commit_id is not None and database.refresh().committed_version(commit_id) is not None:
+        return  # a repeat of a transaction that landed (its answer was lost)
+    planned: list[tuple[str, int, Translated]] = []
+    for (namespace, name), request in zip(names, requests, strict=True):
+        table = warehouse.table(namespace, name)
+        plan = _checked_plan(table, request)
+        if plan.schema is not None or plan.properties or plan.removals:
+            raise UnsupportedError(
+                f"{name}: a transaction over several tables commits their data; change a table's schema "
+                "or properties with a commit of that table"
+            )
+        if plan.snapshots:
+            planned.append((name, table.version, _translate(table, plan.snapshots)))
+    with database.transaction(commit_id) as tx:
+        for name, version, change in planned:
+            writes.replace_files(
+                tx.table(name),
+                change.removed,
+                change.added,
+                operation=change.operation,
+                on_version=version,
+                positions=change.positions,
+                verify="checked",
+            )
+
+
+def _commit_id(snapshot_ids: Sequence[int], idempotency_key: str | None) -> str | None:
+    """The castable commit id that recognises a request sent again: its snapshots' ids, else
+    the client's idempotency key; ``None`` (a new id) for a request with neither."""
+    if len(snapshot_ids) == 1:
+        return SNAPSHOT_COMMIT.format(snapshot_ids[0])
+    if snapshot_ids:
+        digest = hashlib.sha256(",".join(map(str, sorted(snapshot_ids))).encode()).hexdigest()
+        return f"iceberg-snapshots-{digest}"
+    return None if idempotency_key is None else f"iceberg-request-{idempotency_key}"
+
+
+def _checked_plan(table: Table, request: CommitTableRequest) -> Plan:
+    """What ``request`` asks of ``table``, its requirements checked against the newest version
+    as published (409 when one fails)."""
+    _, base = current_metadata(table)
+    for requirement in request.requirements:
+        requirement.validate(base)
+    return _plan(base, request)
 
 
 CREATING = (AssignUUIDUpdate, AddSchemaUpdate, SetCurrentSchemaUpdate, SetPropertiesUpdate, SetLocationUpdate)

@@ -49,6 +49,7 @@ ENDPOINTS = [
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+    "POST /v1/{prefix}/transactions/commit",
 ]
 
 
@@ -234,7 +235,12 @@ class Catalog:
 
     @_route("POST", "transactions/commit")
     def commit_transaction(self, request: Request, _: list[str]) -> Response:
-        raise UnsupportedError("multi-table transactions are not supported yet: commit each table")
+        changes = request.json().get("table-changes")
+        if not isinstance(changes, list):
+            raise BadRequestError('a transaction\'s body is {"table-changes": [...]}')
+        requests = [CommitTableRequest.model_validate(change) for change in changes]
+        commits.commit_transaction(self.warehouse, requests, request.header("Idempotency-Key"))
+        return Response(204)
 
 
 def _namespace(encoded: str) -> Namespace:

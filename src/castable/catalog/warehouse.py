@@ -70,7 +70,7 @@ class Warehouse:
         """The namespaces directly under ``parent`` (the top level for ``()``)."""
         if parent:
             self.properties(parent)  # 404 for a parent that is not a namespace
-            if self._database(parent) is not None:
+            if self.database(parent) is not None:
                 return []
         store = self.folder(parent) if parent else self.root
         names = [n for n in store.folders() if NAME.fullmatch(n)]
@@ -89,14 +89,14 @@ class Warehouse:
         parent = self.folder(namespace[:-1]) if len(namespace) > 1 else self.root
         if namespace[-1] not in parent.folders() or holds_table(store):
             raise NoSuchNamespaceError(f"namespace {'.'.join(namespace)} does not exist")
-        return {DATABASE: "true"} if self._database(namespace) is not None else {}
+        return {DATABASE: "true"} if self.database(namespace) is not None else {}
 
     def create_namespace(self, namespace: Namespace, properties: Mapping[str, str]) -> dict[str, str]:
         """Make ``namespace``, a castable database when ``castable.database`` is ``true``."""
         store = self.folder(namespace)
         if namespace[:-1]:
             self.properties(namespace[:-1])
-            if self._database(namespace[:-1]) is not None:
+            if self.database(namespace[:-1]) is not None:
                 raise BadRequestError(f"namespace {'.'.join(namespace[:-1])} is a database: it holds tables only")
         if holds_table(store):
             raise AlreadyExistsError(f"{'.'.join(namespace)} is a table")
@@ -133,7 +133,8 @@ class Warehouse:
         store.delete_many([info.key for info in store.list(f"{LOG_PREFIX}/")])
         store.delete(MARKER)
 
-    def _database(self, namespace: Namespace) -> Database | None:
+    def database(self, namespace: Namespace) -> Database | None:
+        """The castable database ``namespace`` is, if it is one."""
         store = self.folder(namespace)
         if not holds_database(store):
             return None
@@ -147,7 +148,7 @@ class Warehouse:
     def tables(self, namespace: Namespace) -> list[str]:
         """The names of the tables of ``namespace``."""
         self.properties(namespace)
-        database = self._database(namespace)
+        database = self.database(namespace)
         if database is not None:
             return database.tables()
         store = self.folder(namespace)
@@ -159,7 +160,7 @@ class Warehouse:
     def table(self, namespace: Namespace, name: str) -> Table:
         """Table ``name`` of ``namespace`` at its newest version."""
         self.properties(namespace)
-        database = self._database(namespace)
+        database = self.database(namespace)
         try:
             if database is not None:
                 return database.table(name)
@@ -200,7 +201,7 @@ class Warehouse:
         the uuid a staged create announced, if any."""
         self.properties(namespace)
         key = None if not primary_key else primary_key[0] if len(primary_key) == 1 else primary_key
-        database = self._database(namespace)
+        database = self.database(namespace)
         if database is not None:
             return database.create_table(name, schema, primary_key=key, properties=properties, table_uuid=table_uuid)
         store = self.folder((*namespace, name))
@@ -214,7 +215,7 @@ class Warehouse:
         """Delete table ``name`` and every object of it. A castable table is its folder, so a
         drop that keeps the files has nothing to remove: it is refused."""
         table = self.table(namespace, name)
-        if self._database(namespace) is not None:
+        if self.database(namespace) is not None:
             raise UnsupportedError("castable cannot drop a table of a database yet")
         if not purge:
             raise BadRequestError(
