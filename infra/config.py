@@ -25,6 +25,7 @@ CONTEXT_KEYS |= {
     "functionPackage": "function_package",
     "emrEnvironment": "emr_environment",
     "glueDatabase": "glue_database",
+    "icebergCatalog": "iceberg_catalog",
 }
 """The ``-c`` context flags and the settings they give."""
 
@@ -136,7 +137,7 @@ def from_context(context: Mapping[str, object]) -> CastableConfig:
                 value = json.loads(value)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"-c {flag} is not JSON: {e}") from None
-        if key == "versioned":
+        if key in ("versioned", "iceberg_catalog"):
             value = value in (True, "true", "True", "1")
         doc[key] = value
     return _build(CastableConfig, doc, "context")

@@ -9,6 +9,7 @@ from constructs import IConstruct
 from castable.layout import ERASURE_PLAN_PREFIX, ICEBERG_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.emr import EMR_ARTIFACTS, EMR_LOGS
+from infra.iceberg_rest import STAGE
 from infra.ingest import IngestStack
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS, ROOTS, CastableStack
 
@@ -113,7 +114,7 @@ def check(app: App, stack: CastableStack) -> None:
 
 def accepted_resource_findings(stack: CastableStack) -> list[tuple[IConstruct, str, str]]:
     """Findings accepted on one resource only (the finding's id does not name it)."""
-    return [
+    found: list[tuple[IConstruct, str, str]] = [
         (
             stack.schedule_dead_letters,
             "AwsSolutions-SQS3",
@@ -121,3 +122,35 @@ def accepted_resource_findings(stack: CastableStack) -> list[tuple[IConstruct, s
             "that failed (cdk-nag only recognises queues that SQS queues redrive to).",
         )
     ]
+    rest = stack.iceberg_rest
+    if rest is not None:
+        invoke = (
+            f"arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<{_logical_id(rest.api)}>/{STAGE}/*/*"
+        )
+        found += [
+            (
+                rest,
+                "AwsSolutions-APIG2",
+                "The catalog validates every request body against the Iceberg REST spec's models (pyiceberg's) "
+                "and answers the spec's 400; API Gateway's validation would need the whole spec as models.",
+            ),
+            (
+                rest,
+                "AwsSolutions-APIG3",
+                "Every request is authorized by IAM (SigV4); nothing is anonymous. Associate a WAF web ACL "
+                "with the stage yourself if your account requires one.",
+            ),
+            (
+                rest,
+                "AwsSolutions-APIG6",
+                "Access logs record every request, and the function logs every refused one; execution "
+                "logging needs the account-wide API Gateway CloudWatch role, which one stack should not take over.",
+            ),
+            (rest, "AwsSolutions-COG4", "The API is authorized by IAM (SigV4), as Iceberg clients sign requests."),
+            (
+                rest,
+                f"AwsSolutions-IAM5[Resource::{invoke}]",
+                "Clients call every route of the catalog (namespaces, tables, commits) under this one API's stage.",
+            ),
+        ]
+    return found

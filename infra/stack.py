@@ -35,6 +35,7 @@ from castable.sources import MANIFEST_SUFFIX
 from infra.bundling import Package
 from infra.emr import Emr
 from infra.emr_env import check_archive
+from infra.iceberg_rest import IcebergRestCatalog
 from infra.ingest import UNITS_PER_STACK, IngestStack, IngestUnit, Maintained, Shared
 from infra.operations import Operations
 from infra.parts import function, grant_publication, grant_tables, object_key_use, queue
@@ -135,6 +136,10 @@ class CastableConfig:
     glue_database: str = "castable"
     """The Glue Data Catalog database in which each table with ``publish.iceberg`` on is registered
     as an Iceberg table (for Athena); created by the stack, so unique per account and region."""
+    iceberg_catalog: bool = False
+    """Serve the Iceberg REST catalog of the deployment's tables (infra/iceberg_rest.py): an API
+    Gateway API with IAM authorization in front of ``lambdas/iceberg_rest.py``, through which
+    Iceberg engines write the tables (``IcebergCatalogUri`` output)."""
     bucket_name: str | None = None
     """An existing bucket to keep the tables in, instead of one the stack creates. The stack adds
     its landing notifications and turns on its EventBridge events; the compare-and-swap policy
@@ -207,6 +212,13 @@ class CastableStack(Stack):
         self.dead_letters += [q for group in self.ingest_stacks for q in group.dead_letters]
         self._tombstone_trigger()
         self._catalog()
+        self.iceberg_rest = (
+            IcebergRestCatalog(
+                self, "IcebergCatalog", package=package, bucket=self.bucket, roots=ROOTS, key_arn=config.kms_key_arn
+            )
+            if config.iceberg_catalog
+            else None
+        )
         self.emr = Emr(
             self,
             self.bucket,
@@ -222,12 +234,18 @@ class CastableStack(Stack):
             self,
             "Operations",
             bucket=self.bucket,
-            functions=[*self.functions.values(), *self.ingest_functions],
+            functions=[
+                *self.functions.values(),
+                *self.ingest_functions,
+                *([] if self.iceberg_rest is None else [self.iceberg_rest.function]),
+            ],
             dead_letters=self.dead_letters,
             workflows=[self.erasure, self.maintenance],
             erasure_logs=self.workflow_logs["erasure"],
             email=config.alert_email,
         )
+        if self.iceberg_rest is not None:  # Spark on EMR writes through the catalog too
+            self.iceberg_rest.clients.attach_to_role(self.emr.job_role)
         self._outputs()
 
     def _commit_invokes_itself(self) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 from helpers import ROOT
-from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
+from helpers.aws_stubs import api_gateway_event, eventbridge_sqs_event, sqs_event
 from helpers.bundles import build_bundle, invoke
 from helpers.cdk import synth
 from helpers.s3servers import new_bucket
@@ -162,6 +162,7 @@ def test_every_handler_runs_from_the_bundle_alone(
     }
     first = table.manifest.data_files[0].path
     calls = [
+        ("lambdas.iceberg_rest.handler", api_gateway_event("GET", "/v1/namespaces/tables/tables/events")),
         ("lambdas.commit.handler", {"table": uri, "files": ["data/ext/part-0.parquet"], "commit_id": "emr-1"}),
         ("lambdas.tombstone.handler", {"table": uri, "predicate": "id < 5"}),
         ("lambdas.splice.handler", {"table": uri, "predicate": "id = 50", "file": first, "commit_id": "sp-1"}),
@@ -186,12 +187,15 @@ def test_every_handler_runs_from_the_bundle_alone(
         "MAINTENANCE_STATE_MACHINE_ARN": machine,
         "MAINTENANCE_SCHEDULE_GROUP": f"schedules-{bucket}",
         "GLUE_DATABASE": f"catalog_{bucket.replace('-', '_')}",
+        "CASTABLE_WAREHOUSE": f"s3://{bucket}",
         AFTER_COMMIT: "false",
     }
     answer = invoke(bundle, [{"handler": h, "event": e} for h, e in calls], env)
     assert all(not p.startswith(str(ROOT / ".venv")) and "site-packages" not in p for p in answer["path"])
     for (handler, _), outcome in zip(calls, answer["calls"], strict=True):
         assert "errorType" not in outcome, f"{handler}: {outcome.get('trace')}"
+    loaded = answer["calls"][0]["result"]
+    assert loaded["statusCode"] == 200 and json.loads(loaded["body"])["metadata-location"].startswith(uri)
     assert answer["calls"][-2]["result"]["started"] == ["events"], "the trigger read the table's schedule"
     (published,) = answer["calls"][-1]["result"]["published"]
     assert published["changed"] and published["version"] == castable.open_table(uri, storage_options=options).version

@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -20,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from helpers.iceberg_commits import position_delete_commit
+from helpers.rest_catalog import Served, held_commit
 from helpers.s3servers import new_bucket
 from helpers.tables import snapshot_of
 from pyiceberg.catalog.rest import RestCatalog
@@ -37,45 +36,8 @@ from pyiceberg.manifest import ManifestWriter
 from pyiceberg.types import LongType, StringType
 
 import castable
-from castable.catalog import Catalog, Warehouse, make_server
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "s": pa.array(["a", "b", "c"], pa.string())})
-
-
-class Served:
-    """A catalog served on a free port over ``warehouse``, and a pyiceberg client of it."""
-
-    def __init__(self, warehouse: str, storage_options: dict[str, str] | None = None) -> None:
-        self.warehouse = warehouse
-        self.options = storage_options
-        self.server = make_server(Catalog(Warehouse.at(warehouse, storage_options)), port=0)
-        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def client(self) -> RestCatalog:
-        props = {"uri": self.uri}
-        if self.options:
-            props |= {"s3.endpoint": self.options["endpoint_url"], "s3.region": "us-east-1"}
-            props |= {"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
-        return RestCatalog("castable", **props)
-
-    def castable(self, *path: str) -> castable.Table:
-        return castable.open_table("/".join([self.warehouse.rstrip("/"), *path]), storage_options=self.options)
-
-    def raw(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.uri}{path}", data=data, method=method)
-        try:
-            with urllib.request.urlopen(request) as answer:
-                text = answer.read()
-                return answer.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -555,27 +517,6 @@ def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
     assert shop.version == 3 and shop.history()[0].operation == "transaction"
     assert rows(shop.table("a")) == [(1,), (2,)] and rows(shop.table("b")) == [(3,)]
     assert served.castable("db", "v").version == 0
-
-
-class Held(Exception):
-    """Stops pyiceberg after it built a commit, which the test sends itself."""
-
-
-def held_commit(table: Any, write: Any) -> dict[str, Any]:
-    """The body of the commit pyiceberg sends for ``write(table)``, not sent."""
-    session = table.catalog._session
-    real = session.post
-
-    def holding(url: str, *args: Any, **kwargs: Any) -> Any:
-        raise Held(kwargs.get("data") or b"")
-
-    session.post = holding
-    try:
-        with pytest.raises(Held) as held:
-            write(table)
-    finally:
-        session.post = real
-    return json.loads(held.value.args[0])  # type: ignore[no-any-return]
 
 
 def test_a_transaction_over_a_databases_tables_is_one_version_all_or_nothing(served: Served) -> None:

@@ -4,7 +4,9 @@ and each role is refused what it must not do."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import gzip
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -12,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
-from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
+from helpers.aws_stubs import api_gateway_event, eventbridge_sqs_event, sqs_event
 from helpers.bundles import invoke
 from helpers.cdk import synth
 from helpers.iam import IamFront, Need, Principal, Template, principal_of, role_principal
+from helpers.rest_catalog import Served, held_commit
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
@@ -91,7 +95,7 @@ class Deployment:
 
 @pytest.fixture(scope="module")
 def synthesised(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return synth(tmp_path_factory.mktemp("cdk"), tables=TABLES, databases=DATABASES)
+    return synth(tmp_path_factory.mktemp("cdk"), tables=TABLES, databases=DATABASES, icebergCatalog=True)
 
 
 def deploy(raw: dict[str, Any], s3_endpoint: str, *, versioned: bool) -> Iterator[Deployment]:
@@ -318,6 +322,67 @@ def test_catalog_publishes_and_registers_in_glue_under_its_role(
     with pytest.raises(ClientError, match="AccessDenied"):
         catalog.delete_object(Bucket=d.bucket, Key="tables/catalogued/metadata/v3.metadata.json")
     assert len(d.refused()) == 2
+
+
+def test_the_iceberg_rest_catalog_serves_engines_under_its_role(bundle: Path, deployment: Deployment) -> None:
+    """The Iceberg REST catalog function, sent API Gateway's proxy events: its namespaces are the
+    deployment's tables and databases; it creates a table and commits an engine's append (the
+    commit pyiceberg built, its files written as the engine's own) under its own role, which S3
+    refuses nothing; castable reads the rows."""
+    d = deployment
+    fn = "IcebergCatalogIcebergRestFunction"
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+    create = {"name": "ice", "schema": schema, "stage-create": False}
+    config, tops, created, missing = d.run(
+        bundle,
+        fn,
+        api_gateway_event("GET", "/v1/config"),
+        api_gateway_event("GET", "/v1/namespaces"),
+        api_gateway_event("POST", "/v1/namespaces/tables/tables", create),
+        api_gateway_event("GET", "/v1/namespaces/landing/tables"),
+    )
+    assert (
+        config["statusCode"] == 200
+        and "POST /v1/{prefix}/transactions/commit" in json.loads(config["body"])["endpoints"]
+    )
+    assert json.loads(tops["body"]) == {"namespaces": [["tables"], ["databases"]]}
+    assert created["statusCode"] == 200, (created["body"], d.refused())
+    assert missing["statusCode"] == 404
+    engine = Served(f"s3://{d.bucket}", d.admin)  # the engine's side: it writes its files with its own rights
+    try:
+        commit = held_commit(engine.client().load_table("tables.ice"), lambda t: t.append(pa.table({"id": [1, 2, 3]})))
+    finally:
+        engine.close()
+    (landed, loaded) = d.run(
+        bundle,
+        fn,
+        api_gateway_event("POST", "/v1/namespaces/tables/tables/ice", commit),
+        api_gateway_event("GET", "/v1/namespaces/tables/tables/ice"),
+    )
+    assert landed["statusCode"] == 200, landed["body"]
+    assert json.loads(loaded["body"])["metadata"]["current-snapshot-id"] == 1
+    table = castable.open_table(f"s3://{d.bucket}/tables/ice", storage_options=d.admin)
+    assert sorted(table.to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    assert d.refused() == []
+
+
+def test_a_large_catalog_answer_is_compressed_or_refused_whole() -> None:
+    """Lambda returns at most 6 MB: a larger answer goes gzip-compressed to a client that
+    accepts it, and is refused with a clear 500 to one that does not, never cut short."""
+    from castable.catalog import Response
+    from lambdas.iceberg_rest import ANSWER_LIMIT, proxy_result
+
+    big = Response(
+        200, {"snapshots": [{"snapshot-id": i, "manifest-list": f"s3://b/t/metadata/{i}.avro"} for i in range(120_000)]}
+    )
+    assert len(json.dumps(big.body)) > ANSWER_LIMIT
+    packed = proxy_result(big, "gzip, deflate")
+    assert packed["headers"]["Content-Encoding"] == "gzip" and len(json.dumps(packed)) < ANSWER_LIMIT
+    assert json.loads(gzip.decompress(base64.b64decode(packed["body"]))) == big.body
+    refused = proxy_result(big, "identity")
+    assert refused["statusCode"] == 500 and "6 MB" in json.loads(refused["body"])["error"]["message"]
+    small = proxy_result(Response(200, {"a": 1}), "gzip")
+    assert small == {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": '{"a": 1}'}
 
 
 ADMINISTRATOR = Principal(

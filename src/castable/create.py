@@ -70,14 +70,15 @@ def initial_manifest(
     )
 
 
-def create(store: ObjectStore, manifest: Manifest) -> None:
-    """Write version 0 (``manifest``) and the pointer of a standalone table at ``store``.
+def create(store: ObjectStore, manifest: Manifest, *, within: ObjectStore | None = None) -> None:
+    """Write version 0 (``manifest``) and the pointer of a standalone table at ``store``
+    (nested in no table or database below ``within``, if given).
 
     A create that crashed between the two is completed by one asking for the same definition;
     ``TableAlreadyExistsError`` if a table (or a half-created one of another definition) is there."""
     if store.exists(POINTER_KEY):
         raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
-    check_not_nested(store)
+    check_not_nested(store, within)
     store.check_conditional_writes()
     try:
         store.put(manifest_key(0), manifest.to_json(), if_none_match=True)
@@ -111,10 +112,15 @@ def holds_database(store: ObjectStore) -> bool:
     return holds_table(store.child(LOG_PREFIX))
 
 
-def check_not_nested(store: ObjectStore) -> None:
+def check_not_nested(store: ObjectStore, within: ObjectStore | None = None) -> None:
     """Refuse a table inside another table's prefix or above one: maintenance of the outer
-    table (gc of its ``data/``) would delete the inner table's files."""
+    table (gc of its ``data/``) would delete the inner table's files. ``within``: only the
+    prefixes strictly inside it are checked (a catalog's warehouse, whose callers may read
+    nothing above their namespaces)."""
+    inside = None if within is None else within.uri.rstrip("/") + "/"
     for parent in store.parents():
+        if inside is not None and not parent.uri.rstrip("/").startswith(inside):
+            break
         if holds_table(parent):
             raise InvalidInputError(
                 f"cannot create a table at {store.uri}: it lies inside the table at {parent.uri}, whose "

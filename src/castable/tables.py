@@ -47,12 +47,14 @@ def create_table_at(
     properties: Mapping[str, object] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
     table_uuid: str | None = None,
+    within: ObjectStore | None = None,
 ) -> Table:
-    """:func:`create_table` on a store already made (``table_uuid``: the uuid a catalog announced)."""
+    """:func:`create_table` on a store already made (``table_uuid``: the uuid a catalog
+    announced; ``within``: the warehouse it is created in, above which nothing is checked)."""
     manifest = initial_manifest(
         schema, primary_key=primary_key, properties=properties, format_version=format_version, table_uuid=table_uuid
     )
-    create(store, manifest)
+    create(store, manifest, within=within)
     return load_table(store)
 
 

@@ -3,6 +3,7 @@ invoke with a call of the real handler in the test process (moto's own error pay
 
 from __future__ import annotations
 
+import base64
 import importlib
 import io
 import json
@@ -134,3 +135,35 @@ def eventbridge_sqs_event(bucket: str, keys: list[str]) -> dict:
         body = {"source": "aws.s3", "detail-type": "Object Created", "detail": detail}
         records.append({**template, "messageId": f"e{i}", "body": json.dumps(body)})
     return {"Records": records}
+
+
+def api_gateway_event(
+    method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None, stage: str = "iceberg"
+) -> dict[str, Any]:
+    """The proxy event API Gateway's REST API sends its Lambda for a SigV4-signed request to its
+    ``{proxy+}`` resource (binary media types ``*/*``: the body arrives base64-encoded)."""
+    data = b"" if body is None else json.dumps(body).encode()
+    caller = "arn:aws:iam::123456789012:role/spark-job"
+    return {
+        "resource": "/{proxy+}",
+        "path": path,
+        "httpMethod": method,
+        "headers": {"Accept-Encoding": "gzip, deflate", "Content-Type": "application/json", "Host": "api.example"},
+        "multiValueHeaders": {},
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": None if query is None else {k: [v] for k, v in query.items()},
+        "pathParameters": {"proxy": path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/{proxy+}",
+            "httpMethod": method,
+            "path": f"/{stage}{path}",
+            "stage": stage,
+            "requestId": str(uuid.uuid4()),
+            "identity": {"userArn": caller, "caller": "AROAEXAMPLE:spark", "accessKey": "ASIAEXAMPLE"},
+            "accountId": "123456789012",
+            "apiId": "abcdef1234",
+        },
+        "body": base64.b64encode(data).decode() if data else None,
+        "isBase64Encoded": bool(data),
+    }

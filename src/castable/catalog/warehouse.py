@@ -6,7 +6,7 @@ the folders and the tables' own pointers are the catalog."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,15 +40,20 @@ _HEADS = 16
 
 
 class Warehouse:
-    """The namespaces and tables under ``root``."""
+    """The namespaces and tables under ``root``; with ``tops``, only the top-level namespaces
+    named there, which always exist (a deployment's ``tables`` and ``databases`` folders: its
+    roles may read nothing else of the bucket)."""
 
-    def __init__(self, root: ObjectStore) -> None:
+    def __init__(self, root: ObjectStore, tops: Sequence[str] | None = None) -> None:
         self.root = root
+        self.tops = None if tops is None else tuple(tops)
 
     @classmethod
-    def at(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> Warehouse:
+    def at(
+        cls, uri: str, storage_options: Mapping[str, Any] | None = None, tops: Sequence[str] | None = None
+    ) -> Warehouse:
         """The warehouse at ``uri`` (a directory, ``file://`` or ``s3://bucket/prefix`` URI)."""
-        return cls(store_from_uri(uri, storage_options))
+        return cls(store_from_uri(uri, storage_options), tops)
 
     # ---------------------------------------------------------------- namespaces
 
@@ -56,6 +61,11 @@ class Warehouse:
         """The store of ``namespace``'s folder (whether or not it exists)."""
         if not namespace:
             raise BadRequestError("a namespace has at least one level")
+        if self.tops is not None and namespace[0] not in self.tops:
+            raise NoSuchNamespaceError(
+                f"namespace {'.'.join(namespace)} does not exist: this catalog's namespaces are "
+                f"{', '.join(self.tops)} and those under them"
+            )
         store = self.root
         for level in namespace:
             if not NAME.fullmatch(level):
@@ -68,6 +78,8 @@ class Warehouse:
 
     def namespaces(self, parent: Namespace = ()) -> list[Namespace]:
         """The namespaces directly under ``parent`` (the top level for ``()``)."""
+        if not parent and self.tops is not None:
+            return [(top,) for top in self.tops]
         if parent:
             self.properties(parent)  # 404 for a parent that is not a namespace
             if self.database(parent) is not None:
@@ -86,6 +98,8 @@ class Warehouse:
             return {str(k): str(v) for k, v in doc.get("properties", {}).items()}
         except ObjectNotFoundError:
             pass
+        if len(namespace) == 1 and self.tops is not None:
+            return {}
         parent = self.folder(namespace[:-1]) if len(namespace) > 1 else self.root
         if namespace[-1] not in parent.folders() or holds_table(store):
             raise NoSuchNamespaceError(f"namespace {'.'.join(namespace)} does not exist")
@@ -94,6 +108,8 @@ class Warehouse:
     def create_namespace(self, namespace: Namespace, properties: Mapping[str, str]) -> dict[str, str]:
         """Make ``namespace``, a castable database when ``castable.database`` is ``true``."""
         store = self.folder(namespace)
+        if len(namespace) == 1 and self.tops is not None:
+            raise AlreadyExistsError(f"namespace {namespace[0]} already exists")
         if namespace[:-1]:
             self.properties(namespace[:-1])
             if self.database(namespace[:-1]) is not None:
@@ -127,6 +143,8 @@ class Warehouse:
     def drop_namespace(self, namespace: Namespace) -> None:
         """Remove an empty namespace (its marker, and its log if it is a database)."""
         self.properties(namespace)
+        if len(namespace) == 1 and self.tops is not None:
+            raise UnsupportedError(f"namespace {namespace[0]} is one of this catalog's own: it is not dropped")
         if self.tables(namespace) or self.namespaces(namespace):
             raise NamespaceNotEmptyError(f"namespace {'.'.join(namespace)} is not empty")
         store = self.folder(namespace)
@@ -209,7 +227,9 @@ class Warehouse:
             raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
         if set(store.folders()) - set(ENGINES) or store.exists(MARKER):
             raise AlreadyExistsError(f"{'.'.join((*namespace, name))} is a namespace")
-        return create_table_at(store, schema, primary_key=key, properties=properties, table_uuid=table_uuid)
+        return create_table_at(
+            store, schema, primary_key=key, properties=properties, table_uuid=table_uuid, within=self.root
+        )
 
     def drop_table(self, namespace: Namespace, name: str, *, purge: bool) -> None:
         """Delete table ``name`` and every object of it. A castable table is its folder, so a
