@@ -499,11 +499,11 @@ def main() -> None:
     parser.add_argument("--bandwidth", type=float, default=90e6)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     parser.add_argument("--duckdb", type=Path, default=DUCKDB_PYTHON)
-    parser.add_argument("--quick", action="store_true", help="200,000 rows, 2 repeats (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="50,000 rows, 1 repeat (a smoke run)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.quick:
-        args.rows, args.repeats, args.appends = 200_000, 2, 30
+        args.rows, args.repeats, args.appends = 50_000, 1, 20
     if not args.duckdb.exists():
         sys.exit(f"{args.duckdb} is missing: `make .venv-duckdb15/.installed` makes the side venv with DuckDB 1.5.5")
     command = " ".join(["python bench_shaped.py", *sys.argv[1:]])

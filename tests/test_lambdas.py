@@ -8,7 +8,6 @@ import io
 import json
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,6 +19,7 @@ from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
 from helpers.damaged import DAMAGES, damaged
 from helpers.filelists import LIES, lying_entry
 from helpers.lossy import Faults, network
+from helpers.s3servers import seed_moto_objects
 from helpers.tables import EVENTS, events, snapshot_of
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -81,16 +81,10 @@ def test_commit_takes_a_file_list_of_any_number_of_files(table: Table) -> None:
     (written,) = write_data_files(
         table.store, [events(500, 510).to_batches()[0]], table.schema, TableProperties.parse(table.properties)
     )
-    s3, bucket, prefix = table.store.client, table.store.bucket, table.store.prefix  # type: ignore[attr-defined]
-
-    def copy(i: int) -> DataFile:
-        key = f"data/emr/run-12/part-{i:05d}.parquet"
-        source = {"Bucket": bucket, "Key": f"{prefix}/{written.path}"}
-        s3.copy_object(Bucket=bucket, Key=f"{prefix}/{key}", CopySource=source)
-        return replace(written, path=key)
-
-    with ThreadPoolExecutor(32) as pool:
-        entries = list(pool.map(copy, range(10_001)))
+    bucket, prefix = table.store.bucket, table.store.prefix  # type: ignore[attr-defined]
+    entries = [replace(written, path=f"data/emr/run-12/part-{i:05d}.parquet") for i in range(10_001)]
+    data = table.store.get(written.path).data  # the job's files, stored directly: setup, not under test
+    seed_moto_objects(bucket, ((f"{prefix}/{e.path}", data) for e in entries))
     listed = write_file_list(table.store, "emr-run-12", entries, table.schema)
     event = {"table": table.uri, "file_list": listed, "commit_id": "emr-run-12", "verify": "footer"}
     result = commit.handler(event, Context())

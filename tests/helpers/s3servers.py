@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,18 @@ def serialize_moto_object_writes() -> None:
 
     for name in ("_key_response_put", "_key_response_post", "_key_response_delete"):
         setattr(S3Response, name, under_lock(getattr(S3Response, name)))
+
+
+def seed_moto_objects(bucket: str, objects: Iterable[tuple[str, bytes]]) -> None:
+    """Store ``objects`` (key, bytes) in a bucket of the in-process moto server directly, as
+    if each had been PUT: test setup of thousands of objects, which one by one over HTTP
+    (serialised by :func:`serialize_moto_object_writes`) would take minutes."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for key, data in objects:
+        backend.put_object(bucket, key, data)
 
 
 @contextmanager
