@@ -140,6 +140,11 @@ def test_pyiceberg_writes_and_castable_reads(served: Served) -> None:
         tx.remove_properties("owner")
     assert ct.refresh().properties["team"] == "x" and "owner" not in ct.properties
     assert ct.properties["iceberg.write.delete.mode"] == "copy-on-write"  # a name in castable's namespace
+    status, full = served.raw("GET", "/v1/namespaces/db/tables/t")
+    status_refs, refs = served.raw("GET", "/v1/namespaces/db/tables/t?snapshots=refs")
+    assert status == status_refs == 200 and len(full["metadata"]["snapshots"]) == ct.version > 1
+    assert [s["snapshot-id"] for s in refs["metadata"]["snapshots"]] == [ct.version]
+    assert served.raw("GET", "/v1/namespaces/db/tables/t?snapshots=some")[0] == 400
     loaded = cat.load_table("db.t").properties
     assert loaded["team"] == "x" and loaded["write.delete.mode"] == "copy-on-write" and "owner" not in loaded
 

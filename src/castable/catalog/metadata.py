@@ -57,9 +57,13 @@ def current_metadata(table: Table) -> tuple[str, TableMetadata]:
     return location, found.model_copy(update={"properties": properties})
 
 
-def load_result(table: Table) -> dict[str, Any]:
-    """The body of a LoadTableResult for ``table``."""
+def load_result(table: Table, *, refs_only: bool = False) -> dict[str, Any]:
+    """The body of a LoadTableResult for ``table``; with ``refs_only`` (the spec's
+    ``snapshots=refs``), only the snapshots a ref names (``main``'s)."""
     location, metadata = current_metadata(table)
+    if refs_only:
+        named = {ref.snapshot_id for ref in metadata.refs.values()}
+        metadata = metadata.model_copy(update={"snapshots": [s for s in metadata.snapshots if s.snapshot_id in named]})
     return {"metadata-location": location, "metadata": _json(metadata), "config": {}}
 
 

@@ -202,7 +202,12 @@ class Catalog:
             table = self.warehouse.table(_namespace(groups[0]), groups[1])
         except NoSuchNamespaceError as e:  # a table's answer: Java then tries db.t.snapshots as a metadata table
             raise NoSuchTableError(str(e)) from e
-        return Response(204) if request.method == "HEAD" else Response(200, load_result(table))
+        if request.method == "HEAD":
+            return Response(204)
+        snapshots = request.query.get("snapshots", "all")
+        if snapshots not in ("all", "refs"):
+            raise BadRequestError(f"snapshots is all or refs, not {snapshots!r}")
+        return Response(200, load_result(table, refs_only=snapshots == "refs"))
 
     @_route("POST", "namespaces/([^/]+)/tables/([^/]+)/metrics")
     def report_metrics(self, request: Request, groups: list[str]) -> Response:
