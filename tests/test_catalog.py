@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from helpers.iceberg_commits import position_delete_commit
+from helpers.iceberg_commits import equality_delete_commit, position_delete_commit
 from helpers.rest_catalog import Served, held_commit
 from helpers.s3servers import new_bucket
 from helpers.tables import snapshot_of
@@ -33,7 +33,8 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
 from pyiceberg.manifest import ManifestWriter
-from pyiceberg.types import LongType, StringType
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
 
 import castable
 
@@ -343,6 +344,36 @@ def test_iceberg_string_type_reads_as_castable_strings(served: Served) -> None:
     assert (7, "g", "n") in iceberg_rows(t)
 
 
+def test_equality_deletes_on_the_primary_key_become_key_list_tombstones(served: Served) -> None:
+    """An engine's equality delete file on the table's primary key (Flink's upserts) is a
+    castable tombstone of those keys' rows, planned from the key statistics as castable's own
+    deletes by key; one on another column is refused and changes nothing."""
+    cat = served.client()
+    cat.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True), NestedField(2, "s", StringType()), identifier_field_ids=[1]
+    )
+    t = cat.create_table("db.k", schema=schema)
+    arrow = t.schema().as_arrow()
+    t.append(pa.table({"id": [1, 2, 3], "s": ["a", "b", "c"]}, schema=arrow))
+    t.append(pa.table({"id": [4, 5], "s": ["d", "e"]}, schema=arrow))
+    ct = served.castable("db", "k")
+    assert ct.primary_key == "id" and ct.version == 2
+
+    status, answer = served.raw("POST", "/v1/namespaces/db/tables/k", equality_delete_commit(t, ["x"], field_id=2))
+    assert status == 400 and "primary key 'id' (field 1)" in answer["error"]["message"]
+    assert ct.refresh().version == 2
+    status, answer = served.raw("POST", "/v1/namespaces/db/tables/k", equality_delete_commit(t, [2, 5, 9]))
+    assert status == 200, answer
+    assert rows(ct) == [(1, "a"), (3, "c"), (4, "d")] == iceberg_rows(cat.load_table("db.k"))
+    assert ct.history()[0].operation == "delete" and ct.history()[0].summary["tombstone"]
+    changes = ct.changes(3).to_arrow()
+    assert sorted(zip(changes["id"].to_pylist(), changes["_change_type"].to_pylist(), strict=True)) == [
+        (2, "delete"),
+        (5, "delete"),
+    ]
+
+
 def test_position_deletes_become_tombstones(served: Served) -> None:
     """A merge-on-read engine's DELETE (a position delete file) is a castable tombstone: the rows
     read as deleted by castable and by Iceberg readers, the change feed names them, and a
@@ -360,7 +391,7 @@ def test_position_deletes_become_tombstones(served: Served) -> None:
         (position_delete_commit(t, {three: [1]}, record_count=2), "the manifest says 2 deletes"),
         (position_delete_commit(t, {three: [3]}), "has 3 rows"),
         (position_delete_commit(t, {f"{t.location()}/data/none.parquet": [0]}), "holds no data files"),
-        (position_delete_commit(t, {three: [0]}, equality=True), "equality delete files are refused"),
+        (position_delete_commit(t, {three: [0]}, equality=True), "one-column primary key only"),
     ):
         status, answer = served.raw("POST", "/v1/namespaces/db/tables/t", bad)
         assert status == 400 and match in answer["error"]["message"], answer

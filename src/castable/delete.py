@@ -287,11 +287,26 @@ class DeleteChange(PlannedChange):
         )
 
 
-def positions_tombstone(snapshot: Snapshot, positions: Mapping[str, Iterable[int]]) -> TombstoneFile | None:
-    """A tombstone of the rows at 0-based ``positions`` of data files of ``snapshot`` (an
-    Iceberg position delete), written now; ``InvalidInputError`` for a file the version does not
+def engine_tombstone(
+    snapshot: Snapshot, positions: Mapping[str, Iterable[int]], keys: Predicate | None = None
+) -> tuple[TombstoneFile | None, set[str]]:
+    """One tombstone, written now, of the rows at 0-based ``positions`` of data files of
+    ``snapshot`` (an Iceberg position delete) and of its live rows ``keys`` matches (an
+    equality delete on the primary key, planned as :meth:`Table.delete` plans one); and the
+    files the keys leave with no live row. ``InvalidInputError`` for a file the version does not
     hold or a position past its rows. Its row count is left unknown: some rows may have had a
     tombstone already."""
+    planned = DeletePlan() if keys is None else plan_delete(snapshot, keys)
+    entries = _position_entries(snapshot, positions) + planned.entries
+    if not entries:
+        return None, planned.removed
+    key = new_tombstone_key()
+    info = uploads.put(snapshot.store, key, tombstone.encode(entries))
+    targets = tuple(sorted({e.file for e in entries}))
+    return TombstoneFile(key, info.size, info.etag, targets, None), planned.removed
+
+
+def _position_entries(snapshot: Snapshot, positions: Mapping[str, Iterable[int]]) -> list[tombstone.Entry]:
     files = {f.path: f for f in snapshot.manifest.data_files.named(list(positions))}
     missing = sorted(set(positions) - set(files))
     if missing:
@@ -311,11 +326,7 @@ def positions_tombstone(snapshot: Snapshot, positions: Mapping[str, Iterable[int
             within = rows[groups == rg] - starts[rg]
             whole = len(within) == sizes[rg]
             entries.append(tombstone.RowGroupDelete(path, int(rg), None if whole else BitMap(within.tolist())))
-    if not entries:
-        return None
-    key = new_tombstone_key()
-    info = uploads.put(snapshot.store, key, tombstone.encode(entries))
-    return TombstoneFile(key, info.size, info.etag, tuple(sorted(positions)), None)
+    return entries
 
 
 def _row_group_rows(footer: pq.FileMetaData) -> list[int]:

@@ -20,7 +20,7 @@ from castable import inline, uploads
 from castable.changes import CARRIES
 from castable.commit import NextState
 from castable.conflicts import Access, Rows, check_sources
-from castable.delete import DeleteChange, FilePlanner, plan_files, positions_tombstone
+from castable.delete import DeleteChange, FilePlanner, engine_tombstone, plan_files
 from castable.erase import MODES as ERASE_MODES
 from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
@@ -350,6 +350,7 @@ def replace_files(
     operation: str,
     on_version: int,
     positions: Mapping[str, Iterable[int]] | None = None,
+    keys: Predicate | None = None,
     commit_id: str | None = None,
     verify: Verify = "footer",
 ) -> int:
@@ -357,7 +358,8 @@ def replace_files(
     of the 0-based ``positions`` of each path) and register files written elsewhere, in one
     commit made on version ``on_version`` exactly: the change of an engine that planned it on
     that version (an Iceberg snapshot, which names the files it removed and added and its
-    position deletes). A newer version is a ``CommitConflictError`` (the engine plans again); a
+    position deletes; ``keys``: a predicate on the primary key whose live rows are deleted too, an
+    equality delete). A newer version is a ``CommitConflictError`` (the engine plans again); a
     path the version does not hold, or an added file ``add_files`` would refuse, an
     ``InvalidInputError``."""
     start = t.begin_write(commit_id)
@@ -366,14 +368,15 @@ def replace_files(
     gone = set(removed)
     if len(gone) != len(removed):
         raise InvalidInputError("the same file is removed twice")
-    if not gone and not added and not positions:
+    if not gone and not added and not positions and keys is None:
         raise EmptyWriteError("replace_files was given no file to remove or add and no row; nothing was committed")
     _check_on(t.manifest, on_version)
     missing = gone - set(t.manifest.data_files.holding(gone))
     if missing:
         raise InvalidInputError(f"version {on_version} holds no data files {sorted(missing)}")
     files = check_files(t.store, added, t.schema, t.primary_key, verify)
-    deletes = positions_tombstone(t.snapshot(), positions) if positions else None
+    deletes, emptied = engine_tombstone(t.snapshot(), positions or {}, keys) if positions or keys else (None, set())
+    gone |= emptied - {f.path for f in files}
 
     def build(base: Manifest) -> NextState:
         _check_on(base, on_version)

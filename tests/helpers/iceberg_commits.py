@@ -56,6 +56,29 @@ def position_delete_commit(
         ],
         schema=POSITION_DELETES,
     )
+    content = DataFileContent.EQUALITY_DELETES if equality else DataFileContent.POSITION_DELETES
+    return delete_commit(table, rows, content, [1] if equality else None, record_count=record_count, hadoop=hadoop)
+
+
+def equality_delete_commit(table: Table, keys: list[Any], field_id: int = 1) -> Any:
+    """The commit request body of a snapshot of ``table`` that deletes the rows whose field
+    ``field_id`` is one of ``keys``, with an equality delete file (as Flink's upserts write)."""
+    field = table.schema().find_field(field_id)
+    arrow = table.schema().as_arrow().field(field.name).with_metadata({"PARQUET:field_id": str(field_id)})
+    rows = pa.table([pa.array(keys, arrow.type)], schema=pa.schema([arrow]))
+    return delete_commit(table, rows, DataFileContent.EQUALITY_DELETES, [field_id])
+
+
+def delete_commit(
+    table: Table,
+    rows: pa.Table,
+    content: DataFileContent,
+    equality_ids: list[int] | None,
+    *,
+    record_count: int | None = None,
+    hadoop: bool = False,
+) -> Any:
+    """The commit request body of a snapshot of ``table`` that adds the delete file of ``rows``."""
     sink = io.BytesIO()
     pq.write_table(rows, sink)
     data = sink.getvalue()
@@ -68,8 +91,8 @@ def position_delete_commit(
     parent = table.metadata.current_snapshot_id
     sequence = table.metadata.last_sequence_number + 1
     delete_file = DataFile.from_args(
-        content=DataFileContent.EQUALITY_DELETES if equality else DataFileContent.POSITION_DELETES,
-        equality_ids=[1] if equality else None,
+        content=content,
+        equality_ids=equality_ids,
         file_path=delete_path,
         file_format=FileFormat.PARQUET,
         partition=Record(),
@@ -97,7 +120,7 @@ def position_delete_commit(
         "sequence-number": sequence,
         "timestamp-ms": int(time.time() * 1000),
         "manifest-list": list_path,
-        "summary": {"operation": "delete", "added-position-deletes": str(rows.num_rows)},
+        "summary": {"operation": "delete", "added-delete-files": "1"},
         "schema-id": table.schema().schema_id,
     }
     return {

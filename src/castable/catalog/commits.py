@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus, read_manifest_list
@@ -48,6 +50,7 @@ from castable.catalog.warehouse import Namespace, Warehouse
 from castable.entries import DataFile
 from castable.iceberg.files import StoredFileIO
 from castable.iceberg.publish import INLINE, METADATA
+from castable.predicate import InList, Predicate
 from castable.register import check_files, table_key
 from castable.store import canonical_location
 from castable.table import Table
@@ -63,8 +66,9 @@ PUBLISHED = f"{METADATA}castable-"
 
 @dataclass
 class Plan:
-    """What one request asks of the table, checked."""
+    """What one request asks of the table (its metadata ``base`` as published), checked."""
 
+    base: TableMetadata
     properties: dict[str, str] = field(default_factory=dict)
     removals: list[str] = field(default_factory=list)
     schema: Schema | None = None
@@ -88,7 +92,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         return commit_id if name == parts[-1] else f"{commit_id}:{name}"
 
     schema = None if plan.schema is None else schema_update(table.schema, table.manifest.primary_key, plan.schema)
-    data = None if not plan.snapshots or schema is not None else _translate(table, plan.snapshots)
+    data = None if not plan.snapshots or schema is not None else _translate(table, plan.snapshots, plan.base)
     if plan.properties or plan.removals:
         table.set_properties(plan.properties, remove=plan.removals, commit_id=part_id("properties"))
     if schema is not None:
@@ -96,7 +100,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         update.changes.extend(schema.changes)
         update.commit()
     if plan.snapshots:
-        change = data or _translate(table, plan.snapshots)  # files of a new schema are checked now
+        change = data or _translate(table, plan.snapshots, plan.base)  # files of a new schema are checked now
         writes.replace_files(
             table,
             change.removed,
@@ -104,6 +108,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
             operation=change.operation,
             on_version=table.version,
             positions=change.positions,
+            keys=change.keys,
             commit_id=part_id("data"),
             verify="checked",
         )
@@ -147,7 +152,7 @@ def commit_transaction(
                 "or properties with a commit of that table"
             )
         if plan.snapshots:
-            planned.append((name, table.version, _translate(table, plan.snapshots)))
+            planned.append((name, table.version, _translate(table, plan.snapshots, plan.base)))
     with database.transaction(commit_id) as tx:
         for name, version, change in planned:
             writes.replace_files(
@@ -157,6 +162,7 @@ def commit_transaction(
                 operation=change.operation,
                 on_version=version,
                 positions=change.positions,
+                keys=change.keys,
                 verify="checked",
             )
 
@@ -241,7 +247,7 @@ def _asks(plan: Plan, part: str) -> bool:
 def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
     """The request's updates, each checked; ``BadRequestError`` or ``UnsupportedError`` for one
     castable does not do, before anything is committed."""
-    plan = Plan()
+    plan = Plan(base)
     added_schemas: list[Schema] = []
     for update in request.updates:
         if isinstance(update, SetPropertiesUpdate):
@@ -320,24 +326,33 @@ def _check_other(base: TableMetadata, update: Any) -> None:
 @dataclass
 class Translated:
     """A chain of snapshots as one castable commit: its operation, the paths it removes, the
-    files it adds (checked) and the rows it deletes by position."""
+    files it adds (checked), the rows it deletes by position and by primary key."""
 
     operation: str
     removed: list[str]
     added: list[DataFile]
     positions: dict[str, list[int]]
+    keys: Predicate | None = None
 
 
-def _translate(table: Table, snapshots: Sequence[Snapshot]) -> Translated:
-    """The castable commit of ``snapshots``, made on the table's version."""
+def _translate(table: Table, snapshots: Sequence[Snapshot], base: TableMetadata) -> Translated:
+    """The castable commit of ``snapshots``, made on the table's version (``base`` as published)."""
     stored = StoredFileIO(table.store)
     removed: dict[str, None] = {}
     added: dict[str, IcebergDataFile] = {}
     deletes_added: list[IcebergDataFile] = []
     deletes_removed: list[IcebergDataFile] = []
+    equality: list[IcebergDataFile] = []
     for snapshot in snapshots:
         for entry_status, data_file in _entries(stored, snapshot):
-            if data_file.content == DataFileContent.POSITION_DELETES:
+            if data_file.content == DataFileContent.EQUALITY_DELETES:
+                if entry_status != ManifestEntryStatus.ADDED or len(snapshots) > 1:
+                    raise BadRequestError(
+                        f"{data_file.file_path}: castable takes an equality delete file added by a commit of "
+                        "one snapshot"
+                    )
+                equality.append(data_file)
+            elif data_file.content == DataFileContent.POSITION_DELETES:
                 (deletes_added if entry_status == ManifestEntryStatus.ADDED else deletes_removed).append(data_file)
             elif entry_status == ManifestEntryStatus.ADDED:
                 added[data_file.file_path] = data_file
@@ -358,7 +373,48 @@ def _translate(table: Table, snapshots: Sequence[Snapshot]) -> Translated:
             )
     kinds = {OPERATIONS.get(s.summary.operation.value if s.summary else "", "overwrite") for s in snapshots}
     operation = kinds.pop() if len(kinds) == 1 else "overwrite"
-    return Translated(operation, list(removed), _checked(table, list(added.values())), positions)
+    keys = _deleted_keys(table, base, equality) if equality else None
+    return Translated(operation, list(removed), _checked(table, list(added.values())), positions, keys)
+
+
+def _deleted_keys(table: Table, base: TableMetadata, files: list[IcebergDataFile]) -> Predicate:
+    """The rows equality delete ``files`` delete, as a predicate on the primary key: castable
+    takes equality deletes on a one-column primary key only (its key-list tombstones); any
+    other is refused. Each file applies to the rows committed before it, which is what a
+    tombstone planned on the version the engine read deletes."""
+    key = list(table.manifest.primary_key or [])
+    if len(key) != 1:
+        raise BadRequestError(
+            "castable takes equality deletes on a table's one-column primary key only, and this table has "
+            f"{'none' if not key else 'a key of ' + str(len(key)) + ' columns'}: write position deletes instead"
+        )
+    field_id = base.schema().find_field(key[0]).field_id
+    values: list[pa.Array] = []
+    for f in files:
+        if list(f.equality_ids or []) != [field_id]:
+            raise BadRequestError(
+                f"{f.file_path}: an equality delete on fields {list(f.equality_ids or [])}; castable takes them on "
+                f"the primary key {key[0]!r} (field {field_id}) only"
+            )
+        if f.file_format != FileFormat.PARQUET:
+            raise BadRequestError(f"{f.file_path}: castable takes equality deletes in Parquet files only")
+        location = canonical_location(f.file_path).removeprefix(f"{table.store.uri.rstrip('/')}/")
+        rows = pq.read_table(io.BytesIO(table.store.get(location).data))
+        column = next(
+            (
+                i
+                for i, c in enumerate(rows.schema)
+                if (c.metadata or {}).get(b"PARQUET:field_id") == str(field_id).encode()
+            ),
+            rows.schema.get_field_index(key[0]),
+        )
+        if column < 0 or rows.num_rows != f.record_count:
+            raise BadRequestError(
+                f"{f.file_path}: the manifest says {f.record_count} deletes of {key[0]!r}, and the file holds "
+                f"{rows.num_rows} rows {'with' if column >= 0 else 'without'} that column"
+            )
+        values.append(rows.column(column).combine_chunks().cast(table.schema.field(key[0]).type))
+    return InList(key[0], pc.unique(pa.concat_arrays(values)))
 
 
 def _positions(table: Table, delete_file: IcebergDataFile) -> dict[str, list[int]]:
@@ -388,11 +444,6 @@ def _entries(stored: StoredFileIO, snapshot: Snapshot) -> list[tuple[ManifestEnt
         for entry in manifest.fetch_manifest_entry(stored, discard_deleted=False):
             if entry.status == ManifestEntryStatus.EXISTING:
                 continue
-            if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
-                raise BadRequestError(
-                    f"{entry.data_file.file_path}: equality delete files are refused; write position deletes "
-                    "(write.delete.mode=merge-on-read) or rewrite the files (copy-on-write)"
-                )
             found.append((entry.status, entry.data_file))
     return found
 
