@@ -542,9 +542,10 @@ def test_cfn_lint_passes(template: dict[str, Any]) -> None:
 
 def test_hundreds_of_tables_and_databases_stay_within_cloudformation_limits(tmp_path: Path) -> None:
     """250 tables and 3 databases of 3, with the Iceberg REST catalog (every limit below grows
-    with the tables, so this holds for fewer): every stack under 500 resources, 200 parameters and 200 outputs and 1 MB of template, every
-    inline policy under IAM's 10,240 characters a role, the trigger's environment under 4 KB;
-    cfn-lint and cdk-nag clean (the synth fails on a nag finding)."""
+    with the tables, so this holds for fewer): every stack under 500 resources, 200 parameters,
+    200 outputs and 1 MB of template, every inline policy under IAM's 10,240 characters a role,
+    the trigger's environment under 4 KB; cfn-lint and cdk-nag clean (the synth fails on a nag
+    finding)."""
     tables = 250
     members = [{"name": f"m{k}"} for k in range(3)]
     t = synth(
