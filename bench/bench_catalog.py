@@ -1,0 +1,337 @@
+"""Commits through castable's Iceberg REST catalog against castable's own, side by side in one run.
+
+1. Commit latency: a 1-row append by pyiceberg's ``RestCatalog`` to a table the catalog serves
+   (``make_server(Catalog(Warehouse.at(...)))`` on a free port, in a thread of this process)
+   against castable's own ``Table.append`` of the same row on the same store: castable's default
+   (a small write kept inline in the version's segment) and with inlining off (a Parquet file, as
+   pyiceberg writes). On the local disk and on shaped S3 (moto behind shaped_s3.py's proxy:
+   ``--latency`` before each response, ``--bandwidth`` per connection; the catalog and pyiceberg
+   both go through it). The tables are castable tables with the same schema and primary key (the
+   catalog's is created by castable and loaded once by pyiceberg); each writer's handle is open
+   before the clock starts. ``--repeats`` rounds, each writer once a round, after 2 rounds of
+   warm-up; medians, the ratio to castable's default append, the time the catalog took to
+   handle the commit request, and on shaped S3 the S3 requests of the median run.
+2. Spark ``MERGE INTO``: ``--merge-rows`` rows (half of them existing keys, scattered; half new)
+   into ``--rows`` rows of the event table, merge-on-read, in Spark 3.5 with Apache Iceberg's
+   Spark runtime (``.venv-spark35``, jars in ``.tools/iceberg``): through the catalog (served
+   here over a local warehouse; Spark's catalog class as in tests/test_catalog_spark.py), against
+   ``castable.spark.merge`` on the same castable table and against Iceberg's own Hadoop catalog
+   (``type=hadoop``, a local directory) on the same rows; every merge starts from the loaded
+   table. Time (median of ``--merge-repeats`` after a warm-up round) and the bytes of the files
+   the merge added under the table's folder (catalog_spark.py runs this side, in the side venv).
+
+Usage: cd bench && ../.venv/bin/python bench_catalog.py [--repeats 20] [--rows 10000000] [--merge-rows 100000]
+       [--merge-repeats 3] [--latency 0.025] [--bandwidth 90e6] [--spark ../.venv-spark35/bin/python]
+       [--jars ../.tools/iceberg] [--out DIR] [--quick]
+Writes DIR/catalog.md (DIR defaults to bench/results/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pyiceberg
+from benchlib import RESULTS, SCHEMA, event_batches, log, publish, report_header
+from pyiceberg.catalog.rest import RestCatalog
+from shaped_s3 import ShapedS3, shaped_s3
+
+import castable
+from castable.catalog import Catalog, Request, Response, Warehouse, make_server
+
+HERE = Path(__file__).resolve().parent
+BUCKET = "bench-catalog"
+OWN, OWN_FILES = "castable `Table.append`", "castable `Table.append`, inlining off"
+VIA = "pyiceberg through the catalog"
+CASTABLE_MERGE, REST_MERGE, HADOOP_MERGE = (
+    "castable.spark.merge",
+    "MERGE INTO through the catalog",
+    "MERGE INTO, Hadoop catalog",
+)
+WARMUP = 2
+TARGET = 1.5
+
+
+class TimedCatalog(Catalog):
+    """The catalog, keeping every request it handled: method, path, status, start (wall clock)
+    and the seconds it took."""
+
+    def __init__(self, warehouse: Warehouse) -> None:
+        super().__init__(warehouse)
+        self.requests: list[tuple[str, str, int, float, float]] = []
+
+    def handle(self, request: Request) -> Response:
+        started, t0 = time.time(), time.perf_counter()
+        response = super().handle(request)
+        self.requests.append((request.method, request.path, response.status, started, time.perf_counter() - t0))
+        return response
+
+
+@contextmanager
+def served(warehouse: str, options: dict[str, str] | None) -> Iterator[tuple[TimedCatalog, str]]:
+    """The catalog of ``warehouse`` served on a free port in a thread; it and its URI."""
+    catalog = TimedCatalog(Warehouse.at(warehouse, options))
+    server = make_server(catalog, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield catalog, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def one_row(i: int) -> pa.Table:
+    """Row ``i`` of the event table (id ``i``)."""
+    row = pa.Table.from_batches(list(event_batches(1)), schema=SCHEMA)
+    return row.set_column(0, SCHEMA.field("id"), pa.array([i], pa.int64()))
+
+
+def commit_latency(
+    where: str, warehouse: str, options: dict[str, str] | None, s3: ShapedS3 | None, repeats: int
+) -> dict[str, Any]:
+    """The three writers' 1-row appends on one store, round-robin: seconds, the catalog's
+    handling of pyiceberg's commits, and (shaped S3) the S3 requests of each append."""
+    root = warehouse.rstrip("/")
+    castable.create_table(f"{root}/db/catalog", SCHEMA, primary_key="id", storage_options=options)
+    own = castable.create_table(f"{root}/db/own", SCHEMA, primary_key="id", storage_options=options)
+    files = castable.create_table(
+        f"{root}/db/files",
+        SCHEMA,
+        primary_key="id",
+        properties={"write.inline.max-bytes": 0},
+        storage_options=options,
+    )
+    times: dict[str, list[float]] = {OWN: [], OWN_FILES: [], VIA: []}
+    requests: dict[str, list[dict[str, int]]] = {name: [] for name in times}
+    handling: list[float] = []
+    with served(warehouse, options) as (catalog, uri):
+        props = {"uri": uri}
+        if options:
+            props |= {"s3.endpoint": options["endpoint_url"], "s3.region": "us-east-1"}
+            props |= {"s3.access-key-id": "bench", "s3.secret-access-key": "bench"}
+        table = RestCatalog("bench", **props).load_table("db.catalog")
+        arrow_schema = table.schema().as_arrow()
+        writers: dict[str, Callable[[pa.Table], object]] = {
+            OWN: own.append,
+            OWN_FILES: files.append,
+            VIA: lambda row: table.append(row.cast(arrow_schema)),
+        }
+        log(f"{where}: {WARMUP} + {repeats} rounds of 1-row appends")
+        for r in range(WARMUP + repeats):
+            row = one_row(r)
+            for name, append in writers.items():
+                if s3 is not None:
+                    s3.reset()
+                handled = len(catalog.requests)
+                started = time.perf_counter()
+                append(row)
+                elapsed = time.perf_counter() - started
+                if r < WARMUP:
+                    continue
+                times[name].append(elapsed)
+                requests[name].append(s3.stats()["requests"] if s3 is not None else {})
+                if name == VIA:
+                    answered = catalog.requests[handled:]
+                    assert [(m, s) for m, _, s, _, _ in answered] == [("POST", 200)], answered
+                    handling.append(answered[0][4])
+    served_table = castable.open_table(f"{root}/db/catalog", storage_options=options)
+    assert served_table.count() == WARMUP + repeats
+    assert {h.operation for h in served_table.history()[: WARMUP + repeats]} == {"append"}
+    return {"times": times, "requests": requests, "handling": handling}
+
+
+def median_index(values: list[float]) -> int:
+    return sorted(range(len(values)), key=values.__getitem__)[len(values) // 2]
+
+
+def fmt(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_requests(counts: dict[str, int]) -> str:
+    return ", ".join(f"{counts[m]} {m}" for m in sorted(counts)) or "-"
+
+
+def commit_table(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, float], dict[str, float]]:
+    """The commit-latency table; for each store, the ratio of the catalog's append to castable's,
+    and of pyiceberg's own part of it (the append's time less the catalog's handling)."""
+    lines = [
+        "## 1-row append: pyiceberg through the catalog against castable's own",
+        "",
+        "| store | writer | median | min-max | of which the catalog | S3 requests (median run) | vs castable |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: |",
+    ]
+    ratios, clients, own_part = {}, {}, {}
+    for where, result in results.items():
+        times, requests = result["times"], result["requests"]
+        reference = statistics.median(times[OWN])
+        for name, runs in times.items():
+            m = statistics.median(runs)
+            handling = fmt(statistics.median(result["handling"])) if name == VIA else "-"
+            shaped = fmt_requests(requests[name][median_index(runs)]) if where != "local" else "-"
+            lines.append(
+                f"| {where} | {name} | {fmt(m)} | {fmt(min(runs))}-{fmt(max(runs))} | {handling} | {shaped} | "
+                f"{m / reference:.2f}x |"
+            )
+        ratios[where] = statistics.median(times[VIA]) / reference
+        client = statistics.median(t - h for t, h in zip(times[VIA], result["handling"], strict=True))
+        clients[where], own_part[where] = client / reference, client
+    lines += [
+        "",
+        "vs castable: the median over castable's default append (lower is better). Of which the catalog: the "
+        "median time the catalog took to answer pyiceberg's commit request, one POST each time; the rest is "
+        "pyiceberg's own (its Parquet file, manifest and manifest list, the request, and the metadata it "
+        "parses from the answer): "
+        + "; ".join(f"{where} {fmt(own_part[where])} ({clients[where]:.2f}x castable's append)" for where in results)
+        + ". S3 requests: the client's and the catalog's together.",
+        "",
+    ]
+    return lines, ratios, clients
+
+
+def spark_merges(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """catalog_spark.py in the Spark 3.5 venv, with a catalog served here over a local warehouse;
+    its results, and for each merge through the catalog the requests the catalog handled."""
+    warehouse, hadoop = work / "warehouse", work / "hadoop"
+    warehouse.mkdir()
+    hadoop.mkdir()
+    with served(str(warehouse), None) as (catalog, uri):
+        command = [args.spark, str(HERE / "catalog_spark.py"), "--jars", str(args.jars), "--uri", uri]
+        command += ["--warehouse", str(warehouse), "--hadoop", str(hadoop), "--work", str(work / "spark")]
+        command += ["--rows", str(args.rows), "--merge-rows", str(args.merge_rows)]
+        command += ["--repeats", str(args.merge_repeats), "--partitions", str(args.partitions)]
+        process = subprocess.Popen(command, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tail: list[str] = []
+
+        def relay() -> None:  # catalog_spark.py's progress, without Spark's own chatter
+            assert process.stderr is not None
+            for line in process.stderr:
+                tail[:] = [*tail[-80:], line]
+                if line.startswith("["):
+                    print(f"  spark {line}", end="", file=sys.stderr, flush=True)
+
+        relaying = threading.Thread(target=relay, daemon=True)
+        relaying.start()
+        out, _ = process.communicate()
+        relaying.join()
+        if process.returncode:
+            raise RuntimeError(f"catalog_spark.py exited with {process.returncode}:\n{''.join(tail)}")
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        result["catalog"] = [
+            [(m, p, s, d) for m, p, s, t, d in catalog.requests if lo <= t <= hi] for lo, hi in result["windows"]
+        ]
+    return result
+
+
+def merge_table(result: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    times, nbytes = result["times"], result["bytes"]
+    reference, hadoop = statistics.median(times[CASTABLE_MERGE]), statistics.median(times[HADOOP_MERGE])
+    lines = [
+        f"## Spark MERGE INTO, merge-on-read: {args.merge_rows:,} rows (half matched) into {args.rows:,}",
+        "",
+        "| writer | table | median | min-max | vs castable.spark.merge | vs Hadoop catalog | bytes written | "
+        "data | deletes | metadata | files |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, runs in times.items():
+        m = statistics.median(runs)
+        added = nbytes[name][median_index(runs)]
+        total = added["data"] + added["deletes"] + added["metadata"]
+        lines.append(
+            f"| {name} | {result['layout'][name]} | {m:.2f} s | {min(runs):.2f}-{max(runs):.2f} s | "
+            f"{m / reference:.2f}x | {m / hadoop:.2f}x | {fmt_bytes(total)} | {fmt_bytes(added['data'])} | "
+            f"{fmt_bytes(added['deletes'])} | {fmt_bytes(added['metadata'])} | {added['files']} |"
+        )
+    handled = result["catalog"]
+    per_merge = [sum(d for *_, d in requests) for requests in handled]
+    kinds: dict[str, int] = {}
+    for method, path, status, _ in handled[median_index(per_merge)]:
+        kind = f"{method} {'/'.join(path.split('/')[-2:]) if method == 'GET' else path.rsplit('/', 1)[-1]} {status}"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    statuses = sorted({s for requests in handled for _, _, s, _ in requests})
+    lines += [
+        "",
+        "Ratios: the median time over castable.spark.merge's and over the Hadoop catalog's (lower is better). "
+        "Bytes written: the files the merge added under the table's folder (those of the median run): data "
+        "files, deletes (Iceberg position delete files, castable tombstones, and the position delete files "
+        "the catalog publishes for Iceberg readers of castable's tombstones) and the rest (manifests, "
+        "segments, Iceberg metadata, Hadoop's .crc checksums).",
+        "",
+        f"The catalog's part of the merge through it: {statistics.median(per_merge):.2f} s (median) handling "
+        f"{statistics.median(len(r) for r in handled):.0f} requests ("
+        + ", ".join(f"{n} x {k}" for k, n in sorted(kinds.items()))
+        + f"); statuses over all merges: {', '.join(map(str, statuses))}.",
+        "",
+    ]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=20, help="rounds of 1-row appends")
+    parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the table merged into")
+    parser.add_argument("--merge-rows", type=int, default=100_000, help="rows of the merge's source")
+    parser.add_argument("--merge-repeats", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=4, help="input files and shuffle partitions")
+    parser.add_argument("--latency", type=float, default=0.025)
+    parser.add_argument("--bandwidth", type=float, default=90e6)
+    parser.add_argument("--spark", default=str(HERE.parent / ".venv-spark35" / "bin" / "python"))
+    parser.add_argument("--jars", type=Path, default=HERE.parent / ".tools" / "iceberg")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help="3 rounds; a merge of 2,000 into 200,000 once")
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.rows, args.merge_rows, args.merge_repeats = 3, 200_000, 2_000, 1
+    commits: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="castable-bench-catalog-") as tmp:
+        work = Path(tmp)
+        (work / "local").mkdir()
+        commits["local"] = commit_latency("local", str(work / "local"), None, None, args.repeats)
+        with shaped_s3(latency=args.latency, bandwidth=args.bandwidth) as s3:
+            boto3.client("s3", endpoint_url=s3.direct, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+            options = {"endpoint_url": s3.endpoint, "region": "us-east-1"}
+            commits["shaped S3"] = commit_latency("shaped S3", f"s3://{BUCKET}/wh", options, s3, args.repeats)
+        log(f"Spark: a merge of {args.merge_rows:,} rows into {args.rows:,}")
+        merges = spark_merges(args, work)
+    lines = report_header(
+        "commits through the Iceberg REST catalog",
+        f"pyiceberg {pyiceberg.__version__}; PySpark {merges['spark']} with Apache Iceberg {merges['iceberg']}'s "
+        f"Spark runtime, local[2]. Appends: medians of {args.repeats} rounds; shaped S3 is moto behind "
+        f"shaped_s3.py's proxy, {args.latency * 1000:g} ms before each response, {args.bandwidth / 1e6:g} MB/s "
+        f"per connection. Merges: medians of {args.merge_repeats} after a warm-up round, min-max beside.",
+    )
+    table, ratios, clients = commit_table(commits)
+    lines += table
+    lines += merge_table(merges, args)
+    lines += ["## Targets", ""]
+    for where, ratio in ratios.items():
+        verdict = "met" if ratio <= TARGET else "missed"
+        lines.append(
+            f"- {where}: a 1-row append through the catalog within {TARGET}x castable's own append: "
+            f"**{verdict}** ({ratio:.2f}x; pyiceberg's own part alone {clients[where]:.2f}x)."
+        )
+    publish("catalog", lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
