@@ -21,7 +21,7 @@
    the merge added under the table's folder (catalog_spark.py runs this side, in the side venv).
 
 Usage: cd bench && ../.venv/bin/python bench_catalog.py [--repeats 20] [--rows 10000000] [--merge-rows 100000]
-       [--merge-repeats 3] [--latency 0.025] [--bandwidth 90e6] [--spark ../.venv-spark35/bin/python]
+       [--merge-repeats 5] [--latency 0.025] [--bandwidth 90e6] [--spark ../.venv-spark35/bin/python]
        [--jars ../.tools/iceberg] [--out DIR] [--quick]
 Writes DIR/catalog.md (DIR defaults to bench/results/).
 """
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -39,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 import pyarrow as pa
@@ -61,28 +62,49 @@ CASTABLE_MERGE, REST_MERGE, HADOOP_MERGE = (
     "MERGE INTO, Hadoop catalog",
 )
 WARMUP = 2
+PROGRESS = re.compile(r"\[ *\d+\.\d s\] (?:(?!\[ *\d+\.\d s\]).)*")
+"""A progress line of catalog_spark.py (benchlib's ``log``), perhaps within Spark's own output."""
 TARGET = 1.5
 
 
-class TimedCatalog(Catalog):
-    """The catalog, keeping every request it handled: method, path, status, start (wall clock)
-    and the seconds it took."""
+class Handled(NamedTuple):
+    """A request the catalog answered: when (wall clock), in how many seconds, and the S3
+    requests it made (by method, on shaped S3)."""
 
-    def __init__(self, warehouse: Warehouse) -> None:
+    method: str
+    path: str
+    status: int
+    started: float
+    seconds: float
+    s3: dict[str, int]
+
+
+class TimedCatalog(Catalog):
+    """The catalog, keeping every request it handled; with ``probe`` (the shaping proxy's request
+    counts), the S3 requests each one made, counted outside its time."""
+
+    def __init__(self, warehouse: Warehouse, probe: Callable[[], dict[str, int]] | None = None) -> None:
         super().__init__(warehouse)
-        self.requests: list[tuple[str, str, int, float, float]] = []
+        self.probe = probe
+        self.requests: list[Handled] = []
 
     def handle(self, request: Request) -> Response:
+        before = self.probe() if self.probe else {}
         started, t0 = time.time(), time.perf_counter()
         response = super().handle(request)
-        self.requests.append((request.method, request.path, response.status, started, time.perf_counter() - t0))
+        seconds = time.perf_counter() - t0
+        after = self.probe() if self.probe else {}
+        s3 = {m: n - before.get(m, 0) for m, n in after.items() if n != before.get(m, 0)}
+        self.requests.append(Handled(request.method, request.path, response.status, started, seconds, s3))
         return response
 
 
 @contextmanager
-def served(warehouse: str, options: dict[str, str] | None) -> Iterator[tuple[TimedCatalog, str]]:
+def served(
+    warehouse: str, options: dict[str, str] | None, probe: Callable[[], dict[str, int]] | None = None
+) -> Iterator[tuple[TimedCatalog, str]]:
     """The catalog of ``warehouse`` served on a free port in a thread; it and its URI."""
-    catalog = TimedCatalog(Warehouse.at(warehouse, options))
+    catalog = TimedCatalog(Warehouse.at(warehouse, options), probe)
     server = make_server(catalog, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -117,7 +139,9 @@ def commit_latency(
     times: dict[str, list[float]] = {OWN: [], OWN_FILES: [], VIA: []}
     requests: dict[str, list[dict[str, int]]] = {name: [] for name in times}
     handling: list[float] = []
-    with served(warehouse, options) as (catalog, uri):
+    catalog_s3: list[dict[str, int]] = []
+    probe = (lambda: dict(s3.stats()["requests"])) if s3 is not None else None
+    with served(warehouse, options, probe) as (catalog, uri):
         props = {"uri": uri}
         if options:
             props |= {"s3.endpoint": options["endpoint_url"], "s3.region": "us-east-1"}
@@ -145,12 +169,13 @@ def commit_latency(
                 requests[name].append(s3.stats()["requests"] if s3 is not None else {})
                 if name == VIA:
                     answered = catalog.requests[handled:]
-                    assert [(m, s) for m, _, s, _, _ in answered] == [("POST", 200)], answered
-                    handling.append(answered[0][4])
+                    assert [(a.method, a.status) for a in answered] == [("POST", 200)], answered
+                    handling.append(answered[0].seconds)
+                    catalog_s3.append(answered[0].s3)
     served_table = castable.open_table(f"{root}/db/catalog", storage_options=options)
     assert served_table.count() == WARMUP + repeats
     assert {h.operation for h in served_table.history()[: WARMUP + repeats]} == {"append"}
-    return {"times": times, "requests": requests, "handling": handling}
+    return {"times": times, "requests": requests, "handling": handling, "catalog_s3": catalog_s3}
 
 
 def median_index(values: list[float]) -> int:
@@ -169,7 +194,8 @@ def fmt_bytes(n: float) -> str:
 
 
 def fmt_requests(counts: dict[str, int]) -> str:
-    return ", ".join(f"{counts[m]} {m}" for m in sorted(counts)) or "-"
+    listed = ", ".join(f"{counts[m]} {m}" for m in sorted(counts))
+    return f"{sum(counts.values())}: {listed}" if counts else "-"
 
 
 def commit_table(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, float], dict[str, float]]:
@@ -189,6 +215,8 @@ def commit_table(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[st
             m = statistics.median(runs)
             handling = fmt(statistics.median(result["handling"])) if name == VIA else "-"
             shaped = fmt_requests(requests[name][median_index(runs)]) if where != "local" else "-"
+            if name == VIA and where != "local":
+                shaped += f" (the catalog's: {fmt_requests(result['catalog_s3'][median_index(runs)])})"
             lines.append(
                 f"| {where} | {name} | {fmt(m)} | {fmt(min(runs))}-{fmt(max(runs))} | {handling} | {shaped} | "
                 f"{m / reference:.2f}x |"
@@ -203,7 +231,8 @@ def commit_table(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[st
         "pyiceberg's own (its Parquet file, manifest and manifest list, the request, and the metadata it "
         "parses from the answer): "
         + "; ".join(f"{where} {fmt(own_part[where])} ({clients[where]:.2f}x castable's append)" for where in results)
-        + ". S3 requests: the client's and the catalog's together.",
+        + ". S3 requests: the client's and the catalog's together, and the catalog's alone (counted outside "
+        "its time).",
         "",
     ]
     return lines, ratios, clients
@@ -227,8 +256,8 @@ def spark_merges(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             assert process.stderr is not None
             for line in process.stderr:
                 tail[:] = [*tail[-80:], line]
-                if line.startswith("["):
-                    print(f"  spark {line}", end="", file=sys.stderr, flush=True)
+                for progress in PROGRESS.finditer(line):
+                    print(f"  spark {progress.group()}", file=sys.stderr, flush=True)
 
         relaying = threading.Thread(target=relay, daemon=True)
         relaying.start()
@@ -237,9 +266,7 @@ def spark_merges(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         if process.returncode:
             raise RuntimeError(f"catalog_spark.py exited with {process.returncode}:\n{''.join(tail)}")
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-        result["catalog"] = [
-            [(m, p, s, d) for m, p, s, t, d in catalog.requests if lo <= t <= hi] for lo, hi in result["windows"]
-        ]
+        result["catalog"] = [[h for h in catalog.requests if lo <= h.started <= hi] for lo, hi in result["windows"]]
     return result
 
 
@@ -263,12 +290,12 @@ def merge_table(result: dict[str, Any], args: argparse.Namespace) -> list[str]:
             f"{fmt_bytes(added['deletes'])} | {fmt_bytes(added['metadata'])} | {added['files']} |"
         )
     handled = result["catalog"]
-    per_merge = [sum(d for *_, d in requests) for requests in handled]
+    per_merge = [sum(h.seconds for h in requests) for requests in handled]
     kinds: dict[str, int] = {}
-    for method, path, status, _ in handled[median_index(per_merge)]:
-        kind = f"{method} {'/'.join(path.split('/')[-2:]) if method == 'GET' else path.rsplit('/', 1)[-1]} {status}"
-        kinds[kind] = kinds.get(kind, 0) + 1
-    statuses = sorted({s for requests in handled for _, _, s, _ in requests})
+    for h in handled[median_index(per_merge)]:
+        route = "/".join(h.path.split("/")[-2:]) if h.method == "GET" else h.path.rsplit("/", 1)[-1]
+        kinds[f"{h.method} {route} {h.status}"] = kinds.get(f"{h.method} {route} {h.status}", 0) + 1
+    statuses = sorted({h.status for requests in handled for h in requests})
     lines += [
         "",
         "Ratios: the median time over castable.spark.merge's and over the Hadoop catalog's (lower is better). "
@@ -291,7 +318,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20, help="rounds of 1-row appends")
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the table merged into")
     parser.add_argument("--merge-rows", type=int, default=100_000, help="rows of the merge's source")
-    parser.add_argument("--merge-repeats", type=int, default=3)
+    parser.add_argument("--merge-repeats", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=4, help="input files and shuffle partitions")
     parser.add_argument("--latency", type=float, default=0.025)
     parser.add_argument("--bandwidth", type=float, default=90e6)

@@ -22,7 +22,7 @@ loadTable and commit are in its time. Bytes written are the sizes of the files t
 under the table's folder, Parquet (data and delete files) and the rest (metadata).
 
 Usage: .venv-spark35/bin/python bench/catalog_spark.py --jars .tools/iceberg --uri URI --warehouse DIR
-       --hadoop DIR --work DIR [--rows 10000000] [--merge-rows 100000] [--repeats 3] [--partitions 4]
+       --hadoop DIR --work DIR [--rows 10000000] [--merge-rows 100000] [--repeats 5] [--partitions 4]
 Prints one JSON line: the times, bytes and layout. bench_catalog.py runs it with the catalog served.
 """
 
@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="a directory for the input files")
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--merge-rows", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args()
     spark = session(args.jars, args.uri, args.hadoop, args.partitions)
