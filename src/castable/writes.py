@@ -376,7 +376,7 @@ def replace_files(
         raise InvalidInputError(f"version {on_version} holds no data files {sorted(missing)}")
     files = check_files(t.store, added, t.schema, t.primary_key, verify)
     deletes, emptied = engine_tombstone(t.snapshot(), positions or {}, keys) if positions or keys else (None, set())
-    gone |= emptied - {f.path for f in files}
+    gone |= emptied
 
     def build(base: Manifest) -> NextState:
         _check_on(base, on_version)

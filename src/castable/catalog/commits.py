@@ -143,8 +143,8 @@ def commit_transaction(
     if commit_id is not None and database.refresh().committed_version(commit_id) is not None:
         return  # a repeat of a transaction that landed (its answer was lost)
     planned: list[tuple[str, int, Translated]] = []
-    for (namespace, name), request in zip(names, requests, strict=True):
-        table = warehouse.table(namespace, name)
+    for (_, name), request in zip(names, requests, strict=True):
+        table = database.table(name)
         plan = _checked_plan(table, request)
         if plan.schema is not None or plan.properties or plan.removals:
             raise UnsupportedError(
