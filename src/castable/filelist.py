@@ -326,6 +326,12 @@ def _restated(e: E, old: pa.Schema, new: pa.Schema) -> E:
     return dataclasses.replace(e, stats=translate_stats(e.stats, old, new)) if isinstance(e, DataFile) else e
 
 
+KEPT_AS_WRITTEN = 1 << 20
+"""Segments up to this size are kept in :data:`SEGMENTS` as they are written: the small tail
+segments of appends, which the next commit merges (a catalog or a Lambda loads the table anew
+for each commit, and would read them back)."""
+
+
 def read_all(parts: Sequence[Part[E]], schema: pa.Schema) -> None:
     """Read the unread segments among ``parts``, in parallel (a GET each, then decoding)."""
     unread = [p for p in parts if p.unread]
@@ -342,6 +348,8 @@ def write_part(store: ObjectStore, codec: Codec[E], table: pa.Table, schema: pa.
     key = segment.new_segment_key()
     info = store.put(key, data, if_none_match=True)
     ref = SegmentRef(key, info.etag, len(data), codec.kind, table.num_rows, rows, size, stats, held)
+    if len(data) <= KEPT_AS_WRITTEN:
+        SEGMENTS.keep(store, ref, segment.decode(data, codec.kind, key=key))
     return Part(codec, ref=ref, table=table)
 
 
@@ -402,6 +410,10 @@ class SegmentCache:
 
     def __init__(self, max_bytes: int = 256 << 20) -> None:
         self._items: LruCache[tuple[str, str, str], pa.Table] = LruCache(max_bytes, lambda t: t.nbytes)
+
+    def keep(self, store: ObjectStore, ref: SegmentRef, table: pa.Table) -> None:
+        """Keep a segment this process just wrote (as it reads back)."""
+        self._items.put((store.uri, ref.path, ref.etag), table)
 
     def loader(self, store: ObjectStore, kind: Kind) -> Loader:
         def load(ref: SegmentRef) -> pa.Table:

@@ -34,6 +34,7 @@ from castable.layout import DATA_PREFIX, FILE_LISTS_PREFIX
 from castable.manifest import DataFile
 from castable.schema import describe_mismatch
 from castable.segment import data_files, data_table, decode, encode
+from castable.snapshot import remember_footer
 from castable.splice import Transfer, check_int96_file, read_footer, read_row_group
 from castable.stats import ColumnStats, decode_value, ordered
 from castable.store import ObjectInfo, ObjectNotFoundError, ObjectStore, PreconditionFailedError, canonical_location
@@ -279,7 +280,9 @@ def read_described(store: ObjectStore, info: ObjectInfo, schema: pa.Schema) -> t
     except (CorruptObjectError, OSError, ValueError) as e:
         raise InvalidInputError(f"{info.key} is not valid Parquet: {e}") from None
     check_schema(info.key, file_schema, schema)
-    return data_file_from_metadata(info, metadata, schema), footer
+    entry = data_file_from_metadata(info, metadata, schema)
+    remember_footer(store, entry, metadata)
+    return entry, footer
 
 
 def footer_entry(store: ObjectStore, info: ObjectInfo, schema: pa.Schema) -> DataFile:

@@ -52,6 +52,16 @@ THREADED_READ_BYTES = 1 << 20
 columns to Arrow's threads costs more than decoding them (1 ms against 0.4 ms a file)."""
 
 
+def remember_footer(store: ObjectStore, f: DataFile, metadata: pq.FileMetaData) -> None:
+    """Keep the footer of data file ``f`` just read elsewhere (a file being registered is
+    described from it), so that :meth:`Snapshot.footer` does not read it again."""
+    _FOOTERS.put(_footer_key(store, f), metadata)
+
+
+def _footer_key(store: ObjectStore, f: DataFile) -> tuple[str, str, str, int]:
+    return (store.uri, f.path, f.etag or "", f.size)
+
+
 def _chunk_ranges(metadata: pq.FileMetaData, rg: int, columns: list[str]) -> list[tuple[int, int]]:
     """The byte ranges of row group ``rg``'s column chunks for ``columns`` (nested leaves too)."""
     group = metadata.row_group(rg)
@@ -225,7 +235,7 @@ class Snapshot:
         return entries
 
     def _key(self, f: DataFile) -> tuple[str, str, str, int]:
-        return (self.store.uri, f.path, f.etag or "", f.size)
+        return _footer_key(self.store, f)
 
     def _whole(self, f: DataFile) -> bytes | None:
         """The bytes of ``f`` if it is small and on an object store (read now, or earlier), or

@@ -541,15 +541,16 @@ def append_with_commit_ids(uri: str, options: dict | None, worker: int, commits:
     """Append ``commits`` blocks of this worker's ids, each under its own ``commit_id``, sending a
     commit again (same id) after any castable error, up to ``CALLER_ATTEMPTS`` times. Return per
     commit its id, the version it was acknowledged as (``None`` if the caller gave up) and the
-    errors met on the way."""
+    errors met on the way. Each attempt opens the table anew, as each invocation of the commit
+    Lambda does (so its reads meet the network's faults too, not only its writes)."""
     _test_credentials()
-    table = castable.open_table(uri, storage_options=options)
     done = []
     for n in range(commits):
         start = worker * 10_000 + n * 10
         record: dict = {"commit_id": f"w{worker}-c{n}", "ids": [start, start + 10], "version": None, "errors": []}
         for _ in range(CALLER_ATTEMPTS):
             try:
+                table = castable.open_table(uri, storage_options=options)
                 record["version"] = table.append(events(start, start + 10), commit_id=record["commit_id"])
                 break
             except castable.CastableError as e:

@@ -14,8 +14,9 @@ import contextlib
 import hashlib
 import io
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,15 +76,25 @@ class Plan:
     snapshots: list[Snapshot] = field(default_factory=list)
 
 
-def commit(table: Table, request: CommitTableRequest, idempotency_key: str | None = None) -> Table:
-    """Apply ``request`` to ``table`` in castable commits; the table at its new newest version.
-    ``CommitFailedException`` (409) when a requirement fails or the table moved meanwhile."""
-    table.refresh()
+class Committed(NamedTuple):
+    """A request applied: the table at its new newest version, and the metadata the request's
+    requirements were checked against (``None`` for a repeat of a commit that landed)."""
+
+    table: Table
+    base: TableMetadata | None
+
+
+def commit(table: Table, request: CommitTableRequest, idempotency_key: str | None = None) -> Committed:
+    """Apply ``request`` to ``table`` (as just loaded) in castable commits. ``CommitFailedException``
+    (409) when a requirement fails or the table moved meanwhile."""
     snapshots = [u.snapshot for u in request.updates if isinstance(u, AddSnapshotUpdate)]
     commit_id = _commit_id([s.snapshot_id for s in snapshots[-1:]], idempotency_key)
     if commit_id is not None and table.committed_version(commit_id) is not None:
-        return table  # a repeat of a commit that landed (its answer was lost)
-    plan = _checked_plan(table, request)
+        return Committed(table, None)  # a repeat of a commit that landed (its answer was lost)
+    with ThreadPoolExecutor(1) as pool:  # the client's manifests are read while its requirements are checked
+        reading = pool.submit(_written, StoredFileIO(table.store), snapshots)
+        plan = _checked_plan(table, request)
+        written = reading.result()
     parts = [p for p in ("properties", "schema", "data") if _asks(plan, p)]
 
     def part_id(name: str) -> str | None:
@@ -92,7 +103,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         return commit_id if name == parts[-1] else f"{commit_id}:{name}"
 
     schema = None if plan.schema is None else schema_update(table.schema, table.manifest.primary_key, plan.schema)
-    data = None if not plan.snapshots or schema is not None else _translate(table, plan.snapshots, plan.base)
+    data = None if not plan.snapshots or schema is not None else _translate(table, written, plan.base)
     if plan.properties or plan.removals:
         table.set_properties(plan.properties, remove=plan.removals, commit_id=part_id("properties"))
     if schema is not None:
@@ -100,7 +111,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         update.changes.extend(schema.changes)
         update.commit()
     if plan.snapshots:
-        change = data or _translate(table, plan.snapshots, plan.base)  # files of a new schema are checked now
+        change = data or _translate(table, written, plan.base)  # files of a new schema are checked now
         writes.replace_files(
             table,
             change.removed,
@@ -112,7 +123,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
             commit_id=part_id("data"),
             verify="checked",
         )
-    return table.refresh()
+    return Committed(table, plan.base)
 
 
 def commit_transaction(
@@ -152,7 +163,8 @@ def commit_transaction(
                 "or properties with a commit of that table"
             )
         if plan.snapshots:
-            planned.append((name, table.version, _translate(table, plan.snapshots, plan.base)))
+            written = _written(StoredFileIO(table.store), plan.snapshots)
+            planned.append((name, table.version, _translate(table, written, plan.base)))
     with database.transaction(commit_id) as tx:
         for name, version, change in planned:
             writes.replace_files(
@@ -193,7 +205,7 @@ CREATING = (AssignUUIDUpdate, AddSchemaUpdate, SetCurrentSchemaUpdate, SetProper
 
 def create(
     warehouse: Warehouse, namespace: Namespace, name: str, request: CommitTableRequest, idempotency_key: str | None
-) -> Table:
+) -> Committed:
     """The table a staged create's commit (requirement ``assert-create``) makes: created with
     the uuid, schema and properties its updates give, then its
     snapshots committed on version 0. If they are refused, the new table is dropped again, so
@@ -229,7 +241,7 @@ def create(
     )
     rest = [u for u in request.updates if not isinstance(u, CREATING)]
     if not rest:
-        return table
+        return Committed(table, None)
     try:
         return commit(table, CommitTableRequest(identifier=request.identifier, updates=tuple(rest)), idempotency_key)
     except Exception:
@@ -335,16 +347,28 @@ class Translated:
     keys: Predicate | None = None
 
 
-def _translate(table: Table, snapshots: Sequence[Snapshot], base: TableMetadata) -> Translated:
-    """The castable commit of ``snapshots``, made on the table's version (``base`` as published)."""
-    stored = StoredFileIO(table.store)
+class Written(NamedTuple):
+    """A client's snapshot and the files its own manifests add and remove."""
+
+    snapshot: Snapshot
+    entries: list[tuple[ManifestEntryStatus, IcebergDataFile]]
+
+
+def _written(stored: StoredFileIO, snapshots: Sequence[Snapshot]) -> list[Written]:
+    return [Written(s, _entries(stored, s)) for s in snapshots]
+
+
+def _translate(table: Table, written: Sequence[Written], base: TableMetadata) -> Translated:
+    """The castable commit of the ``written`` snapshots, made on the table's version (``base``
+    as published)."""
+    snapshots = [w.snapshot for w in written]
     removed: dict[str, None] = {}
     added: dict[str, IcebergDataFile] = {}
     deletes_added: list[IcebergDataFile] = []
     deletes_removed: list[IcebergDataFile] = []
     equality: list[IcebergDataFile] = []
-    for snapshot in snapshots:
-        for entry_status, data_file in _entries(stored, snapshot):
+    for w in written:
+        for entry_status, data_file in w.entries:
             if data_file.content == DataFileContent.EQUALITY_DELETES:
                 if entry_status != ManifestEntryStatus.ADDED or len(snapshots) > 1:
                     raise BadRequestError(

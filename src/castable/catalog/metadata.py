@@ -11,12 +11,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyiceberg.serializers import FromInputFile
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataV2
 
-from castable.iceberg import publish
-from castable.iceberg.files import StoredFileIO
-from castable.iceberg.publish import NAME_MAPPING
+from castable.iceberg.publish import NAME_MAPPING, publish_through
 from castable.properties import unknown_setting
 from castable.table import Table
 
@@ -49,12 +46,18 @@ def stored_names(names: Iterable[str]) -> list[str]:
     return [stored_name(n) for n in names if not published_property(n)]
 
 
-def current_metadata(table: Table) -> tuple[str, TableMetadata]:
-    """The location and metadata of ``table``'s newest version as Iceberg, with its properties."""
-    location = publish(table)
-    found = FromInputFile.table_metadata(StoredFileIO(table.store).new_input(location))
-    properties = {**client_properties(table.properties), **found.properties}
-    return location, found.model_copy(update={"properties": properties})
+def current_metadata(table: Table, previous: TableMetadata | None = None) -> tuple[str, TableMetadata]:
+    """The location and metadata of ``table``'s newest version as Iceberg, with its properties;
+    ``previous``: the metadata of an earlier version the caller read (its publication need not
+    read it again)."""
+    published = publish_through(
+        table.store,
+        table.version,
+        table.snapshot,
+        previous=previous if isinstance(previous, TableMetadataV2) else None,
+    )
+    properties = {**client_properties(table.properties), **published.metadata.properties}
+    return published.location, published.metadata.model_copy(update={"properties": properties})
 
 
 def load_result(table: Table, *, refs_only: bool = False) -> dict[str, Any]:
@@ -67,9 +70,10 @@ def load_result(table: Table, *, refs_only: bool = False) -> dict[str, Any]:
     return {"metadata-location": location, "metadata": _json(metadata), "config": {}}
 
 
-def commit_result(table: Table) -> dict[str, Any]:
-    """The body of a CommitTableResponse for ``table``'s newest version."""
-    location, metadata = current_metadata(table)
+def commit_result(table: Table, previous: TableMetadata | None = None) -> dict[str, Any]:
+    """The body of a CommitTableResponse for ``table``'s newest version (``previous``: the
+    metadata the commit was checked against)."""
+    location, metadata = current_metadata(table, previous)
     return {"metadata-location": location, "metadata": _json(metadata)}
 
 

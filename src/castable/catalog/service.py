@@ -224,9 +224,10 @@ class Catalog:
         if any(isinstance(r, AssertCreate) for r in asked.requirements) and not self.warehouse.exists(
             namespace, groups[1]
         ):
-            return Response(200, commit_result(commits.create(self.warehouse, namespace, groups[1], asked, key)))
-        table = self.warehouse.table(namespace, groups[1])
-        return Response(200, commit_result(commits.commit(table, asked, key)))
+            created = commits.create(self.warehouse, namespace, groups[1], asked, key)
+            return Response(200, commit_result(*created))
+        committed = commits.commit(self.warehouse.table(namespace, groups[1]), asked, key)
+        return Response(200, commit_result(*committed))
 
     @_route("DELETE", "namespaces/([^/]+)/tables/([^/]+)")
     def drop_table(self, request: Request, groups: list[str]) -> Response:

@@ -39,6 +39,14 @@ ENGINES = (DATA_PREFIX.rstrip("/"), ICEBERG_PREFIX.rstrip("/"))
 _HEADS = 16
 
 
+def _own_table(store: ObjectStore) -> Table | None:
+    """The table in folder ``store``, if one is there."""
+    try:
+        return load_table(store)
+    except TableNotFoundError:
+        return None
+
+
 class Warehouse:
     """The namespaces and tables under ``root``; with ``tops``, only the top-level namespaces
     named there, which always exist (a deployment's ``tables`` and ``databases`` folders: its
@@ -176,18 +184,26 @@ class Warehouse:
         return [n for n, table in zip(names, found, strict=True) if table]
 
     def table(self, namespace: Namespace, name: str) -> Table:
-        """Table ``name`` of ``namespace`` at its newest version."""
-        self.properties(namespace)
-        database = self.database(namespace)
+        """Table ``name`` of ``namespace`` at its newest version. Whether the namespace is a
+        database and the table in its folder are looked up at once (each is a round trip or two
+        to an object store, and most requests start here); a table found is in a namespace, so
+        the namespace is looked up only to tell which of the two is missing."""
+        store = self.folder((*namespace, name))
+        pool = ThreadPoolExecutor(2)
         try:
-            if database is not None:
-                return database.table(name)
-            store = self.folder((*namespace, name))
-            if not holds_table(store):
-                raise TableNotFoundError(f"no table {name!r} in namespace {'.'.join(namespace)}")
-            return load_table(store)
+            database = pool.submit(self.database, namespace)
+            own = pool.submit(_own_table, store)
+            holder = database.result()
+            found = holder.table(name) if holder is not None else own.result()
         except TableNotFoundError as e:
+            self.properties(namespace)
             raise NoSuchTableError(str(e)) from e
+        finally:
+            pool.shutdown(wait=False)  # a database's table is read through it: the folder's look is not awaited
+        if found is None:
+            self.properties(namespace)
+            raise NoSuchTableError(f"no table {name!r} in namespace {'.'.join(namespace)}")
+        return found
 
     def location(self, table: Namespace) -> str:
         """Where table ``table`` (its namespace, then its name) is, or would be."""
@@ -232,16 +248,19 @@ class Warehouse:
         )
 
     def drop_table(self, namespace: Namespace, name: str, *, purge: bool) -> None:
-        """Delete table ``name`` and every object of it. A castable table is its folder, so a
-        drop that keeps the files has nothing to remove: it is refused."""
+        """Delete table ``name`` and every object of it (a database's table leaves the database
+        in one database version first). A castable table is its folder, so a drop that keeps
+        the files has nothing to remove: it is refused."""
         table = self.table(namespace, name)
-        if self.database(namespace) is not None:
-            raise UnsupportedError("castable cannot drop a table of a database yet")
         if not purge:
             raise BadRequestError(
                 "a castable table is its folder: dropping it deletes its files; ask for a purge "
                 "(DROP TABLE ... PURGE, catalog.purge_table) to drop it"
             )
+        database = self.database(namespace)
+        if database is not None:
+            database.drop_table(name)
+            return
         store = table.store
         store.delete_many([POINTER_KEY, manifest_key(0)])  # no longer a table before its files go
         store.delete_many([info.key for info in store.list()])

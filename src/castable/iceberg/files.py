@@ -14,13 +14,22 @@ from castable.store import ObjectStore, canonical_location
 
 
 class StoredOutput(OutputFile):
-    """An Iceberg file that becomes the object ``key`` when pyiceberg closes its stream."""
+    """An Iceberg file that becomes the object ``key`` when pyiceberg closes its stream, or
+    with ``pending``, is added there to be put later (with others, at once)."""
 
-    def __init__(self, store: ObjectStore, key: str, location: str) -> None:
+    def __init__(self, store: ObjectStore, key: str, location: str, pending: dict[str, bytes] | None = None) -> None:
         super().__init__(location)
         self.store = store
         self.key = key
         self.size = 0
+        self.pending = pending
+
+    def save(self, data: bytes) -> None:
+        if self.pending is None:
+            self.store.put(self.key, data)
+        else:
+            self.pending[self.key] = data
+        self.size = len(data)
 
     def __len__(self) -> int:
         return self.size
@@ -44,9 +53,7 @@ class _Upload(io.BytesIO):
 
     def close(self) -> None:
         if not self.closed:
-            data = self.getvalue()
-            self.target.store.put(self.target.key, data)
-            self.target.size = len(data)
+            self.target.save(self.getvalue())
         super().close()
 
     def __enter__(self) -> _Upload:

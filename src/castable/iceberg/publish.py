@@ -21,6 +21,7 @@ import io
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -90,10 +91,14 @@ INLINE = f"{METADATA}inline/"
 CODEC: AvroCompressionCodec = "deflate"
 """Avro's codec every Iceberg reader knows (DuckDB's avro extension reads no zstd)."""
 FOOTERS_IN_FLIGHT = 32
+PUTS_IN_FLIGHT = 16
+"""Objects of one publication put at once."""
 """Footers read at once from an object store, where each is a round trip."""
 METADATA_LOG = 100
 """Earlier metadata files each new one lists."""
 NAME_MAPPING = "schema.name-mapping.default"
+VERSION = "castable.version"
+"""The metadata property naming the castable version it publishes."""
 UNMAPPED = "castable.names-without-ids"
 """The metadata property listing the column names held by data files without field ids (JSON),
 so that a schema change looks for misread files only when it maps one of those names anew."""
@@ -114,14 +119,31 @@ def metadata_key(version: int) -> str:
 
 @dataclass(frozen=True)
 class Published:
-    """One publication: the version and where its metadata is."""
+    """One publication: the version, where its metadata is, and that metadata."""
 
     version: int
     location: str
+    metadata: TableMetadataV2
+
+
+@dataclass(frozen=True)
+class _State:
+    """What a publication starts from, read at once: the hint and its ETag, the metadata of the
+    version asked for if that file exists, and the retention floor."""
+
+    hint: int | None
+    etag: str | None
+    found: TableMetadataV2 | None
+    floor: int
 
 
 def publish_through(
-    store: ObjectStore, version: int, snapshot_of: Callable[[int], CastableSnapshot], *, again: bool = False
+    store: ObjectStore,
+    version: int,
+    snapshot_of: Callable[[int], CastableSnapshot],
+    *,
+    again: bool = False,
+    previous: TableMetadataV2 | None = None,
 ) -> Published:
     """Publish ``version`` of the table at ``store``, and before it every retained version the
     last publication did not reach (all retained ones, the first time): one Iceberg snapshot
@@ -129,17 +151,47 @@ def publish_through(
     version. Idempotent; ``IcebergPublishError`` if a version holds something Iceberg readers
     would read differently (a version before it that cannot be is left out, with a warning).
     ``again`` writes ``version``'s metadata anew even if it is published, listing only the
-    versions retained now (after an expiry)."""
-    hint = read_hint(store)[0]
-    first = max(retention_floor(store), 0 if hint is None else hint + 1)
+    versions retained now (after an expiry). ``previous``: metadata of an earlier version the
+    caller holds, used instead of reading it again if the hint names that version."""
+    state = _read_state(store, version)
+    done = state.hint is not None and state.hint >= version and not (again and state.hint == version)
+    if done and state.found is not None:
+        return Published(version, _location(store, metadata_key(version)), state.found)
+    first = max(state.floor, 0 if state.hint is None else state.hint + 1)
     for v in range(first, version):
         try:
-            _Publication(store, snapshot_of(v), snapshot_of).run()
+            _Publication(store, snapshot_of(v), snapshot_of, state.floor).run()
         except VersionNotFoundError:  # expired meanwhile: the next is the oldest retained
             continue
         except IcebergPublishError as e:  # that version has no snapshot; later ones may read right
             log.warning("version %d of %s is not published as Iceberg: %s", v, store.uri, e)
-    return _Publication(store, snapshot_of(version), snapshot_of).run(again=again)
+    known = (state.hint, state.etag) if first >= version else None
+    return _Publication(store, snapshot_of(version), snapshot_of, state.floor).run(
+        again=again, known=known, previous=previous
+    )
+
+
+def _read_state(store: ObjectStore, version: int) -> _State:
+    """The hint, ``version``'s metadata and the retention floor, read concurrently (each is a
+    round trip to an object store, and a catalog's commit waits for them)."""
+    with ThreadPoolExecutor(3) as pool:
+        hint = pool.submit(read_hint, store)
+        found = pool.submit(_read_metadata, store, metadata_key(version))
+        floor = pool.submit(retention_floor, store)
+        return _State(*hint.result(), found.result(), floor.result())
+
+
+def _location(store: ObjectStore, key: str) -> str:
+    return f"{store.uri.rstrip('/')}/{key}"
+
+
+def _read_metadata(store: ObjectStore, key: str) -> TableMetadataV2 | None:
+    """The metadata file ``key`` (``None``: there is none, or not of format version 2)."""
+    try:
+        found = FromInputFile.table_metadata(StoredInput(store, key, _location(store, key)))
+    except ObjectNotFoundError:
+        return None
+    return found if isinstance(found, TableMetadataV2) else None
 
 
 def read_hint(store: ObjectStore) -> tuple[int | None, str | None]:
@@ -156,11 +208,17 @@ class _Publication:
     """The publication of one version; paths start at the store's URI."""
 
     def __init__(
-        self, store: ObjectStore, snapshot: CastableSnapshot, snapshot_of: Callable[[int], CastableSnapshot]
+        self,
+        store: ObjectStore,
+        snapshot: CastableSnapshot,
+        snapshot_of: Callable[[int], CastableSnapshot],
+        floor: int,
     ) -> None:
         self.store = store
         self.snapshot = snapshot
         self.snapshot_of = snapshot_of
+        self.floor = floor
+        """The retention floor: older snapshots are not listed."""
         self._left_out: set[int] = set()
         """Older snapshots left out of this version's metadata (see :meth:`_misread`)."""
         self._unmapped: set[str] | None = set()
@@ -169,26 +227,40 @@ class _Publication:
         self.root = store.uri.rstrip("/")
         self.version = snapshot.manifest.version
         self._described = _Described(store, [])
+        self._pending: dict[str, bytes] = {}
+        """The objects this publication writes, put at once before the hint moves."""
         self.parent = -1
         """The snapshot this version's follows (-1: none); set by ``run``."""
 
     def location(self, key: str) -> str:
         return f"{self.root}/{key}"
 
-    def run(self, *, again: bool = False) -> Published:
-        published = Published(self.version, self.location(metadata_key(self.version)))
-        hint, hint_etag = read_hint(self.store)
-        done = hint is not None and hint >= self.version and self.store.exists(metadata_key(self.version))
-        if done and not (again and hint == self.version):
-            return published
-        previous = self._metadata(hint) if hint is not None and hint <= self.version else None
+    def run(
+        self,
+        *,
+        again: bool = False,
+        known: tuple[int | None, str | None] | None = None,
+        previous: TableMetadataV2 | None = None,
+    ) -> Published:
+        """Publish the version; ``known``: the hint and its ETag as just read, ``previous``:
+        metadata the caller holds (used if it is the version the hint names)."""
+        location = self.location(metadata_key(self.version))
+        hint, hint_etag = known or read_hint(self.store)
+        if hint is not None and hint >= self.version and not (again and hint == self.version):
+            done = _read_metadata(self.store, metadata_key(self.version))
+            if done is not None:
+                return Published(self.version, location, done)
+        if hint is None or hint > self.version:
+            previous = None
+        elif previous is None or previous.properties.get(VERSION) != str(hint):
+            previous = _read_metadata(self.store, metadata_key(hint))
         schema = self._schema(previous)
         before = [s.snapshot_id for s in (previous.snapshots if previous is not None else [])]
         self.parent = max((v for v in before if v < self.version), default=-1)
         reusable = self._listed(previous)
         if previous is not None:
-            known = previous.properties.get(UNMAPPED)
-            self._unmapped = None if known is None else set(json.loads(known))
+            unmapped = previous.properties.get(UNMAPPED)
+            self._unmapped = None if unmapped is None else set(json.loads(unmapped))
         if previous is not None and previous.current_schema_id != schema.schema_id:
             self._check_files()  # the manifests stand (older snapshots read them); the files must suit the new schema
             self._left_out = self._misread(previous)
@@ -213,17 +285,10 @@ class _Publication:
             with write_manifest_list(2, listed, self.version, parent, self.version, CODEC) as writer:
                 writer.add_manifests(manifests)
         metadata = self._table_metadata(previous, schema, listed.location if listed is not None else None)
-        self.store.put(metadata_key(self.version), metadata.model_dump_json().encode())
+        self._pending[metadata_key(self.version)] = metadata.model_dump_json().encode()
+        self._put_pending()
         self._advance_hint(hint, hint_etag)
-        return published
-
-    def _metadata(self, version: int) -> TableMetadataV2 | None:
-        key = metadata_key(version)
-        try:
-            found = FromInputFile.table_metadata(StoredInput(self.store, key, self.location(key)))
-        except ObjectNotFoundError:
-            return None
-        return found if isinstance(found, TableMetadataV2) else None
+        return Published(self.version, location, metadata)
 
     def _schema(self, previous: TableMetadataV2 | None) -> Schema:
         """This version's schema, under the id it had in the last publication if it is the same."""
@@ -290,7 +355,14 @@ class _Publication:
         )
 
     def _out(self, key: str) -> StoredOutput:
-        return StoredOutput(self.store, key, self.location(key))
+        return StoredOutput(self.store, key, self.location(key), self._pending)
+
+    def _put_pending(self) -> None:
+        """Put every object of this publication, many at once: none is read before the hint
+        names the version (and the catalog answers), so their order does not matter."""
+        with ThreadPoolExecutor(max(1, min(PUTS_IN_FLIGHT, len(self._pending)))) as pool:
+            list(pool.map(lambda item: self.store.put(*item), self._pending.items()))
+        self._pending.clear()
 
     @staticmethod
     def _write_manifest(writer: ManifestWriter, entries: list[ManifestEntry]) -> ManifestFile:
@@ -309,11 +381,12 @@ class _Publication:
         if f.inline is None:
             return self.location(f.path), f.size
         key = f"{INLINE}{f.path.rsplit('/', 1)[-1]}"
+        if key in self._pending:
+            return self.location(key), len(self._pending[key])
         try:
             return self.location(key), self.store.head(key).size
         except ObjectNotFoundError:
-            data = inline.parquet_bytes(f.inline)
-            self.store.put(key, data)
+            data = self._pending[key] = inline.parquet_bytes(f.inline)
             return self.location(key), len(data)
 
     def _delete_manifest(self, part: Part[TombstoneFile], key: str, schema: Schema) -> ManifestFile | None:
@@ -421,8 +494,7 @@ class _Publication:
         rows = pa.Table.from_arrays([pa.concat_arrays(paths), pa.concat_arrays(positions)], schema=POSITION_DELETES)
         sink = io.BytesIO()
         pq.write_table(rows, sink, compression="zstd")
-        data = sink.getvalue()
-        self.store.put(key, data)
+        data = self._pending[key] = sink.getvalue()
         return _position_delete_entry(self.location(key), data)
 
     def _table_metadata(
@@ -431,7 +503,7 @@ class _Publication:
         """``v<K>.metadata.json``: the last publication's snapshots of versions still retained,
         then this version's, current; the schemas they use."""
         m = self.snapshot.manifest
-        floor = retention_floor(self.store)
+        floor = self.floor
         millis = int(m.created_at.timestamp() * 1000)
         before = previous.snapshots if previous is not None else []
         kept = [
@@ -480,7 +552,7 @@ class _Publication:
                 "default-spec-id": 0,
                 "last-partition-id": 999,
                 "properties": {
-                    "castable.version": str(self.version),
+                    VERSION: str(self.version),
                     NAME_MAPPING: name_mapping(self.snapshot.schema),
                     **({} if self._unmapped is None else {UNMAPPED: json.dumps(sorted(self._unmapped))}),
                 },
