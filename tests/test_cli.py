@@ -489,6 +489,9 @@ def test_db_commands(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     assert "not a table name inside the database" in fails("db", "create-table", db, "../x", "--schema", "a:int64")
     assert "no castable database" in fails("db", "tables", str(tmp_path / "nothing"))
     assert "already has a table 'orders'" in fails("db", "create-table", db, "orders", "--schema", "a:int64")
+    assert run_json("db", "drop-table", db, "lines", "--yes") == {"table": "lines", "database_version": 4}
+    assert run_json("db", "tables", db) == {"version": 4, "tables": {"orders": 1}}
+    assert "no table 'lines'" in fails("db", "drop-table", db, "lines", "--yes")
 
 
 def test_changes(tmp_path: Path) -> None:

@@ -579,3 +579,69 @@ def test_an_old_snapshot_of_an_expired_table_version_says_so(shop: Database) -> 
     orders.gc(orphan_grace=timedelta(0))
     with pytest.raises(VersionNotFoundError, match="expired"):
         shop.snapshot(version=old).table("orders")
+
+
+def test_a_dropped_table_leaves_the_database_in_one_version_with_its_files(shop: Database) -> None:
+    before = shop.version
+    version = shop.drop_table("lines", commit_id="drop-lines")
+    assert version == before + 1 == shop.version and shop.tables() == ["orders"]
+    entry = shop.history(limit=1)[0]
+    assert (entry.operation, entry.commit_id, entry.tables) == (
+        "drop_table",
+        "drop-lines",
+        {"lines": {"operation": "drop_table"}},
+    )
+    assert list(shop.store.child("lines").list()) == [], "its files went with it"
+    with pytest.raises(TableNotFoundError):
+        shop.table("lines")
+    with pytest.raises(VersionNotFoundError, match="dropped since"):
+        shop.snapshot(before).table("lines")
+    assert ids(shop.snapshot(before).table("orders")) == list(range(10)), "the other tables read on"
+    assert shop.drop_table("lines", commit_id="drop-lines") == version, "a repeat lands once"
+    with pytest.raises(TableNotFoundError, match="no table 'lines'"):
+        shop.drop_table("lines")
+    with pytest.raises(InvalidInputError):
+        shop.drop_table("../orders")
+    assert shop.version == version and ids(shop.table("orders")) == list(range(10))
+
+    shop.create_table("lines", LINES).append(lines([1]))  # the name is free again
+    assert order_ids(shop.table("lines")) == [1]
+    with pytest.raises(VersionNotFoundError, match="dropped since"):
+        shop.snapshot(before).table("lines")  # the old table's version, not the new table's
+
+
+def test_a_commit_to_a_dropped_table_conflicts_and_lands_nothing(shop: Database) -> None:
+    tx = shop.transaction().begin()
+    tx.table("lines").append(lines([99]))
+    tx.table("orders").append(events(10, 11))
+    stale = shop.table("lines")
+    Database.load(shop.store).drop_table("lines")
+    with pytest.raises(CommitConflictError, match="lines"):
+        tx.commit()
+    with pytest.raises(CommitConflictError, match="lines"):
+        stale.append(lines([98]))
+    assert ids(shop.refresh().table("orders")) == list(range(10)), "nothing of the transaction landed"
+    assert shop.tables() == ["orders"]
+
+
+@pytest.mark.parametrize("step", ["list", "delete"])
+def test_a_drop_stopped_before_its_files_went_is_finished_by_its_repeat(shop: Database, step: str) -> None:
+    key = "lines/" if step == "list" else f"lines/{manifest_key(0)}"
+    crashing = Database.load(FaultyStore(shop.store, once(step, key, "crash-before")))
+    with pytest.raises(SimulatedCrash):
+        crashing.drop_table("lines", commit_id="drop")
+    assert shop.refresh().tables() == ["orders"], "the drop committed"
+    assert shop.store.child("lines").exists(manifest_key(0)), "its first manifest still names it"
+    with pytest.raises(TableAlreadyExistsError):
+        shop.create_table("lines", LINES)
+    version = shop.version
+    assert shop.drop_table("lines", commit_id="drop") == version
+    assert list(shop.store.child("lines").list()) == []
+    shop.create_table("lines", LINES)
+
+
+def test_a_drop_repeated_after_its_name_was_taken_again_leaves_the_new_table(shop: Database) -> None:
+    version = shop.drop_table("lines", commit_id="drop")
+    shop.create_table("lines", LINES).append(lines([1]))
+    assert shop.drop_table("lines", commit_id="drop") == version
+    assert order_ids(shop.table("lines")) == [1]

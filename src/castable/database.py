@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -29,7 +29,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_r
 
 from castable import dblog
 from castable.changes import ChangeScan
-from castable.commit import TRANSACTION, Change, CommitResult, entry_as_of, new_commit_id, stage
+from castable.commit import TRANSACTION, Change, CommitResult, entry_as_of, new_commit_id, read_manifest, stage
 from castable.committer import NewerBase
 from castable.conflicts import Access, Isolation, Rows, check_isolation
 from castable.create import check_not_nested, initial_manifest
@@ -274,6 +274,11 @@ class Database:
             raise TableNotFoundError(
                 f"database {self.uri} has no table {name!r} at version {at.version}; it has {sorted(at.tables)}"
             )
+        now = self._head.tables.get(name)
+        if now is None or now.table_uuid != member.table_uuid:
+            raise VersionNotFoundError(
+                f"table {name!r} of database version {at.version} was dropped since, and its files with it"
+            )
         kept = self._manifests.get(name)
         if kept is not None and (kept.table_uuid, kept.version) == (member.table_uuid, member.version):
             return kept
@@ -317,6 +322,26 @@ class Database:
         self.store.check_conditional_writes()
         self._commit("create_table", commit_id, creates={name: manifest})
         return self.table(name)
+
+    def drop_table(self, name: str, *, commit_id: str | None = None) -> int:
+        """Remove table ``name`` from the database in one database commit, then delete its
+        files; the database version the drop is. A commit to the table since it was last read
+        fails (``CommitConflictError``); older database versions no longer read it
+        (``VersionNotFoundError``). A drop repeated with its ``commit_id`` (after a crash or a
+        lost answer) finishes deleting the files and lands once."""
+        check_name(name)
+        commit_id = new_commit_id(commit_id)
+        self.refresh()
+        version = self.committed_version(commit_id)
+        if version is None:
+            if name not in self._head.tables:
+                raise TableNotFoundError(f"database {self.uri} has no table {name!r}; it has {self.tables()}")
+            self.store.check_conditional_writes()
+            version = self._commit("drop_table", commit_id, drops=[name]).version
+        self._manifests.pop(name, None)
+        if name not in self._head.tables:  # else a table made since under the name: it stays
+            _delete_member_files(self.store.child(name), self._head.database_uuid, name)
+        return version
 
     def transaction(self, commit_id: str | None = None, *, isolation: Isolation = "snapshot") -> Transaction:
         """A transaction over any of the tables: ``with db.transaction() as tx: tx.table(...)...``
@@ -426,6 +451,7 @@ class Database:
         *,
         writes: list[TableWrite] | None = None,
         creates: Mapping[str, Manifest] | None = None,
+        drops: Sequence[str] = (),
         checks: list[dblog.Check] | None = None,
     ) -> dblog.DatabaseCommit:
         props = [TableProperties.parse(w.base.properties) for w in writes or []]
@@ -434,6 +460,7 @@ class Database:
             self._head,
             writes=writes or [],
             creates=creates,
+            drops=drops,
             checks=checks or [],
             operation=operation,
             commit_id=commit_id,
@@ -479,6 +506,21 @@ class Database:
 
     def __repr__(self) -> str:
         return f"Database({self.uri!r}, version={self.version}, tables={self.tables()})"
+
+
+def _delete_member_files(store: ObjectStore, database_uuid: str, name: str) -> None:
+    """Delete the objects of dropped member ``name`` at ``store``, its first manifest last: that
+    one says the folder is this database's member, so a drop stopped half way is finished by
+    the next, and a table of another owner found there is never touched."""
+    try:
+        first = read_manifest(store, 0)
+    except (TableNotFoundError, VersionNotFoundError, CorruptObjectError):
+        return  # deleted already, or not this database's member
+    if first.database is None or (first.database.database_uuid, first.database.name) != (database_uuid, name):
+        return
+    keys = [info.key for info in store.list() if info.key != manifest_key(0)]
+    store.delete_many(keys)
+    store.delete(manifest_key(0))
 
 
 class DatabaseSnapshot:

@@ -353,6 +353,7 @@ def commit_to_database(
     *,
     writes: Sequence[TableWrite] = (),
     creates: Mapping[str, Manifest] | None = None,
+    drops: Sequence[str] = (),
     checks: Sequence[Check] = (),
     operation: str,
     commit_id: str,
@@ -361,14 +362,16 @@ def commit_to_database(
     on_newer_head: Callable[[DatabaseVersion, Pointer | None], None] | None = None,
     fair: bool = True,
 ) -> DatabaseCommit:
-    """Commit ``writes`` (and the tables ``creates`` adds) as one database version, rebasing
-    every written table on the newest version until the commit lands (see :class:`DatabaseRace`)."""
+    """Commit ``writes`` (with the tables ``creates`` adds and ``drops`` removes) as one
+    database version, rebasing every written table on the newest version until the commit
+    lands (see :class:`DatabaseRace`)."""
     race = DatabaseRace(
         root,
         base,
         pointer,
         writes=writes,
         creates=creates or {},
+        drops=drops,
         checks=checks,
         operation=operation,
         commit_id=commit_id,
@@ -405,6 +408,7 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         writes: Sequence[TableWrite],
         creates: Mapping[str, Manifest],
         checks: Sequence[Check],
+        drops: Sequence[str] = (),
         operation: str,
         commit_id: str,
         timeout: float,
@@ -418,6 +422,7 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         self.head = head
         self.writes = writes
         self.creates = creates
+        self.drops = drops
         self.checks = checks
         self.on_newer_head = on_newer_head
         self._built: dict[tuple[str, int], Manifest] = {}
@@ -487,6 +492,9 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         taken = sorted(set(self.creates) & set(head.tables))
         if taken:
             raise TableAlreadyExistsError(f"the database already has table(s) {taken}; nothing was committed")
+        missing = sorted(set(self.drops) - set(head.tables))
+        if missing:
+            raise TableNotFoundError(f"the database has no table(s) {missing} to drop; nothing was committed")
         members: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
         bases = self._bases()
         built = _parallel([partial(self._table_version, w, bases[w.name], members) for w in self.writes])
@@ -498,7 +506,9 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         tables = dict(head.tables) | {
             name: Member(m.table_uuid, m.version, head.version + 1) for name, m in staged.items()
         }
+        tables = {name: member for name, member in tables.items() if name not in self.drops}
         summary = {name: {"operation": m.commit.operation, **m.commit.summary} for name, m in staged.items()}
+        summary |= {name: {"operation": "drop_table"} for name in self.drops}
         version = head.next(
             commit=CommitInfo(self.operation, self.commit_id, {"tables": summary}),
             tables=tables,

@@ -46,6 +46,24 @@ def create_table(
     emit(as_json, f"created table {table.uri} in database version {db.version}", doc)
 
 
+@db_app.command("drop-table")
+def drop_table(
+    uri: str,
+    name: str,
+    yes: Annotated[bool, typer.Option("--yes", help="Drop without asking: its files are deleted.")] = False,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Remove a table from the database in one database version and delete its files (older
+    database versions no longer read it)."""
+    db = _open_db(uri, storage_option)
+    if not yes:
+        typer.confirm(f"Drop table {name} of {db.uri} and delete its files?", abort=True)
+    version = db.drop_table(name, commit_id=commit_id)
+    emit(as_json, f"dropped table {name} in database version {version}", {"table": name, "database_version": version})
+
+
 @db_app.command("tables")
 def tables(uri: str, storage_option: StorageOption = None, as_json: AsJson = False) -> None:
     """List the tables with their versions at the newest database version."""
