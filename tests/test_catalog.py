@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -101,6 +102,14 @@ def test_namespaces_are_folders(served: Served, tmp_path: Path) -> None:
     assert db.tables() == ["orders"] and db.version == 2
     assert rows(db.table("orders")) == [(1, "a"), (2, "b"), (3, "c")]
     assert cat.list_tables("shop") == [("shop", "orders")]
+    # ... and a drop is one database version, its files going with it
+    cat.create_table("shop.gone", schema=ROWS.schema).append(ROWS)
+    with pytest.raises(Exception, match="a castable table is its folder"):
+        cat.drop_table("shop.gone")
+    cat.purge_table("shop.gone")
+    assert cat.list_tables("shop") == [("shop", "orders")] and not cat.table_exists("shop.gone")
+    assert db.refresh().history(1)[0].operation == "drop_table" and db.tables() == ["orders"]
+    assert not list(db.store.child("gone").list()), "no object of it is left"
 
     # Tables castable made are in the catalog too, and a table is no namespace.
     castable.create_table(str(tmp_path / "wh" / "sales" / "made"), ROWS.schema).append(ROWS)
@@ -313,6 +322,7 @@ def test_castable_catalog_serve(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [command, "catalog", "serve", str(tmp_path / "wh"), "--port", "0"],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
     )
@@ -328,7 +338,11 @@ def test_castable_catalog_serve(tmp_path: Path) -> None:
         assert castable.open_table(str(tmp_path / "wh" / "db" / "t")).count() == 4
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    # an access log line per request: the client, the request line, the status
+    assert re.search(r"127\.0\.0\.1 \"GET /v1/namespaces/db/tables HTTP/1\.1\" 200", err), err
+    assert re.search(r"\"POST /v1/namespaces/db/tables/t HTTP/1\.1\" 200", err), err
 
 
 def test_iceberg_string_type_reads_as_castable_strings(served: Served) -> None:

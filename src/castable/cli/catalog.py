@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Annotated
 
 import typer
@@ -21,13 +23,18 @@ def serve(
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="The port to listen on (0: a free one).")] = 8181,
     storage_option: StorageOption = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Print no line per request.")] = False,
 ) -> None:
     """Serve the Iceberg REST catalog of WAREHOUSE until interrupted: namespaces are its folders,
-    and Iceberg clients (uri=http://HOST:PORT) create, read and commit to its castable tables."""
+    and Iceberg clients (uri=http://HOST:PORT) create, read and commit to its castable tables.
+    Each request is logged on standard error (client, request line, status)."""
     try:
         from castable.catalog import Catalog, Warehouse, make_server
     except ImportError as e:
         raise InvalidInputError(f"the catalog needs pyiceberg: pip install 'castable[iceberg]' ({e})") from e
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if not quiet:
+        logging.getLogger("castable.catalog.server").setLevel(logging.INFO)
     server = make_server(Catalog(Warehouse.at(warehouse, parse_options(storage_option))), host, port)
     console.print(f"Iceberg REST catalog of {warehouse} at http://{host}:{server.server_address[1]}", highlight=False)
     with server:
