@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
-from helpers.workers import MOVER_IDS, check_snapshots, move_rows
+from helpers.workers import MOVER_IDS, append_until_dropped, check_snapshots, drop_after, move_rows
 
 import castable
 from castable.dblog import LOG_PREFIX
@@ -89,3 +89,32 @@ def test_writers_killed_mid_commit_leave_no_half_transaction(db_location: tuple[
         member = db.store.child(name)
         newest = db.snapshot().tables[name]
         assert member.exists(manifest_key(newest)), "the newest version of each table has its own copy"
+
+
+@pytest.mark.slow
+def test_writers_racing_a_drop_land_before_it_or_are_refused(db_location: tuple[str, dict | None]) -> None:
+    """Three processes append to table ``a`` while a fourth drops it: every append acknowledged
+    landed before the drop, every one after it was refused (a conflict, or the table gone), the
+    log holds exactly the acknowledged ones, and the other table is untouched."""
+    uri, options = db_location
+    _two_tables(uri, options, 1)
+    with _spawn_pool(4) as pool:
+        writers = [pool.submit(append_until_dropped, uri, options, w, 200) for w in range(3)]
+        drop = pool.submit(drop_after, uri, options, 4.0)
+        dropped = drop.result(timeout=600)
+        records = [r for f in writers for r in f.result(timeout=600)]
+    landed = {r["commit_id"]: r for r in records if r["ended"] == "landed"}
+    assert landed and any(r["ended"] in ("conflict", "gone") for r in records), "the drop fell mid-race"
+    assert all(r["ended"] == "gone" for f in writers for r in f.result()[-1:]), "every writer met the drop"
+    db = castable.open_database(uri, storage_options=options)
+    history = db.history()
+    assert history[0].version == dropped == db.version and history[0].operation == "drop_table"
+    appended = {h.commit_id: h.version for h in history if h.commit_id.startswith("w")}
+    assert set(appended) == set(landed), "the log holds every acknowledged append, and nothing else"
+    assert all(v < dropped for v in appended.values()), "no append landed after the drop"
+    assert db.tables() == ["b"] and sorted(db.table("b").scan(["id"]).to_arrow().column("id").to_pylist()) == []
+    member = db.store.child("a")
+    assert not member.exists(manifest_key(0)) and not member.exists("_latest_manifest"), "the drop deleted the table"
+    with pytest.raises(castable.VersionNotFoundError, match="dropped since"):
+        db.snapshot(dropped - 1).table("a")
+    db.create_table("a", EVENTS, primary_key="id").append(events(1, 2))  # the name is free again

@@ -397,6 +397,38 @@ def move_rows(uri: str, options: dict | None, worker: int, moves: int) -> int:
     return moves
 
 
+def append_until_dropped(uri: str, options: dict | None, worker: int, appends: int) -> list[dict]:
+    """Append rows to table ``a`` of the database, each under its own commit id, from a handle
+    opened per append, until the table is gone. Return per append its commit id, ids and how
+    it ended: ``landed`` (with the table version), ``conflict`` or ``gone``."""
+    _test_credentials()
+    done: list[dict] = []
+    for n in range(appends):
+        start = 100_000 + worker * 1000 + n
+        record: dict = {"commit_id": f"w{worker}-a{n}", "id": start}
+        try:
+            table = castable.open_database(uri, storage_options=options).table("a")
+            record["version"] = table.append(events(start, start + 1), commit_id=record["commit_id"])
+            record["ended"] = "landed"
+        except castable.CommitConflictError:
+            record["ended"] = "conflict"
+        except castable.TableNotFoundError:
+            record["ended"] = "gone"
+        done.append(record)
+        if record["ended"] == "gone":
+            break
+    return done
+
+
+def drop_after(uri: str, options: dict | None, seconds: float) -> int:
+    """Drop table ``a`` of the database after ``seconds``; the database version of the drop."""
+    import time
+
+    _test_credentials()
+    time.sleep(seconds)
+    return castable.open_database(uri, storage_options=options).drop_table("a", commit_id="drop-a")
+
+
 def check_snapshots(uri: str, options: dict | None, expected: list[int], seconds: float) -> int:
     """Read both tables at one database version, again and again for ``seconds``: every row
     must be in exactly one of them. Return how many snapshots were checked."""
