@@ -4,7 +4,9 @@
    (``make_server(Catalog(Warehouse.at(...)))`` on a free port, in a thread of this process)
    against castable's own ``Table.append`` of the same row on the same store: castable's default
    (a small write kept inline in the version's segment) and with inlining off (a Parquet file, as
-   pyiceberg writes). On the local disk and on shaped S3 (moto behind shaped_s3.py's proxy:
+   pyiceberg writes), and against the same client's append to an Iceberg table of pyiceberg's own
+   SqlCatalog (SQLite on the local disk; the table's files on the same store). On the local disk
+   and on shaped S3 (moto behind shaped_s3.py's proxy:
    ``--latency`` before each response, ``--bandwidth`` per connection; the catalog and pyiceberg
    both go through it). The tables are castable tables with the same schema and primary key (the
    catalog's is created by castable and loaded once by pyiceberg); each writer's handle is open
@@ -47,6 +49,7 @@ import pyarrow as pa
 import pyiceberg
 from benchlib import RESULTS, SCHEMA, event_batches, log, publish, report_header
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.catalog.sql import SqlCatalog
 from shaped_s3 import ShapedS3, shaped_s3
 
 import castable
@@ -56,6 +59,7 @@ HERE = Path(__file__).resolve().parent
 BUCKET = "bench-catalog"
 OWN, OWN_FILES = "castable `Table.append`", "castable `Table.append`, inlining off"
 VIA = "pyiceberg through the catalog"
+PEER = "pyiceberg through its SQL catalog (an Iceberg table)"
 CASTABLE_MERGE, REST_MERGE, HADOOP_MERGE = (
     "castable.spark.merge",
     "MERGE INTO through the catalog",
@@ -122,10 +126,12 @@ def one_row(i: int) -> pa.Table:
 
 
 def commit_latency(
-    where: str, warehouse: str, options: dict[str, str] | None, s3: ShapedS3 | None, repeats: int
+    where: str, warehouse: str, options: dict[str, str] | None, s3: ShapedS3 | None, repeats: int, work: Path
 ) -> dict[str, Any]:
-    """The three writers' 1-row appends on one store, round-robin: seconds, the catalog's
-    handling of pyiceberg's commits, and (shaped S3) the S3 requests of each append."""
+    """The four writers' 1-row appends on one store, round-robin: seconds, the catalog's
+    handling of pyiceberg's commits, and (shaped S3) the S3 requests of each append. The
+    fourth is the same client's append to an Iceberg table of its own SQL catalog (SQLite in
+    ``work``, the table's files on the same store): an Iceberg commit without castable."""
     root = warehouse.rstrip("/")
     castable.create_table(f"{root}/db/catalog", SCHEMA, primary_key="id", storage_options=options)
     own = castable.create_table(f"{root}/db/own", SCHEMA, primary_key="id", storage_options=options)
@@ -136,22 +142,31 @@ def commit_latency(
         properties={"write.inline.max-bytes": 0},
         storage_options=options,
     )
-    times: dict[str, list[float]] = {OWN: [], OWN_FILES: [], VIA: []}
+    times: dict[str, list[float]] = {OWN: [], OWN_FILES: [], VIA: [], PEER: []}
     requests: dict[str, list[dict[str, int]]] = {name: [] for name in times}
     handling: list[float] = []
     catalog_s3: list[dict[str, int]] = []
     probe = (lambda: dict(s3.stats()["requests"])) if s3 is not None else None
     with served(warehouse, options, probe) as (catalog, uri):
-        props = {"uri": uri}
+        files_io: dict[str, str] = {}
         if options:
-            props |= {"s3.endpoint": options["endpoint_url"], "s3.region": "us-east-1"}
-            props |= {"s3.access-key-id": "bench", "s3.secret-access-key": "bench"}
-        table = RestCatalog("bench", **props).load_table("db.catalog")
+            files_io |= {"s3.endpoint": options["endpoint_url"], "s3.region": "us-east-1"}
+            files_io |= {"s3.access-key-id": "bench", "s3.secret-access-key": "bench"}
+        table = RestCatalog("bench", uri=uri, **files_io).load_table("db.catalog")
         arrow_schema = table.schema().as_arrow()
+        sql = SqlCatalog(
+            "peer",
+            uri=f"sqlite:///{work / (where.replace(' ', '-') + '.db')}",
+            warehouse=f"{root}/iceberg" if options else f"file://{root}/iceberg",
+            **files_io,
+        )
+        sql.create_namespace("db")
+        peer = sql.create_table("db.peer", schema=table.schema())
         writers: dict[str, Callable[[pa.Table], object]] = {
             OWN: own.append,
             OWN_FILES: files.append,
             VIA: lambda row: table.append(row.cast(arrow_schema)),
+            PEER: lambda row: peer.append(row.cast(arrow_schema)),
         }
         log(f"{where}: {WARMUP} + {repeats} rounds of 1-row appends")
         for r in range(WARMUP + repeats):
@@ -198,19 +213,23 @@ def fmt_requests(counts: dict[str, int]) -> str:
     return f"{sum(counts.values())}: {listed}" if counts else "-"
 
 
-def commit_table(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, float], dict[str, float]]:
+def commit_table(
+    results: dict[str, dict[str, Any]],
+) -> tuple[list[str], dict[str, float], dict[str, float], dict[str, float]]:
     """The commit-latency table; for each store, the ratio of the catalog's append to castable's,
-    and of pyiceberg's own part of it (the append's time less the catalog's handling)."""
+    of pyiceberg's own part of it (the append's time less the catalog's handling), and of the
+    catalog's append to the same client's append through its own SQL catalog."""
     lines = [
         "## 1-row append: pyiceberg through the catalog against castable's own",
         "",
-        "| store | writer | median | min-max | of which the catalog | S3 requests (median run) | vs castable |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: |",
+        "| store | writer | median | min-max | of which the catalog | S3 requests (median run) | vs castable "
+        "| vs pyiceberg's SQL catalog |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
-    ratios, clients, own_part = {}, {}, {}
+    ratios, clients, own_part, peers = {}, {}, {}, {}
     for where, result in results.items():
         times, requests = result["times"], result["requests"]
-        reference = statistics.median(times[OWN])
+        reference, peer = statistics.median(times[OWN]), statistics.median(times[PEER])
         for name, runs in times.items():
             m = statistics.median(runs)
             handling = fmt(statistics.median(result["handling"])) if name == VIA else "-"
@@ -219,9 +238,10 @@ def commit_table(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[st
                 shaped += f" (the catalog's: {fmt_requests(result['catalog_s3'][median_index(runs)])})"
             lines.append(
                 f"| {where} | {name} | {fmt(m)} | {fmt(min(runs))}-{fmt(max(runs))} | {handling} | {shaped} | "
-                f"{m / reference:.2f}x |"
+                f"{m / reference:.2f}x | {m / peer:.2f}x |"
             )
         ratios[where] = statistics.median(times[VIA]) / reference
+        peers[where] = statistics.median(times[VIA]) / peer
         client = statistics.median(t - h for t, h in zip(times[VIA], result["handling"], strict=True))
         clients[where], own_part[where] = client / reference, client
     lines += [
@@ -232,10 +252,12 @@ def commit_table(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[st
         "parses from the answer): "
         + "; ".join(f"{where} {fmt(own_part[where])} ({clients[where]:.2f}x castable's append)" for where in results)
         + ". S3 requests: the client's and the catalog's together, and the catalog's alone (counted outside "
-        "its time).",
+        "its time). vs pyiceberg's SQL catalog: over the same client's append to an Iceberg table of its own "
+        "SqlCatalog (SQLite on the local disk, which no network separates from the client; the table's files on "
+        "the same store): the same commit without castable.",
         "",
     ]
-    return lines, ratios, clients
+    return lines, ratios, clients, peers
 
 
 def spark_merges(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -333,11 +355,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="castable-bench-catalog-") as tmp:
         work = Path(tmp)
         (work / "local").mkdir()
-        commits["local"] = commit_latency("local", str(work / "local"), None, None, args.repeats)
+        commits["local"] = commit_latency("local", str(work / "local"), None, None, args.repeats, work)
         with shaped_s3(latency=args.latency, bandwidth=args.bandwidth) as s3:
             boto3.client("s3", endpoint_url=s3.direct, region_name="us-east-1").create_bucket(Bucket=BUCKET)
             options = {"endpoint_url": s3.endpoint, "region": "us-east-1"}
-            commits["shaped S3"] = commit_latency("shaped S3", f"s3://{BUCKET}/wh", options, s3, args.repeats)
+            commits["shaped S3"] = commit_latency("shaped S3", f"s3://{BUCKET}/wh", options, s3, args.repeats, work)
         log(f"Spark: a merge of {args.merge_rows:,} rows into {args.rows:,}")
         merges = spark_merges(args, work)
     lines = report_header(
@@ -347,7 +369,7 @@ def main() -> None:
         f"shaped_s3.py's proxy, {args.latency * 1000:g} ms before each response, {args.bandwidth / 1e6:g} MB/s "
         f"per connection. Merges: medians of {args.merge_repeats} after a warm-up round, min-max beside.",
     )
-    table, ratios, clients = commit_table(commits)
+    table, ratios, clients, peers = commit_table(commits)
     lines += table
     lines += merge_table(merges, args)
     lines += ["## Targets", ""]
@@ -355,7 +377,8 @@ def main() -> None:
         verdict = "met" if ratio <= TARGET else "missed"
         lines.append(
             f"- {where}: a 1-row append through the catalog within {TARGET}x castable's own append: "
-            f"**{verdict}** ({ratio:.2f}x; pyiceberg's own part alone {clients[where]:.2f}x)."
+            f"**{verdict}** ({ratio:.2f}x; pyiceberg's own part alone {clients[where]:.2f}x). Against the same "
+            f"client's append through its own SQL catalog: {peers[where]:.2f}x."
         )
     publish("catalog", lines, args.out)
 

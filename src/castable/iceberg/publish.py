@@ -91,9 +91,9 @@ INLINE = f"{METADATA}inline/"
 CODEC: AvroCompressionCodec = "deflate"
 """Avro's codec every Iceberg reader knows (DuckDB's avro extension reads no zstd)."""
 FOOTERS_IN_FLIGHT = 32
+"""Footers read at once from an object store, where each is a round trip."""
 PUTS_IN_FLIGHT = 16
 """Objects of one publication put at once."""
-"""Footers read at once from an object store, where each is a round trip."""
 METADATA_LOG = 100
 """Earlier metadata files each new one lists."""
 NAME_MAPPING = "schema.name-mapping.default"
