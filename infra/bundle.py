@@ -18,10 +18,12 @@ files. tests/test_bundle.py invokes every handler from the bundle alone under py
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Literal
 
@@ -58,6 +60,33 @@ functions make (tests/test_bundle.py checks the code names no other), X-Ray's (i
 traces through one) and STS for credentials."""
 
 
+MIN_PIP = (24, 2)
+"""The first pip whose Requires-Python check takes ``--python-version`` into account
+(pypa/pip#12216): older ones, such as the 23.2 that Python 3.11 ships, refuse wheels for 3.12
+when Python 3.11 runs them (``Package 'numpy' requires a different Python``)."""
+
+
+class BundleBuildError(RuntimeError):
+    """The machine cannot build the bundle as it is; the message says what to change."""
+
+
+def check_pip(python_version: str) -> None:
+    """Refuse to install wheels for ``python_version`` with a pip that checks them against the
+    interpreter running it instead, saying how to get one that does not."""
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    upgrade = f"{sys.executable} -m pip install --upgrade 'pip>={MIN_PIP[0]}.{MIN_PIP[1]}'"
+    try:
+        found = version("pip")
+    except PackageNotFoundError:
+        raise BundleBuildError(f"{sys.executable} has no pip, which the bundle is built with: {upgrade}") from None
+    if python_version != running and tuple(int(n) for n in re.findall(r"\d+", found)[:2]) < MIN_PIP:
+        raise BundleBuildError(
+            f"pip {found} cannot install the wheels of Python {python_version} from Python {running}: its "
+            f"Requires-Python check ignores --python-version (pypa/pip#12216; fixed in pip "
+            f"{MIN_PIP[0]}.{MIN_PIP[1]}): {upgrade}"
+        )
+
+
 def requirements(extra: str = "lambda") -> list[str]:
     """castable's dependencies plus one of its extras, as pyproject.toml declares them."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -69,6 +98,7 @@ def install_wheels(
 ) -> None:
     """pip-install ``packages`` into ``target`` as Linux / CPython ``python_version`` wheels for
     ``architecture`` at the versions ``constraints`` pins, whatever machine runs this."""
+    check_pip(python_version)
     # Every manylinux tag Amazon Linux 2023 accepts: with manylinux2014 alone pip falls back to an
     # old pyarrow, with manylinux_2_28 alone it finds no pydantic-core.
     machine = MACHINES[architecture]

@@ -9,9 +9,12 @@ import sys
 
 MISSING = (
     "castable's Spark jobs run on the Python of castable's EMR environment, not on EMR's own "
-    "Python {found}: give the job spark.archives=<EmrEnvironmentArchive>#environment with "
-    "PYSPARK_PYTHON=./environment/bin/python (the Spark application the stack deploys sets both "
-    "when castable.json names an emr_environment; README: Running on EMR)"
+    "Python {found}: give the job spark.archives=<EmrEnvironmentArchive>#environment and make "
+    "./environment/bin/python its Python, on EMR Serverless with "
+    "spark.emr-serverless.driverEnv.PYSPARK_PYTHON and spark.executorEnv.PYSPARK_PYTHON, on EMR "
+    "on EC2 (YARN) with spark.yarn.appMasterEnv.PYSPARK_PYTHON and spark.executorEnv.PYSPARK_PYTHON "
+    "(the Spark application the stack deploys sets them when castable.json names an "
+    "emr_environment; README: Running on EMR)"
 )
 
 if __name__ == "__main__":

