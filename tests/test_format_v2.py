@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -181,8 +182,28 @@ def test_segment_summaries_prune_whole_segments(table: castable.Table, monkeypat
         return decode(data, kind, key=key)
 
     monkeypatch.setattr(segment, "decode", recording_decode)
+    castable.clear_caches()  # as another process reads it: this one keeps the segments it wrote
     assert other(table).count(filter="id = 1500") == 1
     assert decoded == [doc["segments"][1]["path"]]  # the other two are pruned by their summaries, unread
+
+
+def test_a_process_reads_back_no_small_segment_it_wrote(table: castable.Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handle opened afresh for each commit (a catalog request, a warm Lambda) merges the tail
+    segment the process wrote last from memory: only the pointer and manifests are read."""
+    table.append(events(0, 10))
+    read: list[str] = []
+    get = table.store.get
+
+    def recording_get(key: str, **kwargs: Any) -> Any:
+        read.append(key)
+        return get(key, **kwargs)
+
+    monkeypatch.setattr(table.store, "get", recording_get)
+    for i in range(1, 3 * RUN_LIMIT):  # enough appends that small segments merge, more than once
+        other(table).append(events(i * 10, i * 10 + 10))
+    assert len(root(table)["segments"]) < 3 * RUN_LIMIT, "segments were merged"
+    assert read and not [key for key in read if key.startswith("segment/")], read
+    assert other(table).count() == 30 * RUN_LIMIT
 
 
 def test_deletes_rewrite_only_the_segment_that_changed(table: castable.Table) -> None:
@@ -212,6 +233,7 @@ def test_a_corrupt_segment_is_reported_and_leaves_the_table_as_it_was(table: cas
     table.store.delete(path)
     table.store.put(path, b"garbage")
     before = snapshot_of(table.store)
+    castable.clear_caches()  # as another process reads it: this one keeps the segments it wrote
     fresh = other(table)
     with pytest.raises(CorruptObjectError, match=f"segment {path} is missing or changed"):
         fresh.to_arrow()
