@@ -47,22 +47,25 @@ from castable.spark.files import spark_schema
 from castable.spark.ingest import ingest
 
 
-def spark_session(partitions: int) -> object:
+def spark_session(partitions: int, app: str = "castable-bench", settings: dict[str, str] | None = None) -> Any:
+    """Spark in local mode with the benchmarks' settings, and ``settings`` besides (catalog_spark.py's catalogs)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
-        .appName("castable-bench")
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "6g")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.parquet.compression.codec", "zstd")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     if hasattr(session, "dataSource"):  # Spark 4's Python data sources
         register(session)

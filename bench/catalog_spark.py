@@ -30,15 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_spark import merge_all, merge_source, source_files
+from bench_spark import merge_all, merge_source, source_files, spark_session
 from benchlib import SCHEMA, log
 
 import castable
@@ -51,33 +49,19 @@ JARS = ("iceberg-spark-runtime", "iceberg-spark-extensions", "iceberg-jackson", 
 
 def session(jars: Path, uri: str, hadoop: Path, partitions: int) -> Any:
     """Spark 3.5 in local mode, bench_spark.py's settings, with the two Iceberg catalogs."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     rest, hdp = "spark.sql.catalog.rest", "spark.sql.catalog.hadoop"
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("castable-bench-catalog")
-        .config("spark.jars", ",".join(str(jars / f"{name}.jar") for name in [*JARS, "castable-iceberg-rest"]))
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config(rest, "org.apache.iceberg.spark.SparkCatalog")
-        .config(f"{rest}.catalog-impl", "castable.rest.JdkRESTCatalog")
-        .config(f"{rest}.uri", uri)
-        .config(f"{rest}.rest.auth.type", "none")
-        .config(hdp, "org.apache.iceberg.spark.SparkCatalog")
-        .config(f"{hdp}.type", "hadoop")
-        .config(f"{hdp}.warehouse", hadoop.as_uri())
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "6g")
-        .config("spark.sql.shuffle.partitions", str(partitions))
-        .config("spark.sql.parquet.compression.codec", "zstd")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    catalogs = {
+        "spark.jars": ",".join(str(jars / f"{name}.jar") for name in [*JARS, "castable-iceberg-rest"]),
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        rest: "org.apache.iceberg.spark.SparkCatalog",
+        f"{rest}.catalog-impl": "castable.rest.JdkRESTCatalog",
+        f"{rest}.uri": uri,
+        f"{rest}.rest.auth.type": "none",
+        hdp: "org.apache.iceberg.spark.SparkCatalog",
+        f"{hdp}.type": "hadoop",
+        f"{hdp}.warehouse": hadoop.as_uri(),
+    }
+    return spark_session(partitions, "castable-bench-catalog", catalogs)
 
 
 def files_under(path: Path) -> dict[str, int]:
