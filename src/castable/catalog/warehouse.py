@@ -257,9 +257,8 @@ class Warehouse:
                 "a castable table is its folder: dropping it deletes its files; ask for a purge "
                 "(DROP TABLE ... PURGE, catalog.purge_table) to drop it"
             )
-        database = self.database(namespace)
-        if database is not None:
-            database.drop_table(name)
+        if isinstance(table.committer, Database):  # the table was read through its database
+            table.committer.drop_table(name)
             return
         store = table.store
         store.delete_many([POINTER_KEY, manifest_key(0)])  # no longer a table before its files go

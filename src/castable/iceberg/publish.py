@@ -233,7 +233,7 @@ class _Publication:
         """The snapshot this version's follows (-1: none); set by ``run``."""
 
     def location(self, key: str) -> str:
-        return f"{self.root}/{key}"
+        return _location(self.store, key)
 
     def run(
         self,
