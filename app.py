@@ -2,15 +2,12 @@
 """The castable CDK app: ``npx aws-cdk@2 deploy`` deploys what ``castable.json`` describes.
 
 The configuration file (named by the ``config`` context in cdk.json; infra/config.py checks it)
-holds ``tables`` (a list of {"name", "schedule", "retain_versions", "retain_hours", "grace_hours",
-"ingest_concurrency", "ingest_memory_mb", "ingest_mode", "schema_mode", "op_column"}),
-``databases`` (a list of {"name", "tables": [members to maintain, as in ``tables``],
-"ingest_concurrency", "ingest_memory_mb"}), ``versioned``, ``emr_image``, ``alert_email``,
-``architecture``, ``kms_key_arn``, ``bucket_name`` and ``function_package``.
-With ``-c config=`` the same come from flags instead: ``-c tables='[...]'``, ``-c databases=``,
-``-c versioned=true``, ``-c emrImage=``, ``-c alertEmail=``, ``-c architecture=``,
-``-c kmsKeyArn=``, ``-c bucketName=``, ``-c functionPackage=``. Findings of cdk-nag's AWS Solutions
-checks fail the synth; each suppression in infra/ says why.
+holds deployment-wide settings only: ``versioned``, ``emr_image``, ``emr_environment``,
+``alert_email``, ``architecture``, ``kms_key_arn``, ``bucket_name``, ``function_package``,
+``glue_database``, ``iceberg_catalog``, ``ingest_concurrency``, ``ingest_memory_mb`` and
+``maintenance_every_minutes``. Tables are data in the bucket, each served as its own properties
+say. With ``-c config=`` the same come from flags instead (``-c versioned=true``, ``-c emrImage=``,
+...). Findings of cdk-nag's AWS Solutions checks fail the synth; each suppression in infra/ says why.
 """
 
 from __future__ import annotations
@@ -30,7 +27,8 @@ FEATURE_FLAGS = {
 def build(app: cdk.App) -> CastableStack:
     for flag, value in FEATURE_FLAGS.items():
         app.node.set_context(flag, value)
-    context = {key: app.node.try_get_context(key) for key in ("config", *CONTEXT_KEYS)}
+    # tables and databases are flags of the per-table deployment, refused with what to do instead
+    context = {key: app.node.try_get_context(key) for key in ("config", "tables", "databases", *CONTEXT_KEYS)}
     stack = CastableStack(app, "Castable", choose(context))
     check(app, stack)
     return stack

@@ -1,9 +1,9 @@
-"""The deployment's configuration: tables, databases, schedules and options, from a JSON file
-committed beside cdk.json (``castable.json``) or from ``-c`` context flags, checked with errors
-that name the key at fault.
-
-A file is the safer source: every deploy reads the same tables, where a deploy run without the
-``-c tables=...`` flag of the one before would remove the other tables' queues and functions.
+"""The deployment's configuration: deployment-wide options only, from a JSON file committed
+beside cdk.json (``castable.json``) or from ``-c`` context flags, checked with errors that name
+the key at fault. Tables are not configured here: they are data in the bucket, and each says
+how it is served in its own properties (``ingest.*``, ``maintenance.schedule``, ``history.*``).
+A file of the per-table deployment (``tables``, ``databases``) is refused with the command that
+moves those settings into the tables (infra/migrate.py).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from infra.stack import CastableConfig, DatabaseConfig, TableConfig
+from infra.stack import CastableConfig
 
 C = TypeVar("C")
 
-CONTEXT_KEYS = {"tables": "tables", "databases": "databases", "versioned": "versioned", "emrImage": "emr_image"}
+CONTEXT_KEYS = {"versioned": "versioned", "emrImage": "emr_image"}
 CONTEXT_KEYS |= {"alertEmail": "alert_email", "architecture": "architecture", "kmsKeyArn": "kms_key_arn"}
 CONTEXT_KEYS |= {
     "bucketName": "bucket_name",
@@ -26,6 +26,8 @@ CONTEXT_KEYS |= {
     "emrEnvironment": "emr_environment",
     "glueDatabase": "glue_database",
     "icebergCatalog": "iceberg_catalog",
+    "ingestConcurrency": "ingest_concurrency",
+    "maintenanceEveryMinutes": "maintenance_every_minutes",
 }
 """The ``-c`` context flags and the settings they give."""
 
@@ -39,6 +41,13 @@ def _build(cls: type[C], doc: object, where: str) -> C:
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{where} must be an object, not {type(doc).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    listed = sorted(set(doc) & {"tables", "databases"})
+    if listed:
+        raise ConfigError(
+            f"{where}.{listed[0]}: tables are data, not configuration, since the deployment serves every table "
+            f"in its bucket: move their settings into the tables with `python -m infra.migrate {where} "
+            "<bucket>` (it sets each listed table's properties and rewrites the file without them)"
+        )
     unknown = sorted(set(doc) - set(fields))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(fields))})")
@@ -48,29 +57,11 @@ def _build(cls: type[C], doc: object, where: str) -> C:
     missing = [n for n in required if n not in doc]
     if missing:
         raise ConfigError(f"{where}: {missing[0]!r} is required")
-    values: dict[str, Any] = {}
-    for key, value in doc.items():
-        if key == "tables":
-            values[key] = _list(TableConfig, value, f"{where}.tables")
-        elif key == "databases":
-            values[key] = _list(DatabaseConfig, value, f"{where}.databases")
-        else:
-            values[key] = _scalar(value, fields[key], f"{where}.{key}")
+    values = {key: _scalar(value, fields[key], f"{where}.{key}") for key, value in doc.items()}
     try:
         return cls(**values)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{where}: {e}") from None
-
-
-def _list(cls: type[C], value: object, where: str) -> list[C]:
-    if not isinstance(value, list):
-        raise ConfigError(f"{where} must be a list, not {type(value).__name__}")
-    built = [_build(cls, item, f"{where}[{i}]") for i, item in enumerate(value)]
-    names = [getattr(b, "name", None) for b in built]
-    repeated = sorted({n for n in names if names.count(n) > 1 and n is not None})
-    if repeated:
-        raise ConfigError(f"{where}: {repeated[0]!r} is named more than once")
-    return built
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -113,6 +104,12 @@ def load(path: Path) -> CastableConfig:
 def choose(context: Mapping[str, object]) -> CastableConfig:
     """The configuration: from the file that context ``config`` names (cdk.json names
     ``castable.json``), or, with ``-c config=`` empty, from the other flags; not both."""
+    stale = [flag for flag in ("tables", "databases") if context.get(flag) is not None]
+    if stale:
+        raise ConfigError(
+            f"-c {stale[0]}: tables are data, not configuration, since the deployment serves every table in its "
+            "bucket: set each table's properties instead (ingest.mode, maintenance.schedule, ...)"
+        )
     path = context.get("config")
     if not path:
         return from_context(context)
@@ -127,17 +124,17 @@ def choose(context: Mapping[str, object]) -> CastableConfig:
 
 def from_context(context: Mapping[str, object]) -> CastableConfig:
     """The configuration given as ``-c`` flags (JSON text for ``tables`` and ``databases``)."""
-    doc: dict[str, object] = {"tables": [{"name": "events"}]}
+    doc: dict[str, object] = {}
     for flag, key in CONTEXT_KEYS.items():
         value = context.get(flag)
         if value is None:
             continue
-        if key in ("tables", "databases") and isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"-c {flag} is not JSON: {e}") from None
         if key in ("versioned", "iceberg_catalog"):
             value = value in (True, "true", "True", "1")
+        elif key in ("ingest_concurrency", "maintenance_every_minutes") and isinstance(value, str):
+            try:
+                value = int(value)
+            except ValueError:
+                raise ConfigError(f"-c {flag} must be a whole number, not {value!r}") from None
         doc[key] = value
     return _build(CastableConfig, doc, "context")

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, App, Names, Stack, Validations
+from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
+from castable.deployment import MAINTENANCE_DUE_PREFIX
 from castable.layout import ERASURE_PLAN_PREFIX, ICEBERG_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.emr import EMR_ARTIFACTS, EMR_LOGS
 from infra.iceberg_rest import STAGE
-from infra.ingest import IngestStack
+from infra.operations import FAILED_LANDING_PREFIX
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS, ROOTS, CastableStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
@@ -28,13 +29,10 @@ def _prefixes_reason(prefix: str) -> str:
     )
 
 
-def _bucket_arn(stack: CastableStack, nested: bool = False) -> str:
-    """The table bucket's ARN as cdk-nag prints it: the bucket resource's attribute, a nested
-    stack's parameter for it, or an existing bucket's ARN."""
+def _bucket_arn(stack: CastableStack) -> str:
+    """The table bucket's ARN as cdk-nag prints it: the bucket resource's attribute, or an existing bucket's ARN."""
     if stack.config.bucket_name is not None:
         return f"arn:<AWS::Partition>:s3:::{stack.config.bucket_name}"
-    if nested:
-        return f"<referenceto{Names.node_unique_id(stack.bucket.node.default_child.node)}Arn>"  # type: ignore[union-attr]
     return f"<{_logical_id(stack.bucket)}.Arn>"
 
 
@@ -42,6 +40,8 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
     """Each accepted finding of the main stack (cdk-nag's exact id) and why it is acceptable."""
     bucket = _bucket_arn(stack)
     prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*", f"{MAINTENANCE_RESULTS}*", "landing/*"]
+    prefixes += [f"{FAILED_LANDING_PREFIX}landing/*", f"{MAINTENANCE_DUE_PREFIX}*"]
+    prefixes += [f"{root}{PROBE_PREFIX}*" for root in ROOTS] + [f"databases/*/{PROBE_PREFIX}*"]
     prefixes += [f"{root}*" for root in ROOTS] + ["tables/*/data/*", "databases/*/*/data/*"]
     prefixes += [f"{root}*/{plans}*" for root in ROOTS for plans in (ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX)]
     prefixes += [f"{root}*/{under}*" for root in ROOTS for under in (ICEBERG_PREFIX, PROBE_PREFIX)]
@@ -55,7 +55,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
     }
     for prefix in prefixes:
         findings[f"AwsSolutions-IAM5[Resource::{bucket}/{prefix}]"] = _prefixes_reason(prefix)
-    for machine in (stack.erasure, stack.maintenance):
+    for machine in (stack.erasure, stack.maintenance, stack.maintain_due):
         executions = (
             f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{_logical_id(machine)}.Name>/*"
         )
@@ -73,27 +73,12 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
         "known at run time; the grant is limited to reading, creating and updating tables of the deployment's "
         "own Glue database."
     )
-    group = stack.resolve(stack.schedule_group.schedule_group_name)
-    schedules = f"arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/{group}/*"
-    findings[f"AwsSolutions-IAM5[Resource::{schedules}]"] = (
-        "The tombstone trigger reads a table's maintenance input from its schedule, found by name at run "
-        "time; the grant is limited to GetSchedule in the deployment's own schedule group."
+    account = "<AWS::Region>:<AWS::AccountId>"
+    maintenance_runs = f"arn:<AWS::Partition>:states:{account}:execution:<{_logical_id(stack.maintenance)}.Name>:*"
+    findings[f"AwsSolutions-IAM5[Resource::{maintenance_runs}]"] = (
+        "The maintain-due workflow waits for the maintenance runs it starts (named by table and time at run "
+        "time), and stops them if it is stopped; the grant is limited to the maintenance workflow's executions."
     )
-    return findings
-
-
-def accepted_ingest_findings(stack: CastableStack, ingest: IngestStack) -> dict[str, str]:
-    """The same for an ingest stack, where the bucket is a parameter the main stack passes in:
-    each function's own table (or database) and landing prefixes."""
-    bucket = _bucket_arn(stack, nested=True)
-    findings = {}
-    for unit in ingest.units:
-        prefixes = [f"{unit.prefix}*", f"landing/{unit.name}/*", f"landing-failed/landing/{unit.name}/*"]
-        prefixes.append(f"{unit.prefix}{PROBE_PREFIX}*")
-        if unit.prefix.startswith("databases/"):
-            prefixes.append(f"{unit.prefix}*/{PROBE_PREFIX}*")
-        for prefix in prefixes:
-            findings[f"AwsSolutions-IAM5[Resource::{bucket}/{prefix}]"] = _prefixes_reason(prefix)
     return findings
 
 
@@ -103,11 +88,6 @@ def check(app: App, stack: CastableStack) -> None:
     findings = accepted_findings(stack)
     for finding, reason in findings.items():
         Validations.of(stack).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
-    # what any stack's functions meet: the basic execution role, the runtime, X-Ray's wildcard
-    common = {k: v for k, v in findings.items() if "Resource::" not in k or k.endswith("[Resource::*]")}
-    for ingest in stack.ingest_stacks:
-        for finding, reason in (common | accepted_ingest_findings(stack, ingest)).items():
-            Validations.of(ingest).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
     for scope, finding, reason in accepted_resource_findings(stack):
         Validations.of(scope).acknowledge(Acknowledgment(id=f"AwsSolutions::{finding}", reason=reason))
 
@@ -118,8 +98,8 @@ def accepted_resource_findings(stack: CastableStack) -> list[tuple[IConstruct, s
         (
             stack.schedule_dead_letters,
             "AwsSolutions-SQS3",
-            "This queue is itself a dead-letter queue: EventBridge Scheduler's, for maintenance starts "
-            "that failed (cdk-nag only recognises queues that SQS queues redrive to).",
+            "This queue is itself a dead-letter queue: EventBridge Scheduler's, for starts of the "
+            "maintain-due workflow that failed (cdk-nag only recognises queues that SQS queues redrive to).",
         )
     ]
     rest = stack.iceberg_rest

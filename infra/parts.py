@@ -118,9 +118,7 @@ def grant_publication(
     (``<table>/metadata/``) and the scratch keys of castable's store probe (which the hint's
     compare-and-swap runs first). No delete but the probe's: a publication never deletes."""
     tables = [f"{root}*/" for root in roots]
-    fn.add_to_role_policy(
-        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{r}*") for r in roots])
-    )
+    grant_reads(fn, bucket, roots, key_arn=key_arn)
     fn.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:PutObject"],
@@ -131,6 +129,13 @@ def grant_publication(
         iam.PolicyStatement(
             actions=["s3:DeleteObject"], resources=[bucket.arn_for_objects(f"{t}{PROBE_PREFIX}*") for t in tables]
         )
+    )
+
+
+def grant_reads(fn: lambda_.Function, bucket: s3.IBucket, roots: list[str], *, key_arn: str | None = None) -> None:
+    """Read and list every table under ``roots``, nothing else."""
+    fn.add_to_role_policy(
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{r}*") for r in roots])
     )
     fn.add_to_role_policy(
         iam.PolicyStatement(

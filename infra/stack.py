@@ -1,18 +1,21 @@
-"""The castable stack: table bucket, landing queues, functions, workflows, schedules, and the EMR
-side (an EMR Serverless Spark application and the job role of the ingest job).
+"""The castable stack: table bucket, landing queues, functions, workflows, the maintenance
+schedule, and the EMR side (an EMR Serverless Spark application and the job role of the ingest job).
 
-Tables live under ``s3://<bucket>/tables/<name>/`` (databases under ``databases/<name>/``);
-files dropped under ``landing/<name>/`` are ingested into table ``<name>`` by that table's own
-queue and ingest function, which live with its maintenance schedule in nested stacks of 30
-(infra/ingest.py). The functions serving every table are limited to ``tables/`` and
-``databases/``, an ingest function to its own table and landing prefix; nothing gets a
-bucket-wide write.
+Tables live under ``s3://<bucket>/tables/<name>/`` (databases under ``databases/<name>/``), and
+are data, not resources of the stack: its functions find them by listing those prefixes and
+read how to serve each from its properties, so the template is the same for 0 tables or 10,000
+and a table created by any writer is served at once. Files dropped under ``landing/<name>/``
+reach one shared ingest function through an EventBridge rule, a route function and an SQS fair
+queue whose message group is the table; one schedule starts the maintain-due workflow, which
+maintains the tables whose ``maintenance.schedule`` fell due. The functions are limited to
+``tables/``, ``databases/`` and their own working prefixes; nothing gets a bucket-wide write.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,21 +29,20 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from castable.deployment import LANDING, MAINTENANCE_DUE_PREFIX
 from castable.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
-from castable.sources import MANIFEST_SUFFIX
 from infra.bundling import Package
 from infra.emr import Emr
 from infra.emr_env import check_archive
 from infra.iceberg_rest import IcebergRestCatalog
-from infra.ingest import UNITS_PER_STACK, IngestStack, IngestUnit, Maintained, Shared
-from infra.operations import Operations
-from infra.parts import function, grant_publication, grant_tables, object_key_use, queue
+from infra.operations import FAILED_LANDING_PREFIX, Operations
+from infra.parts import function, grant_publication, grant_reads, grant_tables, object_key_use, queue
 from infra.patterns import objects_created
-from lambdas.names import glue_table_name
 
 STATE_MACHINES = Path(__file__).resolve().parent.parent / "statemachines"
 ERASURE_RESULTS = "erasure-results/"
@@ -49,65 +51,18 @@ MAINTENANCE_RESULTS = "maintenance-results/"
 """Where the maintenance workflow's Distributed Map writes its compactions' results."""
 RESULTS_DAYS = 30
 """How long the workflows' results are kept."""
+SCHEDULE_RETRIES = 3
+"""Times the maintenance schedule retries a start that failed (throttled, say) before it keeps it
+as a dead letter."""
 ROOTS = ("tables/", "databases/")
 """Where every table and database of the deployment lives: the functions that serve them all
 are granted these prefixes (a list per table would outgrow IAM's policy sizes at ~50 tables)."""
 
 
 @dataclass(frozen=True)
-class TableConfig:
-    """One table of the deployment and its maintenance schedule."""
-
-    name: str
-    schedule: str = "rate(6 hours)"
-    ingest_concurrency: int = 2
-    """At most this many ingest Lambdas commit to the table at once (SQS ``maximumConcurrency``,
-    2 to 1000): a burst of landed files makes fewer, larger commits instead of a race for the pointer."""
-    ingest_memory_mb: int = 1024
-    """The ingest function streams a landed file a row group at a time: a 2 GiB file peaks at
-    about 512 MiB (bench/bench_ingest_memory.py). Raise it for row groups over ~256 MiB."""
-    retain_versions: int | None = None
-    retain_hours: float | None = None
-    grace_hours: float | None = None
-    ingest_mode: Literal["append", "upsert"] = "append"
-    """``upsert``: landed rows replace the live rows with their primary keys (lambdas/ingest.py)."""
-    schema_mode: Literal["strict", "merge"] = "strict"
-    """``merge``: a landed Parquet file's new columns are added to the table; ``strict``
-    dead-letters the file (lambdas/ingest.py). Merge needs ``ingest_mode="append"``."""
-    op_column: str | None = None
-    """With ``ingest_mode="upsert"``: the landed files' operation column (a change feed), whose
-    ``d``/``delete`` rows delete their key."""
-
-    def __post_init__(self) -> None:
-        if self.ingest_mode not in ("append", "upsert"):
-            raise ValueError(f"table {self.name}: ingest_mode must be append or upsert, not {self.ingest_mode!r}")
-        if self.op_column is not None and self.ingest_mode != "upsert":
-            raise ValueError(f"table {self.name}: op_column needs ingest_mode='upsert'")
-        merge_needs_append = self.schema_mode == "merge" and self.ingest_mode != "append"
-        if self.schema_mode not in ("strict", "merge") or merge_needs_append:
-            raise ValueError(f"table {self.name}: schema_mode must be strict, or merge with ingest_mode='append'")
-
-
-@dataclass(frozen=True)
-class DatabaseConfig:
-    """A database of the deployment (``s3://<bucket>/databases/<name>/``): its tables commit
-    through one log. A batch manifest landing under ``landing/<name>/`` appends the files it
-    names to several tables in one transaction (lambdas/ingest.py)."""
-
-    name: str
-    tables: list[TableConfig] = field(default_factory=list)
-    """Member tables to maintain on their schedules (members are created with the library or CLI)."""
-    ingest_concurrency: int = 2
-    ingest_memory_mb: int = 1024
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "tables", [t if isinstance(t, TableConfig) else TableConfig(**t) for t in self.tables])
-
-
-@dataclass(frozen=True)
 class CastableConfig:
-    tables: list[TableConfig] = field(default_factory=lambda: [TableConfig("events")])
-    databases: list[DatabaseConfig] = field(default_factory=list)
+    """Deployment-wide settings; each table's own (ingest mode, schedule, retention) are its properties."""
+
     versioned: bool = False
     noncurrent_days: int = 30
     """With versioning, how long a noncurrent version is kept: every commit overwrites a table's
@@ -136,6 +91,14 @@ class CastableConfig:
     glue_database: str = "castable"
     """The Glue Data Catalog database in which each table with ``publish.iceberg`` on is registered
     as an Iceberg table (for Athena); created by the stack, so unique per account and region."""
+    ingest_concurrency: int = 20
+    """At most this many ingest functions run at once, for all tables together (SQS
+    ``maximumConcurrency``, 2 to 1000); the fair queue shares them among the busy tables."""
+    ingest_memory_mb: int = 1024
+    """The ingest function streams a landed file a row group at a time: a 2 GiB file peaks at
+    about 512 MiB (bench/bench_ingest_memory.py). Raise it for row groups over ~256 MiB."""
+    maintenance_every_minutes: int = 15
+    """How often the maintain-due workflow looks for tables whose ``maintenance.schedule`` fell due."""
     iceberg_catalog: bool = False
     """Serve the Iceberg REST catalog of the deployment's tables (infra/iceberg_rest.py): an API
     Gateway API with IAM authorization in front of ``lambdas/iceberg_rest.py``, through which
@@ -157,13 +120,12 @@ class CastableConfig:
             raise ValueError(
                 f"glue_database must be lower-case letters, digits and _, as Athena needs: {self.glue_database!r}"
             )
-        keys = [t.name for t in self.tables] + [f"{d.name}/{t.name}" for d in self.databases for t in d.tables]
-        names: dict[str, str] = {}
-        for key in keys:
-            if names.setdefault(glue_table_name(key), key) != key:
-                raise ValueError(
-                    f"tables {names[glue_table_name(key)]} and {key} share Glue table name {glue_table_name(key)}"
-                )
+        if not 2 <= self.ingest_concurrency <= 1000:
+            raise ValueError(
+                f"ingest_concurrency must be 2 to 1000 (SQS maximumConcurrency), not {self.ingest_concurrency}"
+            )
+        if not 1 <= self.maintenance_every_minutes <= 24 * 60:
+            raise ValueError(f"maintenance_every_minutes must be 1 to 1440, not {self.maintenance_every_minutes}")
 
 
 class CastableStack(Stack):
@@ -171,8 +133,6 @@ class CastableStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
         self.bucket = self._bucket()
-        self.table_uris = {t.name: f"s3://{self.bucket.bucket_name}/tables/{t.name}" for t in config.tables}
-        self.database_uris = {d.name: f"s3://{self.bucket.bucket_name}/databases/{d.name}" for d in config.databases}
         self._protect_logs()
         package = Package(config.architecture, config.function_package)
         self.dead_letters: list[sqs.Queue] = []
@@ -187,11 +147,18 @@ class CastableStack(Stack):
                 ("erasure", "Erasure planning, purge and verification steps", 900, 3008),
                 ("trigger", "Start maintenance when tombstones pile up (debounced)", 60, 256),
                 ("catalog", "Publish commits as Iceberg metadata and register them in Glue", 600, 2048),
+                (
+                    "ingest",
+                    "Ingest files landing for any table, one commit per table a batch",
+                    900,
+                    config.ingest_memory_mb,
+                ),
+                ("route", "Give each landed file's message its table as message group", 60, 256),
             ]
         }
         for name, fn in self.functions.items():
-            if name not in ("trigger", "catalog"):
-                grant_tables(fn, self.bucket, list(ROOTS), key_arn=config.kms_key_arn)
+            if name not in ("trigger", "catalog", "route"):
+                grant_tables(fn, self.bucket, list(ROOTS), delete=name != "ingest", key_arn=config.kms_key_arn)
         self._commit_invokes_itself()
         # Erase is refused on a bucket with Object Lock (its versions would outlive a purge).
         for name in ("erasure", "splice"):
@@ -207,9 +174,9 @@ class CastableStack(Stack):
         self._distributed_map(self.erasure, ERASURE_PLAN_PREFIX, ERASURE_RESULTS)
         self.maintenance = self._state_machine("maintenance", ["maintenance"])
         self._distributed_map(self.maintenance, MAINTENANCE_PLAN_PREFIX, MAINTENANCE_RESULTS)
-        self.ingest_stacks = self._ingest_stacks()
-        self.ingest_functions = [fn for group in self.ingest_stacks for fn in group.functions]
-        self.dead_letters += [q for group in self.ingest_stacks for q in group.dead_letters]
+        self.maintain_due = self._state_machine("maintain-due", ["maintenance"])
+        self._maintain_due()
+        self._ingest()
         self._tombstone_trigger()
         self._catalog()
         self.iceberg_rest = (
@@ -236,11 +203,10 @@ class CastableStack(Stack):
             bucket=self.bucket,
             functions=[
                 *self.functions.values(),
-                *self.ingest_functions,
                 *([] if self.iceberg_rest is None else [self.iceberg_rest.function]),
             ],
             dead_letters=self.dead_letters,
-            workflows=[self.erasure, self.maintenance],
+            workflows=[self.erasure, self.maintenance, self.maintain_due],
             erasure_logs=self.workflow_logs["erasure"],
             email=config.alert_email,
         )
@@ -303,7 +269,7 @@ class CastableStack(Stack):
                 # the workflows' Distributed Map results: for looking into a run, not kept for ever
                 *(
                     s3.LifecycleRule(prefix=results, expiration=Duration.days(RESULTS_DAYS))
-                    for results in (ERASURE_RESULTS, MAINTENANCE_RESULTS)
+                    for results in (ERASURE_RESULTS, MAINTENANCE_RESULTS, MAINTENANCE_DUE_PREFIX)
                 ),
             ],
             removal_policy=RemovalPolicy.RETAIN,
@@ -346,15 +312,18 @@ class CastableStack(Stack):
     # -------------------------------------------------------------- state machines
 
     def _state_machine(self, name: str, functions: list[str]) -> sfn.StateMachine:
-        log_group = logs.LogGroup(self, f"{name.title()}WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH)
+        construct = name.title().replace("-", "")
+        log_group = logs.LogGroup(self, f"{construct}WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH)
         self.workflow_logs[name] = log_group
         definition = (STATE_MACHINES / f"{name}.asl.json").read_text()
         substitutions = {f"{f.title()}FunctionArn": self.functions[f].function_arn for f in functions}
         if "${ResultsBucket}" in definition:  # a Distributed Map writes its results to the tables' bucket
             substitutions["ResultsBucket"] = self.bucket.bucket_name
+        if "${MaintenanceWorkflowArn}" in definition:  # the maintain-due workflow runs the maintenance one
+            substitutions["MaintenanceWorkflowArn"] = self.maintenance.state_machine_arn
         machine = sfn.StateMachine(
             self,
-            f"{name.title()}Workflow",
+            f"{construct}Workflow",
             definition_body=sfn.DefinitionBody.from_string(definition),
             definition_substitutions=substitutions,
             tracing_enabled=True,
@@ -365,11 +334,15 @@ class CastableStack(Stack):
             self.functions[f].grant_invoke(machine)
         return machine
 
-    def _distributed_map(self, machine: sfn.StateMachine, plans: str, results: str) -> None:
+    def _distributed_map(
+        self, machine: sfn.StateMachine, plans: str, results: str, extra: Sequence[iam.PolicyStatement] = ()
+    ) -> None:
         """What a Distributed Map of ``machine`` needs: read its work plans under each table's (and
-        database's) ``plans`` prefix, write its results under ``results``, and run, watch and stop
-        its child executions. A policy of its own, attached after the state machine exists, since
-        it names the machine's ARN."""
+        database's) ``plans`` prefix (or the bucket's own, for a plan of tables), write its results
+        under ``results``, and run, watch and stop its child executions, and whatever ``extra``
+        its items do. A policy of its own, attached after the state machine exists, since it
+        names the machine's ARN."""
+        plan_objects = [f"{plans}*"] if plans == MAINTENANCE_DUE_PREFIX else [f"{root}*/{plans}*" for root in ROOTS]
         executions = self.format_arn(
             service="states",
             resource="execution",
@@ -382,8 +355,7 @@ class CastableStack(Stack):
             roles=[machine.role],
             statements=[
                 iam.PolicyStatement(
-                    actions=["s3:GetObject"],
-                    resources=[self.bucket.arn_for_objects(f"{root}*/{plans}*") for root in ROOTS],
+                    actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(p) for p in plan_objects]
                 ),
                 iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{results}*")]),
                 iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine.state_machine_arn]),
@@ -391,89 +363,147 @@ class CastableStack(Stack):
                     actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
                 ),
                 *([] if self.config.kms_key_arn is None else [object_key_use(self.config.kms_key_arn)]),
+                *extra,
             ],
         )
 
-    def _ingest_stacks(self) -> list[IngestStack]:
-        """Each table's and database's ingest unit, and each maintained table's schedule (a
-        database's members keyed ``<db>/<member>``), in nested stacks of ``UNITS_PER_STACK``."""
-        units = [self._table_unit(t) for t in self.config.tables]
-        units += [self._database_unit(d) for d in self.config.databases]
-        maintained = {t.name: [self._maintained(t.name, self.table_uris[t.name], t)] for t in self.config.tables}
-        maintained |= {
-            d.name: [
-                self._maintained(f"{d.name}/{t.name}", f"{self.database_uris[d.name]}/{t.name}", t) for t in d.tables
-            ]
-            for d in self.config.databases
-        }
-        dead_letters = queue(self, "MaintenanceSchedulesDeadLetters", retention_period=Duration.days(14))
+    def _maintain_due(self) -> None:
+        """One schedule, every ``maintenance_every_minutes``, starts the maintain-due workflow with
+        the schedule's time: its discovery step lists the tables (and may write their list under
+        ``maintenance-due/``), and its Distributed Map runs the maintenance workflow for each table
+        due and waits for it. EventBridge Scheduler, not a scheduled rule: a start that fails is
+        retried, then kept in a dead-letter queue (which an alarm watches) instead of dropped."""
+        maintenance = self.maintenance
+        executions = self.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{maintenance.state_machine_name}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        sync_rule = self.format_arn(
+            service="events", resource="rule", resource_name="StepFunctionsGetEventsForStepFunctionsExecutionRule"
+        )
+        self._distributed_map(
+            self.maintain_due,
+            MAINTENANCE_DUE_PREFIX,
+            MAINTENANCE_RESULTS,
+            [
+                iam.PolicyStatement(actions=["states:StartExecution"], resources=[maintenance.state_machine_arn]),
+                iam.PolicyStatement(
+                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
+                ),
+                # how Step Functions waits for a child workflow (the .sync:2 integration)
+                iam.PolicyStatement(
+                    actions=["events:PutTargets", "events:PutRule", "events:DescribeRule"], resources=[sync_rule]
+                ),
+            ],
+        )
+        self.functions["maintenance"].add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{MAINTENANCE_DUE_PREFIX}*")]
+            )
+        )
+        dead_letters = queue(self, "MaintenanceScheduleDeadLetters", retention_period=Duration.days(14))
         self.dead_letters.append(dead_letters)
         self.schedule_dead_letters = dead_letters
-        self.schedule_group = scheduler.ScheduleGroup(self, "MaintenanceSchedules")
         role = iam.Role(
             self,
-            "MaintenanceSchedulesRole",
+            "MaintenanceScheduleRole",
             assumed_by=iam.ServicePrincipal(
                 "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self.account}}
             ),
         )
-        shared = Shared(
-            self.bucket,
-            self.maintenance,
-            self.schedule_group,
-            role,
-            dead_letters,
-            self.config.architecture,
-            self.config.function_package,
-            self.config.kms_key_arn,
+        every = self.config.maintenance_every_minutes
+        scheduler.Schedule(
+            self,
+            "MaintenanceSchedule",
+            description="castable: maintain the tables whose maintenance.schedule fell due",
+            schedule=scheduler.ScheduleExpression.rate(Duration.minutes(every)),
+            target=scheduler_targets.StepFunctionsStartExecution(
+                self.maintain_due,
+                input=scheduler.ScheduleTargetInput.from_object(
+                    {"now": scheduler.ContextAttribute.scheduled_time, "every_minutes": every}
+                ),
+                role=role,
+                retry_attempts=SCHEDULE_RETRIES,
+                max_event_age=Duration.hours(1),
+                dead_letter_queue=dead_letters,
+            ),
         )
-        return [
-            IngestStack(
-                self,
-                f"Ingest{start // UNITS_PER_STACK + 1}",
-                shared,
-                chunk,
-                [m for unit in chunk for m in maintained[unit.name]],
+
+    def _ingest(self) -> None:
+        """S3 objects created under ``landing/`` -> EventBridge -> the landing-events queue -> the
+        route function, which sends each to the ingest queue with its table as message group (an
+        SQS fair queue: a busy table does not starve a quiet one) -> the ingest function, at most
+        ``ingest_concurrency`` at once, in batches of 50 (or 30 s) with partial-batch failures."""
+        events_queue = self._landing_events()
+        dead_letters = queue(self, "LandingDeadLetters", retention_period=Duration.days(14))
+        self.dead_letters.append(dead_letters)
+        landing = queue(
+            self,
+            "Landing",
+            visibility_timeout=Duration.seconds(6 * 900),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
+        )
+        route = self.functions["route"]
+        route.add_environment("CASTABLE_INGEST_QUEUE_URL", landing.queue_url)
+        landing.grant_send_messages(route)
+        route.add_event_source(
+            sources.SqsEventSource(
+                events_queue, batch_size=100, max_batching_window=Duration.seconds(1), report_batch_item_failures=True
             )
-            for start in range(0, len(units), UNITS_PER_STACK)
-            for chunk in [units[start : start + UNITS_PER_STACK]]
-        ]
-
-    def _table_unit(self, table: TableConfig) -> IngestUnit:
-        environment = {
-            "CASTABLE_TABLE": self.table_uris[table.name],
-            "CASTABLE_INGEST_MODE": table.ingest_mode,
-            "CASTABLE_SCHEMA_MODE": table.schema_mode,
-        }
-        if table.op_column is not None:
-            environment["CASTABLE_OP_COLUMN"] = table.op_column
-        description = f"{table.ingest_mode.title()} Parquet, CSV and JSON Lines files landing in landing/{table.name}/"
-        return IngestUnit(
-            table.name,
-            f"tables/{table.name}/",
-            environment,
-            None,
-            description,
-            table.ingest_memory_mb,
-            table.ingest_concurrency,
+        )
+        fn = self.functions["ingest"]
+        fn.add_environment("CASTABLE_BUCKET", self.bucket.bucket_name)
+        fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", FAILED_LANDING_PREFIX)
+        fn.add_event_source(
+            sources.SqsEventSource(
+                landing,
+                batch_size=50,
+                max_batching_window=Duration.seconds(30),
+                report_batch_item_failures=True,
+                max_concurrency=self.config.ingest_concurrency,
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:DeleteObject"], resources=[self.bucket.arn_for_objects(f"{LANDING}/*")]
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{FAILED_LANDING_PREFIX}{LANDING}/*")]
+            )
+        )
+        # Without listing, S3 answers 403 instead of 404 for a landed file already ingested (a
+        # duplicate delivery): the function could not tell it from a refusal.
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{LANDING}/*"]}},
+            )
         )
 
-    def _database_unit(self, database: DatabaseConfig) -> IngestUnit:
-        """The same, fed by the batch manifests landing under the database's landing prefix."""
-        return IngestUnit(
-            database.name,
-            f"databases/{database.name}/",
-            {"CASTABLE_DATABASE": self.database_uris[database.name]},
-            MANIFEST_SUFFIX,
-            f"Append the files of each batch manifest landing in landing/{database.name}/, in one commit",
-            database.ingest_memory_mb,
-            database.ingest_concurrency,
+    def _landing_events(self) -> sqs.Queue:
+        """The queue (with its dead letters) that one EventBridge rule fills with the events of
+        every object created under ``landing/``."""
+        dead_letters = queue(self, "LandingEventsDeadLetters", retention_period=Duration.days(14))
+        self.dead_letters.append(dead_letters)
+        events_queue = queue(
+            self,
+            "LandingEvents",
+            visibility_timeout=Duration.seconds(6 * 60),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
-
-    @staticmethod
-    def _maintained(key: str, uri: str, t: TableConfig) -> Maintained:
-        retention = {"retain_versions": t.retain_versions, "retain_hours": t.retain_hours, "grace_hours": t.grace_hours}
-        return Maintained(key, t.schedule, {"table": uri, **retention})
+        events.Rule(
+            self,
+            "FilesLanded",
+            description="castable: files landed for any table or database",
+            event_pattern=objects_created(self.bucket, [{"prefix": f"{LANDING}/"}]),
+            targets=[targets.SqsQueue(events_queue)],
+        )
+        return events_queue
 
     def _object_events(self, name: str, rule: str, description: str, under: str, visibility: int) -> sqs.Queue:
         """A queue (``name``, with a dead-letter queue) that EventBridge rule ``rule`` fills with
@@ -499,18 +529,15 @@ class CastableStack(Stack):
 
     def _tombstone_trigger(self) -> None:
         """S3 tombstone writes -> EventBridge -> SQS -> trigger Lambda -> one maintenance run per window.
-        Every table's: the trigger looks the table's schedule up, and skips one without."""
+        Every table's: the trigger reads the table's schedule property, and skips a table it says
+        the deployment does not maintain."""
         events_queue = self._object_events(
             "TombstoneEvents", "TombstonesWritten", "tombstone files written under any table", "tombstone/", 360
         )
         fn = self.functions["trigger"]
         fn.add_environment("MAINTENANCE_STATE_MACHINE_ARN", self.maintenance.state_machine_arn)
-        fn.add_environment("MAINTENANCE_SCHEDULE_GROUP", self.schedule_group.schedule_group_name)
         fn.add_environment("DEBOUNCE_SECONDS", "900")
-        schedules = self.format_arn(
-            service="scheduler", resource="schedule", resource_name=f"{self.schedule_group.schedule_group_name}/*"
-        )
-        fn.add_to_role_policy(iam.PolicyStatement(actions=["scheduler:GetSchedule"], resources=[schedules]))
+        grant_reads(fn, self.bucket, list(ROOTS), key_arn=self.config.kms_key_arn)  # each table's schedule
         fn.add_event_source(
             sources.SqsEventSource(events_queue, batch_size=100, max_batching_window=Duration.seconds(60))
         )
@@ -558,6 +585,7 @@ class CastableStack(Stack):
             ("CommitFunctionName", self.functions["commit"].function_name),
             ("ErasureStateMachineArn", self.erasure.state_machine_arn),
             ("MaintenanceStateMachineArn", self.maintenance.state_machine_arn),
+            ("MaintainDueStateMachineArn", self.maintain_due.state_machine_arn),
             ("GlueDatabase", self.config.glue_database),
             *self.emr.outputs(),
             ("AlertsTopicArn", self.operations.topic.topic_arn),

@@ -1,47 +1,45 @@
-"""Ingest Lambda: append files landing in S3 (Parquet, CSV, JSON Lines, gzipped or not), a batch
-of SQS messages per commit.
+"""Ingest Lambda: append files landing in S3 (Parquet, CSV, JSON Lines, gzipped or not), one
+commit per table a batch of SQS messages; one function for every table of the deployment.
 
-Each SQS message carries an S3 object-created notification for the landing prefix. Every file of
-the batch is checked against the table first (a Parquet file by its footer: schema, no NULL key;
-a CSV or JSON Lines file, parsed with the table's types, by reading it through once); the good
-files are then streamed, a row group or a block at a time over ranged GETs, into one commit, and
-removed from the landing prefix, so memory stays bounded whatever the file size. The format
-comes from the file name (``castable.sources.format_of``). A bad file (unreadable, wrong schema, a
-value that does not convert) goes to the dead-letter prefix with a ``.reason.json`` beside it and
-its message succeeds, so it is never retried forever nor blocks the others. A Parquet data page
-that does not decode (or fails its CRC) is found as the batch streams: that file goes to the
-dead-letter prefix and the batch is appended again without it, still in one commit. A message
-that fails for a transient reason (S3 unreachable, say) is reported in ``batchItemFailures`` and
-retried by SQS.
+Each SQS message carries EventBridge's S3 "Object Created" event for a key under
+``landing/<name>/`` (the route function gave it the message group ``<name>``, so the queue shares
+this function fairly among tables). A batch is split by name: ``<name>`` is the table
+``tables/<name>`` or, failing that, the database ``databases/<name>``; how to ingest comes from
+the table's own properties (``ingest.mode``, ``ingest.op-column``, ``ingest.schema-mode``), so a
+table created by any writer is ingested at once. Files for a name that is neither go to the
+dead-letter prefix. One table's failure (S3 unreachable while it commits, say) is reported in
+``batchItemFailures`` for that table's messages only; the other tables' files still land.
 
-A record for any other bucket or key than the landing prefix (bucket-wide notifications pointed
-at the queue, a table's own objects) is logged and skipped: nothing is read, copied, appended or
-deleted outside ``CASTABLE_LANDING``.
+Every file of a table's share is checked against the table first (a Parquet file by its footer:
+schema, no NULL key; a CSV or JSON Lines file, parsed with the table's types, by reading it
+through once); the good files are then streamed, a row group or a block at a time over ranged
+GETs, into one commit, and removed from the landing prefix, so memory stays bounded whatever
+the file size. The format comes from the file name (``castable.sources.format_of``). A bad file
+(unreadable, wrong schema, a value that does not convert) goes to the dead-letter prefix with a
+``.reason.json`` beside it and its message succeeds, so it is never retried forever nor blocks
+the others. A Parquet data page that does not decode (or fails its CRC) is found as the batch
+streams: that file goes to the dead-letter prefix and the share is appended again without it,
+still in one commit. A record for another bucket or a key outside ``landing/<name>/`` is logged
+and skipped: nothing is read, copied, appended or deleted there.
 
-Each table sets its mode (``CASTABLE_INGEST_MODE``): ``append`` (the default) streams the rows
-in; ``upsert`` replaces the live rows with the landed rows' primary keys (``Table.upsert``, the
-last row of a key in the batch winning, files in the order of their notifications). With
-``CASTABLE_OP_COLUMN`` the landed files are a change feed (Debezium style): that extra text
-column holds each row's operation, and a row whose operation is ``d`` or ``delete`` deletes its
-key. An upsert holds the batch's rows in memory to check their keys.
+``ingest.mode=append`` (the default) streams the rows in; ``upsert`` replaces the live rows with
+the landed rows' primary keys (``Table.upsert``, the last row of a key in the batch winning,
+files in the order of their messages). With ``ingest.op-column`` the landed files are a change
+feed (Debezium style): that extra text column holds each row's operation, and a row whose
+operation is ``d`` or ``delete`` deletes its key. An upsert holds the batch's rows in memory.
+``ingest.schema-mode=strict`` (the default) dead-letters a Parquet file with columns the table
+lacks; ``merge`` adds them (one ``alter`` commit, as nullable columns) before the append, and a
+file lacking some nullable columns reads them as NULL.
 
-Each table also sets what a landed Parquet file with columns the table lacks does
-(``CASTABLE_SCHEMA_MODE``): ``strict`` (the default) dead-letters it; ``merge`` adds its new
-columns to the table (one ``alter`` commit, as nullable columns) before the batch is appended,
-and a file lacking some nullable columns reads them as NULL.
+A database's landing prefix takes batches for several tables in one transaction: a landed
+``<name>.manifest.json`` names the files beside it and the table each goes to (``{"tables":
+{"orders": ["orders.parquet"], "lines": ["lines.csv"]}}``); when it lands, every file it names is
+checked against its table and all of them are appended in one commit of the database, or none
+(a bad file or a bad manifest sends the manifest and its files to the dead-letter prefix). Data
+files are left where they land until the manifest naming them arrives.
 
-With ``CASTABLE_DATABASE`` (s3://bucket/prefix of a database) instead of ``CASTABLE_TABLE``, a
-batch goes to several tables in one transaction: a landed ``<name>.manifest.json`` names the
-files beside it and the table each goes to (``{"tables": {"orders": ["orders.parquet"],
-"lines": ["lines.csv"]}}``); when it lands, every file it names is checked against its table
-and all of them are appended in one commit of the database, or none (a bad file or a bad
-manifest sends the manifest and its files to the dead-letter prefix). Data files are left
-where they land until the manifest naming them arrives.
-
-Environment: ``CASTABLE_TABLE`` (s3://bucket/prefix of the table), ``CASTABLE_LANDING``
-(s3://bucket/prefix/ the function ingests from), ``CASTABLE_DEAD_LETTER_PREFIX`` (default
-``landing-failed/``), ``CASTABLE_INGEST_MODE`` (``append`` or ``upsert``), ``CASTABLE_OP_COLUMN``
-(upsert only), ``CASTABLE_SCHEMA_MODE`` (``strict`` or ``merge``).
+Environment: ``CASTABLE_BUCKET`` (the deployment's bucket), ``CASTABLE_DEAD_LETTER_PREFIX``
+(default ``landing-failed/``).
 """
 
 from __future__ import annotations
@@ -50,26 +48,26 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote_plus, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes import S3Event
+from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import castable
 from castable import sources
+from castable.deployment import DATABASES, LANDING, TABLES, landing, landing_name
 from castable.register import check_key, check_schema
 from castable.sources import MANIFEST_SUFFIX
 from castable.stats import file_rows, file_stats
 from castable.store import ObjectNotFoundError, S3Store, shared_s3_client
-from lambdas.runtime import logger, metrics, open_table, table_dimension, tracer
+from lambdas.runtime import count, logger, metrics, tracer
 
 
 def _s3() -> Any:
@@ -120,10 +118,6 @@ def _decoded(key: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordB
         raise UndecodableFileError(key, e) from None
 
 
-MODES = ("append", "upsert")
-SCHEMA_MODES = ("strict", "merge")
-
-
 @dataclass
 class _Batch:
     table: castable.Table
@@ -151,29 +145,6 @@ class _Batch:
     def owns(self, bucket: str, key: str) -> bool:
         """Whether ``bucket``/``key`` lies under this function's landing prefix."""
         return bucket == self.landing_bucket and key.startswith(self.landing_prefix) and ".." not in key.split("/")
-
-
-def _landing(uri: str) -> tuple[str, str]:
-    """Bucket and key prefix (ending in ``/``) of an ``s3://bucket/prefix/`` URI."""
-    parsed = urlparse(uri)
-    prefix = parsed.path.strip("/")
-    if parsed.scheme != "s3" or not parsed.netloc or not prefix:
-        raise ValueError(f"CASTABLE_LANDING must be s3://bucket/prefix/, not {uri!r}")
-    return parsed.netloc, prefix + "/"
-
-
-def _mode(mode: str, op_column: str | None, schema_mode: str) -> tuple[str, str | None, str]:
-    """The table's ingest mode, change-feed column and schema mode, checked (a deployment error
-    fails every batch)."""
-    if mode not in MODES:
-        raise ValueError(f"CASTABLE_INGEST_MODE must be one of {', '.join(MODES)}, not {mode!r}")
-    if op_column and mode != "upsert":
-        raise ValueError("CASTABLE_OP_COLUMN needs CASTABLE_INGEST_MODE=upsert")
-    if schema_mode not in SCHEMA_MODES or (schema_mode == "merge" and mode != "append"):
-        raise ValueError(
-            f"CASTABLE_SCHEMA_MODE must be strict, or merge with CASTABLE_INGEST_MODE=append, not {schema_mode!r}"
-        )
-    return mode, op_column or None, schema_mode
 
 
 def _expected(schema: pa.Schema, found: pa.Schema) -> pa.Schema:
@@ -220,39 +191,51 @@ def _open(batch: _Batch, bucket: str, key: str) -> Landed | None:
     return Landed(bucket, key, info.etag, rows, lambda: opened().batches)
 
 
-def _dead_letter(dead_letter_prefix: str, bucket: str, key: str, reason: str) -> None:
+def _dead_letter(dead_letter_prefix: str, bucket: str, key: str, reason: str, target: str) -> None:
+    """Move landed file ``key`` to the dead-letter prefix with a ``.reason.json`` beside it;
+    counted for ``target``, the URI of the table (or database) it landed for."""
     target = dead_letter_prefix + key
     _s3().copy_object(Bucket=bucket, Key=target, CopySource={"Bucket": bucket, "Key": key})
     _s3().put_object(Bucket=bucket, Key=target + ".reason.json", Body=json.dumps({"source": key, "reason": reason}))
     _s3().delete_object(Bucket=bucket, Key=key)
-    metrics.add_metric(name="FilesDeadLettered", unit=MetricUnit.Count, value=1)
+    count("FilesDeadLettered", 1, target)
     logger.warning("dead-lettered", extra={"key": key, "reason": reason})
 
 
-def _make_record_handler(batch: _Batch) -> Any:
+def _created(record: SQSRecord) -> tuple[str, str] | None:
+    """The bucket and key of the object a message says was created (``None`` for any other
+    event); a body that is not JSON is a ``ValueError``, so the message is retried and then
+    kept in the queue's dead letters."""
+    event = S3EventBridgeNotificationEvent(json.loads(record.body))
+    if event.get("detail-type") != "Object Created" or not isinstance(event.get("detail"), dict):
+        return None
+    return event.detail.bucket.name, event.detail.object.key
+
+
+def _skipped(bucket: str, key: str, why: str) -> None:
+    metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
+    logger.warning(f"skipped: {why}", extra={"bucket": bucket, "key": key})
+
+
+def _make_record_handler(batch: _Batch) -> Callable[[SQSRecord], None]:
     def record_handler(record: SQSRecord) -> None:
-        notification = S3Event(json.loads(record.body))
-        if "Records" not in notification.raw_event:  # s3:TestEvent and the like
+        created = _created(record)
+        if created is None:
             return
-        for s3_record in notification.records:
-            if not s3_record.event_name.startswith("ObjectCreated"):
-                continue
-            bucket, key = s3_record.s3.bucket.name, unquote_plus(s3_record.s3.get_object.key)
-            if not batch.owns(bucket, key):
-                metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
-                logger.warning("skipped: outside the landing prefix", extra={"bucket": bucket, "key": key})
-                continue
-            if not sources.is_data_file(key):  # _SUCCESS markers, .crc files: left where they are
-                metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
-                logger.info("skipped: not a data file", extra={"key": key})
-                continue
-            try:
-                landed = _open(batch, bucket, key)
-            except BadFileError as e:
-                _dead_letter(batch.dead_letter_prefix, bucket, key, str(e))
-                continue
-            if landed is not None and all(f.source_id != landed.source_id for f in batch.landed):
-                batch.landed.append(landed)
+        bucket, key = created
+        if not batch.owns(bucket, key):
+            _skipped(bucket, key, "outside the landing prefix")
+            return
+        if not sources.is_data_file(key):  # _SUCCESS markers, .crc files: left where they are
+            _skipped(bucket, key, "not a data file")
+            return
+        try:
+            landed = _open(batch, bucket, key)
+        except BadFileError as e:
+            _dead_letter(batch.dead_letter_prefix, bucket, key, str(e), batch.table.uri)
+            return
+        if landed is not None and all(f.source_id != landed.source_id for f in batch.landed):
+            batch.landed.append(landed)
 
     return record_handler
 
@@ -331,12 +314,12 @@ class _Manifests:
         except BadFileError as e:  # a file that does not decode is found as it streams
             tx.abort()
             for k in [key, *_named(landing, key, manifest.data)]:
-                _dead_letter(self.dead_letter_prefix, self.landing_bucket, k, str(e))
+                _dead_letter(self.dead_letter_prefix, self.landing_bucket, k, str(e), self.database.uri)
             return
         if tx.tables_written:
             version = tx.commit()
             rows = sum(f.rows for landed in opened.values() for f in landed)
-            metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
+            count("RowsIngested", rows, self.database.uri)
             logger.info("ingested", extra={"database_version": version, "tables": tx.tables_written, "rows": rows})
         else:
             tx.abort()
@@ -374,67 +357,130 @@ def _named(landing: S3Store, key: str, data: bytes) -> list[str]:
     return [k for k in dict.fromkeys(keys) if ".." not in k.split("/") and k != key and landing.exists(k)]
 
 
-def _make_manifest_handler(manifests: _Manifests) -> Any:
+def _make_manifest_handler(manifests: _Manifests) -> Callable[[SQSRecord], None]:
     def record_handler(record: SQSRecord) -> None:
-        notification = S3Event(json.loads(record.body))
-        if "Records" not in notification.raw_event:
+        created = _created(record)
+        if created is None:
             return
-        for s3_record in notification.records:
-            if not s3_record.event_name.startswith("ObjectCreated"):
-                continue
-            bucket, key = s3_record.s3.bucket.name, unquote_plus(s3_record.s3.get_object.key)
-            if bucket != manifests.landing_bucket or not _inside(manifests, key):
-                metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
-                logger.warning("skipped: outside the landing prefix", extra={"bucket": bucket, "key": key})
-            elif key.endswith(MANIFEST_SUFFIX):
-                manifests.append(key)
-            else:
-                logger.info("a data file: appended when the manifest naming it lands", extra={"key": key})
+        bucket, key = created
+        if bucket != manifests.landing_bucket or not _inside(manifests, key):
+            _skipped(bucket, key, "outside the landing prefix")
+        elif key.endswith(MANIFEST_SUFFIX):
+            manifests.append(key)
+        else:
+            logger.info("a data file: appended when the manifest naming it lands", extra={"key": key})
 
     return record_handler
+
+
+def _make_unserved_handler(bucket: str, dead_letter_prefix: str, name: str) -> Callable[[SQSRecord], None]:
+    """Messages for ``landing/<name>/`` with neither a table nor a database of that name: its
+    files go to the dead-letter prefix, saying so (a table created later ingests what lands after)."""
+
+    def record_handler(record: SQSRecord) -> None:
+        created = _created(record)
+        if created is None:
+            return
+        key = created[1]
+        if sources.is_data_file(key) or key.endswith(MANIFEST_SUFFIX):
+            reason = f"no table {TABLES}/{name} nor database {DATABASES}/{name} in s3://{bucket}/ to land {key} in"
+            _dead_letter(dead_letter_prefix, bucket, key, reason, f"s3://{bucket}/{LANDING}/{name}")
+
+    return record_handler
+
+
+@dataclass
+class _Landings:
+    """What one invocation ingests, by the name files land for: each name's record handler (a
+    table's, a database's, or one for a name that is neither), the table batches to commit once
+    every record is read, and which messages each name's share holds."""
+
+    bucket: str
+    dead_letter_prefix: str
+    handlers: dict[str, Callable[[SQSRecord], None]] = field(default_factory=dict)
+    batches: dict[str, _Batch] = field(default_factory=dict)
+    messages: dict[str, list[str]] = field(default_factory=dict)
+
+    def handle(self, record: SQSRecord) -> None:
+        """Read one message: a landed file is checked against the table it lands for."""
+        created = _created(record)
+        if created is None:
+            return
+        bucket, key = created
+        name = landing_name(key) if bucket == self.bucket else None
+        if name is None:
+            _skipped(bucket, key, "outside the landing prefix")
+            return
+        self.messages.setdefault(name, []).append(record.message_id)
+        if name not in self.handlers:
+            self.handlers[name] = self._handler(name)
+        self.handlers[name](record)
+
+    def _handler(self, name: str) -> Callable[[SQSRecord], None]:
+        target = landing(S3Store(self.bucket, "", _s3()), name)
+        prefix = f"{LANDING}/{name}/"
+        if target is None:
+            return _make_unserved_handler(self.bucket, self.dead_letter_prefix, name)
+        if target.database is not None:
+            manifests = _Manifests(target.database, self.bucket, prefix, self.dead_letter_prefix)
+            return _make_manifest_handler(manifests)
+        assert target.table is not None
+        settings = target.table.settings
+        batch = _Batch(
+            table=target.table,
+            landing_bucket=self.bucket,
+            landing_prefix=prefix,
+            dead_letter_prefix=self.dead_letter_prefix,
+            landed=[],
+            mode=settings.ingest_mode,
+            op_column=settings.ingest_op_column,
+            schema_mode=settings.ingest_schema_mode,
+        )
+        self.batches[name] = batch
+        return _make_record_handler(batch)
+
+    def commit(self, failed: set[str]) -> list[str]:
+        """Commit each table's share, one commit a table; the messages to retry: a share whose
+        commit failed (S3 unreachable, say) is retried whole, and its files already appended
+        are skipped then, while the other tables' shares land."""
+        retry = []
+        for name, batch in self.batches.items():
+            try:
+                _commit(batch)
+            except Exception:
+                logger.exception("ingest failed: its messages are retried", extra={"table": batch.table.uri})
+                count("IngestFailures", 1, batch.table.uri)
+                retry += [m for m in self.messages[name] if m not in failed]
+        return retry
+
+
+def _commit(batch: _Batch) -> None:
+    """Append the batch's files in one commit, the files whose pages do not decode dead-lettered,
+    then remove the appended files from the landing prefix."""
+    while True:
+        try:
+            _append_batch(batch)
+            break
+        except UndecodableFileError as e:  # nothing was committed: again, without that file
+            _dead_letter(batch.dead_letter_prefix, batch.landing_bucket, e.key, str(e), batch.table.uri)
+            batch.landed = [f for f in batch.landed if f.key != e.key]
+    for f in batch.landed:
+        _s3().delete_object(Bucket=f.bucket, Key=f.key)
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    table_dimension(os.environ.get("CASTABLE_DATABASE") or os.environ.get("CASTABLE_TABLE"))
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
-    landing_bucket, landing_prefix = _landing(os.environ["CASTABLE_LANDING"])
-    dead_letter_prefix = os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
-    if os.environ.get("CASTABLE_DATABASE"):
-        manifests = _Manifests(
-            castable.open_database(os.environ["CASTABLE_DATABASE"]), landing_bucket, landing_prefix, dead_letter_prefix
-        )
-        processor = BatchProcessor(event_type=EventType.SQS)
-        return dict(process_partial_response(event, _make_manifest_handler(manifests), processor, context))
-    mode, op_column, schema_mode = _mode(
-        os.environ.get("CASTABLE_INGEST_MODE", "append"),
-        os.environ.get("CASTABLE_OP_COLUMN"),
-        os.environ.get("CASTABLE_SCHEMA_MODE", "strict"),
-    )
-    batch = _Batch(
-        table=open_table(os.environ["CASTABLE_TABLE"]),
-        landing_bucket=landing_bucket,
-        landing_prefix=landing_prefix,
-        dead_letter_prefix=dead_letter_prefix,
-        landed=[],
-        mode=mode,
-        op_column=op_column,
-        schema_mode=schema_mode,
+    landings = _Landings(
+        os.environ["CASTABLE_BUCKET"], os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
     )
     processor = BatchProcessor(event_type=EventType.SQS)
-    response = process_partial_response(event, _make_record_handler(batch), processor, context)
-    while True:
-        try:
-            _append_batch(batch)
-            break
-        except UndecodableFileError as e:  # nothing was committed: again, without that file
-            _dead_letter(batch.dead_letter_prefix, batch.landing_bucket, e.key, str(e))
-            batch.landed = [f for f in batch.landed if f.key != e.key]
-    for f in batch.landed:
-        _s3().delete_object(Bucket=f.bucket, Key=f.key)
-    return dict(response)
+    response = process_partial_response(event, landings.handle, processor, context)
+    failed = [str(f["itemIdentifier"]) for f in response["batchItemFailures"]]
+    failed += landings.commit(set(failed))
+    return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}
 
 
 def _append_batch(batch: _Batch) -> None:
@@ -462,5 +508,5 @@ def _append_batch(batch: _Batch) -> None:
             stream, commit_id=commit_id, source_ids=source_ids, schema_mode="merge" if merge else "strict"
         )
     rows = sum(f.rows for f in pending)
-    metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=rows)
+    count("RowsIngested", rows, batch.table.uri)
     logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})

@@ -7,19 +7,36 @@
 - ``{"action": "coalesce", "table": ...}`` merges the tombstone files of the files that stay
 - ``{"action": "expire", "table": ..., "retain_versions": 100, "retain_hours": 168}``
 - ``{"action": "gc", "table": ..., "grace_hours": 24, "dry_run": false}``
+- ``{"action": "discover", "bucket": ..., "now": ..., "every_minutes": 15, "run": ...}`` finds
+  every table of the deployment whose ``maintenance.schedule`` fell due in the ``every_minutes``
+  up to ``now`` (the schedule's time, so a retried start finds the same tables), keeps them as
+  a work plan under ``maintenance-due/`` and returns where it is: the Distributed Map of the
+  maintain-due workflow starts one maintenance run per table from it
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from castable.deployment import MAINTENANCE_DUE_PREFIX, served_tables
 from castable.layout import MAINTENANCE_PLAN_PREFIX
+from castable.store import S3Store, shared_s3_client
 from castable.workplans import write_plan
-from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, plan_location, tracer
+from lambdas.names import execution_name
+from lambdas.runtime import (
+    TableUri,
+    lambda_handler,
+    logger,
+    maintenance_input,
+    metrics,
+    open_table,
+    plan_location,
+    tracer,
+)
 
 
 class _Step(BaseModel):
@@ -56,14 +73,43 @@ class Gc(_Step):
     dry_run: bool = False
 
 
-class MaintenanceEvent(RootModel[Annotated[Plan | Compact | Coalesce | Expire | Gc, Field(discriminator="action")]]):
+class Discover(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["discover"]
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+    now: datetime
+    every_minutes: int = Field(ge=1, le=24 * 60)
+    run: str = Field(min_length=1, max_length=256)
+
+
+class MaintenanceEvent(
+    RootModel[Annotated[Plan | Compact | Coalesce | Expire | Gc | Discover, Field(discriminator="action")]]
+):
     pass
+
+
+def discover(step: Discover) -> dict[str, Any]:
+    """The deployment's tables due for maintenance, kept as a work plan of maintenance inputs."""
+    bucket = S3Store(step.bucket, "", shared_s3_client())
+    now = step.now if step.now.tzinfo is not None else step.now.replace(tzinfo=UTC)
+    start = now - timedelta(minutes=step.every_minutes)
+    served = list(served_tables(bucket))
+    due = [(table, when) for table in served if (when := table.due(start, now)) is not None]
+    items = [
+        {**maintenance_input(t.uri), "name": execution_name(t.key, when.strftime("%Y%m%d%H%M"))} for t, when in due
+    ]
+    key = write_plan(bucket, MAINTENANCE_DUE_PREFIX, step.run, items)
+    metrics.add_metric(name="TablesDue", unit=MetricUnit.Count, value=len(items))
+    logger.info("tables due", extra={"served": len(served), "due": len(items)})
+    return {"served": len(served), "due": len(items), **plan_location(f"s3://{step.bucket}", key)}
 
 
 @lambda_handler(MaintenanceEvent)
 @tracer.capture_method
 def handler(event: MaintenanceEvent) -> dict[str, Any]:
     step = event.root
+    if isinstance(step, Discover):
+        return discover(step)
     table = open_table(step.table)
     logger.append_keys(action=step.action)
     if isinstance(step, Plan):

@@ -5,19 +5,20 @@ from __future__ import annotations
 import hashlib
 import re
 
-SCHEDULE_NAME_LIMIT = 64
-"""EventBridge Scheduler's longest schedule name."""
+EXECUTION_NAME_LIMIT = 80
+"""Step Functions' longest execution name."""
 
 
-def schedule_name(table: str) -> str:
-    """The maintenance schedule of ``table`` (a table's name, or ``<db>/<member>``) in the
-    deployment's schedule group: the key with ``/`` as ``.``, or, over 64 characters, its start
-    and a digest of the whole."""
-    name = table.replace("/", ".")
-    if len(name) <= SCHEDULE_NAME_LIMIT:
+def execution_name(table: str, tag: str) -> str:
+    """The name of a maintenance run of ``table`` (a table's name, or ``<db>/<member>``) that
+    ``tag`` tells apart (``tombstones-<window>``, ``<yyyymmddHHMM>``): ``/`` as ``--``, and
+    over 80 characters the key's start and a digest of the whole. Step Functions refuses a
+    second execution of one name, so a run started twice for one reason runs once."""
+    name = f"{table.replace('/', '--')}-{tag}"
+    if len(name) <= EXECUTION_NAME_LIMIT:
         return name
     digest = hashlib.sha256(table.encode()).hexdigest()[:16]
-    return f"{name[: SCHEDULE_NAME_LIMIT - 17]}-{digest}"
+    return f"{name[: EXECUTION_NAME_LIMIT - len(tag) - 18]}-{digest}-{tag}"
 
 
 def glue_table_name(table: str) -> str:

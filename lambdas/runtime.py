@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field, RootModel, ValidationError
 
@@ -50,12 +50,24 @@ def parse(model: type[M], event: Any) -> M:
         raise InvalidEventError(f"invalid {model.__name__}: {problems}") from None
 
 
+def _path(uri: str) -> str:
+    """The key prefix in its bucket of the table (or database) at ``s3://`` URI ``uri``."""
+    return uri.removeprefix("s3://").partition("/")[2].strip("/") or "/"
+
+
 def table_dimension(uri: object) -> None:
     """Give this invocation's metrics a ``table`` dimension: the table's (or database's) key
     prefix in its bucket, so each table's rows, failures and conflicts can be told apart."""
     if isinstance(uri, str) and uri.startswith("s3://"):
-        path = uri.removeprefix("s3://").partition("/")[2].strip("/")
-        metrics.add_dimension(name="table", value=path or "/")
+        metrics.add_dimension(name="table", value=_path(uri))
+
+
+def count(name: str, value: float, uri: str) -> None:
+    """Count ``value`` of metric ``name`` for the table (or database) at ``s3://`` URI ``uri``
+    (its ``table`` dimension as :func:`table_dimension` gives it), in a metric of its own: one
+    invocation of a shared function serves several tables, so the dimension cannot be the invocation's."""
+    with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace="castable") as metric:
+        metric.add_dimension(name="table", value=_path(uri))
 
 
 def _subject(parsed: BaseModel) -> str | None:
@@ -103,3 +115,9 @@ def plan_location(root: str, key: str) -> dict[str, str]:
 def open_table(uri: str) -> castable.Table:
     """The table at ``uri``; S3 settings (endpoint, region, credentials) come from the environment."""
     return castable.open_table(uri)
+
+
+def maintenance_input(uri: str) -> dict[str, Any]:
+    """The maintenance workflow's input for the table at ``uri``: retention and grace from the
+    table's own properties (``history.*``, ``gc.orphan-grace-seconds``)."""
+    return {"table": uri, "retain_versions": None, "retain_hours": None, "grace_hours": None}

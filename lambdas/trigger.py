@@ -6,18 +6,14 @@ this function drains it in batches and starts the maintenance state machine once
 debounce window. The execution name is ``<table>-tombstones-<window>``, so Step Functions itself
 refuses a second start in the same window: a burst of deletes starts one run.
 
-The run's input is the one the table's maintenance schedule gives (its retention settings), read
-back from the schedule (``lambdas.names.schedule_name``) in the deployment's schedule group: the
-deployment's tables live in no environment variable, whose 4 KB would hold about 25. Tombstones
-under a table without a schedule (not in the deployment's configuration) start nothing.
+A table whose ``maintenance.schedule`` property is ``none`` is not maintained by the deployment,
+so its tombstones start nothing; retention and grace come from the table's properties too.
 
-Environment: ``MAINTENANCE_STATE_MACHINE_ARN``, ``MAINTENANCE_SCHEDULE_GROUP``,
-``DEBOUNCE_SECONDS`` (default 900).
+Environment: ``MAINTENANCE_STATE_MACHINE_ARN``, ``DEBOUNCE_SECONDS`` (default 900).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -28,41 +24,34 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from lambdas.names import schedule_name
-from lambdas.runtime import logger, metrics, tracer
+import castable
+from castable.deployment import DATABASES, TABLES
+from lambdas.names import execution_name
+from lambdas.runtime import logger, maintenance_input, metrics, open_table, tracer
 
 
-def tables_in(event: dict[str, Any]) -> set[str]:
-    """Tables whose tombstone prefix received an object, from SQS-wrapped EventBridge events: a
-    table's name, or ``<db>/<name>`` for a database member."""
-    names = set()
+def tables_in(event: dict[str, Any]) -> dict[str, str]:
+    """Tables whose tombstone prefix received an object, from SQS-wrapped EventBridge events: by
+    key (a table's name, or ``<db>/<name>`` for a database member), the table's URI."""
+    tables = {}
     for record in event.get("Records", []):
-        key = json.loads(record["body"]).get("detail", {}).get("object", {}).get("key", "")
+        detail = json.loads(record["body"]).get("detail", {})
+        bucket, key = detail.get("bucket", {}).get("name", ""), detail.get("object", {}).get("key", "")
         parts = key.split("/")
-        if len(parts) > 3 and parts[0] == "tables" and parts[2] == "tombstone":
-            names.add(parts[1])
-        elif len(parts) > 4 and parts[0] == "databases" and parts[3] == "tombstone":
-            names.add(f"{parts[1]}/{parts[2]}")
-    return names
+        if len(parts) > 3 and parts[0] == TABLES and parts[2] == "tombstone":
+            tables[parts[1]] = f"s3://{bucket}/{TABLES}/{parts[1]}"
+        elif len(parts) > 4 and parts[0] == DATABASES and parts[3] == "tombstone":
+            tables[f"{parts[1]}/{parts[2]}"] = f"s3://{bucket}/{DATABASES}/{parts[1]}/{parts[2]}"
+    return tables
 
 
-def scheduled_input(table: str) -> str | None:
-    """The maintenance input the schedule of ``table`` gives, or ``None`` if it has none."""
+def maintained(uri: str) -> bool:
+    """Whether the deployment maintains the table at ``uri`` (its ``maintenance.schedule`` is not
+    ``none``); a table dropped meanwhile is not."""
     try:
-        schedule = _scheduler().get_schedule(
-            GroupName=os.environ["MAINTENANCE_SCHEDULE_GROUP"], Name=schedule_name(table)
-        )
-    except ClientError as e:
-        if e.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-            return None
-        raise
-    return str(schedule["Target"]["Input"])
-
-
-@functools.cache
-def _scheduler() -> Any:
-    """One EventBridge Scheduler client per process, made on first use."""
-    return boto3.client("scheduler")
+        return open_table(uri).settings.maintenance_schedule is not None
+    except castable.TableNotFoundError:
+        return False
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -73,16 +62,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     window = int(time.time() // int(os.environ.get("DEBOUNCE_SECONDS", "900")))
     sfn = boto3.client("stepfunctions")
     started, skipped = [], []
-    for name in sorted(tables_in(event)):
-        maintenance_input = scheduled_input(name)
-        if maintenance_input is None:
-            logger.warning("tombstones under a table without a maintenance schedule", extra={"table": name})
+    for name, uri in sorted(tables_in(event).items()):
+        if not maintained(uri):
+            logger.info("tombstones under a table the deployment does not maintain", extra={"table": name})
             continue
         try:
             sfn.start_execution(
                 stateMachineArn=machine,
-                name=f"{name.replace('/', '--')}-tombstones-{window}",
-                input=maintenance_input,
+                name=execution_name(name, f"tombstones-{window}"),
+                input=json.dumps(maintenance_input(uri)),
             )
             started.append(name)
         except ClientError as e:

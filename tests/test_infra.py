@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from helpers.cdk import synth
 
+from castable.deployment import MAINTENANCE_DUE_PREFIX
 from castable.invocation import lambda_client
 from castable.properties import AFTER_COMMIT
 from infra.emr_env import MANIFEST
-from infra.ingest import UNITS_PER_STACK
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,9 @@ def test_table_bucket_is_private_encrypted_tls_only_and_cleans_uploads(template:
     rules = tables["LifecycleConfiguration"]["Rules"]
     assert any(r.get("AbortIncompleteMultipartUpload", {}).get("DaysAfterInitiation") == 2 for r in rules)
     expiring = {r["Prefix"]: r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r}
-    assert expiring == {ERASURE_RESULTS: 30, MAINTENANCE_RESULTS: 30}, "only the workflows' results expire"
+    assert expiring == {ERASURE_RESULTS: 30, MAINTENANCE_RESULTS: 30, MAINTENANCE_DUE_PREFIX: 30}, (
+        "only the workflows' results and the lists of tables due expire"
+    )
     policies = json.dumps(resources(template, "AWS::S3::BucketPolicy"))
     assert '"aws:SecureTransport": "false"' in policies
 
@@ -176,11 +178,11 @@ def test_emr_serverless_may_pull_custom_images_from_the_stacks_repository(templa
 
 
 def test_arm64_is_an_option_for_functions_and_emr(tmp_path: Path) -> None:
-    t = synth(tmp_path, architecture="arm64", databases=[{"name": "shop"}])
+    t = synth(tmp_path, architecture="arm64")
     functions = [
         f for f in resources(t, "AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")
     ]
-    assert len(functions) == 7 + 3 and all(f["Properties"]["Architectures"] == ["arm64"] for f in functions)
+    assert len(functions) == 9 and all(f["Properties"]["Architectures"] == ["arm64"] for f in functions)
     (app,) = resources(t, "AWS::EMRServerless::Application").values()
     assert app["Properties"]["Architecture"] == "ARM64"
     x86 = synth(tmp_path / "x86")
@@ -201,7 +203,7 @@ def test_a_customer_managed_key_encrypts_the_bucket_and_every_role_that_touches_
     tmp_path: Path,
 ) -> None:
     key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-    t = synth(tmp_path, kmsKeyArn=key, databases=[{"name": "shop"}])
+    t = synth(tmp_path, kmsKeyArn=key)
     (tables,) = (b["Properties"] for k, b in resources(t, "AWS::S3::Bucket").items() if k.startswith("Tables"))
     (rule,) = tables["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     assert rule == {
@@ -239,7 +241,7 @@ def test_an_existing_bucket_is_used_as_it_is_and_told_what_policy_to_add(tmp_pat
         assert f"my-lake/{key}" in required
     assert required.count("Deny") == 2 and "s3:if-none-match" in required and "s3:if-match" in required
     granted = json.dumps(statements(t))
-    assert ":s3:::my-lake/tables/*" in granted and ":s3:::my-lake/landing/events/*" in granted
+    assert ":s3:::my-lake/tables/*" in granted and ":s3:::my-lake/landing/*" in granted
     with pytest.raises(Exception, match="versioned applies to a bucket the stack creates"):
         synth(tmp_path / "versioned", bucketName="my-lake", versioned="true")
 
@@ -253,9 +255,18 @@ def test_functions_can_run_from_a_container_image(tmp_path: Path) -> None:
     assert commands == sorted(
         [
             f"lambdas.{n}.handler"
-            for n in ("commit", "tombstone", "splice", "maintenance", "erasure", "trigger", "catalog")
+            for n in (
+                "commit",
+                "tombstone",
+                "splice",
+                "maintenance",
+                "erasure",
+                "trigger",
+                "catalog",
+                "ingest",
+                "route",
+            )
         ]
-        + ["lambdas.ingest.handler"] * 2
     )
     assert all("ImageUri" in f["Code"] and "Runtime" not in f and "Handler" not in f for f in functions)
     assert len({json.dumps(f["Code"]) for f in functions}) == 1, "one image for every function"
@@ -267,7 +278,7 @@ def test_functions_run_the_handlers_with_tracing(template: dict[str, Any]) -> No
         for f in resources(template, "AWS::Lambda::Function").values()
         if f["Properties"].get("Handler", "").startswith("lambdas.")
     }
-    names = ("commit", "tombstone", "splice", "ingest", "maintenance", "erasure", "trigger", "catalog")
+    names = ("commit", "tombstone", "splice", "ingest", "route", "maintenance", "erasure", "trigger", "catalog")
     assert set(fns) == {f"lambdas.{n}.handler" for n in names}
     for props in fns.values():
         assert props["Runtime"] == "python3.12" and props["TracingConfig"] == {"Mode": "Active"}
@@ -299,7 +310,7 @@ def test_permissions_are_scoped_to_table_prefixes(template: dict[str, Any]) -> N
                 continue
             # the workflows' results (file names and counts, never a row) have their own prefixes
             scoped = ["/tables/", "/databases/", "/landing/", "/landing-failed/"]
-            scoped += [f"/{ERASURE_RESULTS}", f"/{MAINTENANCE_RESULTS}"]
+            scoped += [f"/{ERASURE_RESULTS}", f"/{MAINTENANCE_RESULTS}", f"/{MAINTENANCE_DUE_PREFIX}"]
             assert any(p in text for p in scoped), s
     listing = [s for s in statements(template) if s["Action"] != "s3:ListBucketMultipartUploads"]
     listing = [s for s in listing if "s3:ListBucket" in json.dumps(s["Action"])]
@@ -309,95 +320,94 @@ def test_permissions_are_scoped_to_table_prefixes(template: dict[str, Any]) -> N
     assert [s["Action"] for s in uploads] == ["s3:ListBucketMultipartUploads"]
 
 
-def test_landing_notifications_reach_an_sqs_queue_with_a_dead_letter_queue(template: dict[str, Any]) -> None:
-    queues = resources(template, "AWS::SQS::Queue")
-    assert any("RedrivePolicy" in q["Properties"] for q in queues.values())
-    notes = json.dumps(resources(template, "Custom::S3BucketNotifications"))
-    assert "landing/events/" in notes and "landing/orders/" in notes
-    mappings = resources(template, "AWS::Lambda::EventSourceMapping")
-    assert any(m["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"] for m in mappings.values())
-
-
-def test_each_table_has_its_own_ingest_queue_function_and_concurrency_cap(template: dict[str, Any]) -> None:
-    """A burst of landings makes at most two ingest functions race for one table's pointer, and
-    one table's ingest function cannot write another table."""
-    functions = resources(template, "AWS::Lambda::Function")
-    ingest = {
-        name: f["Properties"]
-        for name, f in functions.items()
-        if f["Properties"].get("Handler") == "lambdas.ingest.handler"
-    }
-    targets = [json.dumps(p["Environment"]["Variables"]["CASTABLE_TABLE"]) for p in ingest.values()]
-    assert sorted(t.split("/tables/")[1].split('"')[0] for t in targets) == ["events", "orders"]
-    sqs_mappings = [
-        m["Properties"]
-        for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
-        if "ScalingConfig" in m["Properties"] and "Ingest" in json.dumps(m["Properties"]["FunctionName"])
+def _function(t: dict[str, Any], handler: str) -> tuple[str, dict[str, Any]]:
+    (found,) = [
+        (name, f["Properties"])
+        for name, f in resources(t, "AWS::Lambda::Function").items()
+        if f["Properties"].get("Handler") == f"lambdas.{handler}.handler"
     ]
-    assert len(sqs_mappings) == 2
-    assert all(m["ScalingConfig"] == {"MaximumConcurrency": 2} for m in sqs_mappings)
-    assert {json.dumps(m["FunctionName"]) for m in sqs_mappings} == {json.dumps({"Ref": n}) for n in ingest}
-    policies = resources(template, "AWS::IAM::Policy")
-    for name in ingest:
-        role = {"Ref": functions[name]["Properties"]["Role"]["Fn::GetAtt"][0]}
-        granted = json.dumps([p for p in policies.values() if role in p["Properties"]["Roles"]])
-        table = "events" if "Events" in name else "orders"
-        other = "orders" if table == "events" else "events"
-        assert f"/tables/{table}/" in granted and f"/tables/{other}/" not in granted, name
-        deletes = [
-            st
-            for p in policies.values()
-            if role in p["Properties"]["Roles"]
-            for st in p["Properties"]["PolicyDocument"]["Statement"]
-            if "s3:DeleteObject" in json.dumps(st["Action"])
+    return found
+
+
+def _granted(t: dict[str, Any], function: dict[str, Any]) -> list[dict[str, Any]]:
+    """The statements of the policies attached to ``function``'s role."""
+    role = {"Ref": function["Role"]["Fn::GetAtt"][0]}
+    return [
+        st
+        for p in resources(t, "AWS::IAM::Policy").values()
+        if role in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_files_landing_for_any_table_reach_one_ingest_function_through_a_fair_queue(template: dict[str, Any]) -> None:
+    """One EventBridge rule on ``landing/`` (no per-table notification) feeds the route function,
+    which sends each event to the shared ingest queue with its table as message group; the
+    ingest function drains it with partial-batch failures, at most ``ingest_concurrency`` at once."""
+    assert not resources(template, "Custom::S3BucketNotifications") or "QueueConfigurations" not in json.dumps(
+        resources(template, "Custom::S3BucketNotifications")
+    ), "no per-table S3 notifications"
+    rules = resources(template, "AWS::Events::Rule")
+    (landed,) = [r["Properties"] for r in rules.values() if '"landing/"' in json.dumps(r["Properties"])]
+    assert landed["EventPattern"]["detail"]["object"]["key"] == [{"prefix": "landing/"}]
+    assert "LandingEvents" in json.dumps(landed["Targets"])
+    mappings = [m["Properties"] for m in resources(template, "AWS::Lambda::EventSourceMapping").values()]
+    route_name, route = _function(template, "route")
+    ingest_name, ingest = _function(template, "ingest")
+    (to_route,) = [m for m in mappings if m["FunctionName"] == {"Ref": route_name}]
+    (to_ingest,) = [m for m in mappings if m["FunctionName"] == {"Ref": ingest_name}]
+    assert "LandingEvents" in json.dumps(to_route["EventSourceArn"])
+    assert to_ingest["ScalingConfig"] == {"MaximumConcurrency": 20} and to_ingest["BatchSize"] == 50
+    assert to_route["FunctionResponseTypes"] == to_ingest["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert "Landing" in json.dumps(route["Environment"]["Variables"]["CASTABLE_INGEST_QUEUE_URL"])
+    assert any("sqs:SendMessage" in json.dumps(st["Action"]) for st in _granted(template, route))
+    queues = resources(template, "AWS::SQS::Queue")
+    for name in ("LandingEvents", "Landing"):
+        ((_, q),) = [
+            (k, v)
+            for k, v in queues.items()
+            if k.startswith(name)
+            and "DeadLetters" not in k
+            and (name != "Landing" or not k.startswith("LandingEvents"))
         ]
-        deleted = json.dumps([st["Resource"] for st in deletes])
-        assert f"/tables/{table}/_castable_probe/*" in deleted and f"/tables/{table}/*" not in deleted, name
-        variables = ingest[name]["Environment"]["Variables"]
-        assert f"landing/{table}/" in json.dumps(variables["CASTABLE_LANDING"])
-        assert variables["POWERTOOLS_SERVICE_NAME"] == f"castable-ingest-{table}", "each table's logs apart"
-        mode = ("upsert", "op") if table == "orders" else ("append", None)
-        assert (variables["CASTABLE_INGEST_MODE"], variables.get("CASTABLE_OP_COLUMN")) == mode, name
+        assert "RedrivePolicy" in q["Properties"], name
+    assert ingest["MemorySize"] == 1024 and ingest["Timeout"] == 900
+    assert "Tables" in json.dumps(ingest["Environment"]["Variables"]["CASTABLE_BUCKET"])
+
+
+def test_the_ingest_function_writes_tables_but_deletes_only_landed_files(template: dict[str, Any]) -> None:
+    """It may write any table (a landed file's rows become the table's data) and read, delete
+    and dead-letter landed files; it deletes nothing in a table but its store probe."""
+    _, ingest = _function(template, "ingest")
+    granted = _granted(template, ingest)
+    deletes = json.dumps([st["Resource"] for st in granted if "s3:DeleteObject" in json.dumps(st["Action"])])
+    assert "/landing/*" in deletes and "/tables/_castable_probe/*" in deletes
+    assert "/tables/*" not in deletes and '/databases/*"' not in deletes
+    writes = json.dumps([st["Resource"] for st in granted if "s3:PutObject" in json.dumps(st["Action"])])
+    assert "/tables/*" in writes and "/landing-failed/landing/*" in writes
 
 
 @pytest.mark.parametrize(
-    ("settings", "match"), [({"ingest_mode": "merge"}, "append or upsert"), ({"op_column": "op"}, "needs ingest_mode")]
+    ("settings", "match"),
+    [({"ingest_concurrency": 1}, "2 to 1000"), ({"maintenance_every_minutes": 0}, "1 to 1440")],
 )
-def test_a_bad_ingest_mode_fails_the_synth(settings: dict[str, str], match: str) -> None:
-    from infra.stack import TableConfig
+def test_bad_deployment_settings_fail_the_synth(settings: dict[str, int], match: str) -> None:
+    from infra.stack import CastableConfig
 
     with pytest.raises(ValueError, match=match):
-        TableConfig("events", **settings)  # type: ignore[arg-type]
-
-
-def test_landed_data_files_of_every_format_notify_their_table_queue(template: dict[str, Any]) -> None:
-    """Every key under each table's landing prefix reaches its queue (the function skips what is
-    not a data file), nothing else does (the table's own objects); the function has the memory
-    the streaming ingest needs."""
-    (notifications,) = [n["Properties"] for n in resources(template, "Custom::S3BucketNotifications").values()]
-    configs = notifications["NotificationConfiguration"]["QueueConfigurations"]
-    rules = [{r["Name"]: r["Value"] for r in c["Filter"]["Key"]["FilterRules"]} for c in configs]
-    assert all(c["Events"] == ["s3:ObjectCreated:*"] for c in configs)
-    # S3's suffix filters are case-sensitive (a .CSV would never arrive): the function picks its files
-    assert rules == [{"prefix": "landing/events/"}, {"prefix": "landing/orders/"}]
-    ingest = [
-        f["Properties"]
-        for f in resources(template, "AWS::Lambda::Function").values()
-        if f["Properties"].get("Handler") == "lambdas.ingest.handler"
-    ]
-    assert {f["MemorySize"] for f in ingest} == {1024}
+        CastableConfig(**settings)  # type: ignore[arg-type]
 
 
 def test_state_machines_are_logged_and_invoke_the_functions(template: dict[str, Any]) -> None:
     machines = resources(template, "AWS::StepFunctions::StateMachine")
-    assert len(machines) == 2
+    assert len(machines) == 3
     for m in machines.values():
         props = m["Properties"]
         assert props["LoggingConfiguration"]["Level"] == "ALL" and props["TracingConfiguration"]["Enabled"]
         text, variables = props["DefinitionString"], props["DefinitionSubstitutions"]
         placeholders = {p.split("}")[0] for p in text.split("${")[1:]}
         assert placeholders and placeholders <= set(variables), "every ARN placeholder is substituted"
-        assert all("Function" in json.dumps(v) for k, v in variables.items() if k != "ResultsBucket")
+        assert all("Function" in json.dumps(v) for k, v in variables.items() if k.endswith("FunctionArn"))
         assert "ResultsBucket" not in variables or "Tables" in json.dumps(variables["ResultsBucket"])
     invoke = [
         s
@@ -407,48 +417,53 @@ def test_state_machines_are_logged_and_invoke_the_functions(template: dict[str, 
     assert len(invoke) >= 3
 
 
-def test_schedules_and_tombstone_events_start_maintenance(template: dict[str, Any]) -> None:
-    """Maintenance runs on EventBridge Scheduler schedules, which retry a failed start and then
-    keep it as a dead letter (a legacy scheduled rule drops it)."""
-    schedules = [s["Properties"] for s in resources(template, "AWS::Scheduler::Schedule").values()]
-    assert sorted(s["ScheduleExpression"] for s in schedules) == ["cron(0 3 * * ? *)", "rate(6 hours)"]
-    targets = [s["Target"] for s in schedules]
-    assert all("MaintenanceWorkflow" in json.dumps(t["Arn"]) for t in targets)
-    assert all(t["RetryPolicy"]["MaximumRetryAttempts"] == 3 for t in targets)
-    assert all("MaintenanceSchedulesDeadLetters" in json.dumps(t["DeadLetterConfig"]) for t in targets)
+def test_one_schedule_and_tombstone_events_start_maintenance(template: dict[str, Any]) -> None:
+    """One EventBridge Scheduler schedule (it retries a failed start, then keeps it as a dead
+    letter; a legacy scheduled rule drops it) starts the maintain-due workflow with its own
+    time; its Distributed Map starts and waits for the maintenance workflow of each table due."""
+    (schedule,) = [s["Properties"] for s in resources(template, "AWS::Scheduler::Schedule").values()]
+    assert schedule["ScheduleExpression"] == "rate(15 minutes)"
+    target = schedule["Target"]
+    assert "MaintainDueWorkflow" in json.dumps(target["Arn"])
+    assert json.loads(target["Input"]) == {"now": "<aws.scheduler.scheduled-time>", "every_minutes": 15}
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 3
+    assert "MaintenanceScheduleDeadLetters" in json.dumps(target["DeadLetterConfig"])
     ((role_id, role),) = [
-        (k, r["Properties"]) for k, r in resources(template, "AWS::IAM::Role").items() if "MaintenanceSchedules" in k
+        (k, r["Properties"]) for k, r in resources(template, "AWS::IAM::Role").items() if "MaintenanceSchedule" in k
     ]
     trust = role["AssumeRolePolicyDocument"]["Statement"][0]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"} and "aws:SourceAccount" in json.dumps(trust)
     policies = resources(template, "AWS::IAM::Policy").values()
     granted = json.dumps([p for p in policies if {"Ref": role_id} in p["Properties"]["Roles"]])
     assert "states:StartExecution" in granted and "sqs:SendMessage" in granted
+    machines = resources(template, "AWS::StepFunctions::StateMachine")
+    (due,) = [m["Properties"] for k, m in machines.items() if k.startswith("MaintainDue")]
+    text = due["DefinitionString"]
+    assert "states:startExecution.sync:2" in text and "MaintenanceWorkflow" in json.dumps(
+        due["DefinitionSubstitutions"]["MaintenanceWorkflowArn"]
+    )
+    machine_role = {"Ref": due["RoleArn"]["Fn::GetAtt"][0]}
+    machine_grants = json.dumps([p for p in policies if machine_role in p["Properties"]["Roles"]])
+    assert "StepFunctionsGetEventsForStepFunctionsExecutionRule" in machine_grants
+    assert "maintenance-due/*" in machine_grants
     rules = resources(template, "AWS::Events::Rule")
     assert not any("ScheduleExpression" in r["Properties"] for r in rules.values()), "no legacy scheduled rules"
-    patterns = [r["Properties"]["EventPattern"] for r in rules.values() if "EventPattern" in r["Properties"]]
-    assert any("tables/*/tombstone/*" in json.dumps(p) for p in patterns), (
-        "every table's: one rule whatever their number"
-    )
     (tombstones,) = [r for r in rules.values() if "tombstone/" in json.dumps(r["Properties"].get("EventPattern"))]
-    assert "TombstoneEvents" in json.dumps(tombstones["Properties"]["Targets"]), (
-        "tombstone events are debounced via SQS"
-    )
-    (trigger,) = [
-        f
-        for f in resources(template, "AWS::Lambda::Function").values()
-        if f["Properties"].get("Handler") == "lambdas.trigger.handler"
-    ]
-    env = trigger["Properties"]["Environment"]["Variables"]
+    assert "tables/*/tombstone/*" in json.dumps(tombstones["Properties"]["EventPattern"])
+    assert "TombstoneEvents" in json.dumps(tombstones["Properties"]["Targets"]), "debounced via SQS"
+    _, trigger = _function(template, "trigger")
+    env = trigger["Environment"]["Variables"]
     assert env["DEBOUNCE_SECONDS"] == "900" and "MaintenanceWorkflow" in json.dumps(
         env["MAINTENANCE_STATE_MACHINE_ARN"]
     )
-    (group,) = [g["Properties"]["Name"] for g in resources(template, "AWS::Scheduler::ScheduleGroup").values()]
-    assert env["MAINTENANCE_SCHEDULE_GROUP"] == group and "CASTABLE_TABLES" not in env
-    assert sorted(s["Name"] for s in schedules) == ["events", "orders"], "the trigger finds a schedule by its name"
-    assert all(s["GroupName"] == group for s in schedules)
-    assert any("scheduler:GetSchedule" in json.dumps(s["Action"]) for s in statements(template))
-    assert any("states:StartExecution" in json.dumps(s["Action"]) for s in statements(template))
+    trigger_grants = _granted(template, trigger)
+    assert not any("scheduler:" in json.dumps(st["Action"]) for st in trigger_grants)
+    reads = [st for st in trigger_grants if str(st["Action"]).startswith("s3:") or "s3:" in json.dumps(st["Action"])]
+    assert all(
+        a in ("s3:GetObject", "s3:ListBucket")
+        for st in reads
+        for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+    )
 
 
 def test_committed_versions_reach_the_catalog_function_which_registers_them_in_glue(
@@ -540,26 +555,20 @@ def test_cfn_lint_passes(template: dict[str, Any]) -> None:
     cfn_lint(Path(template["__outdir"]))
 
 
-def test_hundreds_of_tables_and_databases_stay_within_cloudformation_limits(tmp_path: Path) -> None:
-    """250 tables and 3 databases of 3, with the Iceberg REST catalog (every limit below grows
-    with the tables, so this holds for fewer): every stack under 500 resources, 200 parameters,
-    200 outputs and 1 MB of template, every inline policy under IAM's 10,240 characters a role,
-    the trigger's environment under 4 KB; cfn-lint and cdk-nag clean (the synth fails on a nag
-    finding)."""
-    tables = 250
-    members = [{"name": f"m{k}"} for k in range(3)]
-    t = synth(
-        tmp_path,
-        tables=[{"name": f"t{i:03d}"} for i in range(tables)],
-        databases=[{"name": f"db{j}", "tables": members} for j in range(3)],
-        icebergCatalog=True,
-    )
-    stacks = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.template.json")}
-    assert len(stacks) == 1 + -(-(tables + 3) // UNITS_PER_STACK)
-    for name, stack in stacks.items():
-        counts = (len(stack["Resources"]), len(stack.get("Parameters", {})), len(stack.get("Outputs", {})))
-        assert counts[0] < 500 and counts[1] < 200 and counts[2] < 200, (name, counts)
-        assert (tmp_path / name).stat().st_size < 1_000_000, name
+def test_the_template_does_not_grow_with_the_tables_and_stays_within_cloudformation_limits(tmp_path: Path) -> None:
+    """Tables are data: nothing of the synth names one, so a deployment of 0 tables and one of
+    10,000 deploy the same template. With every option that adds resources (the Iceberg REST
+    catalog, alerts): one stack under 500 resources, 200 parameters, 200 outputs and 1 MB, every
+    role's inline policies under IAM's 10,240 characters, every environment under Lambda's 4 KB;
+    cfn-lint and cdk-nag clean (the synth fails on a nag finding)."""
+    t = synth(tmp_path / "a", icebergCatalog=True, alertEmail="ops@example.com")
+    again = synth(tmp_path / "b", icebergCatalog=True, alertEmail="ops@example.com")
+    assert json.dumps(t, sort_keys=True) == json.dumps(again, sort_keys=True)
+    stacks = list((tmp_path / "a").glob("*.template.json"))
+    assert [p.name for p in stacks] == ["Castable.template.json"], "no nested stacks"
+    counts = (len(t["Resources"]), len(t.get("Parameters", {})), len(t.get("Outputs", {})))
+    assert counts[0] < 200 and counts[1] < 200 and counts[2] < 200, counts
+    assert stacks[0].stat().st_size < 250_000
     inline: dict[str, int] = {}
     for policy in resources(t, "AWS::IAM::Policy").values():
         for role in policy["Properties"].get("Roles", []):
@@ -568,13 +577,11 @@ def test_hundreds_of_tables_and_databases_stay_within_cloudformation_limits(tmp_
                 json.dumps(policy["Properties"]["PolicyDocument"], separators=(",", ":"))
             )
     assert max(inline.values()) < 10_240, max(inline.items(), key=lambda kv: kv[1])
-    functions = resources(t, "AWS::Lambda::Function")
-    assert len([f for f in functions if f.startswith("Ingest")]) == tables + 3
-    for f in functions.values():
-        variables = f["Properties"].get("Environment", {}).get("Variables", {})
-        assert len(json.dumps(variables)) < 4096
-    assert len(resources(t, "AWS::Scheduler::Schedule")) == tables + 9
-    cfn_lint(tmp_path)
+    for f in resources(t, "AWS::Lambda::Function").values():
+        assert len(json.dumps(f["Properties"].get("Environment", {}).get("Variables", {}))) < 4096
+    with pytest.raises(Exception, match="tables are data"):
+        synth(tmp_path / "c", tables='[{"name": "events"}]')
+    cfn_lint(tmp_path / "a")
 
 
 def test_cdk_nag_aws_solutions_passes(template: dict[str, Any]) -> None:
@@ -596,32 +603,11 @@ def test_every_nag_acknowledgment_has_a_reason() -> None:
         assert finding.startswith("AwsSolutions-") and len(reason) > 40
 
 
-def test_a_database_gets_a_manifest_ingest_function_and_maintenance_of_its_members(tmp_path: Path) -> None:
-    databases = [{"name": "shop", "tables": [{"name": "orders"}, {"name": "lines", "schedule": "rate(1 day)"}]}]
-    t = synth(tmp_path, databases=databases)
-    functions = resources(t, "AWS::Lambda::Function")
-    ingest = [
-        f["Properties"]["Environment"]["Variables"]
-        for f in functions.values()
-        if f["Properties"].get("Handler") == "lambdas.ingest.handler"
-        and "CASTABLE_DATABASE" in f["Properties"]["Environment"]["Variables"]
-    ]
-    assert len(ingest) == 1 and "/databases/shop" in json.dumps(ingest[0]["CASTABLE_DATABASE"])
-    assert "landing/shop/" in json.dumps(ingest[0]["CASTABLE_LANDING"])
-    notes = json.dumps(resources(t, "Custom::S3BucketNotifications"))
-    assert '"landing/shop/"' in notes and '".manifest.json"' in notes
-    schedules = json.dumps(resources(t, "AWS::Scheduler::Schedule"))
-    assert "databases/shop/orders" in schedules and "databases/shop/lines" in schedules
-    assert "databases/*/*/tombstone/*" in json.dumps(resources(t, "AWS::Events::Rule"))
-    granted = json.dumps(statements(t))
-    assert "/databases/shop/*" in granted
-
-
 def test_operators_are_told_when_something_breaks(tmp_path: Path) -> None:
     """An encrypted topic (emailed when alertEmail is given) that every alarm notifies: dead
     letters of every queue, errors of every function, failed/timed-out/aborted runs of each
     workflow, unverified erasures, commit conflicts; files moved to landing-failed/; a dashboard."""
-    t = synth(tmp_path, alertEmail="ops@example.com", databases=[{"name": "shop", "tables": [{"name": "orders"}]}])
+    t = synth(tmp_path, alertEmail="ops@example.com")
     (topic_id, topic), *more = resources(t, "AWS::SNS::Topic").items()
     assert not more and "KmsMasterKeyId" in topic["Properties"]
     subscriptions = resources(t, "AWS::SNS::Subscription").values()
@@ -636,14 +622,14 @@ def test_operators_are_told_when_something_breaks(tmp_path: Path) -> None:
 
     queues = [k for k, q in resources(t, "AWS::SQS::Queue").items() if "DeadLetters" in k]
     dead = [watched(a) for a in alarms.values() if "dead-letter" in a["Properties"]["AlarmDescription"]]
-    assert len(queues) == 6, "three landing queues, the tombstone and commit events' queues, the schedules'"
+    assert len(queues) == 5, "the landing events' and landing queues, the tombstone and commit events', the schedule's"
     assert all(any(q in d for d in dead) for q in queues), "every dead-letter queue is watched"
     functions = [
         k
         for k, f in resources(t, "AWS::Lambda::Function").items()
         if f["Properties"]["Description"].startswith("castable")
     ]
-    assert len(functions) == 7 + 3, "seven shared functions and an ingest function per table (2) and database (1)"
+    assert len(functions) == 9, "nine functions, whatever the number of tables"
     failing = " ".join(watched(a) for a in alarms.values() if "function failed" in a["Properties"]["AlarmDescription"])
     assert all(f'"{f}"' in failing for f in functions), "every function's errors are watched"
     for machine in resources(t, "AWS::StepFunctions::StateMachine"):
@@ -663,82 +649,27 @@ def test_operators_are_told_when_something_breaks(tmp_path: Path) -> None:
     assert "AlertsTopicArn" in t["Outputs"]
 
 
-def test_alarms_over_many_tables_come_ten_queues_to_an_alarm(tmp_path: Path) -> None:
-    """CloudWatch metric math takes ten metrics: 25 tables' dead letters make 3 alarms, not 25."""
-    t = synth(tmp_path, tables=[{"name": f"t{i:02d}"} for i in range(25)])
-    assert "AWS::SNS::Subscription" not in {r["Type"] for r in t["Resources"].values()}, "no email, no subscription"
-    dead = [
-        a["Properties"]
-        for a in resources(t, "AWS::CloudWatch::Alarm").values()
-        if "dead-letter" in a["Properties"]["AlarmDescription"]
-    ]
-    assert len(dead) == 3
-    assert all(len(a["Metrics"]) <= 11 for a in dead), "ten metrics and the expression over them"
-    assert sum(len(a["Metrics"]) - 1 for a in dead) == 28, (
-        "25 landing queues, the tombstone and commit events', schedules'"
-    )
-
-
 def test_the_committed_configuration_file_is_what_cdk_deploys(tmp_path: Path) -> None:
-    """cdk.json names castable.json; the app reads it, so every deploy deploys the same tables."""
+    """cdk.json names castable.json; the app reads it, so every deploy deploys the same settings."""
     root = Path(__file__).resolve().parent.parent
     assert json.loads((root / "cdk.json").read_text())["context"] == {"config": "castable.json"}
+    committed = json.loads((root / "castable.json").read_text())
+    assert "tables" not in committed and "databases" not in committed
     t = synth(tmp_path, config=str(root / "castable.json"))
-    names = {
-        json.dumps(f["Properties"]["Environment"]["Variables"].get("CASTABLE_TABLE"))
-        for f in resources(t, "AWS::Lambda::Function").values()
-        if "Environment" in f["Properties"]
-    }
-    assert any("/tables/events" in n for n in names)
-
-
-def test_a_configuration_file_of_tables_and_a_database_synthesises(tmp_path: Path) -> None:
-    config = tmp_path / "deploy.json"
-    config.write_text(
-        json.dumps(
-            {
-                "tables": [{"name": "clicks", "ingest_mode": "upsert"}, {"name": "views", "retain_hours": 48}],
-                "databases": [{"name": "shop", "tables": [{"name": "orders", "schedule": "rate(1 hour)"}]}],
-                "alert_email": "ops@example.com",
-            }
-        )
-    )
-    t = synth(tmp_path / "out", config=str(config))
-    text = json.dumps(t)
-    assert all(f"landing/{name}/" in text for name in ("clicks", "views", "shop"))
-    assert "rate(1 hour)" in text and "ops@example.com" in text
+    _function(t, "ingest")
 
 
 @pytest.mark.parametrize(
     ("doc", "match"),
     [
-        (
-            {"tables": [{"name": "a", "schedual": "rate(1 hour)"}]},
-            r"tables\[0\]: unknown key 'schedual' \(known: .*schedule",
-        ),
-        ({"tables": [{"schedule": "rate(1 hour)"}]}, r"tables\[0\]: 'name' is required"),
-        (
-            {"tables": [{"name": "a", "ingest_concurrency": "4"}]},
-            r"tables\[0\].ingest_concurrency must be int, not \"4\"",
-        ),
-        ({"tables": [{"name": "a", "retain_hours": True}]}, r"retain_hours must be float or null, not true"),
-        (
-            {"tables": [{"name": "a", "ingest_mode": "merge"}]},
-            r"ingest_mode must be one of append, upsert, not 'merge'",
-        ),
-        ({"tables": [{"name": "a"}, {"name": "a"}]}, r"tables: 'a' is named more than once"),
-        ({"tables": {"name": "a"}}, r"tables must be a list, not dict"),
-        (
-            {"databases": [{"name": "d", "tables": [{"name": "m", "op_column": "op"}]}]},
-            r"databases\[0\].tables\[0\]: .*needs ingest_mode",
-        ),
+        ({"tables": [{"name": "a"}]}, r"castable.json.tables: tables are data.*python -m infra.migrate castable.json"),
+        ({"databases": []}, r"castable.json.databases: tables are data"),
+        ({"ingest_concurrency": "4"}, r"ingest_concurrency must be int, not \"4\""),
+        ({"ingest_concurrency": 1}, r"2 to 1000"),
         ({"versioned": "yes"}, r"versioned must be bool, not \"yes\""),
-        ({"bucket": "x"}, r"unknown key 'bucket'"),
+        ({"bucket": "x"}, r"unknown key 'bucket' \(known: .*bucket_name"),
+        ({"architecture": "sparc"}, r"architecture must be one of x86_64, arm64, not 'sparc'"),
         ({"glue_database": "Sales-DB"}, r"glue_database must be lower-case letters, digits and _"),
-        (
-            {"tables": [{"name": "shop__orders"}], "databases": [{"name": "shop", "tables": [{"name": "orders"}]}]},
-            r"tables shop__orders and shop/orders share Glue table name shop__orders",
-        ),
     ],
 )
 def test_a_bad_configuration_file_is_refused_naming_the_key(tmp_path: Path, doc: dict[str, Any], match: str) -> None:
@@ -754,11 +685,13 @@ def test_a_file_and_flags_together_are_refused_and_flags_alone_still_work(tmp_pa
     from infra.config import ConfigError, choose
 
     path = tmp_path / "castable.json"
-    path.write_text(json.dumps({"tables": [{"name": "events"}]}))
-    with pytest.raises(ConfigError, match="-c tables and the configuration file"):
-        choose({"config": str(path), "tables": '[{"name": "other"}]'})
-    flags = choose({"config": "", "tables": '[{"name": "other"}]', "versioned": "true"})
-    assert [t.name for t in flags.tables] == ["other"] and flags.versioned
+    path.write_text(json.dumps({"versioned": False}))
+    with pytest.raises(ConfigError, match="-c versioned and the configuration file"):
+        choose({"config": str(path), "versioned": "true"})
+    flags = choose({"config": "", "ingestConcurrency": "50", "versioned": "true"})
+    assert flags.ingest_concurrency == 50 and flags.versioned
+    with pytest.raises(ConfigError, match="tables are data"):
+        choose({"config": "", "tables": '[{"name": "other"}]'})
     with pytest.raises(ConfigError, match="cannot read the configuration file"):
         choose({"config": str(tmp_path / "missing.json")})
     path.write_text("{")

@@ -15,7 +15,7 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.aws_stubs import eventbridge_sqs_event, sqs_event
+from helpers.aws_stubs import sqs_event
 from helpers.damaged import DAMAGES, damaged
 from helpers.filelists import LIES, lying_entry
 from helpers.lossy import Faults, network
@@ -49,7 +49,7 @@ class Context:
 @pytest.fixture
 def table(s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Table:
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    t = castable.create_table(f"s3://{s3_bucket}/events", EVENTS, primary_key="id")
+    t = castable.create_table(f"s3://{s3_bucket}/tables/events", EVENTS, primary_key="id")
     t.append(events(0, 10))
     return t
 
@@ -331,8 +331,7 @@ def land(t: Table, key: str, data: pa.Table) -> None:
 
 @pytest.fixture
 def ingest_env(table: Table, monkeypatch: pytest.MonkeyPatch) -> Table:
-    monkeypatch.setenv("CASTABLE_TABLE", table.uri)
-    monkeypatch.setenv("CASTABLE_LANDING", f"s3://{table.store.bucket}/landing/")  # type: ignore[attr-defined]
+    monkeypatch.setenv("CASTABLE_BUCKET", table.store.bucket)  # type: ignore[attr-defined]
     monkeypatch.setenv("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
     return table
 
@@ -345,11 +344,14 @@ def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(
     t = ingest_env
     bucket = t.store.bucket  # type: ignore[attr-defined]
     for i in range(3):
-        land(t, f"landing/day 1/part-{i}.parquet", events(1000 + 10 * i, 1010 + 10 * i))
+        land(t, f"landing/events/day 1/part-{i}.parquet", events(1000 + 10 * i, 1010 + 10 * i))
     s3 = t.store.client  # type: ignore[attr-defined]
-    s3.put_object(Bucket=bucket, Key="landing/corrupt.parquet", Body=b"not parquet")
-    land(t, "landing/wrong.parquet", pa.table({"id": pa.array([1], pa.int32())}))
-    keys = [f"landing/day 1/part-{i}.parquet" for i in range(3)] + ["landing/corrupt.parquet", "landing/wrong.parquet"]
+    s3.put_object(Bucket=bucket, Key="landing/events/corrupt.parquet", Body=b"not parquet")
+    land(t, "landing/events/wrong.parquet", pa.table({"id": pa.array([1], pa.int32())}))
+    keys = [f"landing/events/day 1/part-{i}.parquet" for i in range(3)] + [
+        "landing/events/corrupt.parquet",
+        "landing/events/wrong.parquet",
+    ]
     event = sqs_event(bucket, keys, bodies=['{"Service":"Amazon S3","Event":"s3:TestEvent"}'])
     response = ingest.handler(event, Context())
     assert response == {"batchItemFailures": []}
@@ -360,12 +362,12 @@ def test_ingest_appends_a_batch_in_one_commit_and_dead_letters_bad_files(
     assert len(load_table(t.store).history()) == 3, "one commit for the whole batch"
     listing = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing")["Contents"]}
     assert listing == {
-        "landing-failed/landing/corrupt.parquet",
-        "landing-failed/landing/corrupt.parquet.reason.json",
-        "landing-failed/landing/wrong.parquet",
-        "landing-failed/landing/wrong.parquet.reason.json",
+        "landing-failed/landing/events/corrupt.parquet",
+        "landing-failed/landing/events/corrupt.parquet.reason.json",
+        "landing-failed/landing/events/wrong.parquet",
+        "landing-failed/landing/events/wrong.parquet.reason.json",
     }
-    reason = s3.get_object(Bucket=bucket, Key="landing-failed/landing/wrong.parquet.reason.json")["Body"].read()
+    reason = s3.get_object(Bucket=bucket, Key="landing-failed/landing/events/wrong.parquet.reason.json")["Body"].read()
     assert b"id" in reason
     assert ingest.handler(event, Context()) == {"batchItemFailures": []}, "a duplicate delivery changes nothing"
     assert len(load_table(t.store).history()) == 3
@@ -381,10 +383,10 @@ def test_ingest_dead_letters_a_file_whose_page_does_not_decode_and_appends_the_r
 
     t = ingest_env
     bucket, s3 = t.store.bucket, t.store.client  # type: ignore[attr-defined]
-    land(t, "landing/a.parquet", events(1000, 1010))
-    s3.put_object(Bucket=bucket, Key="landing/bad.parquet", Body=damaged(events(5000, 15000), kind))
-    land(t, "landing/b.parquet", events(2000, 2010))
-    event = sqs_event(bucket, ["landing/a.parquet", "landing/bad.parquet", "landing/b.parquet"])
+    land(t, "landing/events/a.parquet", events(1000, 1010))
+    s3.put_object(Bucket=bucket, Key="landing/events/bad.parquet", Body=damaged(events(5000, 15000), kind))
+    land(t, "landing/events/b.parquet", events(2000, 2010))
+    event = sqs_event(bucket, ["landing/events/a.parquet", "landing/events/bad.parquet", "landing/events/b.parquet"])
     before = len(load_table(t.store).history())
     assert ingest.handler(event, Context()) == {"batchItemFailures": []}
     assert ids(t) == [*range(10), *range(1000, 1010), *range(2000, 2010)]
@@ -393,9 +395,12 @@ def test_ingest_dead_letters_a_file_whose_page_does_not_decode_and_appends_the_r
     stored = {f.path for f in load_table(t.store).manifest.data_files if f.inline is None}  # not those kept inline
     assert written == stored, "the failed stream left no file"
     listing = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing")["Contents"]}
-    assert listing == {"landing-failed/landing/bad.parquet", "landing-failed/landing/bad.parquet.reason.json"}
-    reason = s3.get_object(Bucket=bucket, Key="landing-failed/landing/bad.parquet.reason.json")["Body"].read()
-    assert b"landing/bad.parquet does not decode" in reason and DAMAGES[kind].encode() in reason
+    assert listing == {
+        "landing-failed/landing/events/bad.parquet",
+        "landing-failed/landing/events/bad.parquet.reason.json",
+    }
+    reason = s3.get_object(Bucket=bucket, Key="landing-failed/landing/events/bad.parquet.reason.json")["Body"].read()
+    assert b"landing/events/bad.parquet does not decode" in reason and DAMAGES[kind].encode() in reason
 
 
 def test_ingest_reports_transient_failures_for_retry(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -405,8 +410,8 @@ def test_ingest_reports_transient_failures_for_retry(ingest_env: Table, monkeypa
 
     t = ingest_env
     bucket = t.store.bucket  # type: ignore[attr-defined]
-    land(t, "landing/ok.parquet", events(2000, 2005))
-    land(t, "landing/flaky.parquet", events(3000, 3005))
+    land(t, "landing/events/ok.parquet", events(2000, 2005))
+    land(t, "landing/events/flaky.parquet", events(3000, 3005))
     real = ingest._s3()
 
     class Flaky:
@@ -414,12 +419,12 @@ def test_ingest_reports_transient_failures_for_retry(ingest_env: Table, monkeypa
             return getattr(real, name)
 
         def get_object(self, **kwargs: str) -> object:
-            if kwargs["Key"] == "landing/flaky.parquet":
+            if kwargs["Key"] == "landing/events/flaky.parquet":
                 raise ClientError({"Error": {"Code": "InternalError"}}, "GetObject")
             return real.get_object(**kwargs)
 
     monkeypatch.setattr(ingest, "_s3", Flaky)
-    event = sqs_event(bucket, ["landing/ok.parquet", "landing/flaky.parquet"], bodies=["not json"])
+    event = sqs_event(bucket, ["landing/events/ok.parquet", "landing/events/flaky.parquet"], bodies=["not json"])
     response = ingest.handler(event, Context())
     assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == ["m1", "raw0"]
     assert ids(t) == [*range(10), *range(2000, 2005)]
@@ -437,7 +442,7 @@ def test_ingest_touches_nothing_outside_its_landing_prefix(ingest_env: Table) ->
     land(t, "landing-other/y.parquet", events(6000, 6005))
     before = {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
     table_keys = [f"{t.store.prefix}/{k}" for k in ("_latest_manifest", t.manifest.data_files[0].path)]  # type: ignore[attr-defined]
-    keys = [*table_keys, "elsewhere/x.parquet", "landing-other/y.parquet", "landing/../events/_latest_manifest"]
+    keys = [*table_keys, "elsewhere/x.parquet", "landing-other/y.parquet", "landing/events/../events/_latest_manifest"]
     event = sqs_event(bucket, keys)
     event["Records"].append({**event["Records"][0], "messageId": "other-bucket"})
     event["Records"][-1]["body"] = event["Records"][-1]["body"].replace(f'"{bucket}"', '"someone-elses-bucket"')
@@ -456,10 +461,14 @@ def test_ingest_dead_letters_a_file_with_null_keys_from_its_footer(ingest_env: T
     nullable = pa.schema(
         [pa.field("id", pa.int64()), pa.field("category", pa.string()), pa.field("value", pa.float64())]
     )
-    land(t, "landing/nulls.parquet", pa.table({"id": [1, None], "category": ["a", "b"], "value": [1.0, 2.0]}, nullable))
-    assert ingest.handler(sqs_event(bucket, ["landing/nulls.parquet"]), Context()) == {"batchItemFailures": []}
+    land(
+        t,
+        "landing/events/nulls.parquet",
+        pa.table({"id": [1, None], "category": ["a", "b"], "value": [1.0, 2.0]}, nullable),
+    )
+    assert ingest.handler(sqs_event(bucket, ["landing/events/nulls.parquet"]), Context()) == {"batchItemFailures": []}
     reason = t.store.client.get_object(  # type: ignore[attr-defined]
-        Bucket=bucket, Key="landing-failed/landing/nulls.parquet.reason.json"
+        Bucket=bucket, Key="landing-failed/landing/events/nulls.parquet.reason.json"
     )["Body"].read()
     assert b"holds NULLs" in reason and ids(t) == list(range(10))
 
@@ -475,14 +484,14 @@ def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -
     bucket = t.store.bucket  # type: ignore[attr-defined]
     s3 = t.store.client  # type: ignore[attr-defined]
     files = {
-        "landing/a.csv": b"id,category,value\n100,123,1\n101,,2.5\n",
-        "landing/b.tsv.gz": gzip.compress(b"id\tcategory\tvalue\n102\tx\t3\n"),
-        "landing/c.jsonl": b'{"id": 103, "category": "y", "value": 4}\n{"id": 104}\n',
-        "landing/D.CSV": b"id,category,value\n105,z,5\n",
-        "landing/_SUCCESS": b"",
-        "landing/.part-0.parquet.crc": b"crc",
-        "landing/bad.csv": b"id,category,value\n200,a,1\n201,b,one\n",
-        "landing/nokey.csv": b"id,category,value\n300,a,1\n,b,2\n",
+        "landing/events/a.csv": b"id,category,value\n100,123,1\n101,,2.5\n",
+        "landing/events/b.tsv.gz": gzip.compress(b"id\tcategory\tvalue\n102\tx\t3\n"),
+        "landing/events/c.jsonl": b'{"id": 103, "category": "y", "value": 4}\n{"id": 104}\n',
+        "landing/events/D.CSV": b"id,category,value\n105,z,5\n",
+        "landing/events/_SUCCESS": b"",
+        "landing/events/.part-0.parquet.crc": b"crc",
+        "landing/events/bad.csv": b"id,category,value\n200,a,1\n201,b,one\n",
+        "landing/events/nokey.csv": b"id,category,value\n300,a,1\n,b,2\n",
     }
     for key, body in files.items():
         s3.put_object(Bucket=bucket, Key=key, Body=body)
@@ -498,12 +507,16 @@ def test_ingest_lands_csv_and_json_lines_as_the_table_types(ingest_env: Table) -
         {"id": 105, "category": "z", "value": 5.0},
     ]
     assert table.version == t.version + 1, "one commit for the batch"
-    reason = json.loads(s3.get_object(Bucket=bucket, Key="landing-failed/landing/bad.csv.reason.json")["Body"].read())
-    assert reason["reason"].startswith("landing/bad.csv, row 2, column 'value': 'one' is not double")
-    nokey = s3.get_object(Bucket=bucket, Key="landing-failed/landing/nokey.csv.reason.json")["Body"].read()
-    assert json.loads(nokey)["reason"] == "landing/nokey.csv: column 'id' is not nullable but has 1 nulls"
+    reason = json.loads(
+        s3.get_object(Bucket=bucket, Key="landing-failed/landing/events/bad.csv.reason.json")["Body"].read()
+    )
+    assert reason["reason"].startswith("landing/events/bad.csv, row 2, column 'value': 'one' is not double")
+    nokey = s3.get_object(Bucket=bucket, Key="landing-failed/landing/events/nokey.csv.reason.json")["Body"].read()
+    assert json.loads(nokey)["reason"] == "landing/events/nokey.csv: column 'id' is not nullable but has 1 nulls"
     left = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="landing/").get("Contents", [])}
-    assert left == {"landing/_SUCCESS", "landing/.part-0.parquet.crc"}, "what is not a data file is left alone"
+    assert left == {"landing/events/_SUCCESS", "landing/events/.part-0.parquet.crc"}, (
+        "what is not a data file is left alone"
+    )
 
 
 def test_ingest_appends_a_file_once_whatever_the_deliveries(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -514,17 +527,17 @@ def test_ingest_appends_a_file_once_whatever_the_deliveries(ingest_env: Table, m
 
     t = ingest_env
     bucket = t.store.bucket  # type: ignore[attr-defined]
-    land(t, "landing/a.parquet", events(100, 105))
-    assert ingest.handler(sqs_event(bucket, ["landing/a.parquet"] * 2), Context()) == {"batchItemFailures": []}
+    land(t, "landing/events/a.parquet", events(100, 105))
+    assert ingest.handler(sqs_event(bucket, ["landing/events/a.parquet"] * 2), Context()) == {"batchItemFailures": []}
     assert ids(t) == [*range(10), *range(100, 105)]
 
-    land(t, "landing/b.parquet", events(200, 205))
-    land(t, "landing/c.parquet", events(300, 305))
+    land(t, "landing/events/b.parquet", events(200, 205))
+    land(t, "landing/events/c.parquet", events(300, 305))
     s3 = ingest._s3()
     with monkeypatch.context() as m:  # the first invocation dies after its commit, before deleting
         m.setattr(type(s3), "delete_object", lambda self, **kwargs: None)
-        ingest.handler(sqs_event(bucket, ["landing/b.parquet"]), Context())
-    assert ingest.handler(sqs_event(bucket, ["landing/b.parquet", "landing/c.parquet"]), Context()) == {
+        ingest.handler(sqs_event(bucket, ["landing/events/b.parquet"]), Context())
+    assert ingest.handler(sqs_event(bucket, ["landing/events/b.parquet", "landing/events/c.parquet"]), Context()) == {
         "batchItemFailures": []
     }
     assert ids(t) == [*range(10), *range(100, 105), *range(200, 205), *range(300, 305)]
@@ -538,17 +551,17 @@ def test_ingest_upserts_a_change_feed_when_the_table_says_so(
     by key, the later file's change of a key wins, ``d`` rows delete their key; one commit."""
     from lambdas import ingest
 
-    monkeypatch.setenv("CASTABLE_INGEST_MODE", "upsert")
-    monkeypatch.setenv("CASTABLE_OP_COLUMN", "op")
     t = ingest_env
+    t.set_properties({"ingest.mode": "upsert", "ingest.op-column": "op"})
+    t = load_table(t.store)
     bucket = t.store.bucket  # type: ignore[attr-defined]
     first = events(2, 5).append_column("op", pa.array(["u", "d", "c"]))
-    land(t, "landing/cdc/0001.parquet", first.set_column(2, "value", pa.array([20.0, 0.0, 40.0])))
+    land(t, "landing/events/cdc/0001.parquet", first.set_column(2, "value", pa.array([20.0, 0.0, 40.0])))
     t.store.client.put_object(  # type: ignore[attr-defined]
-        Bucket=bucket, Key="landing/cdc/0002.csv", Body=b"id,category,value,op\n4,z,41,u\n50,n,5,c\n9,,0,D\n"
+        Bucket=bucket, Key="landing/events/cdc/0002.csv", Body=b"id,category,value,op\n4,z,41,u\n50,n,5,c\n9,,0,D\n"
     )
-    land(t, "landing/cdc/plain.parquet", events(60, 61))  # no operation column: dead-lettered
-    keys = ["landing/cdc/0001.parquet", "landing/cdc/0002.csv", "landing/cdc/plain.parquet"]
+    land(t, "landing/events/cdc/plain.parquet", events(60, 61))  # no operation column: dead-lettered
+    keys = ["landing/events/cdc/0001.parquet", "landing/events/cdc/0002.csv", "landing/events/cdc/plain.parquet"]
     assert ingest.handler(sqs_event(bucket, keys), Context()) == {"batchItemFailures": []}
     table = load_table(t.store)
     got = {r["id"]: (r["category"], r["value"]) for r in table.scan().to_arrow().to_pylist()}
@@ -557,22 +570,31 @@ def test_ingest_upserts_a_change_feed_when_the_table_says_so(
     entry = table.history(limit=1)[0]
     assert entry.operation == "upsert" and table.version == t.version + 1
     reason = t.store.client.get_object(  # type: ignore[attr-defined]
-        Bucket=bucket, Key="landing-failed/landing/cdc/plain.parquet.reason.json"
+        Bucket=bucket, Key="landing-failed/landing/events/cdc/plain.parquet.reason.json"
     )["Body"].read()
     assert b"op" in reason
     assert ingest.handler(sqs_event(bucket, keys[:2]), Context()) == {"batchItemFailures": []}
     assert load_table(t.store).version == table.version, "a duplicate delivery changes nothing"
 
 
-@pytest.mark.parametrize(("mode", "op"), [("merge", None), ("append", "op")])
-def test_ingest_refuses_a_bad_mode_setting(ingest_env: Table, monkeypatch: pytest.MonkeyPatch, mode, op) -> None:  # type: ignore[no-untyped-def]
-    from lambdas import ingest
-
-    monkeypatch.setenv("CASTABLE_INGEST_MODE", mode)
-    if op:
-        monkeypatch.setenv("CASTABLE_OP_COLUMN", op)
-    with pytest.raises(ValueError, match="CASTABLE_"):
-        ingest.handler(sqs_event(ingest_env.store.bucket, []), Context())  # type: ignore[attr-defined]
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"ingest.mode": "merge"}, "append or upsert"),
+        ({"ingest.op-column": "op"}, "needs ingest.mode=upsert"),
+        ({"ingest.mode": "upsert", "ingest.schema-mode": "merge"}, "needs ingest.mode=append"),
+        ({"ingest.mode": "upsert", "ingest.op-column": "id"}, "a column of the table"),
+        ({"maintenance.schedule": "every day"}, "not rate"),
+        ({"maintenance.scedule": "rate(1 day)"}, "did you mean 'maintenance.schedule'"),
+    ],
+)
+def test_a_bad_ingest_or_maintenance_setting_is_refused_and_changes_nothing(
+    ingest_env: Table, settings: dict[str, str], match: str
+) -> None:
+    before = snapshot_of(ingest_env.store)
+    with pytest.raises(castable.InvalidInputError, match=match):
+        ingest_env.set_properties(settings)
+    assert snapshot_of(ingest_env.store) == before
 
 
 @pytest.mark.parametrize("mode", ["strict", "merge"])
@@ -583,19 +605,19 @@ def test_ingest_new_columns_dead_letter_or_merge_per_table(
     the column (one alter commit) and appends the batch, files without it reading NULL."""
     from lambdas import ingest
 
-    monkeypatch.setenv("CASTABLE_SCHEMA_MODE", mode)
     t = ingest_env
+    t.set_properties({"ingest.schema-mode": mode})
     bucket = t.store.bucket  # type: ignore[attr-defined]
-    land(t, "landing/old.parquet", events(100, 102))
-    land(t, "landing/new.parquet", events(200, 202).append_column("source", pa.array(["x", "y"])))
-    assert ingest.handler(sqs_event(bucket, ["landing/old.parquet", "landing/new.parquet"]), Context()) == {
-        "batchItemFailures": []
-    }
+    land(t, "landing/events/old.parquet", events(100, 102))
+    land(t, "landing/events/new.parquet", events(200, 202).append_column("source", pa.array(["x", "y"])))
+    assert ingest.handler(
+        sqs_event(bucket, ["landing/events/old.parquet", "landing/events/new.parquet"]), Context()
+    ) == {"batchItemFailures": []}
     fresh = load_table(t.store)
     if mode == "strict":
         assert "source" not in fresh.schema.names and ids(t) == [*range(10), 100, 101]
         reason = t.store.client.get_object(  # type: ignore[attr-defined]
-            Bucket=bucket, Key="landing-failed/landing/new.parquet.reason.json"
+            Bucket=bucket, Key="landing-failed/landing/events/new.parquet.reason.json"
         )["Body"].read()
         assert b"source" in reason
     else:
@@ -605,15 +627,6 @@ def test_ingest_new_columns_dead_letter_or_merge_per_table(
         assert got[0] is None and got[101] is None and got[200] == "x"
 
 
-def test_ingest_refuses_merge_outside_append_mode(ingest_env: Table, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lambdas import ingest
-
-    monkeypatch.setenv("CASTABLE_SCHEMA_MODE", "merge")
-    monkeypatch.setenv("CASTABLE_INGEST_MODE", "upsert")
-    with pytest.raises(ValueError, match="CASTABLE_SCHEMA_MODE"):
-        ingest.handler(sqs_event(ingest_env.store.bucket, []), Context())  # type: ignore[attr-defined]
-
-
 LINES = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("qty", pa.int64())])
 
 
@@ -621,12 +634,10 @@ LINES = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("q
 def db_ingest_env(s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> castable.Database:
     """A database with ``orders`` and ``lines`` whose ingest takes batch manifests from ``landing/``."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    db = castable.create_database(f"s3://{s3_bucket}/shop")
+    db = castable.create_database(f"s3://{s3_bucket}/databases/shop")
     db.create_table("orders", EVENTS, primary_key="id")
     db.create_table("lines", LINES)
-    monkeypatch.delenv("CASTABLE_TABLE", raising=False)
-    monkeypatch.setenv("CASTABLE_DATABASE", db.uri)
-    monkeypatch.setenv("CASTABLE_LANDING", f"s3://{s3_bucket}/landing/")
+    monkeypatch.setenv("CASTABLE_BUCKET", s3_bucket)
     return db
 
 
@@ -648,12 +659,14 @@ def test_ingest_appends_a_manifests_files_to_several_tables_in_one_commit(db_ing
     bucket, s3 = db.store.bucket, db.store.client  # type: ignore[attr-defined]
     orders, lines = events(1, 3), pa.table({"order_id": [1, 1, 2], "qty": [5, 6, 7]}, schema=LINES)
     files = {"orders.parquet": orders, "lines.parquet": lines}
-    key = _land_batch(db, "landing/b1", {"tables": {"orders": ["orders.parquet"], "lines": ["lines.parquet"]}}, files)
+    key = _land_batch(
+        db, "landing/shop/b1", {"tables": {"orders": ["orders.parquet"], "lines": ["lines.parquet"]}}, files
+    )
     before = db.version
-    early = sqs_event(bucket, ["landing/b1/orders.parquet"])
+    early = sqs_event(bucket, ["landing/shop/b1/orders.parquet"])
     assert ingest.handler(early, Context()) == {"batchItemFailures": []}
     assert db.refresh().version == before, "a data file waits for its manifest"
-    event = sqs_event(bucket, [key, "landing/b1/lines.parquet"])
+    event = sqs_event(bucket, [key, "landing/shop/b1/lines.parquet"])
     assert ingest.handler(event, Context()) == {"batchItemFailures": []}
     assert db.refresh().version == before + 1, "one commit for both tables"
     snap = db.snapshot()
@@ -681,7 +694,7 @@ def test_ingest_dead_letters_a_bad_manifest_and_commits_none_of_it(
 
     db = db_ingest_env
     bucket, s3 = db.store.bucket, db.store.client  # type: ignore[attr-defined]
-    key = _land_batch(db, "landing/b2", manifest, {"orders.parquet": events(1, 3)})
+    key = _land_batch(db, "landing/shop/b2", manifest, {"orders.parquet": events(1, 3)})
     before = snapshot_of(db.store)
     assert ingest.handler(sqs_event(bucket, [key]), Context()) == {"batchItemFailures": []}
     assert snapshot_of(db.store) == before, "nothing committed to any table"
@@ -696,35 +709,38 @@ def test_ingest_dead_letters_a_manifest_whose_file_does_not_decode(db_ingest_env
     bucket, s3 = db.store.bucket, db.store.client  # type: ignore[attr-defined]
     lines = pa.table({"order_id": [1, 1, 2], "qty": [5, 6, 7]}, schema=LINES)
     manifest = {"tables": {"lines": ["lines.parquet"], "orders": ["orders.parquet"]}}
-    key = _land_batch(db, "landing/b3", manifest, {"lines.parquet": lines})
-    s3.put_object(Bucket=bucket, Key="landing/b3/orders.parquet", Body=damaged(events(0, 10_000), "page checksum"))
+    key = _land_batch(db, "landing/shop/b3", manifest, {"lines.parquet": lines})
+    s3.put_object(Bucket=bucket, Key="landing/shop/b3/orders.parquet", Body=damaged(events(0, 10_000), "page checksum"))
     before = snapshot_of(db.store)
     assert ingest.handler(sqs_event(bucket, [key]), Context()) == {"batchItemFailures": []}
     assert snapshot_of(db.store) == before, "nothing committed to any table"
     why = s3.get_object(Bucket=bucket, Key=f"landing-failed/{key}.reason.json")["Body"].read().decode()
-    assert "landing/b3/orders.parquet does not decode" in why, why
+    assert "landing/shop/b3/orders.parquet does not decode" in why, why
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="landing/"), "all moved to landing-failed/"
 
 
-def test_schedule_names_fit_eventbridge_scheduler_and_stay_apart() -> None:
-    """A name as EventBridge Scheduler takes it (at most 64 of [0-9a-zA-Z-_.]), the same wherever
-    it is made (the stack names the schedule, the trigger looks it up), distinct for two keys."""
-    from lambdas.names import schedule_name
+def test_execution_names_fit_step_functions_and_stay_apart() -> None:
+    """A maintenance run's name as Step Functions takes it (at most 80 of [0-9a-zA-Z-_]), the same
+    wherever it is made (a retried start names it alike), distinct for two keys or two tags."""
+    from lambdas.names import execution_name
 
     long_db, long_member = "d" * 128, "m" * 128
     keys = ["events", "shop/orders", f"{long_db}/{long_member}", f"{long_db}/{long_member[:-1]}x"]
-    names = [schedule_name(k) for k in keys]
-    assert names[:2] == ["events", "shop.orders"]
-    assert all(len(n) <= 64 and re.fullmatch(r"[0-9a-zA-Z\-_.]+", n) for n in names)
+    names = [execution_name(k, "202611290130") for k in keys]
+    assert names[:2] == ["events-202611290130", "shop--orders-202611290130"]
+    assert all(len(n) <= 80 and re.fullmatch(r"[0-9a-zA-Z\-_]+", n) for n in names)
     assert len(set(names)) == len(names), "two long keys that share their start still differ"
+    assert execution_name(keys[2], "tombstones-1") != execution_name(keys[2], "tombstones-2")
 
 
 def test_the_trigger_knows_database_members_by_their_path() -> None:
     from lambdas import trigger
 
     keys = ["tables/events/tombstone/2026/x.del", "databases/shop/orders/tombstone/2026/y.del", "databases/shop/_x"]
-    event = {"Records": [{"body": json.dumps({"detail": {"object": {"key": k}}})} for k in keys]}
-    assert trigger.tables_in(event) == {"events", "shop/orders"}
+    assert trigger.tables_in(sqs_event("bkt", keys)) == {
+        "events": "s3://bkt/tables/events",
+        "shop/orders": "s3://bkt/databases/shop/orders",
+    }
 
 
 def test_the_catalog_function_publishes_each_table_once_a_batch_and_knows_members_by_their_path() -> None:
@@ -738,8 +754,8 @@ def test_the_catalog_function_publishes_each_table_once_a_batch_and_knows_member
         "databases/shop/_database/manifest/v00000000000000000001.json",
         "tables/events/data/2026/x.parquet",
     ]
-    event = eventbridge_sqs_event("bkt", keys)
-    assert catalog.committed(event) == {("bkt", "events"): ["e0", "e1"], ("bkt", "shop/orders"): ["e2"]}
+    event = sqs_event("bkt", keys)
+    assert catalog.committed(event) == {("bkt", "events"): ["m0", "m1"], ("bkt", "shop/orders"): ["m2"]}
     assert catalog.table_uri("bkt", "shop/orders") == "s3://bkt/databases/shop/orders"
     assert catalog.table_uri("bkt", "events") == "s3://bkt/tables/events"
     assert [glue_table_name(k) for k in ("events", "shop/orders", "Web-Logs.v2")] == [
@@ -769,8 +785,8 @@ def test_the_catalog_function_retries_only_the_table_that_failed(
     bad = castable.create_table(f"s3://{s3_bucket}/tables/bad", nested, primary_key="id", properties=on)
     bad.append(pa.table({"id": [1], "tags": [["x"]]}, schema=nested))
     keys = ["tables/bad/manifest/v00000000000000000001.json", "tables/good/manifest/v00000000000000000001.json"]
-    result = catalog.handler(eventbridge_sqs_event(s3_bucket, keys), Context())
-    assert result["batchItemFailures"] == [{"itemIdentifier": "e0"}]
+    result = catalog.handler(sqs_event(s3_bucket, keys), Context())
+    assert result["batchItemFailures"] == [{"itemIdentifier": "m0"}]
     assert [p["table"] for p in result["published"]] == ["good"]
     held = glue.get_table(DatabaseName="catalog_retries", Name="good")["Table"]["Parameters"]["metadata_location"]
     assert held == f"{good.uri}/metadata/v1.metadata.json"

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from castable import schedules
 from castable.errors import InvalidInputError
+from castable.schedules import Schedule
 
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
 ROW_GROUP_SIZE = "write.row-group-size-bytes"
@@ -26,6 +28,10 @@ RETAIN_VERSIONS = "history.retain-versions"
 RETAIN_SECONDS = "history.retain-for-seconds"
 ORPHAN_GRACE_SECONDS = "gc.orphan-grace-seconds"
 PUBLISH_ICEBERG = "publish.iceberg"
+INGEST_MODE = "ingest.mode"
+INGEST_SCHEMA_MODE = "ingest.schema-mode"
+INGEST_OP_COLUMN = "ingest.op-column"
+MAINTENANCE_SCHEDULE = "maintenance.schedule"
 AFTER_COMMIT = "CASTABLE_ICEBERG_AFTER_COMMIT"
 """Environment variable: ``false`` where a process leaves the publication of its commits
 (``publish.iceberg``) to another that publishes every commit, such as the deployment's catalog
@@ -47,6 +53,10 @@ DEFAULTS: dict[str, str] = {
     RETAIN_SECONDS: str(7 * 24 * 3600),
     ORPHAN_GRACE_SECONDS: str(24 * 3600),
     PUBLISH_ICEBERG: "false",
+    INGEST_MODE: "append",
+    INGEST_SCHEMA_MODE: "strict",
+    INGEST_OP_COLUMN: "",
+    MAINTENANCE_SCHEDULE: "rate(6 hours)",
 }
 _CODECS = {"none", "snappy", "gzip", "brotli", "lz4", "zstd"}
 
@@ -76,6 +86,14 @@ class TableProperties:
     orphan_grace_seconds: int
     publish_iceberg: bool
     """Whether each commit of this handle publishes Iceberg metadata after it (``castable.iceberg``)."""
+    ingest_mode: str
+    """How the deployment ingests files landing for the table: ``append`` or ``upsert`` (by primary key)."""
+    ingest_schema_mode: str
+    """What a landed Parquet file with new columns does: ``strict`` (refused) or ``merge`` (added)."""
+    ingest_op_column: str | None
+    """With ``upsert``: the landed files' operation column (a change feed; ``d``/``delete`` deletes)."""
+    maintenance_schedule: Schedule | None
+    """When the deployment maintains the table (``None``: never)."""
 
     @classmethod
     def parse(cls, props: Mapping[str, str]) -> TableProperties:
@@ -122,6 +140,7 @@ class TableProperties:
                 raise InvalidInputError(f"property {name} must be true or false, not {merged[name]!r}")
             return value == "true"
 
+        mode, schema_mode, op_column = _ingest(merged)
         return cls(
             target_file_size=positive(TARGET_FILE_SIZE),
             row_group_size=positive(ROW_GROUP_SIZE),
@@ -139,7 +158,33 @@ class TableProperties:
             retain_seconds=positive(RETAIN_SECONDS),
             orphan_grace_seconds=positive(ORPHAN_GRACE_SECONDS),
             publish_iceberg=flag(PUBLISH_ICEBERG),
+            ingest_mode=mode,
+            ingest_schema_mode=schema_mode,
+            ingest_op_column=op_column,
+            maintenance_schedule=_schedule(merged[MAINTENANCE_SCHEDULE]),
         )
+
+
+def _ingest(merged: Mapping[str, str]) -> tuple[str, str, str | None]:
+    """The ``ingest.*`` settings, checked together (a change feed is upserted; a schema is merged
+    into by appends only)."""
+    mode, schema_mode, op_column = merged[INGEST_MODE], merged[INGEST_SCHEMA_MODE], merged[INGEST_OP_COLUMN].strip()
+    if mode not in ("append", "upsert"):
+        raise InvalidInputError(f"property {INGEST_MODE} must be append or upsert, not {mode!r}")
+    if schema_mode not in ("strict", "merge"):
+        raise InvalidInputError(f"property {INGEST_SCHEMA_MODE} must be strict or merge, not {schema_mode!r}")
+    if schema_mode == "merge" and mode != "append":
+        raise InvalidInputError(f"property {INGEST_SCHEMA_MODE}=merge needs {INGEST_MODE}=append")
+    if op_column and mode != "upsert":
+        raise InvalidInputError(f"property {INGEST_OP_COLUMN} needs {INGEST_MODE}=upsert")
+    return mode, schema_mode, op_column or None
+
+
+def _schedule(expression: str) -> Schedule | None:
+    try:
+        return schedules.parse(expression)
+    except InvalidInputError as e:
+        raise InvalidInputError(f"property {MAINTENANCE_SCHEDULE}: {e}") from None
 
 
 _NAMESPACES = tuple({name.split(".")[0] + "." for name in DEFAULTS})
@@ -171,7 +216,13 @@ def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
 def checked(props: Mapping[str, object] | None, schema: pa.Schema) -> dict[str, str]:
     """:func:`normalize`, and the settings that name columns name ``schema``'s."""
     out = normalize(props)
-    unknown = [c for c in TableProperties.parse(out).bloom_filter_columns if c not in schema.names]
+    parsed = TableProperties.parse(out)
+    unknown = [c for c in parsed.bloom_filter_columns if c not in schema.names]
     if unknown:
         raise InvalidInputError(f"{BLOOM_FILTER_COLUMNS} names columns the schema lacks: {unknown}")
+    if parsed.ingest_op_column in schema.names:
+        raise InvalidInputError(
+            f"{INGEST_OP_COLUMN} names {parsed.ingest_op_column!r}, a column of the table: the operation "
+            "column is one the landed files carry beside the table's"
+        )
     return out

@@ -48,27 +48,18 @@ def function_code() -> bytes:
 
 
 def sqs_event(bucket: str, keys: list[str], bodies: list[str] | None = None) -> dict:
-    """An SQS batch whose messages are S3 object-created notifications, as AWS delivers them."""
+    """An SQS batch whose messages are EventBridge's S3 "Object Created" events, one per key (as
+    a rule delivers them to a queue, and the route function forwards them), then ``bodies`` as
+    they are."""
     records = []
     for i, key in enumerate(keys):
-        note = {
-            "Records": [
-                {
-                    "eventVersion": "2.1",
-                    "eventSource": "aws:s3",
-                    "eventName": "ObjectCreated:Put",
-                    "s3": {
-                        "bucket": {"name": bucket},
-                        "object": {"key": key.replace(" ", "+"), "size": 1, "eTag": "x"},
-                    },
-                }
-            ]
-        }
+        detail = {"version": "0", "bucket": {"name": bucket}, "object": {"key": key, "size": 1, "etag": "x"}}
+        body = {"version": "0", "source": "aws.s3", "detail-type": "Object Created", "detail": detail}
         records.append(
             {
                 "messageId": f"m{i}",
                 "receiptHandle": "h",
-                "body": json.dumps(note),
+                "body": json.dumps(body),
                 "attributes": {},
                 "messageAttributes": {},
                 "md5OfBody": "",
@@ -77,8 +68,9 @@ def sqs_event(bucket: str, keys: list[str], bodies: list[str] | None = None) -> 
                 "awsRegion": "us-east-1",
             }
         )
-    for j, body in enumerate(bodies or []):
-        records.append({**records[0], "messageId": f"raw{j}", "body": body})
+    for j, raw in enumerate(bodies or []):
+        template = records[0] if records else sqs_event(bucket, ["unused"])["Records"][0]
+        records.append({**template, "messageId": f"raw{j}", "body": raw})
     return {"Records": records}
 
 
@@ -124,17 +116,6 @@ def fail_distributed_maps_as_aws_does(monkeypatch: Any) -> None:
             )
 
     monkeypatch.setattr(DistributedIterationComponent, "_map_run", map_run)
-
-
-def eventbridge_sqs_event(bucket: str, keys: list[str]) -> dict:
-    """An SQS batch whose messages are EventBridge's S3 "Object Created" events, one per key."""
-    template = sqs_event(bucket, ["unused"])["Records"][0]
-    records = []
-    for i, key in enumerate(keys):
-        detail = {"bucket": {"name": bucket}, "object": {"key": key}}
-        body = {"source": "aws.s3", "detail-type": "Object Created", "detail": detail}
-        records.append({**template, "messageId": f"e{i}", "body": json.dumps(body)})
-    return {"Records": records}
 
 
 def api_gateway_event(

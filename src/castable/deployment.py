@@ -1,0 +1,106 @@
+"""The layout a deployment gives its bucket, and what it finds there: tables under ``tables/``,
+databases under ``databases/``, files for either landing under ``landing/<name>/``.
+
+A deployment's tables are data, not infrastructure: its shared functions find them by listing
+these prefixes, and read how to serve each (ingest mode, maintenance schedule, retention) from
+the table's own properties. So a table created by any writer is served at once, and a dropped
+one is skipped, with no deploy between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from castable.create import holds_database, holds_table
+from castable.database import Database
+from castable.dblog import NAME
+from castable.errors import CastableError
+from castable.properties import TableProperties
+from castable.store import ObjectStore
+from castable.table import Table
+from castable.tables import load_table
+
+TABLES = "tables"
+DATABASES = "databases"
+LANDING = "landing"
+MAINTENANCE_DUE_PREFIX = "maintenance-due/"
+"""Where a deployment keeps its lists of tables due for maintenance (one a run of its schedule)."""
+READERS = 32
+"""Tables read at once while finding them: each is a pointer and a manifest GET, so 10,000 tables
+take about 300 sequential round trips."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A table of the deployment: ``key`` is its name, or ``<db>/<member>`` in a database."""
+
+    key: str
+    uri: str
+    properties: TableProperties
+
+    def due(self, start: datetime, end: datetime) -> datetime | None:
+        """When in ``(start, end]`` the table's maintenance schedule last fell due, if it did."""
+        schedule = self.properties.maintenance_schedule
+        return None if schedule is None else schedule.latest(self.key, start, end)
+
+
+@dataclass(frozen=True)
+class Landing:
+    """What ``landing/<name>/`` feeds: the table ``tables/<name>``, or the database ``databases/<name>``."""
+
+    name: str
+    table: Table | None
+    database: Database | None
+
+
+def served_tables(bucket: ObjectStore) -> Iterator[Served]:
+    """Every table under ``bucket``'s ``tables/`` and every member of each database under its
+    ``databases/``, with its properties; folders that hold no table (a create that has not
+    committed, a table dropped meanwhile) are skipped. Listed a level at a time (1,000 names a
+    request) and read ``READERS`` at once."""
+    tables, databases = bucket.child(TABLES), bucket.child(DATABASES)
+    with ThreadPoolExecutor(READERS) as pool:
+        found = pool.map(lambda name: _table(tables, name), tables.folders())
+        yield from (served for served in found if served is not None)
+        for members in pool.map(lambda name: _members(databases, name), databases.folders()):
+            yield from (Served(key, table.uri, table.settings) for key, table in members)
+
+
+def _table(tables: ObjectStore, name: str) -> Served | None:
+    store = tables.child(name)
+    try:
+        table = load_table(store)
+    except CastableError:
+        return None
+    return Served(name, table.uri, table.settings)
+
+
+def _members(databases: ObjectStore, name: str) -> list[tuple[str, Table]]:
+    try:
+        database = Database.load(databases.child(name))
+        return [(f"{name}/{member}", database.table(member)) for member in database.tables()]
+    except CastableError:
+        return []
+
+
+def landing(bucket: ObjectStore, name: str) -> Landing | None:
+    """What files landing under ``landing/<name>/`` of ``bucket`` go into, or ``None`` if neither
+    a table nor a database has that name. A table wins over a database of the same name."""
+    table_store, database_store = bucket.child(TABLES).child(name), bucket.child(DATABASES).child(name)
+    if holds_table(table_store):
+        return Landing(name, load_table(table_store), None)
+    if holds_database(database_store):
+        return Landing(name, None, Database.load(database_store))
+    return None
+
+
+def landing_name(key: str) -> str | None:
+    """The table or database a key under ``landing/<name>/`` lands for, or ``None`` for any other
+    key (one outside ``landing/``, or whose name is not a castable name, such as ``..``)."""
+    parts = key.split("/")
+    if len(parts) < 3 or parts[0] != LANDING or not NAME.fullmatch(parts[1]) or ".." in parts:
+        return None
+    return parts[1]
