@@ -54,7 +54,7 @@ _PRUNE = [
     "zstandard/backend_cffi.py",
 ]
 """Globs under the bundle removed after pip: each is loaded by nothing castable imports."""
-BOTOCORE_SERVICES = frozenset({"s3", "glue", "lambda", "scheduler", "stepfunctions", "sts", "xray"})
+BOTOCORE_SERVICES = frozenset({"s3", "glue", "lambda", "sqs", "stepfunctions", "sts", "xray"})
 """The AWS services whose botocore models the bundle keeps: every client castable and the
 functions make (tests/test_bundle.py checks the code names no other), X-Ray's (its SDK samples
 traces through one) and STS for credentials."""

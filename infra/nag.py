@@ -41,7 +41,7 @@ def accepted_findings(stack: CastableStack) -> dict[str, str]:
     bucket = _bucket_arn(stack)
     prefixes = [f"{EMR_ARTIFACTS}*", f"{EMR_LOGS}*", f"{ERASURE_RESULTS}*", f"{MAINTENANCE_RESULTS}*", "landing/*"]
     prefixes += [f"{FAILED_LANDING_PREFIX}landing/*", f"{MAINTENANCE_DUE_PREFIX}*"]
-    prefixes += [f"{root}{PROBE_PREFIX}*" for root in ROOTS] + [f"databases/*/{PROBE_PREFIX}*"]
+    prefixes += [f"{root}{PROBE_PREFIX}*" for root in ROOTS]
     prefixes += [f"{root}*" for root in ROOTS] + ["tables/*/data/*", "databases/*/*/data/*"]
     prefixes += [f"{root}*/{plans}*" for root in ROOTS for plans in (ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX)]
     prefixes += [f"{root}*/{under}*" for root in ROOTS for under in (ICEBERG_PREFIX, PROBE_PREFIX)]

@@ -81,7 +81,7 @@ def grant_tables(
     """Read/write (and with ``delete``, delete) under ``prefixes`` only (``tables/`` and
     ``databases/`` for a function serving every table, one table's for its ingest function);
     listing restricted to them. Without ``delete`` a function may delete only the scratch keys
-    of castable's store probe (a database's members probe under their own prefixes). With
+    of castable's store probe (each table and database probes under its own prefix). With
     ``key_arn`` (the bucket's customer-managed key) it may use that key through S3."""
     actions = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:AbortMultipartUpload"]
     actions.append("s3:ListMultipartUploadParts")
@@ -92,7 +92,7 @@ def grant_tables(
             iam.PolicyStatement(
                 actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
                 resources=[bucket.arn_for_objects(f"{p}{PROBE_PREFIX}*") for p in prefixes]
-                + [bucket.arn_for_objects(f"{p}*/{PROBE_PREFIX}*") for p in prefixes if p.startswith("databases/")],
+                + [bucket.arn_for_objects(f"{p}*/{PROBE_PREFIX}*") for p in prefixes],
             )
         )
     fn.add_to_role_policy(

@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 from helpers import ROOT
-from helpers.aws_stubs import api_gateway_event, eventbridge_sqs_event, sqs_event
+from helpers.aws_stubs import api_gateway_event, sqs_event
 from helpers.bundles import build_bundle, invoke
 from helpers.cdk import synth
 from helpers.s3servers import new_bucket
@@ -142,23 +142,17 @@ def test_every_handler_runs_from_the_bundle_alone(
         definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}',
         roleArn="arn:aws:iam::123456789012:role/castable",
     )["stateMachineArn"]
-    scheduler = boto3.client("scheduler", endpoint_url=s3_endpoint, region_name="us-east-1")
-    scheduler.create_schedule_group(Name=f"schedules-{bucket}")
-    scheduler.create_schedule(
-        Name="events",
-        GroupName=f"schedules-{bucket}",
-        ScheduleExpression="rate(6 hours)",
-        FlexibleTimeWindow={"Mode": "OFF"},
-        Target={"Arn": machine, "RoleArn": "arn:aws:iam::123456789012:role/s", "Input": json.dumps({"table": uri})},
-    )
+    queue = boto3.client("sqs", endpoint_url=s3_endpoint, region_name="us-east-1").create_queue(
+        QueueName=f"landing-{bucket}"
+    )["QueueUrl"]
     sqs = sqs_event(bucket, ["landing/events/a.parquet"])
-    tombstoned = {
-        "Records": [
-            {
-                **sqs["Records"][0],
-                "body": json.dumps({"detail": {"object": {"key": "tables/events/tombstone/2026/11/23/01/x.del"}}}),
-            }
-        ]
+    tombstoned = sqs_event(bucket, ["tables/events/tombstone/2026/11/23/01/x.del"])
+    discover = {
+        "action": "discover",
+        "bucket": bucket,
+        "now": "2026-11-29T06:00:00Z",
+        "every_minutes": 1440,
+        "run": "d-1",
     }
     first = table.manifest.data_files[0].path
     calls = [
@@ -173,19 +167,20 @@ def test_every_handler_runs_from_the_bundle_alone(
         ("lambdas.erasure.handler", {"action": "verify", "table": uri, "predicate": "id = 50"}),
         ("lambdas.maintenance.handler", {"action": "plan", "table": uri, "run": "m-1"}),
         ("lambdas.maintenance.handler", {"action": "gc", "table": uri, "dry_run": True}),
+        ("lambdas.maintenance.handler", discover),
+        ("lambdas.route.handler", sqs),
         ("lambdas.ingest.handler", sqs),
         ("lambdas.trigger.handler", tombstoned),
-        ("lambdas.catalog.handler", eventbridge_sqs_event(bucket, ["tables/events/manifest/v1.json"])),
+        ("lambdas.catalog.handler", sqs_event(bucket, ["tables/events/manifest/v1.json"])),
     ]
     env = {
         "AWS_ENDPOINT_URL": s3_endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
-        "CASTABLE_TABLE": uri,
-        "CASTABLE_LANDING": f"s3://{bucket}/landing/events/",
+        "CASTABLE_BUCKET": bucket,
+        "CASTABLE_INGEST_QUEUE_URL": queue,
         "MAINTENANCE_STATE_MACHINE_ARN": machine,
-        "MAINTENANCE_SCHEDULE_GROUP": f"schedules-{bucket}",
         "GLUE_DATABASE": f"catalog_{bucket.replace('-', '_')}",
         "CASTABLE_WAREHOUSE": f"s3://{bucket}",
         AFTER_COMMIT: "false",
@@ -197,6 +192,7 @@ def test_every_handler_runs_from_the_bundle_alone(
     loaded = answer["calls"][0]["result"]
     assert loaded["statusCode"] == 200 and json.loads(loaded["body"])["metadata-location"].startswith(uri)
     assert answer["calls"][-2]["result"]["started"] == ["events"], "the trigger read the table's schedule"
+    assert answer["calls"][-5]["result"]["due"] == 1, "a day's window holds the table's rate(6 hours)"
     (published,) = answer["calls"][-1]["result"]["published"]
     assert published["changed"] and published["version"] == castable.open_table(uri, storage_options=options).version
     glue_table = glue.get_table(DatabaseName=f"catalog_{bucket.replace('-', '_')}", Name="events")["Table"]

@@ -17,7 +17,7 @@ import boto3
 import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
-from helpers.aws_stubs import api_gateway_event, eventbridge_sqs_event, sqs_event
+from helpers.aws_stubs import api_gateway_event, sqs_event
 from helpers.bundles import invoke
 from helpers.cdk import synth
 from helpers.iam import IamFront, Need, Principal, Template, principal_of, role_principal
@@ -33,9 +33,6 @@ from castable.segment import data_table, encode
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]
-
-TABLES = [{"name": "events", "schedule": "rate(6 hours)"}]
-DATABASES = [{"name": "shop", "tables": [{"name": "orders"}]}]
 
 
 @dataclass
@@ -95,7 +92,7 @@ class Deployment:
 
 @pytest.fixture(scope="module")
 def synthesised(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return synth(tmp_path_factory.mktemp("cdk"), tables=TABLES, databases=DATABASES, icebergCatalog=True)
+    return synth(tmp_path_factory.mktemp("cdk"), icebergCatalog=True)
 
 
 def deploy(raw: dict[str, Any], s3_endpoint: str, *, versioned: bool) -> Iterator[Deployment]:
@@ -113,32 +110,9 @@ def deploy(raw: dict[str, Any], s3_endpoint: str, *, versioned: bool) -> Iterato
         roleArn="arn:aws:iam::123456789012:role/castable",
     )["stateMachineArn"]
     template = Template(raw, bucket, {machine_id: machine})
-    schedule_maintenance(template, s3_endpoint)
     front = IamFront(s3_endpoint, bucket, template.bucket_policy())
     with front.serving():
         yield Deployment(template, front, bucket, s3_endpoint)
-
-
-def schedule_maintenance(template: Template, endpoint: str) -> None:
-    """The template's schedule group and maintenance schedules, with their inputs, as the
-    deployment's tombstone trigger reads them back (the latest deployment's inputs win)."""
-    scheduler = boto3.client("scheduler", endpoint_url=endpoint, region_name="us-east-1")
-    for resource in template.resources.values():
-        props = template.resolve(resource.get("Properties", {}))
-        if resource["Type"] == "AWS::Scheduler::ScheduleGroup":
-            with contextlib.suppress(scheduler.exceptions.ConflictException):
-                scheduler.create_schedule_group(Name=props["Name"])
-        elif resource["Type"] == "AWS::Scheduler::Schedule":
-            with contextlib.suppress(scheduler.exceptions.ResourceNotFoundException):
-                scheduler.delete_schedule(Name=props["Name"], GroupName=props["GroupName"])
-            target = props["Target"]
-            scheduler.create_schedule(
-                Name=props["Name"],
-                GroupName=props["GroupName"],
-                ScheduleExpression=props["ScheduleExpression"],
-                FlexibleTimeWindow={"Mode": "OFF"},
-                Target={"Arn": target["Arn"], "RoleArn": target["RoleArn"], "Input": target["Input"]},
-            )
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +128,7 @@ def versioned(synthesised: dict[str, Any], s3_endpoint: str) -> Iterator[Deploym
 
 def events_table(d: Deployment) -> str:
     """The ``events`` table of the deployment, with 200 rows in two files."""
-    uri = d.template.environment(d.template.function("IngestEvents"))["CASTABLE_TABLE"]
+    uri = f"s3://{d.bucket}/tables/events"
     table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=d.admin)
     table.append(events(0, 100))
     table.append(events(100, 200))
@@ -169,7 +143,7 @@ def events_uri(deployment: Deployment) -> str:
 @pytest.fixture(scope="module")
 def shop(deployment: Deployment) -> castable.Database:
     """The ``shop`` database of the deployment, with its member table ``orders``."""
-    uri = deployment.template.environment(deployment.template.function("IngestShop"))["CASTABLE_DATABASE"]
+    uri = f"s3://{deployment.bucket}/databases/shop"
     db = castable.create_database(uri, storage_options=deployment.admin)
     db.create_table("orders", EVENTS, primary_key="id")
     return db
@@ -254,7 +228,7 @@ def test_ingest_of_a_table_under_its_role_with_duplicate_and_missing_keys(
     s3.put_object(Bucket=d.bucket, Key="landing/events/a.parquet", Body=parquet_bytes(events(5000, 5005)))
     landed = sqs_event(d.bucket, ["landing/events/a.parquet"])
     never = sqs_event(d.bucket, ["landing/events/never-landed.parquet"])
-    results = d.run(bundle, "IngestEvents", landed, landed, never)
+    results = d.run(bundle, "IngestFunction", landed, landed, never)
     assert results == [{"batchItemFailures": []}] * 3, "a duplicate delivery and a vanished key are not failures"
     assert d.refused() == []
     assert _ids(uri, d.admin) == sorted({*before, *range(5000, 5005)})
@@ -270,16 +244,49 @@ def test_ingest_of_a_database_batch_under_its_role(
     manifest = {"tables": {"orders": ["orders.parquet"]}}
     s3.put_object(Bucket=d.bucket, Key="landing/shop/b1/batch.manifest.json", Body=json.dumps(manifest).encode())
     batch = sqs_event(d.bucket, ["landing/shop/b1/batch.manifest.json"])
-    assert d.run(bundle, "IngestShop", batch, batch) == [{"batchItemFailures": []}] * 2
+    assert d.run(bundle, "IngestFunction", batch, batch) == [{"batchItemFailures": []}] * 2
     assert d.refused() == []
     assert db.refresh().snapshot().table("orders").count() == before + 3
 
 
-def test_trigger_starts_maintenance_under_its_role(bundle: Path, deployment: Deployment) -> None:
+def test_tables_created_after_the_stack_are_ingested_and_maintained_under_the_roles(
+    bundle: Path, deployment: Deployment, events_uri: str
+) -> None:
+    """No deploy between: tables the library creates now are ingested from ``landing/<name>/``
+    by the shared function, as their properties say, and fall due on their schedules. A flood
+    of bad files for one table, and files for a name that is no table, leave another table's
+    file to land in the same batch."""
     d = deployment
-    note = {"detail": {"object": {"key": "tables/events/tombstone/2026/11/24/01/x.del"}}}
-    record = sqs_event(d.bucket, ["unused"])["Records"][0]
-    event = {"Records": [{**record, "body": json.dumps(note)}]}
+    schedule = {"maintenance.schedule": "rate(1 hour)"}
+    late = castable.create_table(
+        f"s3://{d.bucket}/tables/late", EVENTS, primary_key="id", storage_options=d.admin, properties=schedule
+    )
+    unmaintained = {"maintenance.schedule": "none"}
+    castable.create_table(f"s3://{d.bucket}/tables/flooded", EVENTS, storage_options=d.admin, properties=unmaintained)
+    s3 = boto3.client("s3", endpoint_url=d.moto, region_name="us-east-1")
+    s3.put_object(Bucket=d.bucket, Key="landing/late/a.parquet", Body=parquet_bytes(events(7000, 7005)))
+    bad = [f"landing/flooded/bad-{i}.parquet" for i in range(20)] + ["landing/nosuch/x.parquet"]
+    for key in bad:
+        s3.put_object(Bucket=d.bucket, Key=key, Body=b"not parquet")
+    (result,) = d.run(bundle, "IngestFunction", sqs_event(d.bucket, [*bad[:10], "landing/late/a.parquet", *bad[10:]]))
+    assert result == {"batchItemFailures": []}
+    assert d.refused() == []
+    assert _ids(late.uri, d.admin) == list(range(7000, 7005))
+    failed = {o["Key"] for o in s3.list_objects_v2(Bucket=d.bucket, Prefix="landing-failed/")["Contents"]}
+    assert {f"landing-failed/{k}" for k in bad} <= failed
+    reason = s3.get_object(Bucket=d.bucket, Key="landing-failed/landing/nosuch/x.parquet.reason.json")["Body"].read()
+    assert b"no table tables/nosuch nor database databases/nosuch" in reason
+    tick = {"action": "discover", "bucket": d.bucket, "now": "2026-11-29T06:00:00Z", "every_minutes": 60}
+    (found,) = d.run(bundle, "MaintenanceFunction", {**tick, "run": "tick-1"})
+    due = _planned(d, "MaintainDue", found, MAINTENANCE_RESULTS)
+    names = {item["table"].rpartition("/")[2] for item in due}
+    assert "late" in names and "flooded" not in names, names
+    assert all("202611290501" <= item["name"][-12:] <= "202611290600" for item in due), "named when due"
+
+
+def test_trigger_starts_maintenance_under_its_role(bundle: Path, deployment: Deployment, events_uri: str) -> None:
+    d = deployment
+    event = sqs_event(d.bucket, ["tables/events/tombstone/2026/11/24/01/x.del"])
     (result,) = d.run(bundle, "TriggerFunction", event)
     assert result == {"started": ["events"], "debounced": []}
     assert d.refused() == []
@@ -307,7 +314,7 @@ def test_catalog_publishes_and_registers_in_glue_under_its_role(
     people.append(events(0, 5))
     keys = [f"tables/catalogued/{manifest_key(v)}" for v in (2, 3)] + ["databases/shop/orders/manifest/v1.json"]
     keys.append(f"databases/crm/people/{manifest_key(1)}")
-    (result,) = d.run(bundle, "CatalogFunction", eventbridge_sqs_event(d.bucket, keys))
+    (result,) = d.run(bundle, "CatalogFunction", sqs_event(d.bucket, keys))
     assert result["batchItemFailures"] == [] and result["skipped"] == ["shop/orders"]
     assert [(p["table"], p["version"], p["glue_table"]) for p in result["published"]] == [
         ("catalogued", 3, f"{database}.catalogued"),
@@ -394,13 +401,13 @@ ADMINISTRATOR = Principal(
 @pytest.mark.parametrize(
     ("role", "log", "kind"),
     [
-        ("IngestEvents", "tables/events/", "pointer"),
-        ("IngestEvents", "tables/events/", "manifest"),
+        ("IngestFunction", "tables/events/", "pointer"),
+        ("IngestFunction", "tables/events/", "manifest"),
         ("CommitFunction", "tables/events/", "pointer"),
         ("TombstoneFunction", "tables/events/", "manifest"),
         ("MaintenanceFunction", "tables/events/", "pointer"),
-        ("IngestShop", "databases/shop/_database/", "pointer"),
-        ("IngestShop", "databases/shop/orders/", "manifest"),
+        ("IngestFunction", "databases/shop/_database/", "pointer"),
+        ("IngestFunction", "databases/shop/orders/", "manifest"),
         (ADMINISTRATOR, "tables/events/", "pointer"),
         (ADMINISTRATOR, "databases/shop/orders/", "manifest"),
     ],

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.aws_stubs import sqs_event
 from helpers.lossy import Faults, network
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
@@ -336,42 +337,29 @@ def test_maintenance_workflow_retries_a_conflict_then_succeeds(
     assert sum(c.startswith(f"{execution}/compact/") for c in commits) == groups >= 1, "and committed"
 
 
-def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tombstone_bursts_start_one_maintenance_run(
+    aws: dict[str, str], s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst starts one run per table and window, with the table's URI as input (retention
+    from its properties); a table whose schedule is ``none``, or no table at all, starts nothing."""
     import boto3
 
     from lambdas import trigger
+    from lambdas.runtime import maintenance_input
 
     monkeypatch.setenv("MAINTENANCE_STATE_MACHINE_ARN", aws["maintenance"])
-    monkeypatch.setenv("MAINTENANCE_SCHEDULE_GROUP", "castable-schedules")
     monkeypatch.setenv("DEBOUNCE_SECONDS", "3600")
+    options = {"endpoint_url": s3_endpoint, "region": "us-east-1"}
+    uri = f"s3://{s3_bucket}/tables/events"
+    castable.create_table(uri, EVENTS, storage_options=options)
+    never = {"maintenance.schedule": "none"}
+    castable.create_table(f"s3://{s3_bucket}/tables/manual", EVENTS, storage_options=options, properties=never)
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    schedules = boto3.client("scheduler", region_name="us-east-1")
-    schedules.create_schedule_group(Name="castable-schedules")
-    scheduled = {"table": "s3://no-such-bucket/tables/events", "retain_versions": 7}
-    schedules.create_schedule(
-        Name="events",
-        GroupName="castable-schedules",
-        ScheduleExpression="rate(6 hours)",
-        FlexibleTimeWindow={"Mode": "OFF"},
-        Target={
-            "Arn": aws["maintenance"],
-            "RoleArn": "arn:aws:iam::123456789012:role/s",
-            "Input": json.dumps(scheduled),
-        },
-    )
 
     def burst(n: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"detail-type": "Object Created", "detail": {"object": {"key": ""}}}
-        records = []
-        for i in range(n):
-            body["detail"]["object"]["key"] = f"tables/events/tombstone/2026/11/22/06/{i}.del"
-            records.append({"messageId": str(i), "body": json.dumps(body)})
-        records.append(
-            {"messageId": "x", "body": json.dumps({"detail": {"object": {"key": "tables/events/data/x.parquet"}}})}
-        )
-        unknown = {"detail": {"object": {"key": "tables/not-deployed/tombstone/1.del"}}}
-        records.append({"messageId": "y", "body": json.dumps(unknown)})
-        return {"Records": records}
+        keys = [f"tables/events/tombstone/2026/11/22/06/{i}.del" for i in range(n)]
+        keys += ["tables/events/data/x.parquet", "tables/manual/tombstone/1.del", "tables/not-a-table/tombstone/1.del"]
+        return sqs_event(s3_bucket, keys)
 
     context = type(
         "C",
@@ -389,10 +377,8 @@ def test_tombstone_bursts_start_one_maintenance_run(aws: dict[str, str], monkeyp
     assert second["started"] + second["debounced"] == ["events"]  # AWS answers a same-name start idempotently
     executions = sfn.list_executions(stateMachineArn=aws["maintenance"])["executions"]
     (run,) = [e for e in executions if e["name"].startswith("events-tombstones-")]
-    assert json.loads(sfn.describe_execution(executionArn=run["executionArn"])["input"]) == scheduled, (
-        "the run takes the table's schedule's input"
-    )
-    assert not any("not-deployed" in e["name"] for e in executions), "a table without a schedule starts nothing"
+    assert json.loads(sfn.describe_execution(executionArn=run["executionArn"])["input"]) == maintenance_input(uri)
+    assert not any("manual" in e["name"] or "not-a-table" in e["name"] for e in executions)
 
 
 @pytest.fixture
@@ -518,3 +504,38 @@ def test_erasure_and_maintenance_workflows_finish_over_a_lossy_network(aws: dict
     gone = {7, 1500, 3, 1003, 2003, 3003}
     assert ids(table) == [i for i in range(4000) if i not in gone]
     assert load_table(table.store).manifest.tombstones == ()
+
+
+def test_the_schedule_maintains_the_tables_due_and_only_those(aws: dict[str, str], s3_endpoint: str) -> None:
+    """The maintain-due workflow, as the schedule starts it: tables created with no deploy are
+    found by listing the bucket; those whose schedule fell due in the window get a maintenance
+    run (which compacts them), the others none; a retried start of the same tick starts no run
+    twice."""
+    import boto3
+
+    bucket, options = aws["bucket"], {"endpoint_url": s3_endpoint, "region": "us-east-1"}
+    hourly, never = {"maintenance.schedule": "rate(1 hour)"}, {"maintenance.schedule": "none"}
+    nightly = {"maintenance.schedule": "cron(0 3 * * ? *)"}
+    created = {}
+    for name, props in [("hourly", hourly), ("nightly", nightly), ("never", never)]:
+        created[name] = castable.create_table(
+            f"s3://{bucket}/tables/{name}", EVENTS, storage_options=options, properties=props
+        )
+        for i in range(3):
+            created[name].append(events(10 * i, 10 * i + 10))
+    db = castable.create_database(f"s3://{bucket}/databases/shop", storage_options=options)
+    db.create_table("orders", EVENTS, properties=hourly).append(events(0, 5))
+    tick = {"now": "2026-11-29T03:00:00Z", "every_minutes": 60}
+    d = run(aws["maintain-due"], tick, seconds=120)
+    assert d["status"] == "SUCCEEDED", failures(d)
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    runs = {e["name"]: e for e in sfn.list_executions(stateMachineArn=aws["maintenance"])["executions"]}
+    assert sorted(n.rpartition("-")[0] for n in runs) == ["hourly", "nightly", "shop--orders"]
+    assert "nightly-202611290300" in runs, "a cron table is named by the minute it fell due"
+    for run_ in runs.values():
+        assert sfn.describe_execution(executionArn=run_["executionArn"])["status"] == "SUCCEEDED"
+    assert len(load_table(created["hourly"].store).manifest.data_files) == 1, "compacted"
+    assert len(load_table(created["never"].store).manifest.data_files) == 3, "not maintained"
+    again = run(aws["maintain-due"], tick, seconds=120)
+    assert again["status"] == "SUCCEEDED", failures(again)
+    assert len(sfn.list_executions(stateMachineArn=aws["maintenance"])["executions"]) == len(runs), "none twice"

@@ -74,6 +74,32 @@ def sqs_event(bucket: str, keys: list[str], bodies: list[str] | None = None) -> 
     return {"Records": records}
 
 
+def start_executions_as_aws_does(monkeypatch: Any) -> None:
+    """moto's ``states:startExecution`` task integration hands the ASL's parameter names
+    (``StateMachineArn``, ``Name``, ``Input``) to botocore as they are, which knows the API's
+    (``stateMachineArn``, ...), and reads the API's answer by the ASL's names (``ExecutionArn``,
+    ``Status``): its name mappings are stubs, so every such task fails with ``States.Runtime``.
+    Patch moto (with ``monkeypatch``) to map both ways, as AWS does."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
+        StateTaskServiceSfn,
+    )
+
+    normalise = StateTaskServiceSfn._normalise_parameters
+
+    def camel_case(self: Any, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        normalise(self, parameters, *args, **kwargs)
+        for key in [k for k in parameters if k[:1].isupper()]:
+            parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+
+    def pascal_case(self: Any, response: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(response, dict):
+            for key in [k for k in response if k[:1].islower()]:
+                response[key[0].upper() + key[1:]] = response.pop(key)
+
+    monkeypatch.setattr(StateTaskServiceSfn, "_normalise_parameters", camel_case)
+    monkeypatch.setattr(StateTaskServiceSfn, "_normalise_response", pascal_case)
+
+
 def fail_distributed_maps_as_aws_does(monkeypatch: Any) -> None:
     """moto's Distributed Map counts its failed child executions and then succeeds anyway; AWS
     fails the Map state with ``States.ExceedToleratedFailureThreshold`` once the failures pass

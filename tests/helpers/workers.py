@@ -239,7 +239,7 @@ def ingest_batches(
     until: str | None = None,
 ) -> dict:
     """Act as S3 + SQS + the ingest Lambda for ``seconds`` and then until the file ``until``
-    exists: land files under ``landing/``, then
+    exists: land files under ``landing/<table>/``, then
     invoke ``lambdas.ingest.handler`` (in this process, environment as deployed) with a batch
     mixing valid files (this worker's own ids), one bad file (not Parquet, wrong schema or NULL
     keys, in turn), the ``misrouted`` records, redeliveries of files already ingested or
@@ -261,8 +261,8 @@ def ingest_batches(
     os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
     os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
     os.environ["AWS_ENDPOINT_URL"] = endpoint
-    os.environ["CASTABLE_TABLE"] = table_uri
-    os.environ["CASTABLE_LANDING"] = f"s3://{bucket}/landing/"
+    os.environ["CASTABLE_BUCKET"] = bucket
+    landing = f"landing/{table_uri.rstrip('/').rpartition('/')[2]}"
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
@@ -289,17 +289,17 @@ def ingest_batches(
     while j < 3 or _load_goes_on(began, seconds, until):
         base = 10_000_000 + worker * 1_000_000 + j * 1000
         valid = {
-            land(f"landing/k{worker}/b{j}/part {i}.parquet", events(base + 100 * i, base + 100 * i + 40)): (
+            land(f"{landing}/k{worker}/b{j}/part {i}.parquet", events(base + 100 * i, base + 100 * i + 40)): (
                 base + 100 * i,
                 base + 100 * i + 40,
             )
             for i in range(2)
         }
         bad_key, bad_data, why = (
-            (f"landing/k{worker}/bad-{j}.parquet", b"PAR1 not really", "not a readable"),
-            (f"landing/k{worker}/wrong-{j}.parquet", pa.table({"id": pa.array([99_000_000 + j], pa.int32())}), "id"),
+            (f"{landing}/k{worker}/bad-{j}.parquet", b"PAR1 not really", "not a readable"),
+            (f"{landing}/k{worker}/wrong-{j}.parquet", pa.table({"id": pa.array([99_000_000 + j], pa.int32())}), "id"),
             (
-                f"landing/k{worker}/nulls-{j}.parquet",
+                f"{landing}/k{worker}/nulls-{j}.parquet",
                 pa.table({"id": [None, 98_000_000 + j], "category": ["a", "b"], "value": [1.0, 2.0]}, nullable),
                 "NULL",
             ),

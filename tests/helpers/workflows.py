@@ -1,4 +1,4 @@
-"""The two state machines executed by moto's Step Functions interpreter, their Lambda tasks
+"""The state machines executed by moto's Step Functions interpreter, their Lambda tasks
 running the real handler code in-process, against moto's S3 in the same process (``mock_aws``
 takes every botocore request, one addressed to the moto server's endpoint included, so the
 tables are made inside the context too), and what a test or a benchmark reads of an execution:
@@ -24,7 +24,12 @@ import castable
 from castable.table import Table
 
 from . import ROOT
-from .aws_stubs import fail_distributed_maps_as_aws_does, function_code, run_handler_in_process
+from .aws_stubs import (
+    fail_distributed_maps_as_aws_does,
+    function_code,
+    run_handler_in_process,
+    start_executions_as_aws_does,
+)
 from .s3servers import new_bucket
 from .tables import EVENTS, events, parquet_bytes
 
@@ -40,9 +45,9 @@ FUNCTIONS = {
 
 @contextmanager
 def workflows(s3_endpoint: str) -> Iterator[dict[str, str]]:
-    """In-process Step Functions, Lambda and S3 (moto); the erasure workflow writes its splice
-    results to a bucket of their own. Yields each state
-    machine's ARN by name."""
+    """In-process Step Functions, Lambda and S3 (moto); the workflows write their results to a
+    bucket of their own, which is also the deployment's bucket the maintain-due workflow finds
+    tables in. Yields each state machine's ARN by name, and that bucket as ``bucket``."""
     import boto3
     from moto import mock_aws
     from moto.awslambda.models import LambdaFunction
@@ -57,6 +62,7 @@ def workflows(s3_endpoint: str) -> Iterator[dict[str, str]]:
         monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
         monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
         fail_distributed_maps_as_aws_does(monkeypatch)
+        start_executions_as_aws_does(monkeypatch)
         iam = boto3.client("iam", region_name="us-east-1")
         role = iam.create_role(RoleName="castable", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         lam = boto3.client("lambda", region_name="us-east-1")
@@ -68,13 +74,18 @@ def workflows(s3_endpoint: str) -> Iterator[dict[str, str]]:
             )["FunctionArn"]
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
         results = new_bucket(s3_endpoint)
-        machines = {}
-        for name in ("erasure", "maintenance"):
+        machines: dict[str, str] = {}
+        for name in ("erasure", "maintenance", "maintain-due"):
             definition = (ROOT / "statemachines" / f"{name}.asl.json").read_text()
-            for placeholder, value in {**arns, "ResultsBucket": results}.items():
+            substitutions = {
+                **arns,
+                "ResultsBucket": results,
+                "MaintenanceWorkflowArn": machines.get("maintenance", ""),
+            }
+            for placeholder, value in substitutions.items():
                 definition = definition.replace("${" + placeholder + "}", value)
             machines[name] = sfn.create_state_machine(name=name, definition=definition, roleArn=role)["stateMachineArn"]
-        yield machines
+        yield {**machines, "bucket": results}
 
 
 STATE_PAYLOAD_LIMIT = 262_144
