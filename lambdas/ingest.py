@@ -250,7 +250,7 @@ def _add_columns(table: castable.Table, landed: list[Landed], commit_id: str) ->
     if not fresh:
         return
     version = table.add_columns(fresh, commit_id=f"{commit_id}-columns")
-    logger.info("columns added", extra={"version": version, "columns": [c.name for c in fresh]})
+    logger.info("columns added", extra={"table": table.uri, "version": version, "columns": [c.name for c in fresh]})
 
 
 # ------------------------------------------------------------------ several tables, one transaction
@@ -320,7 +320,8 @@ class _Manifests:
             version = tx.commit()
             rows = sum(f.rows for landed in opened.values() for f in landed)
             count("RowsIngested", rows, self.database.uri)
-            logger.info("ingested", extra={"database_version": version, "tables": tx.tables_written, "rows": rows})
+            extra = {"database": self.database.uri, "database_version": version, "tables": tx.tables_written}
+            logger.info("ingested", extra={**extra, "rows": rows})
         else:
             tx.abort()
         self._remove(key, targets)
@@ -509,4 +510,4 @@ def _append_batch(batch: _Batch) -> None:
         )
     rows = sum(f.rows for f in pending)
     count("RowsIngested", rows, batch.table.uri)
-    logger.info("ingested", extra={"version": version, "files": len(pending), "rows": rows})
+    logger.info("ingested", extra={"table": batch.table.uri, "version": version, "files": len(pending), "rows": rows})
