@@ -176,7 +176,28 @@ class Operations(Construct):
         dashboard.add_widgets(
             cw.GraphWidget(title="Logged errors", left=[_logged(UNVERIFIED), _logged(CONFLICT)], width=24)
         )
+        dashboard.add_widgets(*(_by_table(name, title) for name, title in PER_TABLE.items()))
         return dashboard
+
+
+PER_TABLE = {
+    "RowsIngested": "Rows ingested, by table",
+    "FilesDeadLettered": "Files dead-lettered, by table",
+    "IngestFailures": "Failed ingest commits, by table",
+}
+"""The shared functions' metrics (castable's namespace, ``table`` dimension) graphed a line per table."""
+
+
+def _by_table(metric: str, title: str) -> cw.GraphWidget:
+    """A line per table of ``metric``, whichever tables there are: a search over the ``table``
+    dimension, so the dashboard needs no change when a table is created."""
+    search = cw.MathExpression(
+        expression=f"SEARCH('{{{NAMESPACE},service,table}} MetricName=\"{metric}\"', 'Sum', {PERIOD.to_seconds()})",
+        using_metrics={},
+        label=metric,
+        period=PERIOD,
+    )
+    return cw.GraphWidget(title=title, left=[search], width=8)
 
 
 def _runs(workflow: sfn.StateMachine) -> list[cw.Metric]:

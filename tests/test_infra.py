@@ -645,7 +645,10 @@ def test_operators_are_told_when_something_breaks(tmp_path: Path) -> None:
     rules = [r["Properties"] for r in resources(t, "AWS::Events::Rule").values()]
     failed = [r for r in rules if "landing-failed/" in json.dumps(r.get("EventPattern", {}))]
     assert len(failed) == 1 and failed[0]["Targets"][0]["Arn"] == {"Ref": topic_id}
-    assert len(resources(t, "AWS::CloudWatch::Dashboard")) == 1
+    (dashboard,) = resources(t, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert body.count("SEARCH('{castable,service,table} MetricName=") == 3, "a line per table, whichever tables"
+    assert all(m in body for m in ("RowsIngested", "FilesDeadLettered", "IngestFailures"))
     assert "AlertsTopicArn" in t["Outputs"]
 
 
