@@ -437,14 +437,7 @@ class CastableStack(Stack):
         SQS fair queue: a busy table does not starve a quiet one) -> the ingest function, at most
         ``ingest_concurrency`` at once, in batches of 50 (or 30 s) with partial-batch failures."""
         events_queue = self._landing_events()
-        dead_letters = queue(self, "LandingDeadLetters", retention_period=Duration.days(14))
-        self.dead_letters.append(dead_letters)
-        landing = queue(
-            self,
-            "Landing",
-            visibility_timeout=Duration.seconds(6 * 900),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
-        )
+        landing = self._queue("Landing", 6 * 900)
         route = self.functions["route"]
         route.add_environment("CASTABLE_INGEST_QUEUE_URL", landing.queue_url)
         landing.grant_send_messages(route)
@@ -488,14 +481,7 @@ class CastableStack(Stack):
     def _landing_events(self) -> sqs.Queue:
         """The queue (with its dead letters) that one EventBridge rule fills with the events of
         every object created under ``landing/``."""
-        dead_letters = queue(self, "LandingEventsDeadLetters", retention_period=Duration.days(14))
-        self.dead_letters.append(dead_letters)
-        events_queue = queue(
-            self,
-            "LandingEvents",
-            visibility_timeout=Duration.seconds(6 * 60),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
-        )
+        events_queue = self._queue("LandingEvents", 6 * 60)
         events.Rule(
             self,
             "FilesLanded",
@@ -505,18 +491,23 @@ class CastableStack(Stack):
         )
         return events_queue
 
-    def _object_events(self, name: str, rule: str, description: str, under: str, visibility: int) -> sqs.Queue:
-        """A queue (``name``, with a dead-letter queue) that EventBridge rule ``rule`` fills with
-        the S3 events of objects created ``under`` any table's (and database member's) prefix:
-        one rule whatever the number of tables."""
-        dead_letters = queue(self, f"{name}DeadLetters")
+    def _queue(self, name: str, visibility: int) -> sqs.Queue:
+        """Queue ``name`` and its dead letters (``<name>DeadLetters``, kept 14 days, which an alarm
+        watches), where a message goes after 5 failed receives."""
+        dead_letters = queue(self, f"{name}DeadLetters", retention_period=Duration.days(14))
         self.dead_letters.append(dead_letters)
-        events_queue = queue(
+        return queue(
             self,
             name,
             visibility_timeout=Duration.seconds(visibility),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
         )
+
+    def _object_events(self, name: str, rule: str, description: str, under: str, visibility: int) -> sqs.Queue:
+        """A queue (``name``, with a dead-letter queue) that EventBridge rule ``rule`` fills with
+        the S3 events of objects created ``under`` any table's (and database member's) prefix:
+        one rule whatever the number of tables."""
+        events_queue = self._queue(name, visibility)
         keys = [{"wildcard": f"tables/*/{under}*"}, {"wildcard": f"databases/*/*/{under}*"}]
         events.Rule(
             self,

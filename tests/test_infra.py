@@ -382,7 +382,7 @@ def test_the_ingest_function_writes_tables_but_deletes_only_landed_files(templat
     granted = _granted(template, ingest)
     deletes = json.dumps([st["Resource"] for st in granted if "s3:DeleteObject" in json.dumps(st["Action"])])
     assert "/landing/*" in deletes and "/tables/*/_castable_probe/*" in deletes
-    assert "/tables/*" not in deletes and '/databases/*"' not in deletes
+    assert '"/tables/*"' not in deletes and '"/databases/*"' not in deletes, "no table's objects"
     writes = json.dumps([st["Resource"] for st in granted if "s3:PutObject" in json.dumps(st["Action"])])
     assert "/tables/*" in writes and "/landing-failed/landing/*" in writes
 
