@@ -441,11 +441,7 @@ class CastableStack(Stack):
         route = self.functions["route"]
         route.add_environment("CASTABLE_INGEST_QUEUE_URL", landing.queue_url)
         landing.grant_send_messages(route)
-        route.add_event_source(
-            sources.SqsEventSource(
-                events_queue, batch_size=100, max_batching_window=Duration.seconds(1), report_batch_item_failures=True
-            )
-        )
+        route.add_event_source(sources.SqsEventSource(events_queue, batch_size=10, report_batch_item_failures=True))
         fn = self.functions["ingest"]
         fn.add_environment("CASTABLE_BUCKET", self.bucket.bucket_name)
         fn.add_environment("CASTABLE_DEAD_LETTER_PREFIX", FAILED_LANDING_PREFIX)
