@@ -89,9 +89,8 @@ def main() -> None:
         env = {
             **os.environ,
             "AWS_ENDPOINT_URL": endpoint,
-            "CASTABLE_TABLE": uri,
+            "CASTABLE_BUCKET": "bench",
             "POWERTOOLS_TRACE_DISABLED": "true",
-            "CASTABLE_LANDING": "s3://bench/landing/big/",
             "AWS_DEFAULT_REGION": "us-east-1",
         }
         started = time.perf_counter()
