@@ -309,7 +309,7 @@ class Run:
         self.handler = ingest.handler
         self.module = ingest.__file__
         if self.old:  # each function's own CASTABLE_TABLE and CASTABLE_LANDING, per thread
-            ingest.os = types.SimpleNamespace(environ=FunctionEnv())  # type: ignore[attr-defined]
+            ingest.os = types.SimpleNamespace(environ=FunctionEnv())  # type: ignore[assignment]
         else:
             os.environ["CASTABLE_BUCKET"] = self.bucket
         self.lock = threading.Lock()
@@ -406,7 +406,7 @@ def child(spec_path: Path) -> None:
         finished(*args)
         warm.set()
 
-    run.finished = warm_finished  # type: ignore[method-assign]
+    run.finished = warm_finished  # type: ignore[method-assign,assignment]
     functions[names[0]].queue.put((key, 0.0))
     if not warm.wait(60) or run.retried:
         raise RuntimeError("the warm-up file was not ingested (see the log)")
