@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import RESULTS, fmt_s, log, publish, report_header
+from helpers.aws_stubs import sqs_event
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -183,39 +184,15 @@ class Context:
         self.aws_request_id = str(uuid.uuid4())
 
 
-def sqs_record(i: int, body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "messageId": f"m{i}",
-        "receiptHandle": "h",
-        "body": json.dumps(body),
-        "attributes": {},
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:landing",
-        "awsRegion": "us-east-1",
-    }
-
-
 def notification_event(bucket: str, keys: list[str]) -> dict[str, Any]:
-    """66afb07's messages: an S3 object-created notification in each SQS message."""
-    records = []
-    for i, key in enumerate(keys):
+    """66afb07's messages: an S3 object-created notification in each SQS message (the working
+    tree's are EventBridge's events, as ``sqs_event`` makes them)."""
+    event = sqs_event(bucket, keys)
+    for record, key in zip(event["Records"], keys, strict=True):
         s3 = {"bucket": {"name": bucket}, "object": {"key": key, "size": 1, "eTag": "x"}}
         note = {"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "s3": s3}
-        records.append(sqs_record(i, {"Records": [note]}))
-    return {"Records": records}
-
-
-def eventbridge_event(bucket: str, keys: list[str]) -> dict[str, Any]:
-    """The working tree's messages: EventBridge's S3 "Object Created" event in each SQS message
-    (as tests/helpers/aws_stubs.py's ``sqs_event``)."""
-    records = []
-    for i, key in enumerate(keys):
-        detail = {"version": "0", "bucket": {"name": bucket}, "object": {"key": key, "size": 1, "etag": "x"}}
-        body = {"version": "0", "source": "aws.s3", "detail-type": "Object Created", "detail": detail}
-        records.append(sqs_record(i, body))
-    return {"Records": records}
+        record["body"] = json.dumps({"Records": [note]})
+    return event
 
 
 class Function:
@@ -305,7 +282,7 @@ class Run:
         self.spec = spec
         self.bucket, self.window = spec["bucket"], spec["window"]
         self.old = spec["arch"] == "old"
-        self.event = notification_event if self.old else eventbridge_event
+        self.event = notification_event if self.old else sqs_event
         self.handler = ingest.handler
         self.module = ingest.__file__
         if self.old:  # each function's own CASTABLE_TABLE and CASTABLE_LANDING, per thread
