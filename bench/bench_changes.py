@@ -68,10 +68,10 @@ from scale_tables import rows as event_rows
 from shaped_s3 import CONTROL, shaped_s3
 
 import castable
-from castable.commit import Change, NextState, commit_to_table
-from castable.conflicts import Access as ConflictAccess
-from castable.filelist import DATA, FileList
-from castable.manifest import Manifest
+from castable.commit.conflicts import Access as ConflictAccess
+from castable.commit.protocol import Change, NextState, commit_to_table
+from castable.format.filelist import DATA, FileList
+from castable.format.manifest import Manifest
 from castable.store.local import LocalStore
 from castable.store.s3 import S3Store
 
@@ -498,7 +498,7 @@ def report(
         "counting file, on S3 the store's GETs; on S3, the most requests in flight at once are the "
         "proxy's for the median run); *in FileList.named* is the time and segment bytes "
         "of that run spent looking up the entries of the files the version's tombstones name "
-        "(src/castable/changes.py `_deleted_from`).",
+        "(src/castable/read/changes.py `_deleted_from`).",
         "",
         "| store | table rows | layout | changes of the upsert | change rows | bytes read | "
         "pointer + manifests | segments | tombstones | data files | requests (most in flight) | in FileList.named |",

@@ -36,7 +36,7 @@ from botocore.config import Config
 from shaped_s3 import ShapedS3, shaped_s3
 
 import castable
-from castable.register import describe_data_file, write_file_list
+from castable.ops.register import describe_data_file, write_file_list
 
 BUCKET = "bench-commit"
 TIMEOUT = 900

@@ -40,7 +40,7 @@ from deltalake import __version__ as deltalake_version
 from shaped_s3 import shaping_proxy
 
 import castable
-from castable.layout import version_of_manifest_key
+from castable.format.layout import version_of_manifest_key
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.int32())])
 LOCAL, MOTO, MOTO_RACE, DELTA = "castable-local", "castable-moto", "castable-moto-race", "deltalake"

@@ -25,7 +25,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 from benchlib import machine_line
 
-from castable.manifest import DataFile
+from castable.format.manifest import DataFile
 
 DAY_US = 86_400_000_000
 JAN_1 = 1_767_225_600_000_000

@@ -53,8 +53,8 @@ from botocore.config import Config
 from shaped_s3 import ShapedS3, shaped_s3
 
 import castable
-from castable import register
-from castable.register import describe_data_file, write_file_list
+from castable.ops import register
+from castable.ops.register import describe_data_file, write_file_list
 
 BUCKET = "bench-filelist"
 TIMEOUT = 900

@@ -34,8 +34,8 @@ from benchlib import RESULTS, fmt_s, log, publish, report_header
 from pyiceberg.table import StaticTable
 
 import castable
+from castable.format.layout import ICEBERG_PREFIX
 from castable.iceberg import publish as publish_table
-from castable.layout import ICEBERG_PREFIX
 from castable.store.local import LocalStore
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("category", pa.string()), ("value", pa.float64())])

@@ -27,9 +27,9 @@ import pyarrow.dataset as ds
 from benchlib import SCHEMA, event_batches, median_time, moto_server, publish, report_header
 
 import castable
-import castable.gc
-from castable.commit import NextState
-from castable.manifest import DataFile
+import castable.maintenance.gc
+from castable.commit.protocol import NextState
+from castable.format.manifest import DataFile
 from castable.table import Table
 
 
@@ -92,12 +92,12 @@ def gc_case(uri: str, options: dict | None, objects: int, repeats: int) -> str:
     for _ in range(repeats):
         store.stats.reset()
         t0 = time.perf_counter()
-        dry = castable.gc.gc(store, orphan_grace=timedelta(0), dry_run=True, now=future)
+        dry = castable.maintenance.gc.gc(store, orphan_grace=timedelta(0), dry_run=True, now=future)
         times.append(time.perf_counter() - t0)
     dry_requests = store.stats.snapshot()
     store.stats.reset()
     t0 = time.perf_counter()
-    real = castable.gc.gc(store, orphan_grace=timedelta(0), dry_run=False, now=future)
+    real = castable.maintenance.gc.gc(store, orphan_grace=timedelta(0), dry_run=False, now=future)
     real_s = time.perf_counter() - t0
     real_requests = store.stats.snapshot()
     assert len(real.objects) == objects // 2 == len(dry.objects)

@@ -404,9 +404,9 @@ def main() -> None:
         f"`Table.append`, holds the point-scan key; the other N-1 manifest entries are synthetic (the real "
         f"entry's size, row count and statistics, their own uuid paths and ETags, id and event_time ranges of "
         f"{ROWS_PER_FILE:,} ids that do not overlap) and are committed in one commit through "
-        "`castable.commit.commit` with a `build` returning the `NextState`, as Table methods do. Their objects "
-        "do not exist: no measurement reads them (the point scan is checked to prune to the one real file and "
-        "return its one row). Each (store, N) runs in a spawned process of its own (peak memory is that "
+        "`castable.commit.protocol` with a `build` returning the `NextState`, as Table methods do. Their "
+        "objects do not exist: no measurement reads them (the point scan is checked to prune to the one real "
+        "file and return its one row). Each (store, N) runs in a spawned process of its own (peak memory is that "
         "process's maximum resident set), against the local store or a moto server over HTTP running in the "
         "parent process (its object writes serialized as S3 applies conditional writes).",
         "",

@@ -34,11 +34,11 @@ from bench_spark import spark_session
 from benchlib import RESULTS, SCHEMA, event_batches, publish, report_header, timed
 
 import castable
-from castable.commit import Change, NextState, commit_to_table
-from castable.conflicts import Access
-from castable.filelist import DATA, FileList
-from castable.manifest import Manifest
-from castable.snapshot import Snapshot
+from castable.commit.conflicts import Access
+from castable.commit.protocol import Change, NextState, commit_to_table
+from castable.format.filelist import DATA, FileList
+from castable.format.manifest import Manifest
+from castable.read.snapshot import Snapshot
 from castable.spark import read_table
 
 LINKS_PER_INODE = 60_000

@@ -22,11 +22,11 @@ from benchlib import log, timed
 from scale_tables import BUCKET, ROWS_PER_FILE, build_table, manifest_written, rows
 
 import castable
-import castable.filelist
-from castable.layout import manifest_key
-from castable.manifest import Manifest
-from castable.predicate import parse_predicate
-from castable.snapshot import Snapshot
+import castable.format.filelist
+from castable.format.layout import manifest_key
+from castable.format.manifest import Manifest
+from castable.read.predicate import parse_predicate
+from castable.read.snapshot import Snapshot
 from castable.store import store_from_uri
 
 LOCAL, MOTO = "local", "moto"
@@ -163,7 +163,7 @@ def measure(cfg: Config, report: Callable[[Measured], None]) -> Measured:
     handle.clear()
 
     def open_scan() -> tuple[float, float]:
-        castable.filelist.SEGMENTS = castable.filelist.SegmentCache()  # cold: no segment read before
+        castable.format.filelist.SEGMENTS = castable.format.filelist.SegmentCache()  # cold: no segment read before
         t0 = time.perf_counter()
         table = castable.open_table(cfg.uri, storage_options=options)
         t1 = time.perf_counter()
@@ -201,11 +201,11 @@ def maintenance(cfg: Config, options: dict[str, Any] | None, out: Measured, one_
     ):
         table.append(one_row())
     out.versions = table.version + 1
-    castable.filelist.SEGMENTS = castable.filelist.SegmentCache()
+    castable.format.filelist.SEGMENTS = castable.format.filelist.SegmentCache()
     out.gc_all_s, report = clock(lambda: table.gc(orphan_grace=timedelta(0), dry_run=True))
     out.gc_versions, out.gc_segments = report.versions_scanned, report.segments_scanned
     out.expire_s, _ = clock(lambda: table.expire(retain_versions=1))
-    castable.filelist.SEGMENTS = castable.filelist.SegmentCache()
+    castable.format.filelist.SEGMENTS = castable.format.filelist.SegmentCache()
     out.gc_s, _ = clock(lambda: table.gc(orphan_grace=timedelta(0)))
 
 

@@ -12,11 +12,11 @@ import pyarrow as pa
 from benchlib import SCHEMA, event_batches
 
 import castable
-from castable.commit import Change, NextState, commit_to_table
-from castable.conflicts import Access
-from castable.filelist import DATA, FileList
-from castable.layout import manifest_key
-from castable.manifest import DataFile, Manifest
+from castable.commit.conflicts import Access
+from castable.commit.protocol import Change, NextState, commit_to_table
+from castable.format.filelist import DATA, FileList
+from castable.format.layout import manifest_key
+from castable.format.manifest import DataFile, Manifest
 
 BUCKET = "bench"
 ROWS_PER_FILE = 1000
@@ -58,7 +58,7 @@ def build_table(uri: str, files: int, options: dict[str, Any] | None, form: int)
     """A table of ``files`` data files; returns the real file and a primary key only it holds.
 
     The real file (file ``files // 2``, appended with ``Table.append``) is the only object; the
-    others are committed as entries by :func:`castable.commit.commit`, in one commit."""
+    others are committed as entries by :func:`castable.commit.protocol.commit`, in one commit."""
     table = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=options, format_version=form)
     middle = files // 2
     table.append(rows(middle * ROWS_PER_FILE, ROWS_PER_FILE))

@@ -23,7 +23,7 @@ from typing import Any
 
 import castable
 from castable.deployment import DATABASES, TABLES
-from castable.properties import (
+from castable.format.properties import (
     INGEST_MODE,
     INGEST_OP_COLUMN,
     INGEST_SCHEMA_MODE,

@@ -11,8 +11,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from castable.layout import ICEBERG_PREFIX
-from castable.properties import AFTER_COMMIT
+from castable.format.layout import ICEBERG_PREFIX
+from castable.format.properties import AFTER_COMMIT
 from castable.store.probe import PROBE_PREFIX
 from infra.bundling import Package
 

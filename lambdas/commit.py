@@ -3,7 +3,7 @@
 Event: ``{"table": "s3://bucket/prefix", "files": ["data/.../part-0.parquet", ...],
 "commit_id": "job-run-42", "mode": "append"}``, or ``"file_list": "data/_file_lists/..."``
 instead of ``files``: the entries a Spark job's executors wrote, statistics included
-(``castable.register.write_file_list``), any number of them, checked by listing their
+(``castable.ops.register.write_file_list``), any number of them, checked by listing their
 directories (or one HEAD each where a directory holds few of them) and each against its footer
 (a range GET each, 64 at once): an entry whose rows, row groups, statistics or columns disagree
 with the file refuses the whole commit (``FileMismatchError``, ``SchemaMismatchError``). One
@@ -37,12 +37,12 @@ import pyarrow as pa
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, NonNegativeInt, RootModel, Tag, model_validator
 
-from castable.invocation import invoke, lambda_client
-from castable.manifest import DataFile
-from castable.register import Check, Verify, check_file_list, file_list_etag, read_file_list
+from castable.format.invocation import invoke, lambda_client
+from castable.format.manifest import DataFile
+from castable.format.types import parse_type
+from castable.ops.register import Check, Verify, check_file_list, file_list_etag, read_file_list
+from castable.ops.writes import AddMode
 from castable.table import Table
-from castable.types import parse_type
-from castable.writes import AddMode
 from lambdas.runtime import TableUri, lambda_handler, logger, metrics, open_table, tracer
 
 CHECK_SLICE_FILES = 20_000

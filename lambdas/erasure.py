@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, model_validator
 
 import castable
-from castable.erase import (
+from castable.maintenance.erase import (
     PlannedFile,
     check_erasable,
     noncurrent_copies,
@@ -37,7 +37,7 @@ from castable.erase import (
     write_erasure_plan,
     write_erasure_receipt,
 )
-from castable.predicate import parse_predicate
+from castable.read.predicate import parse_predicate
 from castable.store import store_from_uri
 from lambdas.runtime import (
     ERASURE_COMMIT_ID_LIMIT,

@@ -15,11 +15,11 @@ from helpers.tables import events, keyed_events, snapshot_of
 
 import castable
 from castable.errors import EmptyWriteError, FileMismatchError, InvalidInputError, SchemaMismatchError
-from castable.manifest import DataFile
-from castable.properties import TableProperties
+from castable.format.manifest import DataFile
+from castable.format.properties import TableProperties
+from castable.format.writer import write_data_files
 from castable.table import Table
 from castable.tables import load_table
-from castable.writer import write_data_files
 
 
 @pytest.fixture

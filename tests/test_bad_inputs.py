@@ -18,7 +18,7 @@ from castable.errors import (
     InvalidPredicateError,
     SchemaMismatchError,
 )
-from castable.layout import POINTER_KEY, manifest_key
+from castable.format.layout import POINTER_KEY, manifest_key
 from castable.table import Table
 from castable.tables import load_table
 

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import castable
-from castable.bloom import BloomFilter, plain_values, xxh64
 from castable.errors import InvalidInputError
-from castable.predicate import parse_predicate
+from castable.read.bloom import BloomFilter, plain_values, xxh64
+from castable.read.predicate import parse_predicate
 
 ROWS = 60_000
 

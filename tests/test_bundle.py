@@ -20,7 +20,7 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
-from castable.properties import AFTER_COMMIT
+from castable.format.properties import AFTER_COMMIT
 from infra.bundle import BOTOCORE_SERVICES, CONSTRAINTS
 
 LAMBDA_LIMIT = 262_144_000

@@ -17,8 +17,8 @@ from helpers.tables import FILES_ONLY, snapshot_of
 from helpers.typed_rows import rows as typed_rows
 
 import castable
+from castable.maintenance.traces import find_traces, needles
 from castable.store import LocalStore
-from castable.traces import find_traces, needles
 
 KEYED = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string()), pa.field("n", pa.int64())]
@@ -317,14 +317,14 @@ def test_an_upserts_rows_are_read_by_page(tmp_path: Path, monkeypatch: pytest.Mo
     keys = [*range(150_000, 150_100), 7, n + 1]
     v = t.upsert(rows(keys, "u", -1))
     read_by_page: list[int] = []
-    real = castable.snapshot.Snapshot.read_matching
+    real = castable.read.snapshot.Snapshot.read_matching
 
     def spy(self: Any, *args: Any) -> Any:
         found = real(self, *args)
         read_by_page.append(0 if found is None else found[0].num_rows)
         return found
 
-    monkeypatch.setattr(castable.snapshot.Snapshot, "read_matching", spy)
+    monkeypatch.setattr(castable.read.snapshot.Snapshot, "read_matching", spy)
     got = t.changes(v).to_arrow().to_pylist()
     assert read_by_page and 0 < read_by_page[0] <= 2 * 20_000  # the two pages holding the keys
     pre = [(r["id"], r["name"], r["n"]) for r in got if r["_change_type"] == "update_preimage"]

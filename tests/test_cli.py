@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 import castable
 from castable.cli import app
-from castable.layout import manifest_key
+from castable.format.layout import manifest_key
 
 runner = CliRunner()
 CASTABLE = str(Path(sys.executable).with_name("castable"))

@@ -13,11 +13,11 @@ from helpers.faults import FaultyStore, SimulatedCrash, once
 from helpers.tables import EVENTS, FILES_ONLY, events, keyed_events, snapshot_of
 
 import castable
-from castable.commit import backoff
+from castable.commit.pointer import advance_pointer, read_pointer
+from castable.commit.protocol import backoff
 from castable.errors import CommitConflictError, CommitStateUnknownError
-from castable.gc import retained_versions
-from castable.layout import POINTER_KEY, manifest_key
-from castable.pointer import advance_pointer, read_pointer
+from castable.format.layout import POINTER_KEY, manifest_key
+from castable.maintenance.gc import retained_versions
 from castable.store import StoreError, store_from_uri
 from castable.table import Table
 from castable.tables import create_table_at, load_table

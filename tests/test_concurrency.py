@@ -31,8 +31,8 @@ from helpers.workers import (
 )
 
 import castable
-from castable.layout import version_of_manifest_key
-from castable.pointer import read_pointer
+from castable.commit.pointer import read_pointer
+from castable.format.layout import version_of_manifest_key
 from castable.table import Table
 
 WORKERS = 8

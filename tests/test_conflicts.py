@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 from helpers.tables import EVENTS
 
-from castable.conflicts import Commits, Footprint, Verdict, check_member, check_sources, judge, judge_base
+from castable.commit.conflicts import Commits, Footprint, Verdict, check_member, check_sources, judge, judge_base
 from castable.errors import CommitConflictError
-from castable.manifest import CommitInfo, DataFile, Manifest, TombstoneFile
-from castable.predicate import parse_predicate
-from castable.stats import ColumnStats, stats_to_json
+from castable.format.manifest import CommitInfo, DataFile, Manifest, TombstoneFile
+from castable.format.stats import ColumnStats, stats_to_json
+from castable.read.predicate import parse_predicate
 
 
 def data_file(path: str, lo: int, hi: int) -> DataFile:

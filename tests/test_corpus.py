@@ -29,7 +29,7 @@ from helpers.typed_rows import rows as typed_rows
 from helpers.typed_rows import same
 
 import castable
-from castable.evolution import stored_type
+from castable.format.evolution import stored_type
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.xdist_group("spark")]
 

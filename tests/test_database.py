@@ -15,9 +15,10 @@ from helpers.faults import FaultyStore, SimulatedCrash, once
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
-from castable.commit import NextState
+from castable.commit.dblog import LOG_PREFIX
+from castable.commit.pointer import read_pointer
+from castable.commit.protocol import NextState
 from castable.database import Database
-from castable.dblog import LOG_PREFIX
 from castable.errors import (
     CommitConflictError,
     CorruptObjectError,
@@ -29,9 +30,8 @@ from castable.errors import (
     TransactionClosedError,
     VersionNotFoundError,
 )
-from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import Manifest
-from castable.pointer import read_pointer
+from castable.format.layout import POINTER_KEY, manifest_key
+from castable.format.manifest import Manifest
 
 LINES = pa.schema([pa.field("order_id", pa.int64(), nullable=False), pa.field("qty", pa.int64())])
 
@@ -509,7 +509,7 @@ def test_a_stale_handles_retry_answers_the_version_it_landed_as(shop: Database) 
 def test_a_retry_is_recognised_by_the_tables_own_history_after_the_databases_forgot_it(
     shop: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from castable import dblog
+    from castable.commit import dblog
 
     monkeypatch.setattr(dblog, "COMMIT_RETENTION", 3)  # stands for 1,000 commits to other tables
     monkeypatch.setattr(dblog, "INLINE_COMMITS", 2)
@@ -540,7 +540,7 @@ def test_an_aborted_or_failed_transactions_handles_read_its_snapshot_again(shop:
 def test_expiry_during_an_unrolled_commit_keeps_the_member_pointer_on_a_written_copy(
     shop: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from castable import dblog
+    from castable.commit import dblog
     from castable.store import StoreError
 
     maintained = Database.load(shop.store).table("orders")

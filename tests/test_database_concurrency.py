@@ -18,9 +18,9 @@ from helpers.tables import EVENTS, events
 from helpers.workers import MOVER_IDS, append_until_dropped, check_snapshots, drop_after, move_rows
 
 import castable
-from castable.dblog import LOG_PREFIX
-from castable.layout import manifest_key
-from castable.pointer import read_pointer
+from castable.commit.dblog import LOG_PREFIX
+from castable.commit.pointer import read_pointer
+from castable.format.layout import manifest_key
 
 MOVERS = 4
 MOVES = 8

@@ -17,7 +17,7 @@ from helpers.tables import EVENTS, events
 
 import castable
 from castable.deployment import landing, landing_name, served_tables
-from castable.schedules import Cron, Rate, parse
+from castable.format.schedules import Cron, Rate, parse
 from castable.store import S3Store
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)

@@ -17,8 +17,8 @@ from helpers.faults import FaultyStore, SimulatedCrash, before_first, once
 from helpers.tables import snapshot_of
 
 import castable
-from castable.manifest import DataFile
-from castable.splice import SpliceNotPossibleError
+from castable.format.manifest import DataFile
+from castable.maintenance.splice import SpliceNotPossibleError
 from castable.store import ObjectStore, StoreError
 from castable.table import Table
 from castable.tables import load_table
@@ -318,7 +318,7 @@ def test_bad_erase_arguments(tmp_path: Path) -> None:
 
 
 def test_row_map_of_an_emptied_row_group() -> None:
-    from castable.splice import RowMap
+    from castable.maintenance.splice import RowMap
 
     m = RowMap(old_rows=[3, 4], kept={0: np.array([], dtype=np.int64)}, new_row_groups=[("n", 0)], new_rows=[4])
     assert m.locate(0, np.array([0, 2])) == {}
@@ -350,7 +350,7 @@ def test_processes_erasing_and_deleting_the_same_file(table_uri: tuple[str, dict
 
 
 def test_erase_one_file_at_a_time_then_purge_by_paths(table_uri: tuple[str, dict | None]) -> None:
-    from castable.erase import purge_objects
+    from castable.maintenance.erase import purge_objects
 
     t = make(table_uri, n=20_000)
     t.append(rows(50_000, 70_000))
@@ -361,14 +361,14 @@ def test_erase_one_file_at_a_time_then_purge_by_paths(table_uri: tuple[str, dict
     for path in affected:
         t.erase(predicate, files=[path], commit_id=f"gdpr-7/{path}")
     assert ids_of(t) == [i for i in [*range(20_000), *range(50_000, 70_000)] if i not in (5, 60000)]
-    from castable.predicate import parse_predicate
+    from castable.read.predicate import parse_predicate
 
     report = purge_objects(t.store, old, t.version, parse_predicate(predicate, t.schema))
     assert report.verified and sorted(report.objects_deleted) == sorted(old)
 
 
 def test_purge_never_touches_live_files(tmp_path: Path) -> None:
-    from castable.erase import purge_objects
+    from castable.maintenance.erase import purge_objects
 
     t = make((str(tmp_path / "t"), None), n=1000)
     (f,) = t.manifest.data_files

@@ -5,7 +5,7 @@ Apache License 2.0; written by parquet-java 1.18) has FLOAT, DOUBLE and FLOAT16 
 IEEE 754 total order and in the type-defined order, five row groups (no NaN, some NaN, all NaN,
 zero minimum, zero maximum) and NaN counts in the statistics and the column indexes. pyarrow
 re-encodes a spliced row group with type-defined bounds and no NaN counts; the splice restates
-them as the footer's column orders say (``castable.floatorder``), checked here against a
+them as the footer's column orders say (``castable.format.floatorder``), checked here against a
 separate computation of the total order on the rows each row group keeps.
 """
 
@@ -23,8 +23,8 @@ import pytest
 from helpers import ROOT
 
 import castable
-from castable.floatorder import total_order_bounds
-from castable.footer import (
+from castable.format.floatorder import total_order_bounds
+from castable.format.footer import (
     CC_META_DATA,
     CMD_PATH,
     CMD_STATISTICS,
@@ -34,8 +34,8 @@ from castable.footer import (
     index_extent,
     set_index_extent,
 )
-from castable.splice import SpliceNotPossibleError
-from castable.thrift import Struct, decode_struct, encode_struct
+from castable.format.thrift import Struct, decode_struct, encode_struct
+from castable.maintenance.splice import SpliceNotPossibleError
 
 SOURCE = ROOT / "tests" / "data" / "parquet-testing" / "floating_orders_nan_count.parquet"
 PAD = 11 * 1024 * 1024
@@ -63,7 +63,7 @@ def padded(data: bytes, pad: int) -> bytes:
 
 def total_order(plain: bytes, physical: str) -> int:
     """IEEE 754 totalOrder as an integer key, from sign and magnitude (independently of
-    castable.floatorder's numpy code)."""
+    castable.format.floatorder's numpy code)."""
     fmt = _BITS[physical]
     bits = struct.unpack(fmt, plain)[0]
     magnitude = bits & ((1 << (8 * struct.calcsize(fmt) - 1)) - 1)

@@ -17,7 +17,7 @@ import pytest
 from helpers.tables import snapshot_of
 
 import castable
-import castable.register
+import castable.ops.register
 from castable.errors import UnsupportedFileError
 
 ROWS = 200_000
@@ -30,7 +30,7 @@ def spark_like(root: Path, last: dt.datetime, older: pytest.MonkeyPatch | None =
     the last row's timestamp is ``last``. With ``older``, the file is registered as castable
     did before registration read INT96 columns, so a table can hold a value out of range."""
     if older is not None:
-        older.setattr(castable.register, "check_int96_file", lambda *args: None)
+        older.setattr(castable.ops.register, "check_int96_file", lambda *args: None)
     rng = np.random.default_rng(7)
     start = np.datetime64("2020-01-01T00:00:00", "us")
     ts = (start + rng.integers(0, 10**12, ROWS - 1).astype("timedelta64[us]")).astype("datetime64[us]")

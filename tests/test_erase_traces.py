@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import castable
-from castable.erase import purge_objects
-from castable.footer import CC_META_DATA, CMD_PATH, INDEX_KINDS, RG_COLUMNS, Footer, index_extent
+from castable.format.footer import CC_META_DATA, CMD_PATH, INDEX_KINDS, RG_COLUMNS, Footer, index_extent
+from castable.format.thrift import Struct, ThriftError, decode_struct
+from castable.maintenance.erase import purge_objects
+from castable.maintenance.traces import find_traces, needles
 from castable.table import Table
-from castable.thrift import Struct, ThriftError, decode_struct
-from castable.traces import find_traces, needles
 
 ROWS = 600_000
 GROUP = 100_000
@@ -159,7 +159,7 @@ def test_find_traces_sees_values_in_statistics_indexes_pages_and_stray_bytes(tmp
 def test_purge_reports_traces_left_by_a_bad_splice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A splice that kept the edited row group's old column index (the bug this replaced) is
     caught by the purge: it reports the trace and does not call the erasure verified."""
-    import castable.splice as splice
+    import castable.maintenance.splice as splice
 
     table = registered(str(tmp_path / "t"), None, tmp_path)
     honest = splice.encode_row_group

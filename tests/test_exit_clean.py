@@ -95,7 +95,7 @@ def test_s3_scans_fetch_each_row_group_in_one_coalesced_get(
     t.store.stats.reset()
     assert t.scan().to_arrow().equals(events(0, 3000))
     assert t.store.stats.requests["GET"] == 1, "footer and rows of a small file in one GET"
-    monkeypatch.setattr("castable.snapshot.WHOLE_FILE_BYTES", 0)  # as for a file over 1 MiB
+    monkeypatch.setattr("castable.read.snapshot.WHOLE_FILE_BYTES", 0)  # as for a file over 1 MiB
     castable.clear_caches()
     t.store.stats.reset()
     assert t.scan().to_arrow().equals(events(0, 3000))

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 
 from castable.errors import InvalidInputError
-from castable.expressions import Assignments, parse_value
+from castable.read.expressions import Assignments, parse_value
 
 SCHEMA = pa.schema(
     [

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from castable.footer import Footer, copy_struct, relocate_row_group, row_group_span, with_row_groups
-from castable.splice import Copy, CopyPart, Data, UploadPart, plan_parts
-from castable.thrift import decode_struct, encode_struct
+from castable.format.footer import Footer, copy_struct, relocate_row_group, row_group_span, with_row_groups
+from castable.format.thrift import decode_struct, encode_struct
+from castable.maintenance.splice import Copy, CopyPart, Data, UploadPart, plan_parts
 
 MIB = 1024 * 1024
 
@@ -102,7 +102,7 @@ def test_row_group_spans_tile_the_data_section() -> None:
 
 
 def test_bad_tails_are_refused() -> None:
-    from castable.footer import FooterError
+    from castable.format.footer import FooterError
 
     with pytest.raises(FooterError):
         Footer.from_tail(b"not parquet at all", 18)

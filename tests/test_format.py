@@ -12,8 +12,8 @@ from helpers.tables import EVENTS, events
 from pyroaring import BitMap
 
 import castable
-from castable import tombstone
-from castable.layout import POINTER_KEY, manifest_key, new_data_key, new_tombstone_key, version_of_manifest_key
+from castable.format import tombstone
+from castable.format.layout import POINTER_KEY, manifest_key, new_data_key, new_tombstone_key, version_of_manifest_key
 
 
 def test_layout_keys() -> None:
@@ -169,7 +169,7 @@ def test_date_and_time_statistics_come_from_the_physical_values_in_the_files_uni
 
     import pyarrow.parquet as pq
 
-    from castable.stats import row_group_stats
+    from castable.format.stats import row_group_stats
 
     lo, hi = datetime.datetime(2026, 1, 2, 3, 4, 5), datetime.datetime(2026, 3, 4, 5, 6, 7)
     values = pa.array([hi, lo], pa.timestamp("us")).cast(arrow_type)

@@ -14,12 +14,12 @@ import pytest
 from helpers.tables import EVENTS, events, other, snapshot_of
 
 import castable
-from castable import segment
-from castable.entries import DataFile, TombstoneFile
 from castable.errors import CorruptObjectError
-from castable.filelist import RUN_LIMIT, SEGMENT_TARGET, merge_plan
-from castable.layout import manifest_key
-from castable.predicate import parse_predicate
+from castable.format import segment
+from castable.format.entries import DataFile, TombstoneFile
+from castable.format.filelist import RUN_LIMIT, SEGMENT_TARGET, merge_plan
+from castable.format.layout import manifest_key
+from castable.read.predicate import parse_predicate
 from castable.tables import load_table
 
 SMALL = {"write.target-file-size-bytes": 64 * 1024}
@@ -310,7 +310,7 @@ def test_version_1_has_no_segment_slices(tmp_path: Path) -> None:
 
 
 def test_a_version_1_reader_is_refused_clearly(table: castable.Table, monkeypatch: pytest.MonkeyPatch) -> None:
-    import castable.manifest as manifest
+    import castable.format.manifest as manifest
 
     monkeypatch.setattr(manifest, "FORMAT_VERSIONS", (1,))
     monkeypatch.setattr(manifest, "LATEST_FORMAT_VERSION", 1)

@@ -26,10 +26,10 @@ from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events, parquet_bytes
 
 import castable
-from castable.layout import manifest_key
-from castable.properties import AFTER_COMMIT
-from castable.register import describe_data_file
-from castable.segment import data_table, encode
+from castable.format.layout import manifest_key
+from castable.format.properties import AFTER_COMMIT
+from castable.format.segment import data_table, encode
+from castable.ops.register import describe_data_file
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bundle")]

@@ -20,9 +20,9 @@ from helpers.tables import FILES_ONLY
 from pyiceberg.table import StaticTable
 
 import castable
+from castable.format.layout import ICEBERG_PREFIX
+from castable.format.properties import AFTER_COMMIT
 from castable.iceberg import IcebergPublishError, publish
-from castable.layout import ICEBERG_PREFIX
-from castable.properties import AFTER_COMMIT
 from castable.store import ObjectInfo, StoreError
 from castable.store.local import LocalStore
 from castable.store.s3 import S3Store
@@ -309,7 +309,7 @@ def test_a_file_is_described_once_however_often_its_segment_merges(
     """castable merges small segments as a table grows; a merged segment gets its own manifest,
     but the files it lists keep the description the last publication gave them: only the new
     file's footer is read (a merge of 65,000 files used to read 65,000 footers)."""
-    from castable.snapshot import Snapshot
+    from castable.read.snapshot import Snapshot
 
     rng = random.Random(4)
     table = castable.create_table(str(tmp_path / "t"), SCHEMA, primary_key="id", properties=FILES_ONLY)

@@ -26,11 +26,11 @@ from pyiceberg.table import StaticTable
 from pyiceberg.table.name_mapping import parse_mapping_from_json
 
 import castable
+from castable.format.inline import parquet_bytes
+from castable.format.layout import ICEBERG_HINT, ICEBERG_PREFIX
 from castable.iceberg import IcebergPublishError, publish
-from castable.inline import parquet_bytes
-from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
-from castable.predicate import parse_predicate
-from castable.snapshot import Snapshot
+from castable.read.predicate import parse_predicate
+from castable.read.snapshot import Snapshot
 
 KEYED = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.string()), ("y", pa.string())])
 

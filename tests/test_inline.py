@@ -11,11 +11,11 @@ import pyarrow.compute as pc
 import pytest
 
 import castable
-from castable import inline, segment
-from castable.entries import DataFile
 from castable.errors import CorruptObjectError, InvalidInputError
-from castable.evolution import with_ids
-from castable.scan import Scan
+from castable.format import inline, segment
+from castable.format.entries import DataFile
+from castable.format.evolution import with_ids
+from castable.read.scan import Scan
 from castable.store import ObjectStore
 from castable.tables import load_table
 

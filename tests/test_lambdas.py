@@ -27,13 +27,13 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "castable-test")
 
 import castable
 from castable.errors import FileMismatchError
-from castable.manifest import DataFile
-from castable.properties import AFTER_COMMIT, TableProperties
-from castable.register import write_file_list
-from castable.segment import data_table, encode
+from castable.format.manifest import DataFile
+from castable.format.properties import AFTER_COMMIT, TableProperties
+from castable.format.segment import data_table, encode
+from castable.format.writer import write_data_files
+from castable.ops.register import write_file_list
 from castable.table import Table
 from castable.tables import load_table
-from castable.writer import write_data_files
 from lambdas import commit, tombstone
 from lambdas.runtime import InvalidEventError, logger
 

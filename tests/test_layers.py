@@ -44,10 +44,11 @@ def test_a_layer_violation_and_an_import_cycle_fail_the_lint(tmp_path: Path) -> 
 def test_an_import_of_a_private_name_or_module_fails_the_lint(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
-        "from castable.commit import _discard\nimport lambdas._hidden\nfrom castable import __version__, commit\n"
+        "from castable.commit.protocol import _discard\nimport lambdas._hidden\n"
+        "from castable import __version__, commit\n"
     )
     assert [v.split(": ", 1)[1] for v in violations(module)] == [
-        "imports private name _discard from castable.commit",
+        "imports private name _discard from castable.commit.protocol",
         "imports private module lambdas._hidden",
     ]
     assert check_private_imports([str(tmp_path)]) == 1

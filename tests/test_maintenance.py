@@ -11,10 +11,10 @@ from helpers.tables import EVENTS, FILES_ONLY, events
 
 import castable
 from castable.errors import VersionNotFoundError
+from castable.format.workplans import PLAN_PREFIXES, read_plan, write_plan
 from castable.store import LocalStore
 from castable.table import Table
 from castable.tables import load_table
-from castable.workplans import PLAN_PREFIXES, read_plan, write_plan
 
 SMALL = {"write.target-file-size-bytes": 200_000, "write.row-group-size-bytes": 20_000}
 

@@ -23,7 +23,7 @@ from helpers.tables import EVENTS, events
 from helpers.workers import append_blocks, ingest_batches, maintain_and_read
 
 import castable
-from castable.pointer import read_pointer
+from castable.commit.pointer import read_pointer
 
 LOAD_SECONDS = 34.0
 """How long the writers and the ingest processes keep going at least (see ``swept`` below)."""

@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from pyiceberg.table import DataScan, StaticTable
 
 import castable
-from castable.evolution import field_id
+from castable.format.evolution import field_id
 from castable.iceberg import publish
 
 Row = tuple[int, str | None, float | None]

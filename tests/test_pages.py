@@ -1,4 +1,4 @@
-"""Page-level reads (castable.pages): castable writes page indexes, and a filtered scan of a file
+"""Page-level reads (castable.read.pages): castable writes page indexes, and a filtered scan of a file
 with them fetches only the pages that may match, with exactly the rows a whole read gives."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import castable
-from castable import pages
-from castable.predicate import parse_predicate
+from castable.read import pages
+from castable.read.predicate import parse_predicate
 from castable.store import s3 as s3_module
 
 SCHEMA = pa.schema(

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from castable.predicate import Match, parse_predicate
-from castable.stats import ColumnStats
+from castable.format.stats import ColumnStats
+from castable.read.predicate import Match, parse_predicate
 
 SCHEMA = pa.schema(
     [

@@ -17,9 +17,9 @@ from helpers.faults import FaultyStore, once
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
+from castable.commit.pointer import read_pointer
 from castable.errors import CorruptObjectError, UnsafeStoreError
-from castable.layout import POINTER_KEY, manifest_key
-from castable.pointer import read_pointer
+from castable.format.layout import POINTER_KEY, manifest_key
 from castable.store import LocalStore, ObjectInfo, ObjectStore, S3Store, StoreUnavailableError, UploadedPart
 from castable.store.probe import PROBE_PREFIX, PROBES, probe_conditional_writes, settle_conditional_writes
 from castable.table import Table

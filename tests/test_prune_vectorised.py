@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from castable.predicate import (
+from castable.format.stats import ColumnStats
+from castable.read.predicate import (
     And,
     ArrowPredicate,
     Compare,
@@ -30,7 +31,6 @@ from castable.predicate import (
     parse_predicate,
     prune_mask,
 )
-from castable.stats import ColumnStats
 
 CODE = {Match.NONE: 0, Match.SOME: 1, Match.ALL: 2}
 

@@ -13,7 +13,7 @@ from helpers.faults import FaultyStore, SimulatedCrash, once
 from helpers.tables import FILES_ONLY, snapshot_of
 
 import castable
-from castable.layout import ERASURE_PREFIX
+from castable.format.layout import ERASURE_PREFIX
 from castable.table import Table
 from castable.tables import load_table
 

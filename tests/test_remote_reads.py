@@ -20,11 +20,11 @@ from helpers.tables import FILES_ONLY
 
 import castable
 from castable.errors import CorruptObjectError
-from castable.layout import POINTER_KEY, manifest_key
-from castable.readahead import beside, read_ahead
-from castable.scan import LOCAL_READAHEAD, REMOTE_READAHEAD, REMOTE_READAHEAD_BYTES
+from castable.format.layout import POINTER_KEY, manifest_key
+from castable.read.scan import LOCAL_READAHEAD, REMOTE_READAHEAD, REMOTE_READAHEAD_BYTES
 from castable.store import S3Store, shared_s3_client
 from castable.store import s3 as s3_module
+from castable.store.readahead import beside, read_ahead
 from castable.store.s3 import split
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("value", pa.string())])
@@ -283,7 +283,7 @@ def test_a_small_file_changed_under_a_version_is_reported(s3_bucket: str, s3_opt
 def test_a_failed_read_ahead_of_a_version_not_needed_fails_nothing(tmp_path: Path) -> None:
     """The next version is read beside the pointer's; if the search stops at the pointer's (a
     database member, a writer with a newer base), an error reading the next one is not raised."""
-    from castable.commit import newest_log_entry, read_manifest
+    from castable.commit.protocol import newest_log_entry, read_manifest
     from castable.store import LocalStore, StoreUnavailableError
 
     castable.create_table(str(tmp_path / "t"), SCHEMA).append(_rows(0, 3))

@@ -17,8 +17,8 @@ import pytest
 from helpers.tables import FILES_ONLY
 
 import castable
-from castable.readahead import WORKERS, read_ahead
-from castable.scan import BUNDLE_BYTES, Scan
+from castable.read.scan import BUNDLE_BYTES, Scan
+from castable.store.readahead import WORKERS, read_ahead
 
 ROWS = 20_000
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("value", pa.string())])

@@ -15,7 +15,7 @@ from helpers.tables import EVENTS, FILES_ONLY, events, other, snapshot_of
 
 import castable
 from castable.errors import CommitConflictError, InvalidInputError, SchemaMismatchError
-from castable.evolution import FIELD_ID, field_id, widens
+from castable.format.evolution import FIELD_ID, field_id, widens
 
 SMALL = {"write.target-file-size-bytes": 10_000, "write.row-group-size-bytes": 4_000}
 
@@ -343,8 +343,8 @@ def test_a_manifest_with_malformed_column_metadata_is_refused(
     import base64
     import json
 
-    from castable.layout import manifest_key
-    from castable.manifest import Manifest
+    from castable.format.layout import manifest_key
+    from castable.format.manifest import Manifest
 
     doc = json.loads(table.store.get(manifest_key(table.version)).data)
     first = pa.field("id", pa.int64(), nullable=False, metadata={FIELD_ID: b"1"})

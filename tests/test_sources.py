@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import castable.sources
+import castable.format.sources
 from castable.errors import InvalidInputError, SchemaMismatchError
-from castable.sources import CsvOptions, file_batches, format_of, json_rows, json_value, open_source
+from castable.format.sources import CsvOptions, file_batches, format_of, json_rows, json_value, open_source
 
 SCHEMA = pa.schema(
     [
@@ -191,7 +191,7 @@ def test_a_bad_json_value_names_file_row_and_column(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, column: str, value: str, message: str
 ) -> None:
     """Rows are counted across blocks (a small block size makes many)."""
-    monkeypatch.setattr(castable.sources, "_BLOCK_SIZE", 1024)
+    monkeypatch.setattr(castable.format.sources, "_BLOCK_SIZE", 1024)
     path = tmp_path / "bad.jsonl.gz"
     good = json_rows(EVERY_TYPE.slice(0, 1))[0]
     write_jsonl(path, [good] * 1000)

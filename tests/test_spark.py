@@ -26,8 +26,8 @@ from helpers.spark import local_session
 from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
 
 import castable
-from castable.register import read_file_list
-from castable.snapshot import Snapshot
+from castable.ops.register import read_file_list
+from castable.read.snapshot import Snapshot
 from castable.spark.ingest import ingest
 from castable.spark.ingest import main as ingest_main
 from castable.spark.remote import invoke_commit

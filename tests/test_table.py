@@ -15,8 +15,8 @@ from helpers.faults import FaultyStore
 from helpers.tables import EVENTS, FILES_ONLY, events, snapshot_of
 
 import castable
-from castable import tombstone
 from castable.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
+from castable.format import tombstone
 from castable.tables import load_table
 
 SMALL = {"write.target-file-size-bytes": 10_000, "write.row-group-size-bytes": 8_000}
@@ -101,7 +101,7 @@ def test_key_list_delete_reads_no_data(table: castable.Table, monkeypatch: pytes
     table.compact(min_file_size=1 << 30, delete_ratio=0.0)
     table.erase("id = 2001")
     assert ids(table) == [i for i in range(6000) if i not in {*keys, 2001}]
-    monkeypatch.setattr("castable.delete.MAX_KEY_POINTS", 2)
+    monkeypatch.setattr("castable.ops.delete.MAX_KEY_POINTS", 2)
     castable.clear_caches()  # small files read whole from S3 are kept: make the delete fetch its keys
     table.store.stats.reset()
     table.delete("id IN (10, 11, 12)")

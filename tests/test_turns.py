@@ -17,14 +17,14 @@ from helpers.faults import FaultyStore
 from helpers.tables import EVENTS, events
 
 import castable
+from castable.commit.pointer import LINE_LIMIT, Turn, advance_pointer, put_pointer, raise_floor, read_pointer
+from castable.commit.turns import JOIN_AFTER_LOSSES, PATIENCE_SECONDS, Place
 from castable.database import Database
 from castable.errors import InvalidInputError
-from castable.layout import POINTER_KEY, manifest_key
-from castable.pointer import LINE_LIMIT, Turn, advance_pointer, put_pointer, raise_floor, read_pointer
+from castable.format.layout import POINTER_KEY, manifest_key
 from castable.store import ObjectStore
 from castable.table import Table
 from castable.tables import load_table
-from castable.turns import JOIN_AFTER_LOSSES, PATIENCE_SECONDS, Place
 
 
 def long_ago() -> Turn:

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from castable.errors import InvalidInputError
-from castable.types import parse_schema, parse_type
+from castable.format.types import parse_schema, parse_type
 
 PRINTED = [
     pa.null(),

@@ -16,8 +16,8 @@ import pytest
 from helpers.engines import engines
 
 import castable
-from castable.footer import CC_META_DATA, CMD_TOTAL_COMPRESSED_SIZE, RG_COLUMNS, Footer
-from castable.thrift import BINARY, I64
+from castable.format.footer import CC_META_DATA, CMD_TOTAL_COMPRESSED_SIZE, RG_COLUMNS, Footer
+from castable.format.thrift import BINARY, I64
 
 ROWS = 240_000
 FILE_CREATED_BY = 6

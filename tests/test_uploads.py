@@ -1,4 +1,4 @@
-"""A write's last object uploads while its commit writes its segments (``castable.uploads``):
+"""A write's last object uploads while its commit writes its segments (``castable.store.uploads``):
 the manifest is written only once the upload is out, with the ETag the segment names, and an
 upload that fails or comes back with another ETag fails the commit with nothing committed."""
 
@@ -13,8 +13,8 @@ import pytest
 from helpers.tables import EVENTS, FILES_ONLY, events
 
 import castable
-from castable.layout import manifest_key
-from castable.segment import SEGMENT_PREFIX
+from castable.format.layout import manifest_key
+from castable.format.segment import SEGMENT_PREFIX
 from castable.store import ObjectInfo, StoreError
 from castable.store import s3 as s3_store
 from castable.store.s3 import S3Store

@@ -15,8 +15,8 @@ from helpers.s3servers import new_bucket
 from helpers.tables import FILES_ONLY
 
 import castable
-from castable.erase import noncurrent_copies
-from castable.layout import POINTER_KEY
+from castable.format.layout import POINTER_KEY
+from castable.maintenance.erase import noncurrent_copies
 from castable.table import Table
 from castable.tables import load_table
 

@@ -31,11 +31,11 @@ from helpers.workflows import (
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 import castable
-import castable.erase
-import castable.segment
+import castable.format.segment
+import castable.maintenance.erase
 from castable.errors import CorruptObjectError
+from castable.format.properties import AFTER_COMMIT
 from castable.iceberg import publish
-from castable.properties import AFTER_COMMIT
 from castable.table import Table
 from castable.tables import load_table
 
@@ -235,12 +235,12 @@ def test_erasure_workflow_erases_rows_kept_inline_from_every_object(
 def _holds_row(t: Table, key: str, row_id: int) -> bool:
     """Whether the segment at ``key`` is a data segment with an inline entry holding ``row_id``."""
     try:
-        table = castable.segment.decode(t.store.get(key).data, "data", key=key)
+        table = castable.format.segment.decode(t.store.get(key).data, "data", key=key)
     except CorruptObjectError:  # a tombstone or commits segment
         return False
-    if castable.segment.INLINE not in table.column_names:
+    if castable.format.segment.INLINE not in table.column_names:
         return False
-    rows = table.column(castable.segment.INLINE).combine_chunks().flatten()
+    rows = table.column(castable.format.segment.INLINE).combine_chunks().flatten()
     return row_id in rows.field("id").to_pylist()
 
 
@@ -258,7 +258,7 @@ def test_an_erasure_stopped_after_its_splices_is_finished_by_running_it_again(
     with pytest.MonkeyPatch.context() as first_run:
         first_run.setattr(lambdas.erasure, "purge_objects", stopped)
         assert run(aws["erasure"], request)["status"] == "FAILED"
-    replaced = castable.erase.splices_of(table.store, "gdpr-rerun/splice/").old
+    replaced = castable.maintenance.erase.splices_of(table.store, "gdpr-rerun/splice/").old
     assert replaced and all(table.store.exists(path) for path in replaced), "spliced, not purged"
     assert not list(table.store.list("receipts/")), "no receipt for a run that did not finish"
 
@@ -276,10 +276,10 @@ def test_erasure_workflow_fails_when_the_purge_finds_a_trace(
 ) -> None:
     """No row matches any more, but the byte search of a new object found an erased value: the
     execution ends in ErasureNotVerified, not in a receipt."""
-    import castable.erase
+    import castable.maintenance.erase
 
     finding = "row group 0, column key: statistics holds an erased value"
-    monkeypatch.setattr(castable.erase, "find_traces", lambda source, size, needles: [finding])
+    monkeypatch.setattr(castable.maintenance.erase, "find_traces", lambda source, size, needles: [finding])
     d = run(aws["erasure"], {"table": table.uri, "predicate": "id = 10", "commit_id": "gdpr-10"})
     assert d["status"] == "FAILED"
     failed = [e for e in history(d) if e["type"] == "ExecutionFailed"]

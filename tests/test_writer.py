@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.tables import EVENTS, events
 
-from castable.properties import TableProperties
-from castable.sources import file_batches
+from castable.format.properties import TableProperties
+from castable.format.sources import file_batches
+from castable.format.writer import write_data_files
 from castable.store import LocalStore, StagedObject, StoreError
-from castable.writer import write_data_files
 
 PROPS = TableProperties.parse({"write.target-file-size-bytes": "6000", "write.row-group-size-bytes": "3000"})
 

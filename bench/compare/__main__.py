@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 from benchlib import RESULTS, SCHEMA, STARTED, event_batches, publish
 
-from castable.properties import COMPRESSION, DEFAULTS, ROW_GROUP_SIZE, TARGET_FILE_SIZE
+from castable.format.properties import COMPRESSION, DEFAULTS, ROW_GROUP_SIZE, TARGET_FILE_SIZE
 
 from .plots import plots
 from .report import document, verdicts

@@ -14,7 +14,7 @@ import pyiceberg
 from benchlib import fmt_s, machine_line
 from deltalake import __version__ as deltalake_version
 
-from castable.properties import DEFAULTS, ROW_GROUP_SIZE
+from castable.format.properties import DEFAULTS, ROW_GROUP_SIZE
 
 from .results import (
     APPEND,

@@ -21,7 +21,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
 
 import castable
-from castable.properties import COMPRESSION, TARGET_FILE_SIZE
+from castable.format.properties import COMPRESSION, TARGET_FILE_SIZE
 
 from .results import FLOOR, PEER, REFERENCE, SUBJECT
 from .workloads import DeleteCase, Layout, ReplaceCase, write_parquet

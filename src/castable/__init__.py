@@ -10,9 +10,6 @@
 [1, 3]
 """
 
-from castable.batching import BatchWriter
-from castable.cache import clear_caches
-from castable.changes import ChangeScan, ChangeTask
 from castable.database import Database, DatabaseSnapshot, Transaction, create_database, open_database
 from castable.errors import (
     CastableError,
@@ -33,9 +30,12 @@ from castable.errors import (
     UnsafeStoreError,
     VersionNotFoundError,
 )
-from castable.history import HistoryEntry
-from castable.merge import MergeBuilder, MergeResult
-from castable.scan import Scan, ScanTask
+from castable.maintenance.history import HistoryEntry
+from castable.ops.batching import BatchWriter
+from castable.ops.merge import MergeBuilder, MergeResult
+from castable.read.changes import ChangeScan, ChangeTask
+from castable.read.scan import Scan, ScanTask
+from castable.store.cache import clear_caches
 from castable.store.errors import StoreError, StoreUnavailableError
 from castable.table import Table
 from castable.tables import create_table, open_table

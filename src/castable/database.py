@@ -27,16 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
-from castable import dblog
-from castable.changes import ChangeScan
-from castable.commit import TRANSACTION, Change, CommitResult, entry_as_of, new_commit_id, read_manifest, stage
-from castable.committer import NewerBase
-from castable.conflicts import Access, Isolation, Rows, check_isolation
-from castable.create import check_not_nested, initial_manifest
-from castable.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
-from castable.entries import CommitInfo
-from castable.erase import MODES as ERASE_MODES
-from castable.erase import EraseChange, EraseMode, EraseReport, check_erasable
+from castable.commit import dblog
+from castable.commit.committer import NewerBase
+from castable.commit.conflicts import Access, Isolation, Rows, check_isolation
+from castable.commit.create import check_not_nested, initial_manifest
+from castable.commit.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
+from castable.commit.pointer import Pointer, encode_pointer
+from castable.commit.protocol import TRANSACTION, Change, CommitResult, entry_as_of, new_commit_id, read_manifest, stage
 from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -50,15 +47,18 @@ from castable.errors import (
     TransactionClosedError,
     VersionNotFoundError,
 )
-from castable.feed import member_changes
-from castable.layout import POINTER_KEY, manifest_key
-from castable.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
-from castable.pointer import Pointer, encode_pointer
-from castable.predicate import Predicate, Where, parse_predicate
-from castable.properties import TableProperties
+from castable.format.entries import CommitInfo
+from castable.format.layout import POINTER_KEY, manifest_key
+from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
+from castable.format.properties import TableProperties
+from castable.format.times import as_datetime, now
+from castable.maintenance.erase import MODES as ERASE_MODES
+from castable.maintenance.erase import EraseChange, EraseMode, EraseReport, check_erasable
+from castable.ops.feed import member_changes
+from castable.read.changes import ChangeScan
+from castable.read.predicate import Predicate, Where, parse_predicate
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
 from castable.table import Table
-from castable.times import as_datetime, now
 
 R = TypeVar("R")
 

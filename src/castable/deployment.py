@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from castable.create import holds_database, holds_table
+from castable.commit.create import holds_database, holds_table
+from castable.commit.dblog import NAME
 from castable.database import Database
-from castable.dblog import NAME
 from castable.errors import CastableError
-from castable.properties import TableProperties
+from castable.format.properties import TableProperties
 from castable.store import ObjectStore
 from castable.table import Table
 from castable.tables import load_table

@@ -16,35 +16,36 @@ from typing import Any
 
 import pyarrow as pa
 
-from castable import maintenance, writes
-from castable.batching import BatchWriter
-from castable.changes import ChangeScan
-from castable.commit import Change, CommitResult, NextState, new_commit_id
-from castable.committer import Committer, OwnLog
-from castable.compact import CompactReport
-from castable.conflicts import Access, Rows
-from castable.damage import Damage, assess, repair
-from castable.erase import EraseMode, EraseReport, PurgeReport
-from castable.erase import purge as purge_erased_objects
+from castable.commit.committer import Committer, OwnLog
+from castable.commit.conflicts import Access, Rows
+from castable.commit.handle import SchemaMode, WriteStart
+from castable.commit.protocol import Change, CommitResult, NextState, new_commit_id
 from castable.errors import CorruptObjectError, InvalidInputError
-from castable.evolution import SchemaUpdate
-from castable.feed import change_scan
-from castable.gc import ExpireReport, GcReport
-from castable.handle import SchemaMode, WriteStart
-from castable.history import HistoryEntry, history, manifest_as_of, manifest_of_version
-from castable.inputs import DataLike, conforming_batches
-from castable.layout import ICEBERG_HINT
-from castable.manifest import DataFile, Manifest
-from castable.merge import MergeBuilder
-from castable.predicate import Constant, Predicate, Where, parse_predicate
-from castable.properties import AFTER_COMMIT, TableProperties
-from castable.register import Verify
-from castable.replacement import Rewrite
-from castable.scan import Scan
-from castable.snapshot import Snapshot
+from castable.format.evolution import SchemaUpdate
+from castable.format.inputs import DataLike, conforming_batches
+from castable.format.layout import ICEBERG_HINT
+from castable.format.manifest import DataFile, Manifest
+from castable.format.properties import AFTER_COMMIT, TableProperties
+from castable.format.times import as_datetime
+from castable.maintenance import tasks as maintenance
+from castable.maintenance.compact import CompactReport
+from castable.maintenance.damage import Damage, assess, repair
+from castable.maintenance.erase import EraseMode, EraseReport, PurgeReport
+from castable.maintenance.erase import purge as purge_erased_objects
+from castable.maintenance.gc import ExpireReport, GcReport
+from castable.maintenance.history import HistoryEntry, history, manifest_as_of, manifest_of_version
+from castable.ops import writes
+from castable.ops.batching import BatchWriter
+from castable.ops.feed import change_scan
+from castable.ops.merge import MergeBuilder
+from castable.ops.register import Verify
+from castable.ops.replacement import Rewrite
+from castable.ops.writes import DELETE_OPS, AddMode
+from castable.read.changes import ChangeScan
+from castable.read.predicate import Constant, Predicate, Where, parse_predicate
+from castable.read.scan import Scan
+from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
-from castable.times import as_datetime
-from castable.writes import DELETE_OPS, AddMode
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ class Table:
         """Every row change committed in versions ``start_version`` through ``end_version``
         (both included; ``None``: the newest), or from ``start_time`` to ``end_time``: a lazy
         scan of the rows with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``,
-        reading only what changed (see :mod:`castable.changes`)."""
+        reading only what changed (see :mod:`castable.read.changes`)."""
         newest = self.refresh()._readable()
         return change_scan(
             self.store,
@@ -267,7 +268,7 @@ class Table:
         source_ids: Sequence[str] = (),
         schema_mode: SchemaMode = "strict",
     ) -> int:
-        """Append rows in one commit and return the committed version (see :func:`castable.writes.append`:
+        """Append rows in one commit and return the committed version (see :func:`castable.ops.writes.append`:
         idempotent ``commit_id``, ``source_ids`` consumed once, ``schema_mode``)."""
         return writes.append(
             self, data, commit_id=commit_id, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
@@ -284,7 +285,7 @@ class Table:
         source_ids: Sequence[str] = (),
     ) -> int:
         """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
-        commit; return the version (see :func:`castable.writes.upsert`: change feeds with ``op_column``)."""
+        commit; return the version (see :func:`castable.ops.writes.upsert`: change feeds with ``op_column``)."""
         return writes.upsert(
             self,
             data,
@@ -297,17 +298,17 @@ class Table:
 
     def overwrite(self, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
         """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
-        one commit; return the version (see :func:`castable.writes.overwrite`)."""
+        one commit; return the version (see :func:`castable.ops.writes.overwrite`)."""
         return writes.overwrite(self, data, where=where, commit_id=commit_id)
 
     def update(self, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
         """Set columns of the rows matching ``where`` (every row without it) to SQL expressions of
-        their old values in one commit; return the version (see :func:`castable.writes.update`)."""
+        their old values in one commit; return the version (see :func:`castable.ops.writes.update`)."""
         return writes.update(self, set, where, commit_id=commit_id)
 
     def merge(self, source: DataLike, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
         """A merge of ``source`` into the table by primary key: add ``when_*`` clauses, then
-        ``execute()`` (see :mod:`castable.merge`)."""
+        ``execute()`` (see :mod:`castable.ops.merge`)."""
         return MergeBuilder(self, source, source_alias=source_alias, target_alias=target_alias)
 
     def rewrite(
@@ -330,7 +331,7 @@ class Table:
     ) -> int:
         """Register Parquet files already written under the table's ``data/`` prefix, in ``mode``
         (append, upsert or overwrite), each decoded in full unless ``verify="footer"``; return the
-        version (see :func:`castable.writes.add_files`)."""
+        version (see :func:`castable.ops.writes.add_files`)."""
         return writes.add_files(self, files, mode=mode, where=where, commit_id=commit_id, verify=verify)
 
     def check_add_mode(self, mode: str, where: Where | None = None) -> Predicate | None:
@@ -395,7 +396,7 @@ class Table:
         self, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
     ) -> int:
         """Commit a new version whose files and tombstones are those of ``version`` (or of the
-        version at ``as_of``); return it (see :func:`castable.writes.restore`). No data is copied."""
+        version at ``as_of``); return it (see :func:`castable.ops.writes.restore`). No data is copied."""
         return writes.restore(self, version, as_of=as_of, commit_id=commit_id)
 
     def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:

@@ -8,13 +8,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from castable.commit import newest_manifest
-from castable.committer import OwnLog
-from castable.create import create, initial_manifest
-from castable.damage import assess
+from castable.commit.committer import OwnLog
+from castable.commit.create import create, initial_manifest
+from castable.commit.protocol import newest_manifest
 from castable.database import Database
 from castable.errors import CorruptObjectError
-from castable.manifest import LATEST_FORMAT_VERSION
+from castable.format.manifest import LATEST_FORMAT_VERSION
+from castable.maintenance.damage import assess
 from castable.store import ObjectStore, store_from_uri
 from castable.table import Table
 

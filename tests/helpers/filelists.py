@@ -9,9 +9,9 @@ from typing import Any
 import pyarrow as pa
 
 from castable.errors import FileMismatchError, SchemaMismatchError
-from castable.manifest import DataFile
-from castable.properties import TableProperties
-from castable.writer import write_data_files
+from castable.format.manifest import DataFile
+from castable.format.properties import TableProperties
+from castable.format.writer import write_data_files
 from helpers.tables import events, parquet_bytes
 
 LIES: dict[str, tuple[type[Exception], str]] = {

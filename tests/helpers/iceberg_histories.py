@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 from pyiceberg.table import StaticTable
 
 import castable
-from castable.evolution import field_id
+from castable.format.evolution import field_id
+from castable.format.layout import ICEBERG_PREFIX
 from castable.iceberg import IcebergPublishError, publish
-from castable.layout import ICEBERG_PREFIX
 
 from . import ROOT
 

@@ -43,16 +43,16 @@ from pyiceberg.table.update import (
     UpgradeFormatVersionUpdate,
 )
 
-from castable import writes
 from castable.catalog.errors import BadRequestError, CatalogError, UnsupportedError
 from castable.catalog.metadata import current_metadata, stored_names, stored_properties
 from castable.catalog.schemas import arrow_schema, schema_update
 from castable.catalog.warehouse import Namespace, Warehouse
-from castable.entries import DataFile
+from castable.format.entries import DataFile
 from castable.iceberg.files import StoredFileIO
 from castable.iceberg.publish import INLINE, METADATA
-from castable.predicate import InList, Predicate
-from castable.register import check_files, table_key
+from castable.ops import writes
+from castable.ops.register import check_files, table_key
+from castable.read.predicate import InList, Predicate
 from castable.store import canonical_location
 from castable.table import Table
 

@@ -9,7 +9,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 
 from castable.catalog.errors import BadRequestError
-from castable.evolution import SchemaUpdate, last_column_id
+from castable.format.evolution import SchemaUpdate, last_column_id
 from castable.iceberg.schema import iceberg_schema
 
 

@@ -20,11 +20,11 @@ from castable.catalog.errors import (
     NoSuchTableError,
     UnsupportedError,
 )
-from castable.create import holds_database, holds_table
+from castable.commit.create import holds_database, holds_table
+from castable.commit.dblog import LOG_PREFIX, NAME
 from castable.database import Database
-from castable.dblog import LOG_PREFIX, NAME
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
-from castable.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
+from castable.format.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError, store_from_uri
 from castable.table import Table
 from castable.tables import create_table_at, load_table

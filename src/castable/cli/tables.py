@@ -19,7 +19,6 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 import castable
-from castable.changes import ChangeScan
 from castable.cli.common import (
     AsJson,
     CommitId,
@@ -33,11 +32,12 @@ from castable.cli.common import (
     spinner,
 )
 from castable.errors import InvalidInputError
-from castable.evolution import field_id
-from castable.manifest import LATEST_FORMAT_VERSION
-from castable.results import ArrowResult
-from castable.sources import CsvOptions, Source, format_of, json_rows, open_source, to_json_lines
-from castable.types import parse_schema, parse_type
+from castable.format.evolution import field_id
+from castable.format.manifest import LATEST_FORMAT_VERSION
+from castable.format.sources import CsvOptions, Source, format_of, json_rows, open_source, to_json_lines
+from castable.format.types import parse_schema, parse_type
+from castable.read.changes import ChangeScan
+from castable.read.results import ArrowResult
 
 tables_app = typer.Typer()
 
@@ -432,7 +432,7 @@ def scan(
 
 
 class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
-    """Rows as JSON Lines (:func:`castable.sources.to_json_lines`); a path is opened and closed here."""
+    """Rows as JSON Lines (:func:`castable.format.sources.to_json_lines`); a path is opened and closed here."""
 
     def __init__(self, sink: str | IO[bytes]) -> None:
         self.owned = isinstance(sink, str)

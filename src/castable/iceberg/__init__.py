@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from castable.iceberg.glue import GlueRegistration, register
 from castable.iceberg.publish import Published, publish_through
 from castable.iceberg.schema import IcebergPublishError
-from castable.snapshot import Snapshot
+from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
 
 __all__ = ["GlueRegistration", "IcebergPublishError", "Published", "publish", "publish_after_purge", "register_glue"]

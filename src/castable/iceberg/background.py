@@ -14,9 +14,9 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from castable.commit import read_manifest
+from castable.commit.protocol import read_manifest
 from castable.iceberg.publish import publish_through
-from castable.snapshot import Snapshot
+from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
 
 log = logging.getLogger(__name__)

@@ -61,11 +61,14 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.typedef import Record
 
-from castable import inline
-from castable.entries import DataFile, TombstoneFile
+from castable.commit.pointer import retention_floor
 from castable.errors import VersionNotFoundError
-from castable.evolution import FIELD_ID, last_column_id, resolve
-from castable.filelist import Part
+from castable.format import inline
+from castable.format.entries import DataFile, TombstoneFile
+from castable.format.evolution import FIELD_ID, last_column_id, resolve
+from castable.format.filelist import Part
+from castable.format.layout import ICEBERG_HINT, ICEBERG_PREFIX
+from castable.format.stats import file_rows
 from castable.iceberg.files import StoredFileIO, StoredInput, StoredOutput
 from castable.iceberg.schema import (
     IcebergPublishError,
@@ -75,12 +78,9 @@ from castable.iceberg.schema import (
     maps_otherwise,
     name_mapping,
 )
-from castable.layout import ICEBERG_HINT, ICEBERG_PREFIX
-from castable.pointer import retention_floor
-from castable.readahead import read_ahead
-from castable.snapshot import Snapshot as CastableSnapshot
-from castable.stats import file_rows
+from castable.read.snapshot import Snapshot as CastableSnapshot
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
+from castable.store.readahead import read_ahead
 
 log = logging.getLogger(__name__)
 
@@ -514,7 +514,7 @@ class _Publication:
         summary = {
             "operation": _operation(m.commit.operation),
             "castable.operation": m.commit.operation,
-            "castable.commit-id": m.commit.commit_id,
+            "castable.commit.protocol-id": m.commit.commit_id,
         }
         snapshot = {
             "snapshot-id": self.version,
@@ -654,7 +654,7 @@ def _statistics(footer: pq.FileMetaData) -> dict[str, Any]:
     type (a dropped 16-bit float, say) gets counts and sizes only, and one without ids
     (registered from another engine) its row count only: readers then find its columns by the
     name mapping and prune it by nothing. The row count is the row groups'
-    (:func:`castable.stats.file_rows`), where pyiceberg would take the file's own total."""
+    (:func:`castable.format.stats.file_rows`), where pyiceberg would take the file's own total."""
     rows = file_rows(footer)
     try:
         own = pyarrow_to_schema(footer.schema.to_arrow_schema(), format_version=2)

@@ -18,13 +18,13 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 
-from castable.gc import referenced_objects, retained_versions
+from castable.commit.pointer import retention_floor
+from castable.format.layout import DATA_PREFIX, TOMBSTONE_PREFIX
+from castable.format.segment import SEGMENT_PREFIX
 from castable.iceberg.publish import HINT, INLINE, METADATA, publish_through, read_hint
 from castable.iceberg.schema import IcebergPublishError
-from castable.layout import DATA_PREFIX, TOMBSTONE_PREFIX
-from castable.pointer import retention_floor
-from castable.segment import SEGMENT_PREFIX
-from castable.snapshot import Snapshot
+from castable.maintenance.gc import referenced_objects, retained_versions
+from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
 
 log = logging.getLogger(__name__)

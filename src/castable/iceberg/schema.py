@@ -23,7 +23,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType
 
 from castable.errors import CastableError
-from castable.evolution import FIELD_ID, default_of, field_id, file_schema, names_of, stored_type, with_ids
+from castable.format.evolution import FIELD_ID, default_of, field_id, file_schema, names_of, stored_type, with_ids
 
 
 class IcebergPublishError(CastableError):

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 import castable
-from castable.changes import ChangeScan, ChangeTask
 from castable.errors import InvalidInputError
-from castable.predicate import Predicate
+from castable.read.changes import ChangeScan, ChangeTask
+from castable.read.predicate import Predicate
 from castable.spark.files import TableLocation, spark_arrow, spark_schema
 from castable.store import ObjectNotFoundError, PreconditionFailedError, store_from_uri
 

@@ -29,7 +29,7 @@ nor holds an object per file.
 Change feed (as Delta Lake's options): with ``readChangeFeed`` set to ``true`` a batch read returns
 the row changes of versions ``startingVersion`` (or ``startingTimestamp``) through
 ``endingVersion`` (default: the newest), with ``_change_type``, ``_commit_version`` and
-``_commit_timestamp`` (see ``castable.changes``). ``spark.readStream.format("castable")`` streams
+``_commit_timestamp`` (see ``castable.read.changes``). ``spark.readStream.format("castable")`` streams
 a table's inserted rows, or with ``readChangeFeed`` every change, a micro-batch per range of new
 versions: the offset is the next version to read, so a query restarted from its checkpoint goes on
 with no gap and no repeat. It starts at ``startingVersion`` (a number, or ``latest``, the default:
@@ -65,18 +65,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from castable.changes import CHANGE_TYPE, METADATA, ChangeTask, changes_schema
-from castable.commit import read_manifest
+from castable.commit.protocol import read_manifest
 from castable.errors import (
     CastableError,
     CommitStateUnknownError,
     InvalidInputError,
 )
-from castable.feed import change_start
-from castable.manifest import DataFile, Manifest, RecentCommits
-from castable.predicate import Predicate, parse_predicate
-from castable.scan import Scan, ScanTask
-from castable.snapshot import SegmentSlice, Snapshot
+from castable.format.manifest import DataFile, Manifest, RecentCommits
+from castable.ops.feed import change_start
+from castable.read.changes import CHANGE_TYPE, METADATA, ChangeTask, changes_schema
+from castable.read.predicate import Predicate, parse_predicate
+from castable.read.scan import Scan, ScanTask
+from castable.read.snapshot import SegmentSlice, Snapshot
 from castable.spark.changes import ChangeReader
 from castable.spark.digest import Digested, RowDigest
 from castable.spark.files import TableLocation, TableTarget, WriteMode, added_columns, spark_schema

@@ -5,7 +5,7 @@ in Spark tasks.
 The driver decides what the manifest alone can (files pruned by their statistics, a range or
 list of primary keys deleted without reading a row, files wholly inside a range dropped).
 The files left to read for a delete's predicate are read by Spark tasks, a few files each,
-with the library's planner (``castable.delete.plan_files``), which return tombstone entries;
+with the library's planner (``castable.ops.delete.plan_files``), which return tombstone entries;
 an update's matching rows are read, changed and written as new data files by one task per
 scan task (``Scan.plan_tasks``), which return the files' entries. The driver writes one
 tombstone file and commits it with any new files, the same commit the library makes; if
@@ -32,15 +32,16 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from castable import tombstone, writes
-from castable.delete import DeletePlan, plan_files
-from castable.expressions import Assignments
-from castable.manifest import DataFile
-from castable.merge import MergeBuilder, MergeClauses, MergeResult
-from castable.predicate import Constant, InList, Predicate
-from castable.replacement import Rewritten
-from castable.scan import Scan
-from castable.snapshot import Snapshot
+from castable.format import tombstone
+from castable.format.manifest import DataFile
+from castable.ops import writes
+from castable.ops.delete import DeletePlan, plan_files
+from castable.ops.merge import MergeBuilder, MergeClauses, MergeResult
+from castable.ops.replacement import Rewritten
+from castable.read.expressions import Assignments
+from castable.read.predicate import Constant, InList, Predicate
+from castable.read.scan import Scan
+from castable.read.snapshot import Snapshot
 from castable.spark.files import TableLocation, TableTarget, arrow_schema, from_spark, spark_schema, sql_name
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def update(
 
 
 class ClusterUpdate:
-    """A ``castable.writes.UpdateWriter`` that reads, changes and writes each scan task's rows
+    """A ``castable.ops.writes.UpdateWriter`` that reads, changes and writes each scan task's rows
     in a Spark task."""
 
     def __init__(self, spark: SparkSession, target: TableTarget) -> None:
@@ -136,7 +137,7 @@ class ClusterUpdate:
 
 
 class ClusterPlanner:
-    """A ``castable.delete.FilePlanner`` that plans each few files in a Spark task."""
+    """A ``castable.ops.delete.FilePlanner`` that plans each few files in a Spark task."""
 
     def __init__(self, spark: SparkSession, location: TableLocation) -> None:
         self.spark = spark
@@ -186,7 +187,7 @@ def merge(
 
 
 class SparkMerge:
-    """The clauses of a Spark merge (as :class:`castable.merge.MergeBuilder`); nothing runs
+    """The clauses of a Spark merge (as :class:`castable.ops.merge.MergeBuilder`); nothing runs
     until :meth:`execute`."""
 
     def __init__(
@@ -249,7 +250,7 @@ def _keys(source: DataFrame, key: str) -> pa.ChunkedArray:
 
 
 class ClusterMerge:
-    """A merge's produce step (``castable.replacement.Rewritten`` of a version): the source joined
+    """A merge's produce step (``castable.ops.replacement.Rewritten`` of a version): the source joined
     with the version's rows that hold its keys, the clauses decided and the new rows written
     by Spark tasks."""
 

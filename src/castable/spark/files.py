@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from castable.commit import read_manifest
+from castable.commit.protocol import read_manifest
 from castable.errors import InvalidInputError, SchemaMismatchError
-from castable.inputs import with_missing
-from castable.manifest import DataFile
-from castable.properties import TableProperties
-from castable.schema import conform
-from castable.snapshot import Snapshot
+from castable.format.inputs import with_missing
+from castable.format.manifest import DataFile
+from castable.format.properties import TableProperties
+from castable.format.schema import conform
+from castable.format.writer import write_data_files
+from castable.ops.writes import AddMode
+from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore, store_from_uri
 from castable.table import Table
 from castable.tables import load_table
-from castable.writer import write_data_files
-from castable.writes import AddMode
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

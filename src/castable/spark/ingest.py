@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 import castable
+from castable.commit.handle import SchemaMode
 from castable.errors import InvalidInputError, SchemaMismatchError
-from castable.handle import SchemaMode
-from castable.manifest import DataFile
-from castable.register import write_file_list
+from castable.format.manifest import DataFile
+from castable.ops.register import write_file_list
+from castable.ops.writes import ADD_MODES, AddMode
 from castable.spark.files import TableTarget, WriteMode, added_columns
 from castable.spark.remote import invoke_add_columns, invoke_commit
 from castable.table import Table
-from castable.writes import ADD_MODES, AddMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -33,14 +33,14 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 import castable
-from castable.cache import LruCache
 from castable.errors import InvalidInputError
-from castable.evolution import default_of
-from castable.manifest import DataFile
-from castable.predicate import Match, Predicate, parse_predicate
-from castable.scan import Scan
-from castable.snapshot import SegmentSlice, Snapshot
+from castable.format.evolution import default_of
+from castable.format.manifest import DataFile
+from castable.read.predicate import Match, Predicate, parse_predicate
+from castable.read.scan import Scan
+from castable.read.snapshot import SegmentSlice, Snapshot
 from castable.spark.files import TableLocation, spark_schema, sql_name
+from castable.store.cache import LruCache
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -148,7 +148,7 @@ def read_table(
 
 
 def _inline_entries(snapshot: Snapshot, predicate: Predicate | None) -> list[DataFile]:
-    """The version's inline entries (``castable.inline``) the predicate does not rule out: no
+    """The version's inline entries (``castable.format.inline``) the predicate does not rule out: no
     files Spark could read, and a few MiB at most. Only the segments whose summaries say they
     hold inline entries are read."""
     data_files = snapshot.manifest.data_files

@@ -2,7 +2,7 @@
 
 The function re-checks every file (exists, under ``data/``, the table's schema) with its own
 role, so a job needs no write access to the table's manifests. Its errors come back with
-their castable class names and are raised here as the same classes (:mod:`castable.invocation`).
+their castable class names and are raised here as the same classes (:mod:`castable.format.invocation`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 import pyarrow as pa
 
 from castable import errors
-from castable.invocation import invoke
-from castable.writes import AddMode
+from castable.format.invocation import invoke
+from castable.ops.writes import AddMode
 
 MAX_FILES = 10_000
 """The most paths one commit event may list (the function's event model allows no more); a
-file list (:func:`castable.register.write_file_list`) has no cap."""
+file list (:func:`castable.ops.register.write_file_list`) has no cap."""
 
 
 def invoke_commit(
@@ -71,6 +71,6 @@ def invoke_add_columns(
     payload = {
         "table": table_uri,
         "commit_id": commit_id,
-        "add_columns": [{"name": c.name, "type": str(c.type)} for c in columns],  # castable.types parses it
+        "add_columns": [{"name": c.name, "type": str(c.type)} for c in columns],  # castable.format.types parses it
     }
     return invoke(function_name, payload, client, region)

@@ -9,11 +9,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import castable
+from castable.commit.handle import SchemaMode
 from castable.errors import EmptyWriteError, InvalidInputError
-from castable.handle import SchemaMode
+from castable.ops.writes import AddMode
 from castable.spark.ingest import ingest
 from castable.spark.read import read_table
-from castable.writes import AddMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -274,4 +274,4 @@ class StagedObject:
     info: ObjectInfo | None = None
     put: Callable[[str, bytes], ObjectInfo] | None = None
     """How a store that uploads a staged file in one request puts its bytes, if not with its
-    own ``put`` (a write that lets its last file upload while it commits, ``castable.uploads``)."""
+    own ``put`` (a write that lets its last file upload while it commits, ``castable.store.uploads``)."""

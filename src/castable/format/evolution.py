@@ -1,0 +1,402 @@
+"""Schema evolution: column identity by field id, the changes a table allows, and resolving a
+data file's columns against a later schema (docs/format.md section 4.1).
+
+Every column has a stable id, kept in the manifest schema's field metadata as
+``PARQUET:field_id`` (pyarrow writes it into Parquet files as the field id) with the names
+the column has had and the versions they took effect (``castable:names``). A file's column
+is found by id when the file carries castable's ids; otherwise (files written before ids, or
+registered from another engine) by the name the column had at the version the file was added.
+So a rename touches no data, and a dropped-then-re-added name is a new column whose values
+never come from the old one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.format.stats import decode_value, encode_value, supports_stats
+
+FIELD_ID = b"PARQUET:field_id"
+NAMES = b"castable:names"
+DEFAULT = b"castable:default"
+LAST_ID = b"castable:last_column_id"
+
+
+def field_id(f: pa.Field) -> int | None:
+    raw = (f.metadata or {}).get(FIELD_ID)
+    return None if raw is None else int(raw)
+
+
+def check_ids(schema: pa.Schema) -> None:
+    """``ValueError`` unless the schema's evolution metadata is well formed: ids on every column
+    or none, unique, with readable name histories ending in the column's name, and defaults
+    of the column's type."""
+    ids = [field_id(f) for f in schema]
+    if None in ids and any(i is not None for i in ids):
+        raise ValueError("some columns have field ids and some do not")
+    if len(set(ids)) != len(ids) and None not in ids:
+        raise ValueError(f"field ids repeat: {ids}")
+    for f in schema:
+        history = names_of(f)
+        if not history or history[-1][0] != f.name:
+            raise ValueError(f"column {f.name!r}: its name history does not end in its name")
+        default_of(f)
+    if has_ids(schema) and last_column_id(schema) < max(i for i in ids if i is not None):
+        raise ValueError("the last column id is below a column's id")
+
+
+def same_schema(a: pa.Schema, b: pa.Schema) -> bool:
+    """Whether two schemas are the same version of a table's schema: ids and names history too."""
+    return a is b or a.equals(b, check_metadata=True)
+
+
+def has_ids(schema: pa.Schema) -> bool:
+    return len(schema) > 0 and all(field_id(f) is not None for f in schema)
+
+
+def names_of(f: pa.Field) -> list[tuple[str, int]]:
+    """The names a column has had, each with the version it took effect, oldest first."""
+    raw = (f.metadata or {}).get(NAMES)
+    return [(f.name, 0)] if raw is None else [(str(n), int(v)) for n, v in json.loads(raw)]
+
+
+def last_column_id(schema: pa.Schema) -> int:
+    """The highest id ever given in this table (dropped columns' ids are never reused)."""
+    raw = (schema.metadata or {}).get(LAST_ID)
+    ids = [i for f in schema if (i := field_id(f)) is not None]
+    return max([int(raw) if raw is not None else 0, *ids])
+
+
+def default_of(f: pa.Field) -> pa.Scalar | None:
+    """The value old rows (in files written before the column existed) read as; NULL if ``None``."""
+    raw = (f.metadata or {}).get(DEFAULT)
+    return None if raw is None else decode_value(json.loads(raw), f.type)
+
+
+def _field(
+    name: str, t: pa.DataType, nullable: bool, fid: int, names: list[tuple[str, int]], default: bytes | None = None
+) -> pa.Field:
+    metadata = {FIELD_ID: str(fid).encode(), NAMES: json.dumps(names).encode()}
+    if default is not None:
+        metadata[DEFAULT] = default
+    return pa.field(name, t, nullable=nullable, metadata=metadata)
+
+
+def _with_last(fields: Sequence[pa.Field], last: int) -> pa.Schema:
+    return pa.schema(fields, metadata={LAST_ID: str(last).encode()})
+
+
+def with_ids(schema: pa.Schema, version: int = 0) -> pa.Schema:
+    """``schema`` with an id for each column that has none (1, 2, ... in order for a new table)."""
+    if has_ids(schema):
+        return schema
+    last = last_column_id(schema)
+    fields = []
+    for f in schema:
+        fid = field_id(f)
+        if fid is None:
+            last += 1
+            fid = last
+        fields.append(_field(f.name, f.type, f.nullable, fid, [(f.name, version)]))
+    return _with_last(fields, last)
+
+
+def file_schema(schema: pa.Schema) -> pa.Schema:
+    """The table's columns with their field ids only (the schema of inline rows)."""
+    return pa.schema(
+        [
+            pa.field(f.name, f.type, f.nullable, None if (i := field_id(f)) is None else {FIELD_ID: str(i).encode()})
+            for f in schema
+        ]
+    )
+
+
+def stored_type(t: pa.DataType) -> pa.DataType:
+    """The type a Parquet file castable writes holds a column of type ``t`` in: a timestamp of
+    seconds or milliseconds as microseconds, the unit of Iceberg's and Delta's timestamps
+    (iceberg-rust refuses others); reads cast it back, exactly. Any other type as itself."""
+    if pa.types.is_timestamp(t) and t.unit in ("s", "ms"):
+        return pa.timestamp("us", t.tz)
+    return t
+
+
+def parquet_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema castable writes Parquet files with: :func:`file_schema`, each type as
+    :func:`stored_type` gives it."""
+    return pa.schema([f.with_type(stored_type(f.type)) for f in file_schema(schema)])
+
+
+def to_stored(rows: pa.Table, stored: pa.Schema) -> pa.Table:
+    """``rows`` as ``stored`` (their :func:`parquet_schema`); a timestamp that microseconds
+    cannot hold is refused."""
+    try:
+        return rows.cast(stored)
+    except pa.ArrowInvalid as e:
+        raise InvalidInputError(
+            f"{e}: castable stores timestamps in microseconds, as Iceberg and Delta do "
+            "(years -290308 to 294247), and cannot write this value"
+        ) from None
+
+
+_INTS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+_UINTS = [pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
+_LAYOUTS = ({pa.string(), pa.large_string()}, {pa.binary(), pa.large_binary()})
+
+
+def widens(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether every ``old`` value is exactly a ``new`` value (the changes a column's type may take)."""
+    if old.equals(new):
+        return True
+    if old in _INTS and new in _INTS:
+        return _INTS.index(old) < _INTS.index(new)
+    if old in _UINTS and (new in _UINTS or new in _INTS):
+        # uint8 fits int16, uint16 fits int32, uint32 fits int64
+        return _UINTS.index(old) < (_UINTS.index(new) if new in _UINTS else _INTS.index(new))
+    if pa.types.is_floating(old) and pa.types.is_floating(new):
+        return bool(old.bit_width < new.bit_width)
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
+        return bool(new.scale == old.scale and new.precision >= old.precision and new.byte_width >= old.byte_width)
+    if pa.types.is_date32(old) and pa.types.is_timestamp(new):
+        return new.tz is None
+    return any(old in group and new in group for group in _LAYOUTS)
+
+
+@dataclass
+class SchemaUpdate:
+    """A set of schema changes, applied in one commit (``Table.alter``).
+
+    ``with table.alter() as change: change.add_column("note", pa.string())`` commits on exit;
+    each method returns the update, so calls chain, then :meth:`commit`."""
+
+    _commit: Callable[[SchemaUpdate], int] | None = field(default=None, repr=False)
+    changes: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+
+    def add_column(self, name: str, type: pa.DataType, *, default: object = None) -> SchemaUpdate:
+        """A new nullable column at the end; rows written before it read as ``default`` (or NULL)."""
+        self.changes.append(("add", (name, type, default)))
+        return self
+
+    def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
+        self.changes.append(("rename", (name, new_name)))
+        return self
+
+    def drop_column(self, name: str) -> SchemaUpdate:
+        self.changes.append(("drop", (name,)))
+        return self
+
+    def widen_column(self, name: str, type: pa.DataType) -> SchemaUpdate:
+        """Change a column's type to one that holds every old value exactly (see :func:`widens`)."""
+        self.changes.append(("widen", (name, type)))
+        return self
+
+    def make_nullable(self, name: str) -> SchemaUpdate:
+        self.changes.append(("nullable", (name,)))
+        return self
+
+    def reorder(self, names: Sequence[str]) -> SchemaUpdate:
+        """Put the columns in this order; columns not named keep their order, after these."""
+        self.changes.append(("reorder", (tuple(names),)))
+        return self
+
+    def describe(self) -> list[str]:
+        """The changes in words, as the commit summary records them."""
+        words = {"add": "add {0} {1}", "rename": "rename {0} to {1}", "drop": "drop {0}", "widen": "widen {0} to {1}"}
+        words |= {"nullable": "make {0} nullable", "reorder": "reorder {0}"}
+        return [
+            words[kind].format(*(list(a) if isinstance(a, tuple) else a for a in args)) for kind, args in self.changes
+        ]
+
+    def commit(self) -> int:
+        """Commit the changes as one version; return it."""
+        if self._commit is None:
+            raise InvalidInputError("this schema update is not bound to a table")
+        return self._commit(self)
+
+    def __enter__(self) -> SchemaUpdate:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.commit()
+
+    def apply(self, schema: pa.Schema, primary_key: tuple[str, ...], version: int) -> tuple[pa.Schema, tuple[str, ...]]:
+        """The schema (and primary key) after the changes, taking effect at ``version``; a change
+        that is lossy, names an unknown column, or touches the primary key's values is refused."""
+        if not self.changes:
+            raise InvalidInputError("the schema update has no changes")
+        identified = with_ids(schema)
+        fields = list(identified)
+        last = last_column_id(identified)
+        pk = list(primary_key)
+
+        def find(name: str) -> int:
+            for i, f in enumerate(fields):
+                if f.name == name:
+                    return i
+            raise InvalidInputError(f"unknown column {name!r} (columns: {', '.join(f.name for f in fields)})")
+
+        def fresh(name: str) -> None:
+            if not name or any(f.name == name for f in fields):
+                raise InvalidInputError(f"column name {name!r} is empty or already taken")
+
+        for kind, args in self.changes:
+            if kind == "add":
+                name, t, default = args
+                fresh(name)
+                if not isinstance(t, pa.DataType):
+                    raise InvalidInputError(f"the type of {name!r} must be a pyarrow.DataType")
+                last += 1
+                fields.append(_field(name, t, True, last, [(name, version)], _encode_default(name, t, default)))
+            elif kind == "rename":
+                old, new = args
+                i = find(old)
+                fresh(new)
+                f = fields[i]
+                fields[i] = f.with_name(new).with_metadata({**f.metadata, NAMES: _json_names(f, new, version)})
+                pk = [new if k == old else k for k in pk]
+            elif kind == "drop":
+                i = find(args[0])
+                if args[0] in pk:
+                    raise InvalidInputError(f"column {args[0]!r} is the primary key: it cannot be dropped")
+                if len(fields) == 1:
+                    raise InvalidInputError("a table keeps at least one column")
+                del fields[i]
+            elif kind == "widen":
+                name, t = args
+                i = find(name)
+                f = fields[i]
+                if name in pk and not f.type.equals(t):
+                    raise InvalidInputError(f"column {name!r} is the primary key: its type cannot change")
+                if not isinstance(t, pa.DataType) or not widens(f.type, t):
+                    raise SchemaMismatchError(
+                        f"column {name!r} cannot change from {f.type} to {t}: only widening keeps every value "
+                        "(int8/16/32 to a wider int, float to double, decimal precision up at the same scale, "
+                        "date32 to timestamp, string to large_string)"
+                    )
+                fields[i] = f.with_type(t)
+            elif kind == "nullable":
+                i = find(args[0])
+                if args[0] in pk:
+                    raise InvalidInputError(f"column {args[0]!r} is the primary key: it stays non-nullable")
+                fields[i] = fields[i].with_nullable(True)
+            elif kind == "reorder":
+                names = list(args[0])
+                for n in names:
+                    find(n)
+                if len(set(names)) != len(names):
+                    raise InvalidInputError(f"reorder names a column twice: {names}")
+                fields = [fields[find(n)] for n in names] + [f for f in fields if f.name not in names]
+            else:  # pragma: no cover - the methods above are the only producers
+                raise AssertionError(kind)
+        return _with_last(fields, last), tuple(pk)
+
+
+def restored(schema: pa.Schema, current: pa.Schema) -> pa.Schema:
+    """An older version's ``schema``, made current again (``Table.restore``): ids stay unique."""
+    if not has_ids(schema):
+        return schema
+    return _with_last(list(schema), max(last_column_id(schema), last_column_id(with_ids(current))))
+
+
+def _json_names(f: pa.Field, new: str, version: int) -> bytes:
+    return json.dumps([*names_of(f), (new, version)]).encode()
+
+
+def _encode_default(name: str, t: pa.DataType, default: object) -> bytes | None:
+    if default is None:
+        return None
+    if not supports_stats(t):
+        raise InvalidInputError(f"column {name!r}: defaults are supported for numbers, strings, dates and timestamps")
+    try:
+        return json.dumps(encode_value(pa.scalar(default, type=t))).encode()
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise InvalidInputError(f"column {name!r}: default {default!r} is not a {t}: {e}") from None
+
+
+def columns_added(schema: pa.Schema, data: pa.Schema) -> SchemaUpdate | None:
+    """The columns of ``data`` the table lacks, as a schema update (``schema_mode="merge"``)."""
+    new = [f for f in data if f.name not in schema.names]
+    if not new:
+        return None
+    update = SchemaUpdate()
+    for f in new:
+        update.add_column(f.name, f.type)
+    return update
+
+
+def name_at(f: pa.Field, version: int) -> str | None:
+    """The name column ``f`` had at ``version``; ``None`` if it did not exist yet."""
+    found = None
+    for name, since in names_of(f):
+        if since <= version:
+            found = name
+    return found
+
+
+def resolve(file: pa.Schema, schema: pa.Schema, added_version: int) -> dict[str, str | None]:
+    """Where each column of ``schema`` is in a data file of schema ``file``: the file column's
+    name, or ``None`` when the file has no such column (it reads as the column's default).
+
+    By field id when the file carries castable's ids (each id naming a column under a name
+    it has had); otherwise by the name each column had at the version the file was added."""
+    if not has_ids(schema):
+        return {n: (n if n in file.names else None) for n in schema.names}
+    by_id = {fid: f.name for f in file if (fid := field_id(f)) is not None}
+    ours = bool(by_id) and all(
+        by_id[fid] in {n for n, _ in names_of(f)} for f in schema if (fid := field_id(f)) in by_id
+    )
+    if ours:
+        return {f.name: by_id.get(field_id(f)) for f in schema}  # type: ignore[arg-type]
+    out: dict[str, str | None] = {}
+    for f in schema:
+        name = name_at(f, added_version)
+        out[f.name] = name if name in file.names else None
+    return out
+
+
+def conform_read(table: pa.Table, where: Mapping[str, str | None], schema: pa.Schema) -> pa.Table:
+    """Columns read from a file (under their file names) as ``schema``'s: renamed, widened,
+    and the columns the file lacks filled with their default (or NULL)."""
+    if len(schema) == 0:
+        return table.select([])  # keeps the row count
+    rows = table.num_rows
+    arrays = []
+    for f in schema:
+        source = where[f.name]
+        if source is None:
+            default = default_of(f)
+            arrays.append(pa.nulls(rows, f.type) if default is None else pa.array([default.as_py()] * rows, f.type))
+            continue
+        column = table.column(source)
+        arrays.append(column if column.type.equals(f.type) else column.cast(f.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([f.remove_metadata() for f in schema]))
+
+
+def translate_stats(stats: Mapping[str, Any], old: pa.Schema, new: pa.Schema) -> dict[str, Any]:
+    """JSON statistics keyed by ``old``'s column names, keyed (and encoded) by ``new``'s."""
+    old_by_id = {field_id(f): f for f in old}
+    out: dict[str, Any] = {}
+    for f in new:
+        was = (
+            old_by_id.get(field_id(f))
+            if field_id(f) is not None
+            else (old.field(f.name) if f.name in old.names else None)
+        )
+        if was is None or was.name not in stats:
+            continue
+        doc = dict(stats[was.name])
+        if "min" in doc and not was.type.equals(f.type):
+            try:
+                doc["min"], doc["max"] = (
+                    encode_value(decode_value(doc[k], was.type).cast(f.type)) for k in ("min", "max")
+                )
+            except (pa.ArrowException, TypeError, ValueError):
+                doc.pop("min"), doc.pop("max")
+        out[f.name] = doc
+    return out

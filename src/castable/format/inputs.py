@@ -1,0 +1,119 @@
+"""What callers may hand castable as rows: pyarrow Tables, RecordBatches, readers, iterables of
+them, and pandas DataFrames (recognised without importing pandas); and how they become batches
+of a table's schema, or a change feed's rows and operations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.format.schema import conform
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DataLike: TypeAlias = "pa.Table | pa.RecordBatch | pa.RecordBatchReader | pd.DataFrame | Iterable[pa.RecordBatch]"
+"""What the write methods accept: Arrow data, a reader or batches streamed, or a pandas DataFrame."""
+
+
+def is_dataframe(data: Any) -> bool:
+    """Whether ``data`` is a pandas DataFrame (recognised without importing pandas)."""
+    return type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy")
+
+
+def arrow_pieces(data: Any) -> Iterator[pa.Table | pa.RecordBatch]:
+    """The pieces of ``data`` given as a pyarrow Table, RecordBatch, RecordBatchReader or an
+    iterable of Tables and RecordBatches, in order and lazily (a reader is read as it goes);
+    ``InvalidInputError`` for anything else."""
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        yield data
+        return
+    if not isinstance(data, Iterable) or isinstance(data, str | bytes | dict):
+        raise InvalidInputError(
+            f"cannot read rows from {type(data).__name__}; give a pyarrow Table, RecordBatch(Reader) or DataFrame"
+        )
+    for item in data:
+        if not isinstance(item, pa.Table | pa.RecordBatch):
+            raise InvalidInputError(f"expected pyarrow RecordBatches, got {type(item).__name__}")
+        yield item
+
+
+def conforming_batches(
+    data: DataLike, schema: pa.Schema, key: str | None, *, fill: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """``data`` as non-empty RecordBatches of ``schema``, whose primary ``key`` holds no NULL;
+    with ``fill``, nullable columns ``data`` lacks are NULL. ``SchemaMismatchError`` if it does not fit."""
+    source = [from_pandas(data, schema)] if is_dataframe(data) else arrow_pieces(data)
+    for item in source:
+        conformed = conform(with_missing(item, schema) if fill else item, schema)
+        if key is not None and conformed.column(key).null_count:
+            raise SchemaMismatchError(f"primary key column {key!r} holds NULLs; a row needs a key")
+        batches = conformed.to_batches() if isinstance(conformed, pa.Table) else [conformed]
+        yield from (b for b in batches if b.num_rows)
+
+
+def from_pandas(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """A DataFrame converted to the table's types (pandas has no exact Arrow types of its own)."""
+    extra = sorted(set(map(str, df.columns)) - set(schema.names))
+    if extra:
+        raise SchemaMismatchError(f"data does not match the table schema: unknown columns {extra}")
+    try:
+        return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    except (KeyError, pa.ArrowException, TypeError, ValueError) as e:
+        raise SchemaMismatchError(f"the DataFrame does not convert to the table schema: {e!r}") from None
+
+
+def with_missing(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
+    """``data`` with a NULL column for each nullable column of ``schema`` it lacks."""
+    missing = [f for f in schema if f.name not in data.schema.names and f.nullable]
+    for f in missing:
+        data = data.append_column(f.name, pa.nulls(data.num_rows, f.type))
+    return data
+
+
+def unique_keys(keys: pa.ChunkedArray) -> pa.Array:
+    """The distinct keys of an upsert's rows; ``InvalidInputError`` if one appears twice."""
+    distinct = pc.unique(keys)
+    if len(distinct) != len(keys):
+        counts = pc.value_counts(keys)
+        twice = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
+        raise InvalidInputError(
+            f"the rows hold key {twice!r} more than once; an upsert gives each key one row "
+            "(with last_wins=True the last row of each key counts)"
+        )
+    return distinct
+
+
+def last_of_each(keys: pa.ChunkedArray) -> pa.Array:
+    """The positions of the last row of each key, in the order of the rows."""
+    positions = pa.table({"k": keys, "i": pa.array(np.arange(len(keys)))})
+    last = positions.group_by("k", use_threads=False).aggregate([("i", "max")]).column("i_max")
+    return pc.take(last, pc.sort_indices(last)).combine_chunks()
+
+
+def split_column(data: DataLike, name: str) -> tuple[Any, pa.ChunkedArray]:
+    """``data`` without its column ``name``, and that column as lower-case text (a change
+    feed's operations)."""
+    if is_dataframe(data):
+        if name not in data.columns:  # type: ignore[union-attr]
+            raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
+        rest: Any = data.drop(columns=[name])  # type: ignore[union-attr]
+        column = pa.chunked_array([pa.array(data[name], from_pandas=True)])  # type: ignore[index]
+    else:
+        rest, parts = [], []
+        for batch in arrow_pieces(data):
+            if name not in batch.schema.names:
+                raise SchemaMismatchError(f"the change feed has no operation column {name!r}")
+            parts.append(batch.column(name))
+            rest.append(batch.drop_columns([name]))
+        chunks = [c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
+        column = pa.chunked_array(chunks) if chunks else pa.chunked_array([], pa.string())
+    try:
+        return rest, pc.utf8_lower(column.cast(pa.string()))
+    except pa.ArrowException as e:
+        raise SchemaMismatchError(f"operation column {name!r} is not text: {e}") from None

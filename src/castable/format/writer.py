@@ -1,0 +1,159 @@
+"""Writing data files: stream Arrow batches into Parquet files of a target size (docs/format.md section 5).
+
+Row groups are cut at ``write.row-group-size-bytes`` of Arrow data and files at
+``write.target-file-size-bytes`` of Parquet bytes, so memory stays bounded by about one row
+group whatever the input size. A finished file is published (fsync and rename locally, upload
+on S3) on a background thread while the next one is encoded: at most two files are staged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from castable.format.evolution import parquet_schema, to_stored
+from castable.format.layout import new_data_key
+from castable.format.manifest import DataFile
+from castable.format.properties import TableProperties
+from castable.format.stats import file_rows, file_stats, stats_to_json
+from castable.store import ObjectInfo, ObjectStore, StagedObject, uploads
+
+
+def data_file_from_metadata(
+    info: ObjectInfo, metadata: pq.FileMetaData, schema: pa.Schema, where: Mapping[str, str | None] | None = None
+) -> DataFile:
+    """The manifest entry of an uploaded Parquet file, with statistics from its footer (its
+    columns found by ``where``, as :func:`castable.format.evolution.resolve` gives, or by name)."""
+    return DataFile(
+        path=info.key,
+        size=info.size,
+        etag=info.etag,
+        rows=file_rows(metadata),
+        row_groups=metadata.num_row_groups,
+        stats=stats_to_json(file_stats(metadata, schema, where)),
+    )
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch], target_bytes: int) -> Iterator[pa.Table]:
+    """Regroup a stream of batches into tables of about ``target_bytes`` each."""
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
+    for batch in batches:
+        while batch.num_rows:
+            room = target_bytes - pending_bytes
+            if batch.nbytes <= room:
+                take = batch
+            else:
+                per_row = max(batch.nbytes / batch.num_rows, 1)
+                take = batch.slice(0, max(1, int(room / per_row)))
+            pending.append(take)
+            pending_bytes += take.nbytes
+            batch = batch.slice(take.num_rows)
+            if pending_bytes >= target_bytes or batch.num_rows:
+                yield pa.Table.from_batches(pending)
+                pending, pending_bytes = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def write_data_files(
+    store: ObjectStore,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    props: TableProperties,
+    *,
+    on_rows: Callable[[int], None] | None = None,
+    int96: bool = False,
+) -> list[DataFile]:
+    """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries.
+    If ``batches`` raise (a page that does not decode, a value that does not convert), the files
+    already written are deleted again: nothing refers to them.
+
+    ``int96`` stores timestamps as INT96, for the rewrite of a file that stored them so (Spark's
+    and Impala's default): Spark reads no nanosecond INT64 timestamps, and reads INT64 ones
+    without a zone as timestamps without a time zone, so another layout would change what it reads."""
+    files: list[DataFile] = []
+    try:
+        _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96)
+    except BaseException:
+        with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
+            store.delete_many([f.path for f in files])
+        raise
+    return files
+
+
+def _write(
+    store: ObjectStore,
+    groups: Iterator[pa.Table],
+    schema: pa.Schema,
+    props: TableProperties,
+    files: list[DataFile],
+    on_rows: Callable[[int], None] | None,
+    int96: bool,
+) -> None:
+    """Write ``groups`` as files of about ``props.target_file_size``, each published (and added
+    to ``files``) while the next one is written; within a deferring write (``castable.store.uploads``)
+    the last one uploads while the write goes on to commit."""
+    group = next(groups, None)
+    stored = parquet_schema(schema)
+    publishing: Future[None] | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="castable-publish") as pool:
+        try:
+            while group is not None:
+                stage = store.staged_write(new_data_key())
+                staged = stage.__enter__()
+                try:
+                    writer = pq.ParquetWriter(
+                        staged.path,
+                        stored,
+                        compression=props.compression,
+                        compression_level=props.compression_level,
+                        use_deprecated_int96_timestamps=int96,
+                        write_page_index=True,
+                        bloom_filter_options=_bloom_filters(props, schema, group.num_rows),
+                    )
+                    with writer:
+                        while group is not None:
+                            writer.write_table(to_stored(group, stored), row_group_size=max(group.num_rows, 1))
+                            if on_rows:
+                                on_rows(group.num_rows)
+                            group = next(groups, None)
+                            if staged.path.stat().st_size >= props.target_file_size:
+                                break
+                    if publishing is not None:
+                        publishing.result()  # the previous file is out before this one is handed over
+                except BaseException as e:
+                    stage.__exit__(type(e), e, e.__traceback__)
+                    raise
+                if group is None and (deferred := uploads.current()) is not None:  # the last file
+                    staged.put = partial(deferred.put, store)
+                publishing = pool.submit(_publish, stage, staged, writer.writer.metadata, schema, files)
+        finally:
+            if publishing is not None:
+                publishing.result()
+
+
+def _bloom_filters(props: TableProperties, schema: pa.Schema, rows: int) -> dict[str, dict[str, int]] | None:
+    """The bloom filters ``write.parquet.bloom-filter-columns`` asks for, sized for row groups
+    like the first (their distinct values at most its rows: a 1% false-positive rate or so)."""
+    wanted = [c for c in props.bloom_filter_columns if c in schema.names]
+    return {c: {"ndv": max(rows, 1)} for c in wanted} or None
+
+
+def _publish(
+    stage: AbstractContextManager[StagedObject],
+    staged: StagedObject,
+    metadata: pq.FileMetaData,
+    schema: pa.Schema,
+    files: list[DataFile],
+) -> None:
+    """Publish one finished file (leaving its staged block) and record its manifest entry."""
+    stage.__exit__(None, None, None)
+    assert staged.info is not None
+    files.append(data_file_from_metadata(staged.info, metadata, schema))

@@ -1,0 +1,2 @@
+"""Reading a version: snapshots, scans, predicates and expressions, bloom filters, page indexes
+and the changes between two versions."""

@@ -1,0 +1,702 @@
+"""Predicates for filters and deletes: SQL strings or Arrow expressions.
+
+SQL predicate strings are parsed by sqlglot into a small tree that castable can reason about:
+it converts to a ``pyarrow.compute.Expression`` for evaluation, evaluates three-valued
+against column statistics (no row / some rows / every row can match) for pruning and for
+deleting whole row groups without reading them, and recognises primary-key ranges. A
+``pyarrow.compute.Expression`` is accepted as is: it is evaluated exactly and pruned by
+pyarrow against row-group statistics, but castable cannot look inside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import functools
+import operator
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import time
+from decimal import Decimal
+from functools import cached_property
+from typing import Any, ClassVar, Literal, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from castable.errors import InvalidPredicateError
+from castable.format.stats import ColumnStats, compared_type, ordered, ordered_values, value_type
+
+StatsLookup = Callable[[str], ColumnStats | None]
+
+
+@dataclass(frozen=True)
+class StatsColumns:
+    """One column's statistics over many units, as Arrow arrays of equal length (null = unknown)."""
+
+    min: pa.Array  # of the column's value type (stats.value_type(field type))
+    max: pa.Array
+    nulls: pa.Array  # int64
+
+
+StatsColumnsLookup = Callable[[str], StatsColumns | None]
+
+
+class Match(enum.Enum):
+    """How many rows of a unit (file, row group) can satisfy a predicate, judged from statistics."""
+
+    NONE = "none"
+    SOME = "some"
+    ALL = "all"
+
+
+class Predicate(ABC):
+    """A boolean condition on the columns of one table."""
+
+    @abstractmethod
+    def to_expression(self) -> pc.Expression:
+        """The equivalent Arrow expression (SQL semantics: NULL never satisfies it)."""
+
+    @abstractmethod
+    def columns(self) -> set[str] | None:
+        """Columns the predicate reads, or ``None`` when that cannot be known."""
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        """Judge a unit of ``rows`` rows from its column statistics; ``SOME`` when unsure."""
+        return Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        """The verdict of :meth:`match` for many units at once: an int8 array, 0 = NONE, 1 = SOME, 2 = ALL
+        (so AND is the minimum of its parts and OR the maximum). ``rows`` is an int64 array of unit sizes."""
+        return _full(Match.SOME, len(rows))
+
+    def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
+        """Inclusive bounds if the predicate is exactly a range of column ``key``, else ``None``."""
+        return None
+
+    def key_points(self, key: str) -> pa.Array | None:
+        """The non-null values if the predicate is exactly ``key IN (...)``, else ``None``."""
+        return None
+
+    def ruled_out(self, lacks: Lacks) -> bool:
+        """Whether no row can match in a unit where ``lacks(column, values)`` says the column
+        holds none of ``values`` (a bloom filter's answer): points of a column, ANDed or ORed."""
+        return False
+
+
+Lacks = Callable[[str, pa.Array], bool]
+"""Whether a unit certainly holds none of some values of a column (see :meth:`Predicate.ruled_out`)."""
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _bounds(s: ColumnStats | None) -> tuple[Any, Any, bool] | None:
+    """(min, max, exact) of a unit, ``exact`` meaning no nulls and no NaN can hide in it."""
+    if s is None or not s.has_bounds:
+        return None
+    exact = s.null_count == 0 and not pa.types.is_floating(s.min.type)  # type: ignore[union-attr]
+    return ordered(s.min), ordered(s.max), exact
+
+
+def _all_null(s: ColumnStats | None, rows: int) -> bool:
+    return s is not None and s.null_count is not None and s.null_count >= rows
+
+
+def _judge(s: ColumnStats | None, rows: int) -> Match | tuple[Any, Any, bool]:
+    """A comparison's verdict when statistics settle it alone (all NULL, or no bounds), else the bounds."""
+    if _all_null(s, rows):
+        return Match.NONE
+    b = _bounds(s)
+    return Match.SOME if b is None else b
+
+
+_CODE = {m: pa.scalar(i, pa.int8()) for i, m in enumerate((Match.NONE, Match.SOME, Match.ALL))}
+
+
+def _full(verdict: Match, n: int) -> pa.Array:
+    """The same verdict for ``n`` units."""
+    return pa.repeat(_CODE[verdict], n)
+
+
+def _exact_many(s: StatsColumns) -> pa.Array:
+    """:func:`_bounds`' ``exact`` per unit: no null (an unknown count is not zero) and not floating."""
+    return pc.and_(pc.fill_null(pc.equal(s.nulls, 0), False), not pa.types.is_floating(s.min.type))
+
+
+def _judge_many(s: StatsColumns, rows: pa.Array, none: pa.Array, every: pa.Array) -> pa.Array:
+    """:func:`_judge` per unit, then NONE where ``none``, ALL where ``every`` (exactness included), else SOME."""
+    all_null = pc.fill_null(pc.greater_equal(s.nulls, rows), False)
+    unknown = pc.or_(pc.is_null(s.min), pc.is_null(s.max))
+    by_bounds = pc.if_else(none, _CODE[Match.NONE], pc.if_else(every, _CODE[Match.ALL], _CODE[Match.SOME]))
+    return pc.if_else(all_null, _CODE[Match.NONE], pc.if_else(unknown, _CODE[Match.SOME], by_bounds))
+
+
+def _as_type(values: pa.Array, t: pa.DataType) -> pa.Array | None:
+    """``values`` cast to ``t`` if that loses nothing (they cast back to themselves), else None.
+
+    NaN is never equal to itself, so values holding NaN (which cannot be ordered) return None too."""
+    try:
+        cast = values.cast(t)
+        back = cast.cast(values.type)
+    except pa.ArrowException:
+        return None
+    return cast if pc.all(pc.equal(back, values)).as_py() is not False else None
+
+
+def _one_by_one(predicate: Compare | InList, s: StatsColumns, rows: pa.Array) -> pa.Array:
+    """``predicate.match`` unit by unit: the slow path, for values Arrow cannot compare as Python does."""
+    verdicts = []
+    for i, n in enumerate(rows.to_pylist()):
+        lo, hi = s.min[i], s.max[i]
+        unit = ColumnStats(lo if lo.is_valid else None, hi if hi.is_valid else None, s.nulls[i].as_py())
+        verdicts.append(_CODE[predicate.match({predicate.column: unit}.get, n)])
+    return pa.array(verdicts, pa.int8())
+
+
+def _outside(lo: pa.Array, hi: pa.Array, v: pa.Scalar) -> pa.Array:
+    """``v < lo or v > hi`` per unit."""
+    return pc.or_(pc.less(v, lo), pc.greater(v, hi))
+
+
+def _only(lo: pa.Array, hi: pa.Array, v: pa.Scalar) -> pa.Array:
+    """``lo == hi == v`` per unit."""
+    return pc.and_(pc.equal(lo, hi), pc.equal(hi, v))
+
+
+# Compare.match's table per unit: (lo, hi, value, exact) -> (no row matches, every row does if exact).
+_COMPARE_MANY: dict[str, Callable[[pa.Array, pa.Array, pa.Scalar, pa.Array], tuple[pa.Array, pa.Array]]] = {
+    "=": lambda lo, hi, v, exact: (_outside(lo, hi, v), _only(lo, hi, v)),
+    "!=": lambda lo, hi, v, exact: (pc.and_(_only(lo, hi, v), exact), _outside(lo, hi, v)),
+    "<": lambda lo, hi, v, exact: (pc.greater_equal(lo, v), pc.less(hi, v)),
+    "<=": lambda lo, hi, v, exact: (pc.greater(lo, v), pc.less_equal(hi, v)),
+    ">": lambda lo, hi, v, exact: (pc.less_equal(hi, v), pc.greater(lo, v)),
+    ">=": lambda lo, hi, v, exact: (pc.less(hi, v), pc.greater_equal(lo, v)),
+}
+
+
+def _any_within(values: pa.Array, lo: pa.Array, hi: pa.Array) -> pa.Array:
+    """Per unit, whether some of ``values`` (no null, no NaN) lies in [lo, hi], by binary search as in InList.match."""
+    if len(values) == 0:
+        return pa.array(np.zeros(len(lo), dtype=bool))
+    keys = values.sort().to_numpy(zero_copy_only=False)
+
+    def rank(bounds: pa.Array, side: Literal["left", "right"]) -> npt.NDArray[np.intp]:
+        """How many keys sort before each bound (unknown bounds are filled; the verdict ignores them)."""
+        b = pc.fill_null(bounds, values[0]).to_numpy(zero_copy_only=False)
+        at: npt.NDArray[np.intp] = np.searchsorted(keys, b, side=side)
+        if b.dtype.kind == "f":
+            at[np.isnan(b)] = 0  # bisect stops at 0 for a NaN bound, where numpy sorts NaN last
+        return at
+
+    # keys < lo fewer than keys <= hi: the first key >= lo is <= hi.
+    return pa.array(rank(lo, "left") < rank(hi, "right"))
+
+
+def _ref(column: str, compared: pa.DataType) -> pc.Expression:
+    """``column`` as compared with values of type ``compared``: a float column is cast to it, which
+    widens float16 (Arrow cannot compare it) and leaves any other float column as it is."""
+    field = pc.field(column)
+    return field.cast(compared) if pa.types.is_floating(compared) else field
+
+
+@dataclass(frozen=True)
+class Compare(Predicate):
+    column: str
+    op: str
+    value: pa.Scalar
+
+    def to_expression(self) -> pc.Expression:
+        return _OPS[self.op](_ref(self.column, self.value.type), pc.scalar(self.value))
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        b = _judge(stats(self.column), rows)
+        if isinstance(b, Match):
+            return b
+        lo, hi, exact = b
+        v = ordered(self.value)
+        none, every = {
+            "=": (v < lo or v > hi, lo == hi == v),
+            "!=": (lo == hi == v and exact, v < lo or v > hi),
+            "<": (lo >= v, hi < v),
+            "<=": (lo > v, hi <= v),
+            ">": (hi <= v, lo > v),
+            ">=": (hi < v, lo >= v),
+        }[self.op]
+        if none:
+            return Match.NONE
+        return Match.ALL if every and exact else Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        s = stats(self.column)
+        if s is None:
+            return _full(Match.SOME, len(rows))
+        value = _as_type(pa.repeat(self.value, 1), s.min.type)
+        if value is None:
+            return _one_by_one(self, s, rows)
+        exact = _exact_many(s)
+        none, every = _COMPARE_MANY[self.op](s.min, s.max, value[0], exact)
+        return _judge_many(s, rows, none, pc.and_(every, exact))
+
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return self.op == "=" and lacks(self.column, pa.repeat(self.value, 1))
+
+    def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
+        if self.column != key or self.op == "!=":
+            return None
+        v = self.value
+        if self.op in ("<", ">"):
+            if not pa.types.is_integer(v.type):
+                return None
+            v = pa.scalar(v.as_py() + (1 if self.op == ">" else -1), type=v.type)
+        lo = v if self.op in ("=", ">", ">=") else None
+        hi = v if self.op in ("=", "<", "<=") else None
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class InList(Predicate):
+    column: str
+    values: pa.Array
+    negated: bool = False
+
+    def to_expression(self) -> pc.Expression:
+        field = _ref(self.column, self.values.type)
+        inside = field.isin(self.values)
+        return (~inside if self.negated else inside) & field.is_valid()
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        b = _judge(stats(self.column), rows)
+        if isinstance(b, Match):
+            return b
+        lo, hi, exact = b
+        values = self._sorted
+        at = bisect.bisect_left(values, lo)
+        if at < len(values) and values[at] <= hi:
+            single = lo == hi and exact
+            if self.negated:
+                return Match.NONE if single else Match.SOME
+            return Match.ALL if single else Match.SOME
+        return Match.ALL if self.negated and exact else (Match.SOME if self.negated else Match.NONE)
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        s = stats(self.column)
+        if s is None:
+            return _full(Match.SOME, len(rows))
+        values = _as_type(pc.drop_null(self.values), s.min.type)
+        if values is None:
+            return _one_by_one(self, s, rows)
+        found = _any_within(values, s.min, s.max)
+        exact = _exact_many(s)
+        single = pc.and_(pc.equal(s.min, s.max), exact)
+        if self.negated:
+            return _judge_many(s, rows, pc.and_(found, single), pc.and_(pc.invert(found), exact))
+        return _judge_many(s, rows, pc.invert(found), pc.and_(found, single))
+
+    @cached_property
+    def _sorted(self) -> list[Any]:
+        """The listed values as Python values, sorted, once (a file's bounds are searched in it)."""
+        return sorted(ordered_values(self.values))
+
+    def key_points(self, key: str) -> pa.Array | None:
+        if self.column != key or self.negated:
+            return None
+        return pc.unique(pc.drop_null(self.values))
+
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return not self.negated and lacks(self.column, pc.drop_null(self.values))
+
+
+@dataclass(frozen=True)
+class IsNull(Predicate):
+    column: str
+    negated: bool = False
+
+    def to_expression(self) -> pc.Expression:
+        field = pc.field(self.column)
+        return field.is_valid() if self.negated else field.is_null()
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        s = stats(self.column)
+        if s is None or s.null_count is None:
+            return Match.SOME
+        nulls = s.null_count
+        if nulls == 0:
+            return Match.ALL if self.negated else Match.NONE
+        if nulls >= rows:
+            return Match.NONE if self.negated else Match.ALL
+        return Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        s = stats(self.column)
+        if s is None:
+            return _full(Match.SOME, len(rows))
+        no_null, all_null = (Match.ALL, Match.NONE) if self.negated else (Match.NONE, Match.ALL)
+        some_null = pc.if_else(pc.greater_equal(s.nulls, rows), _CODE[all_null], _CODE[Match.SOME])
+        verdict = pc.if_else(pc.equal(s.nulls, 0), _CODE[no_null], some_null)
+        return pc.fill_null(verdict, _CODE[Match.SOME])  # an unknown null count
+
+
+@dataclass(frozen=True)
+class Like(Predicate):
+    column: str
+    pattern: str
+    negated: bool = False
+    ignore_case: bool = False
+
+    def to_expression(self) -> pc.Expression:
+        like = pc.match_like(pc.field(self.column), self.pattern, ignore_case=self.ignore_case)
+        return (~like if self.negated else like) & pc.field(self.column).is_valid()
+
+    def columns(self) -> set[str]:
+        return {self.column}
+
+
+@dataclass(frozen=True)
+class Constant(Predicate):
+    value: bool
+
+    def to_expression(self) -> pc.Expression:
+        return pc.scalar(self.value)
+
+    def columns(self) -> set[str]:
+        return set()
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        return Match.ALL if self.value else Match.NONE
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        return _full(Match.ALL if self.value else Match.NONE, len(rows))
+
+
+@dataclass(frozen=True)
+class _Junction(Predicate):
+    """AND / OR of several predicates: one operator, and the verdict that decides it alone."""
+
+    parts: tuple[Predicate, ...]
+    join: ClassVar[Callable[[Any, Any], Any]]
+    decisive: ClassVar[Match]
+    neutral: ClassVar[Match]
+    fold: ClassVar[Callable[[pa.Array, pa.Array], pa.Array]]  # element-wise min (AND) or max (OR) of the codes
+
+    def to_expression(self) -> pc.Expression:
+        return functools.reduce(type(self).join, (p.to_expression() for p in self.parts))
+
+    def columns(self) -> set[str] | None:
+        return _union_columns(self.parts)
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        results = [p.match(stats, rows) for p in self.parts]
+        if self.decisive in results:
+            return self.decisive
+        return self.neutral if all(r is self.neutral for r in results) else Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        verdicts = (p.match_many(stats, rows) for p in self.parts)
+        return functools.reduce(type(self).fold, verdicts, _full(self.neutral, len(rows)))
+
+
+class And(_Junction):
+    join = operator.and_
+    decisive = Match.NONE
+    neutral = Match.ALL
+    fold = pc.min_element_wise
+
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return any(p.ruled_out(lacks) for p in self.parts)
+
+    def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
+        lo: pa.Scalar | None = None
+        hi: pa.Scalar | None = None
+        for p in self.parts:
+            r = p.key_range(key)
+            if r is None:
+                return None
+            if r[0] is not None and (lo is None or ordered(r[0]) > ordered(lo)):
+                lo = r[0]
+            if r[1] is not None and (hi is None or ordered(r[1]) < ordered(hi)):
+                hi = r[1]
+        return lo, hi
+
+
+class Or(_Junction):
+    join = operator.or_
+    decisive = Match.ALL
+    neutral = Match.NONE
+    fold = pc.max_element_wise
+
+    def ruled_out(self, lacks: Lacks) -> bool:
+        return bool(self.parts) and all(p.ruled_out(lacks) for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Not(Predicate):
+    part: Predicate
+
+    def to_expression(self) -> pc.Expression:
+        return ~self.part.to_expression()
+
+    def columns(self) -> set[str] | None:
+        return self.part.columns()
+
+    def match(self, stats: StatsLookup, rows: int) -> Match:
+        # NOT of "every row true" is "no row true"; nothing else follows once NULLs are possible.
+        return Match.NONE if self.part.match(stats, rows) is Match.ALL else Match.SOME
+
+    def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+        every = pc.equal(self.part.match_many(stats, rows), _CODE[Match.ALL])
+        return pc.if_else(every, _CODE[Match.NONE], _CODE[Match.SOME])
+
+
+@dataclass(frozen=True)
+class ArrowPredicate(Predicate):
+    """A ``pyarrow.compute.Expression`` given by the caller, evaluated as is."""
+
+    expression: pc.Expression
+
+    def to_expression(self) -> pc.Expression:
+        return self.expression
+
+    def columns(self) -> None:
+        return None
+
+
+def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
+    out: set[str] = set()
+    for p in parts:
+        cols = p.columns()
+        if cols is None:
+            return None
+        out |= cols
+    return out
+
+
+def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
+    """Boolean mask of the units the predicate's statistics do not rule out (verdict not NONE)."""
+    return pc.not_equal(predicate.match_many(stats, rows), _CODE[Match.NONE])
+
+
+Where: TypeAlias = "str | pc.Expression | Predicate"
+"""A filter as callers give one: castable's SQL, an Arrow expression, or a parsed predicate."""
+
+
+def parse_predicate(predicate: Where, schema: pa.Schema) -> Predicate:
+    """Turn a SQL string or Arrow expression into a checked :class:`Predicate` for ``schema``."""
+    if isinstance(predicate, Predicate):
+        return predicate
+    if isinstance(predicate, pc.Expression):
+        _check_expression(predicate, schema)
+        return ArrowPredicate(predicate)
+    if not isinstance(predicate, str) or not predicate.strip():
+        raise InvalidPredicateError(f"a predicate must be a SQL string or an Arrow expression, not {predicate!r}")
+    try:
+        tree = sqlglot.parse_one(predicate)
+    except SqlglotError as e:
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {parse_problem(e)}") from None
+    if not isinstance(tree, exp.Expression):
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}")
+    return _SqlConverter(schema, predicate).convert(tree)
+
+
+def parse_problem(error: SqlglotError) -> str:
+    """sqlglot's complaint as plain text: where it stopped and why, without terminal escapes."""
+    found = getattr(error, "errors", None)
+    if not found:
+        return re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    first = found[0]
+    why = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", first["description"])
+    return f"{why}, at column {first['col']} near {first['highlight']!r}"
+
+
+def _check_expression(expression: pc.Expression, schema: pa.Schema) -> None:
+    empty = schema.empty_table()
+    try:
+        result = empty.filter(expression)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidPredicateError(f"invalid filter expression {expression}: {e}") from None
+    if result.num_columns != empty.num_columns:
+        raise InvalidPredicateError(f"invalid filter expression {expression}")
+
+
+class _SqlConverter:
+    """sqlglot tree -> :class:`Predicate`, resolving columns and typing literals by the schema."""
+
+    _COMPARISONS = {
+        exp.EQ: "=",
+        exp.NEQ: "!=",
+        exp.LT: "<",
+        exp.LTE: "<=",
+        exp.GT: ">",
+        exp.GTE: ">=",
+    }
+
+    def __init__(self, schema: pa.Schema, text: str) -> None:
+        self.schema = schema
+        self.text = text
+
+    def fail(self, message: str) -> InvalidPredicateError:
+        return InvalidPredicateError(f"{message} in predicate {self.text!r}")
+
+    def convert(self, node: exp.Expression) -> Predicate:
+        if isinstance(node, exp.Paren):
+            return self.convert(node.this)
+        if isinstance(node, exp.And):
+            return And((self.convert(node.this), self.convert(node.expression)))
+        if isinstance(node, exp.Or):
+            return Or((self.convert(node.this), self.convert(node.expression)))
+        if isinstance(node, exp.Not):
+            return self._negate(node.this)
+        if isinstance(node, exp.Boolean):
+            return Constant(bool(node.this))
+        for cls, op in self._COMPARISONS.items():
+            if isinstance(node, cls):
+                return self._comparison(node.this, op, node.expression)
+        if isinstance(node, exp.Between):
+            column = self.column(node.this)
+            return And(
+                (
+                    Compare(column, ">=", self.literal(node.args["low"], column)),
+                    Compare(column, "<=", self.literal(node.args["high"], column)),
+                )
+            )
+        if isinstance(node, exp.In):
+            column = self.column(node.this)
+            if node.args.get("query") is not None:
+                raise self.fail("subqueries are not supported")
+            values = [self.literal(v, column) for v in node.expressions]
+            if not values:
+                raise self.fail("IN needs at least one value")
+            return InList(column, pa.array(values, type=values[0].type))
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise self.fail("only IS NULL / IS NOT NULL are supported")
+            return IsNull(self.column(node.this))
+        if isinstance(node, exp.Like | exp.ILike):
+            column = self.column(node.this)
+            if not pa.types.is_string(value_type(self.schema.field(column).type)):
+                raise self.fail(f"LIKE needs a string column, {column!r} is not")
+            pattern = node.expression
+            if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+                raise self.fail("LIKE needs a string pattern")
+            negated = bool(node.args.get("negate"))
+            return Like(column, pattern.this, negated=negated, ignore_case=isinstance(node, exp.ILike))
+        raise self.fail(f"unsupported expression {node.sql()!r}")
+
+    def _negate(self, node: exp.Expression) -> Predicate:
+        inner = self.convert(node)
+        if isinstance(inner, IsNull | InList | Like):
+            return replace(inner, negated=not inner.negated)
+        return Not(inner)
+
+    def _comparison(self, left: exp.Expression, op: str, right: exp.Expression) -> Predicate:
+        if isinstance(left, exp.Column):
+            column, value = self.column(left), right
+        elif isinstance(right, exp.Column):
+            column, value, op = self.column(right), left, _FLIP[op]
+        else:
+            raise self.fail("a comparison needs a column on one side")
+        if isinstance(value, exp.Column):
+            raise self._second_column(value)
+        if isinstance(value, exp.Null):
+            raise self.fail("comparing with NULL is never true; use IS NULL")
+        return Compare(column, op, self.literal(value, column))
+
+    def _second_column(self, node: exp.Column) -> InvalidPredicateError:
+        """Why ``column <op> name`` fails: usually a text value written without quotes."""
+        if node.name in self.schema.names:
+            return self.fail(f"comparing two columns ({node.sql()} is a column too) is not supported")
+        return InvalidPredicateError(
+            f"unknown column {node.name!r} in predicate {self.text!r} (columns: {', '.join(self.schema.names)}); "
+            f"a text value needs single quotes: '{node.name}'"
+        )
+
+    def column(self, node: exp.Expression) -> str:
+        if not isinstance(node, exp.Column) or node.table:
+            raise self.fail(f"expected a column name, got {node.sql()!r}")
+        name = node.name
+        found = columns_named(name, self.schema.names)
+        if len(found) == 1:
+            return found[0]
+        raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)})")
+
+    def literal(self, node: exp.Expression, column: str) -> pa.Scalar:
+        target = compared_type(self.schema.field(column).type)
+        if isinstance(node, exp.Cast):
+            node = node.this
+        try:
+            value = node.to_py()
+        except ValueError:
+            raise self.fail(f"expected a literal, got {node.sql()!r}") from None
+        if value is None:
+            raise self.fail(f"NULL is not a valid value for {column!r}")
+        try:
+            return coerce_literal(value, target)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            raise self.fail(f"{node.sql()} is not a valid {target} value for column {column!r}") from None
+
+
+def columns_named(name: str, names: list[str]) -> list[str]:
+    """The columns SQL's ``name`` may mean: itself, else those equal to it ignoring case."""
+    if name in names:
+        return [name]
+    return [n for n in names if n.lower() == name.lower()]
+
+
+def _timestamp_literal(value: str, target: pa.TimestampType) -> pa.Scalar:
+    """An ISO 8601 text as a timestamp of the column's type: parsed in the column's unit, else
+    in microseconds (Arrow's parser refuses more fraction digits than the unit has, even zeros:
+    ``12:00:00.500000`` for a milliseconds column) and cast exactly, a finer value refused; a
+    text without a zone in a zoned column read as UTC, as Arrow stores zoned timestamps."""
+    for unit in dict.fromkeys((target.unit, "ns" if target.unit == "ns" else "us")):
+        for zone in dict.fromkeys((target.tz, None)):
+            try:
+                return pa.scalar(value).cast(pa.timestamp(unit, zone)).cast(target)
+            except pa.ArrowInvalid:
+                continue
+    raise ValueError(f"{value!r} is not a {target} value")
+
+
+def coerce_literal(value: Any, target: pa.DataType) -> pa.Scalar:
+    """A Python literal as a scalar of the column type, refusing lossy conversions."""
+    if isinstance(value, Decimal) and not pa.types.is_decimal(target):
+        value = int(value) if value == value.to_integral_value() and not pa.types.is_floating(target) else float(value)
+    if isinstance(value, float) and pa.types.is_integer(target):
+        if not value.is_integer():
+            raise ValueError("not an integer")
+        value = int(value)
+    if isinstance(value, str) and not (pa.types.is_string(target) or pa.types.is_large_string(target)):
+        if pa.types.is_decimal(target):
+            return pa.scalar(Decimal(value), type=target)
+        if pa.types.is_time(target):  # Arrow casts no text to a time of day
+            parsed = time.fromisoformat(value)
+            scalar = pa.scalar(parsed, type=target)
+            if scalar.as_py() != parsed:
+                raise ValueError(f"{value!r} is finer than {target} holds")
+            return scalar
+        if pa.types.is_timestamp(target):
+            return _timestamp_literal(value, target)
+        return pa.scalar(value).cast(target)
+    return pa.scalar(value, type=target)
