@@ -33,7 +33,7 @@ def test_the_tree_keeps_its_layers_and_imports_no_private_names() -> None:
 
 def test_a_layer_violation_and_an_import_cycle_fail_the_lint(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "src" / "castable", tmp_path / "castable")
-    table = tmp_path / "castable" / "table.py"
+    table = tmp_path / "castable" / "table" / "__init__.py"
     table.write_text(table.read_text() + "\nfrom castable.database import Database  # noqa: E402\n")
     result = lint_imports(tmp_path)
     assert result.returncode == 1

@@ -6,12 +6,9 @@ log, or its database's) when it is made; open or create one with :mod:`castable.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import partial
-from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -23,16 +20,11 @@ from castable.commit.protocol import Change, CommitResult, NextState, new_commit
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.format.evolution import SchemaUpdate
 from castable.format.inputs import DataLike, conforming_batches
-from castable.format.layout import ICEBERG_HINT
 from castable.format.manifest import DataFile, Manifest
-from castable.format.properties import AFTER_COMMIT, TableProperties
+from castable.format.properties import TableProperties
 from castable.format.times import as_datetime
-from castable.maintenance import tasks as maintenance
-from castable.maintenance.compact import CompactReport
-from castable.maintenance.damage import Damage, assess, repair
-from castable.maintenance.erase import EraseMode, EraseReport, PurgeReport
-from castable.maintenance.erase import purge as purge_erased_objects
-from castable.maintenance.gc import ExpireReport, GcReport
+from castable.maintenance.damage import Damage, assess
+from castable.maintenance.erase import EraseMode, EraseReport
 from castable.maintenance.history import HistoryEntry, history, manifest_as_of, manifest_of_version
 from castable.ops import writes
 from castable.ops.batching import BatchWriter
@@ -46,11 +38,11 @@ from castable.read.predicate import Constant, Predicate, Where, parse_predicate
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
+from castable.table import iceberg
+from castable.table.maintenance import TableMaintenance
 
-log = logging.getLogger(__name__)
 
-
-class Table:
+class Table(TableMaintenance):
     """A handle on one table. It caches the newest version it has seen; ``refresh()`` reloads.
 
     Its ``committer`` commits its writes and finds its newest version: the table's own log, or
@@ -244,8 +236,8 @@ class Table:
         change = Change(operation, build, access, across_schema)
         result = self.committer.commit_change(self._manifest, change, commit_id, self.adopt)
         self.adopt(result.manifest)
-        if self.settings.publish_iceberg and isinstance(self.committer, OwnLog) and _publishes_here():
-            _publish_soon(self.store, result.version)
+        if self.settings.publish_iceberg and isinstance(self.committer, OwnLog) and iceberg.publishes_here():
+            iceberg.publish_soon(self.store, result.version)
         return result
 
     def observe(self, rows: Rows) -> None:
@@ -381,17 +373,6 @@ class Table:
             report.purge = self.purge_erased(report)
         return report
 
-    def purge_erased(self, report: EraseReport) -> PurgeReport:
-        """Complete an erasure: expire the versions that still reference the old objects,
-        delete those objects (and their noncurrent versions), and verify that no retained
-        object still holds a matching row."""
-        self._maintained()
-        self.store.check_conditional_writes()
-        purged = purge_erased_objects(self.store, report)
-        if self.settings.publish_iceberg:
-            _publish_after_purge(self.refresh())
-        return purged
-
     def restore(
         self, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
     ) -> int:
@@ -428,87 +409,6 @@ class Table:
         one, with nothing committed, if the table is already in the latest format)."""
         return writes.upgrade(self, commit_id=commit_id)
 
-    def compact(
-        self,
-        *,
-        min_file_size: int | None = None,
-        delete_ratio: float | None = None,
-        sort_by: str | None = None,
-        coalesce_tombstones: bool = True,
-        files: list[str] | None = None,
-        commit_id: str | None = None,
-    ) -> CompactReport:
-        """Rewrite small and delete-heavy files into files of the target size and merge tombstones.
-
-        Defaults come from the ``compaction.*`` table properties. Old files stay for time travel
-        until ``expire`` and ``gc`` remove them. ``files`` restricts the compaction to one group
-        of :meth:`plan_compaction` (tombstones are then left as they are).
-        """
-        options = maintenance.compact_options(self, min_file_size, delete_ratio, sort_by, coalesce_tombstones, files)
-        return maintenance.compact(self, options, commit_id=commit_id)
-
-    def compact_group(
-        self, files: list[str], *, sort_by: str | None = None, commit_id: str | None = None
-    ) -> CompactReport:
-        """Rewrite exactly ``files`` (one group of :meth:`plan_compaction`, planned elsewhere: a
-        workflow's or a Spark task's) into files of the target size, in one commit; tombstones are
-        left as they are."""
-        return self.compact(files=files, min_file_size=2**62, delete_ratio=1e-9, sort_by=sort_by, commit_id=commit_id)
-
-    def coalesce_tombstones(self, *, commit_id: str | None = None) -> CompactReport:
-        """Merge the tombstone files of the table's data files into one, rewriting no data file
-        (but dropping those every row of which is deleted): the step after compacting groups."""
-        return self.compact(min_file_size=1, delete_ratio=1.0, commit_id=commit_id)
-
-    def plan_compaction(
-        self, *, min_file_size: int | None = None, delete_ratio: float | None = None
-    ) -> list[list[str]]:
-        """Groups of data files worth compacting, each about one target file in size: independent
-        units of work that can be compacted in parallel (``compact(files=group)``)."""
-        return maintenance.plan_compaction(self, maintenance.compact_options(self, min_file_size, delete_ratio))
-
-    def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
-        """Delete the manifests of old versions: kept are the newest ``retain_versions`` and those
-        younger than ``retain_for`` (defaults: the ``history.*`` properties); the latest always."""
-        report = maintenance.expire(self, self._maintained, retain_versions, retain_for)
-        iceberg = _iceberg_retention(self.store)
-        if iceberg is not None and report.versions_expired:
-            iceberg.after_expire(self.store, self.version, self.snapshot)
-        return report
-
-    def gc(self, *, orphan_grace: timedelta | None = None, dry_run: bool = False) -> GcReport:
-        """Delete data and tombstone files no retained version references, once older than
-        ``orphan_grace`` (default: ``gc.orphan-grace-seconds``), and abort stale multipart uploads;
-        with them the Iceberg metadata published from them."""
-        self._maintained()
-        report = maintenance.gc(self, orphan_grace, dry_run)
-        iceberg = _iceberg_retention(self.store)
-        if iceberg is not None:
-            grace = orphan_grace if orphan_grace is not None else timedelta(seconds=self.settings.orphan_grace_seconds)
-            report.objects += iceberg.sweep(self.store, datetime.now(UTC) - grace, dry_run=dry_run)
-        return report
-
-    def repair(self, *, commit_id: str | None = None) -> int:
-        """Make a damaged table (see :attr:`damage`) writable again; return its newest version.
-
-        When the newest versions cannot be read, their contents are lost: the newest readable
-        version's files and tombstones are committed as a new version after them (no data is
-        copied; the unreadable manifests stay, listed by ``history``). A malformed pointer is
-        rewritten to name the newest version. An undamaged table is left as it is.
-        """
-        if self._manifest.database is not None:
-            raise InvalidInputError(
-                "a table of a database needs no repair: a version whose own manifest is damaged or missing "
-                "is read from the database log, which holds it"
-            )
-        self.refresh()
-        if self._damage is None:
-            return self.version
-        checked = new_commit_id(commit_id)
-        self.store.check_conditional_writes()
-        repair(self.store, self._damage, commit_id=checked, commit_retention=self.settings.commit_id_retention)
-        return self.refresh()._readable().version
-
     def _maintained(self) -> Manifest:
         """The newest version, to expire or collect garbage from: for a table of a database, the
         newest whose own manifest is written (every committed version is rolled forward first)."""
@@ -518,48 +418,3 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"
-
-
-def _iceberg_retention(store: ObjectStore) -> ModuleType | None:
-    """``castable.iceberg.retention`` if the table has published Iceberg metadata to keep in step
-    with castable's retention (and pyiceberg is there to publish it again); ``None`` otherwise."""
-    if not store.exists(ICEBERG_HINT):
-        return None
-    try:
-        from castable.iceberg import retention
-    except ImportError as e:
-        log.warning("%s has Iceberg metadata, but pyiceberg is missing to keep it in step: %s", store.uri, e)
-        return None
-    return retention
-
-
-def _publish_after_purge(table: Table) -> None:
-    """The published Iceberg metadata a purge deleted, written again for the newest version."""
-    try:
-        from castable.iceberg import publish_after_purge
-    except ImportError as e:
-        log.warning(
-            "%s publishes Iceberg metadata, but pyiceberg is missing to publish it after a purge: %s", table.uri, e
-        )
-        return
-    publish_after_purge(table)
-
-
-def _publishes_here() -> bool:
-    """Whether this process publishes its commits (``publish.iceberg``), or leaves them to another
-    that publishes every commit (the deployment's catalog function): ``AFTER_COMMIT`` says."""
-    return os.environ.get(AFTER_COMMIT, "true").strip().lower() != "false"
-
-
-def _publish_soon(store: ObjectStore, version: int) -> None:
-    """Have the commit just made published as Iceberg metadata, on a thread of its own
-    (``publish.iceberg``): never in the commit's way, and never its failure. Imported here,
-    since pyiceberg is an extra (``castable[iceberg]``) that tables without the property lack."""
-    try:
-        from castable.iceberg import background
-    except ImportError as e:
-        log.warning(
-            "publish.iceberg is set on %s but pyiceberg is missing (pip install 'castable[iceberg]'): %s", store.uri, e
-        )
-        return
-    background.publish_soon(store, version)
