@@ -16,8 +16,12 @@ PYTEST_WORKERS ?= 2
 EMR_ENV := build/emr/castable-emr-env.tgz
 EMR_BUILD := build/emr-build
 DOCKER_PLATFORM ?= linux/amd64
+# Debian's Chromium, which tests/test_docs_site.py drives with playwright (whose own browser
+# builds are a download from elsewhere).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint bench compare clean emr-env emr-image
+.PHONY: demo test lint docs bench compare clean emr-env emr-image
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +73,9 @@ $(S3RVER):
 $(IAMSIM):
 	npm install --silent --no-audit --no-fund --prefix .tools @cloud-copilot/iam-simulate@0.1.173
 
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 # Its build needs Python 3.11, pip and patchelf, nothing of the dev venv (as in jobs/emr.Dockerfile).
 $(EMR_BUILD)/.installed:
 	$(PYTHON) -m venv $(EMR_BUILD)
@@ -91,16 +98,21 @@ emr-image:
 demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py
 
+# The documentation site (mkdocs.yml) into build/site, strict: a broken link, anchor or API
+# reference fails the build.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs tools
-	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs tools
+	$(BIN)/ruff check src lambdas infra app.py tests bench examples jobs tools docs/hooks.py
+	$(BIN)/ruff format --check src lambdas infra app.py tests bench examples jobs tools docs/hooks.py
 	$(BIN)/ruff check --target-version py39 --select E9,F,UP jobs/castable_ingest.py
 	$(BIN)/mypy
 	$(BIN)/mypy --config-file tests/mypy.ini
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
 
-test: lint $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM)
+test: lint $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM) $(CHROMIUM)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 
 bench: $(VENV)/.installed $(DUCKDB15)/.installed $(ICEBERG_JARS)
@@ -125,4 +137,4 @@ compare: $(VENV)/.installed
 	cd bench && ../$(BIN)/python -m compare
 
 clean:
-	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) build/emr .tools demo-table .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) build/emr build/site .tools demo-table .pytest_cache .ruff_cache .hypothesis

@@ -231,7 +231,7 @@ class CastableStack(Stack):
         """The table bucket: one the stack creates (private, encrypted, TLS only, access-logged,
         sending its events to EventBridge, with lifecycle rules), or the existing ``bucket_name``,
         whose notifications the stack adds to and which it makes send events to EventBridge;
-        its policy, encryption, versioning and lifecycle stay its owner's (README: what to add)."""
+        its policy, encryption, versioning and lifecycle stay its owner's (docs/guides/deployment.md: what to add)."""
         config = self.config
         if config.bucket_name is not None:
             existing = s3.Bucket.from_bucket_name(self, "Tables", config.bucket_name)
@@ -566,7 +566,7 @@ class CastableStack(Stack):
         )
 
     def _outputs(self) -> None:
-        """What the README's commands need: the bucket, the functions, the workflows, EMR."""
+        """What the deployment guide's commands need: the bucket, the functions, the workflows, EMR."""
         for name, value in [
             ("TablesBucket", self.bucket.bucket_name),
             ("CommitFunctionName", self.functions["commit"].function_name),

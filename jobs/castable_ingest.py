@@ -14,7 +14,7 @@ MISSING = (
     "spark.emr-serverless.driverEnv.PYSPARK_PYTHON and spark.executorEnv.PYSPARK_PYTHON, on EMR "
     "on EC2 (YARN) with spark.yarn.appMasterEnv.PYSPARK_PYTHON and spark.executorEnv.PYSPARK_PYTHON "
     "(the Spark application the stack deploys sets them when castable.json names an "
-    "emr_environment; README: Running on EMR)"
+    "emr_environment; docs/guides/spark.md: Running on EMR)"
 )
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Group many small appends into few commits.
 
 Every commit is one conditional PUT that concurrent writers race for, so a table sustains a
-bounded commit rate (see the README). A producer that emits many small batches (a stream
+bounded commit rate (docs/guides/concurrency.md). A producer that emits many small batches (a stream
 consumer, a loop over events) should not commit each one: ``BatchWriter`` buffers the rows
 and commits them together when enough have arrived or the oldest has waited long enough.
 """
