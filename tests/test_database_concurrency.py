@@ -62,12 +62,17 @@ def test_processes_moving_rows_between_tables_never_show_half_a_move(db_location
 
 
 def _kill_repeatedly(uri: str, options: dict | None, rounds: int) -> None:
-    """Start a mover process and SIGKILL it at a random moment mid-work, ``rounds`` times."""
+    """Start a mover process and SIGKILL it mid-work, once it has committed, ``rounds`` times."""
     ctx = multiprocessing.get_context("spawn")
+    db = castable.open_database(uri, storage_options=options)
     for r in range(rounds):
+        started = db.refresh().version
         process = ctx.Process(target=move_rows, args=(uri, options, 0, 1000))
         process.start()
-        time.sleep(1.5 + 0.37 * r)  # past the start-up, then at a different point of a commit each time
+        deadline = time.monotonic() + 120
+        while db.refresh().version == started and time.monotonic() < deadline:  # past the start-up (slow
+            time.sleep(0.05)  # on a loaded machine): its first commit landed
+        time.sleep(0.37 * r)  # then at a different point of a commit each time
         os.kill(process.pid, signal.SIGKILL)
         process.join()
 

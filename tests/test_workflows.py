@@ -542,7 +542,7 @@ def test_the_schedule_maintains_the_tables_due_and_only_those(aws: dict[str, str
     assert len(sfn.list_executions(stateMachineArn=aws["maintenance"])["executions"]) == len(runs), "none twice"
 
 
-TABLES_AT_SCALE = int(os.environ.get("SCALE_TABLES", "10000"))
+TABLES_AT_SCALE = int(os.environ.get("SCALE_TABLES", "1000"))
 
 
 @pytest.mark.slow
