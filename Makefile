@@ -16,52 +16,62 @@ PYTEST_WORKERS ?= 2
 EMR_ENV := build/emr/castable-emr-env.tgz
 EMR_BUILD := build/emr-build
 DOCKER_PLATFORM ?= linux/amd64
-# Debian's Chromium, which tests/test_docs_site.py drives with playwright (whose own browser
+# Debian's Chromium, which tests/integration/project/test_docs_site.py drives with playwright (whose own browser
 # builds are a download from elsewhere).
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint docs bench compare clean emr-env emr-image
+.PHONY: demo check test lint docs bench compare clean emr-env emr-image
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+# Every venv is built with uv (seconds where pip took minutes), itself bootstrapped into its own
+# venv; uv reads none of pip's configuration, so this machine's extra wheel locations are passed on.
+UV := .tools/uv/bin/uv
+UV_INSTALL = VIRTUAL_ENV= $(UV) pip install --quiet --python
+export UV_FIND_LINKS ?= $(wildcard /opt/wheels)
+export UV_EXTRA_INDEX_URL ?= $(if $(wildcard /opt/pypi/simple),file:///opt/pypi/simple)
+# pip weighs every index alike; uv takes a package from the first index holding it unless told.
+export UV_INDEX_STRATEGY ?= unsafe-best-match
+
+$(UV):
+	$(PYTHON) -m venv .tools/uv
+	.tools/uv/bin/python -m pip install --quiet "uv>=0.9,<1"
+
+$(VENV)/.installed: pyproject.toml $(UV)
+	$(UV) venv --quiet --allow-existing --seed --python $(PYTHON) $(VENV)
+	$(UV_INSTALL) $(BIN)/python -e ".[dev]"
 	touch $@
 
 # Spark 3.5 (what EMR 7.x runs) beside the main venv's Spark 4, for the ingest job's test, with
 # Apache Iceberg's Spark runtime (on PyPI inside snowpark-connect-deps-iceberg) as the Java reader
 # of castable's published Iceberg metadata.
-$(SPARK35)/.installed: pyproject.toml Makefile
-	$(PYTHON) -m venv $(SPARK35)
-	$(SPARK35)/bin/python -m pip install --quiet --upgrade pip
-	$(SPARK35)/bin/python -m pip install --quiet -e . "pyspark==3.5.*" "pandas<3" "snowpark-connect-deps-iceberg==1.0.3"
+$(SPARK35)/.installed: pyproject.toml Makefile $(UV)
+	$(UV) venv --quiet --allow-existing --seed --python $(PYTHON) $(SPARK35)
+	$(UV_INSTALL) $(SPARK35)/bin/python -e . "pyspark==3.5.*" "pandas<3" "snowpark-connect-deps-iceberg==1.0.3"
 	touch $@
 
 # The runtime jar and the Jackson and HttpCore 5 it leaves out, relocated with Debian's jarjar, and
-# the JDK-HTTP REST catalog class that tests/test_catalog_spark.py gives Spark (tools/iceberg_jars.sh).
+# the JDK-HTTP REST catalog class that tests/integration/spark/test_catalog_spark.py gives Spark (tools/iceberg_jars.sh).
 $(ICEBERG_JARS) &: $(SPARK35)/.installed tools/iceberg_jars.sh $(shell find tests/helpers/java -name '*.java')
 	tools/iceberg_jars.sh .tools/iceberg $(SPARK35)/bin/python
 
 # LocalStack's own S3 provider (no Docker) and s3rver (ignores conditional writes): the suite runs
 # the concurrency tests on LocalStack too, and checks that castable refuses s3rver.
-$(LOCALSTACK)/.installed: Makefile
+$(LOCALSTACK)/.installed: Makefile $(UV)
 	@test -n "$(PYTHON313)" || { echo "LocalStack needs python3.13 (set PYTHON313=...)"; exit 1; }
-	$(PYTHON313) -m venv $(LOCALSTACK)
-	$(LOCALSTACK)/bin/python -m pip install --quiet --upgrade pip
-	$(LOCALSTACK)/bin/python -m pip install --quiet "localstack-core[base-runtime]==2026.3.0" \
+	$(UV) venv --quiet --allow-existing --python $(PYTHON313) $(LOCALSTACK)
+	$(UV_INSTALL) $(LOCALSTACK)/bin/python "localstack-core[base-runtime]==2026.3.0" \
 		"cbor2<6" "pyopenssl<25" "cryptography<45" "service_identity<24.3" "joserfc<1.1"
 	touch $@
 
 # DuckDB 1.5.5 with its httpfs, ducklake, iceberg and avro wheels (the main venv's DuckDB is
 # newer than any extension wheel): bench/bench_shaped.py reads S3 with it, beside castable and
-# the other peers; bench/bench_small_appends.py runs DuckLake 1.0 with it; tests/test_iceberg.py
+# the other peers; bench/bench_small_appends.py runs DuckLake 1.0 with it; tests/unit/iceberg/test_iceberg.py
 # reads castable's published Iceberg metadata with its iceberg_scan. With iceberg-rust
 # (pyiceberg-core 0.11, whose table provider needs DataFusion 54, older than the main venv's),
 # another reader of the published metadata.
-$(DUCKDB15)/.installed: Makefile
-	$(PYTHON) -m venv $(DUCKDB15)
-	$(DUCKDB15)/bin/python -m pip install --quiet "duckdb==1.5.5" "duckdb-extension-httpfs==1.5.5" \
+$(DUCKDB15)/.installed: Makefile $(UV)
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(DUCKDB15)
+	$(UV_INSTALL) $(DUCKDB15)/bin/python "duckdb==1.5.5" "duckdb-extension-httpfs==1.5.5" \
 		"duckdb-extension-ducklake==1.5.5" "duckdb-extension-iceberg==1.5.5" \
 		"duckdb-extension-avro==1.5.5" "pyarrow>=20" "pyiceberg-core==0.11.0" "datafusion==54.*"
 	touch $@
@@ -69,7 +79,7 @@ $(DUCKDB15)/.installed: Makefile
 $(S3RVER):
 	npm install --silent --no-audit --no-fund --prefix .tools s3rver@3.7.1
 
-# An IAM policy simulator: tests/test_iam.py runs every handler under its synthesised role's policies.
+# An IAM policy simulator: tests/integration/aws/test_iam.py runs every handler under its synthesised role's policies.
 $(IAMSIM):
 	npm install --silent --no-audit --no-fund --prefix .tools @cloud-copilot/iam-simulate@0.1.173
 
@@ -112,8 +122,14 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
 
+# The fast loop: lint and the unit tier (tests/unit: no server, no JVM, no side venv), in minutes
+# with the dev venv alone.
+check: lint
+	$(BIN)/pytest -n $(PYTEST_WORKERS) tests/unit
+
+# The gate CI runs: both tiers (tests/unit and tests/integration), nothing skipped.
 test: lint $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM) $(CHROMIUM)
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 tests
 
 bench: $(VENV)/.installed $(DUCKDB15)/.installed $(ICEBERG_JARS)
 	cd bench && ../$(BIN)/python bench_core.py

@@ -16,7 +16,7 @@
 2. Spark ``MERGE INTO``: ``--merge-rows`` rows (half of them existing keys, scattered; half new)
    into ``--rows`` rows of the event table, merge-on-read, in Spark 3.5 with Apache Iceberg's
    Spark runtime (``.venv-spark35``, jars in ``.tools/iceberg``): through the catalog (served
-   here over a local warehouse; Spark's catalog class as in tests/test_catalog_spark.py), against
+   here over a local warehouse; Spark's catalog class as in tests/integration/spark/test_catalog_spark.py), against
    ``castable.spark.merge`` on the same castable table and against Iceberg's own Hadoop catalog
    (``type=hadoop``, a local directory) on the same rows; every merge starts from the loaded
    table. Time (median of ``--merge-repeats`` after a warm-up round) and the bytes of the files

@@ -13,7 +13,7 @@ services no function calls (``BOTOCORE_SERVICES`` lists those kept) go too.
 
 The zip bundle (infra/bundling.py) and the container image (infra/lambda.Dockerfile, which runs
 ``python infra/bundle.py /var/task``) are both made by :func:`install`, so they hold the same
-files. tests/test_bundle.py invokes every handler from the bundle alone under python3.12.
+files. tests/integration/aws/test_bundle.py invokes every handler from the bundle alone under python3.12.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _PRUNE = [
 """Globs under the bundle removed after pip: each is loaded by nothing castable imports."""
 BOTOCORE_SERVICES = frozenset({"s3", "glue", "lambda", "sqs", "stepfunctions", "sts", "xray"})
 """The AWS services whose botocore models the bundle keeps: every client castable and the
-functions make (tests/test_bundle.py checks the code names no other), X-Ray's (its SDK samples
+functions make (tests/integration/aws/test_bundle.py checks the code names no other), X-Ray's (its SDK samples
 traces through one) and STS for credentials."""
 
 

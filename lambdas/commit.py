@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, NonNegativeInt
 
 from castable.format.invocation import invoke, lambda_client
 from castable.format.manifest import DataFile
-from castable.format.types import parse_type
+from castable.inputs.types import parse_type
 from castable.ops.register import Check, Verify, check_file_list, file_list_etag, read_file_list
 from castable.ops.writes import AddMode
 from castable.table import Table

@@ -14,7 +14,7 @@ Every file of a table's share is checked against the table first (a Parquet file
 schema, no NULL key; a CSV or JSON Lines file, parsed with the table's types, by reading it
 through once); the good files are then streamed, a row group or a block at a time over ranged
 GETs, into one commit, and removed from the landing prefix, so memory stays bounded whatever
-the file size. The format comes from the file name (``castable.format.sources.format_of``). A bad file
+the file size. The format comes from the file name (``castable.inputs.sources.format_of``). A bad file
 (unreadable, wrong schema, a value that does not convert) goes to the dead-letter prefix with a
 ``.reason.json`` beside it and its message succeeds, so it is never retried forever nor blocks
 the others. A Parquet data page that does not decode (or fails its CRC) is found as the batch
@@ -62,9 +62,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import castable
 from castable.deployment import DATABASES, LANDING, TABLES, landing, landing_name
-from castable.format import sources
-from castable.format.sources import MANIFEST_SUFFIX
 from castable.format.stats import file_rows, file_stats
+from castable.inputs import sources
+from castable.inputs.sources import MANIFEST_SUFFIX
 from castable.ops.register import check_key, check_schema
 from castable.store import ObjectNotFoundError, S3Store, shared_s3_client
 from lambdas.runtime import count, logger, metrics, tracer

@@ -1,113 +1,30 @@
-"""Shared fixtures: a moto S3 server on 127.0.0.1 (real HTTP) and a store per backend."""
+"""Fixtures both tiers share: AWS credentials that reach no account; a fresh table location and
+object store on the local backend (tests/integration/conftest.py adds moto S3 over HTTP); and the
+Iceberg REST catalog served over a fresh warehouse folder."""
 
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
-import boto3
-import pytest
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
-from helpers import ROOT
-from helpers.aws_stubs import function_code, run_handler_in_process
-from helpers.bundles import build_bundle
-from helpers.s3servers import localstack_s3, moto_s3, new_bucket, s3rver
+from collections.abc import Iterator
+from pathlib import Path
 
-from castable.store import LocalStore, ObjectStore, S3Store, make_s3_client
+import pytest
+from helpers.backends import backend_fixtures
+from helpers.rest_catalog import Served
 
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on loopback for the whole session (conditional writes made atomic, as
-    on S3); yields its endpoint URL."""
-    with moto_s3() as endpoint:
-        yield endpoint
-
-
-LOCALSTACK_PYTHON = Path(os.environ.get("CASTABLE_LOCALSTACK_PYTHON", ROOT / ".venv-localstack" / "bin" / "python"))
-S3RVER = Path(os.environ.get("CASTABLE_S3RVER", ROOT / ".tools" / "node_modules" / ".bin" / "s3rver"))
-
-
-def _installed(path: Path, what: str) -> Path:
-    """Fail (never skip) when a server the suite needs is missing: ``make test`` installs it."""
-    if not path.exists():
-        pytest.fail(f"{what} is not installed at {path}; `make test` installs it")
-    return path
-
-
-@pytest.fixture(scope="session")
-def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """LocalStack's own S3 on loopback for the session (tests using it share one xdist group)."""
-    python = _installed(LOCALSTACK_PYTHON, "LocalStack (localstack-core)")
-    with localstack_s3(python, tmp_path_factory.mktemp("localstack")) as endpoint:
-        yield endpoint
-
-
-@pytest.fixture(scope="session")
-def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """s3rver, which ignores conditional writes, on loopback for the session."""
-    binary = _installed(S3RVER, "s3rver (npm)")
-    with s3rver(binary, tmp_path_factory.mktemp("s3rver")) as endpoint:
-        yield endpoint
-
-
-@pytest.fixture(scope="session")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Lambda bundle, built once per session (tests using it share the "bundle" xdist group)."""
-    return build_bundle(tmp_path_factory.mktemp("bundle"))
+table_uri, store = backend_fixtures("local")
 
 
 @pytest.fixture
-def s3_bucket(s3_endpoint: str) -> str:
-    return new_bucket(s3_endpoint)
-
-
-@pytest.fixture
-def s3_options(s3_endpoint: str) -> dict[str, str]:
-    return {"endpoint_url": s3_endpoint, "region": "us-east-1"}
-
-
-@pytest.fixture(params=["local", "s3"])
-def table_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str] | None]:
-    """A fresh table location on each backend, with the storage options it needs."""
-    if request.param == "local":
-        return str(tmp_path / "table"), None
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"s3://{bucket}/tables/t1", request.getfixturevalue("s3_options")
-
-
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "local":
-        return LocalStore(tmp_path / "store")
-    bucket = request.getfixturevalue("s3_bucket")
-    return S3Store(bucket, "root/prefix", make_s3_client(request.getfixturevalue("s3_options")))
-
-
-@pytest.fixture
-def commit_function(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The commit Lambda on the moto server (over HTTP); its handler runs in this process."""
-    from moto.awslambda.models import LambdaFunction
-
-    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", run_handler_in_process)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", s3_endpoint)
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    iam = boto3.client("iam", endpoint_url=s3_endpoint, region_name="us-east-1")
-    name = f"castable-commit-{uuid.uuid4().hex[:8]}"
-    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    boto3.client("lambda", endpoint_url=s3_endpoint, region_name="us-east-1").create_function(
-        FunctionName=name,
-        Runtime="python3.12",
-        Role=role,
-        Handler="lambdas.commit.handler",
-        Code={"ZipFile": function_code()},
-    )
-    return name
+def served(tmp_path: Path) -> Iterator[Served]:
+    """castable's Iceberg REST catalog on 127.0.0.1 over a fresh warehouse folder."""
+    (tmp_path / "wh").mkdir()
+    s = Served(str(tmp_path / "wh"))
+    yield s
+    s.close()

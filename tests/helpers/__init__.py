@@ -3,3 +3,4 @@
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+HELPERS = ROOT / "tests" / "helpers"

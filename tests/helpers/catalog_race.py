@@ -1,4 +1,4 @@
-"""The processes of tests/test_catalog_concurrency.py, one per command (run as a script by the
+"""The processes of tests/integration/spark/test_catalog_concurrency.py, one per command (run as a script by the
 main venv's Python): the catalog served with every answer recorded, and the writers that race
 on one table through it (pyiceberg) and beside it (castable).
 

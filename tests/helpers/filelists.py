@@ -11,7 +11,7 @@ import pyarrow as pa
 from castable.errors import FileMismatchError, SchemaMismatchError
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
-from castable.format.writer import write_data_files
+from castable.parquet.writer import write_data_files
 from helpers.tables import events, parquet_bytes
 
 LIES: dict[str, tuple[type[Exception], str]] = {

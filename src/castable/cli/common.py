@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from castable.errors import CastableError, InvalidInputError
-from castable.format.sources import json_value
+from castable.inputs.sources import json_value
 
 # Printed values (types such as ``timestamp[us, tz=UTC]``, predicates, paths) are never read as
 # rich markup, and lines are never hard-wrapped, so piped JSON stays one parseable line. Piped

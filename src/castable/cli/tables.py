@@ -34,8 +34,8 @@ from castable.cli.common import (
 from castable.errors import InvalidInputError
 from castable.format.evolution import field_id
 from castable.format.manifest import LATEST_FORMAT_VERSION
-from castable.format.sources import CsvOptions, Source, format_of, json_rows, open_source, to_json_lines
-from castable.format.types import parse_schema, parse_type
+from castable.inputs.sources import CsvOptions, Source, format_of, json_rows, open_source, to_json_lines
+from castable.inputs.types import parse_schema, parse_type
 from castable.read.changes import ChangeScan
 from castable.read.results import ArrowResult
 
@@ -432,7 +432,7 @@ def scan(
 
 
 class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
-    """Rows as JSON Lines (:func:`castable.format.sources.to_json_lines`); a path is opened and closed here."""
+    """Rows as JSON Lines (:func:`castable.inputs.sources.to_json_lines`); a path is opened and closed here."""
 
     def __init__(self, sink: str | IO[bytes]) -> None:
         self.owned = isinstance(sink, str)

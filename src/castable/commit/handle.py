@@ -12,9 +12,9 @@ import pyarrow as pa
 
 from castable.commit.conflicts import Access, Rows
 from castable.commit.protocol import CommitResult, NextState
-from castable.format.inputs import DataLike
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties
+from castable.inputs.batches import DataLike
 from castable.read.predicate import Where
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot

@@ -28,7 +28,7 @@ from castable.format.layout import new_tombstone_key
 from castable.format.manifest import DataFile, Manifest, TombstoneFile
 from castable.format.properties import TableProperties
 from castable.format.stats import encode_value
-from castable.format.writer import write_data_files
+from castable.parquet.writer import write_data_files
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore

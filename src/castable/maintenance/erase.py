@@ -33,7 +33,6 @@ from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFou
 from castable.format import inline, tombstone
 from castable.format.evolution import conform_read, resolve
 from castable.format.filelist import prune_tombstones
-from castable.format.footer import Footer
 from castable.format.layout import (
     DATA_PREFIX,
     ERASURE_PLAN_PREFIX,
@@ -66,6 +65,7 @@ from castable.maintenance.splice import (
     splice_file,
 )
 from castable.maintenance.traces import find_traces, needles
+from castable.parquet.footer import Footer
 from castable.read.predicate import Match, Predicate
 from castable.read.snapshot import Snapshot
 from castable.store import MIN_PART_SIZE, ObjectNotFoundError, ObjectStore, PreconditionFailedError

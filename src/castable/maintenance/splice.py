@@ -25,10 +25,14 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from castable.errors import CastableError, CorruptObjectError, UnsupportedFileError
-from castable.format import floatorder
 from castable.format.evolution import conform_read, resolve
-from castable.format.floatorder import FloatOrderError
-from castable.format.footer import (
+from castable.format.layout import new_data_key
+from castable.format.manifest import DataFile
+from castable.format.properties import TableProperties
+from castable.format.tombstone import FileDeletes
+from castable.parquet import floatorder
+from castable.parquet.floatorder import FloatOrderError
+from castable.parquet.footer import (
     CC_META_DATA,
     CMD_BLOOM_FILTER_OFFSET,
     CMD_CODEC,
@@ -50,12 +54,8 @@ from castable.format.footer import (
     set_index_extent,
     with_row_groups,
 )
-from castable.format.layout import new_data_key
-from castable.format.manifest import DataFile
-from castable.format.properties import TableProperties
-from castable.format.thrift import LIST, Struct
-from castable.format.tombstone import FileDeletes
-from castable.format.writer import data_file_from_metadata, write_data_files
+from castable.parquet.thrift import LIST, Struct
+from castable.parquet.writer import data_file_from_metadata, write_data_files
 from castable.read.scan import rows_mask
 from castable.store import MAX_PART_SIZE, MIN_PART_SIZE, ObjectInfo, ObjectStore, PreconditionFailedError
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from castable.format.footer import (
+from castable.parquet.footer import (
     CC_META_DATA,
     CMD_CODEC,
     CMD_DATA_PAGE_OFFSET,
@@ -41,7 +41,7 @@ from castable.format.footer import (
     FooterError,
     index_extent,
 )
-from castable.format.thrift import Struct, ThriftError, decode_struct
+from castable.parquet.thrift import Struct, ThriftError, decode_struct
 
 # Statistics: deprecated max and min, then max_value and min_value
 _STAT_VALUES = (1, 2, 5, 6)

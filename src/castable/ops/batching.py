@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from castable.commit.handle import Handle
 from castable.errors import InvalidInputError
-from castable.format.inputs import DataLike
+from castable.inputs.batches import DataLike
 
 
 class BatchWriter:

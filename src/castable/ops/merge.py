@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 from castable.commit.conflicts import Access, Rows
 from castable.commit.handle import Handle
 from castable.errors import InvalidInputError, SchemaMismatchError
-from castable.format.inputs import DataLike, arrow_pieces, is_dataframe
 from castable.format.schema import conform
+from castable.inputs.batches import DataLike, arrow_pieces, is_dataframe
 from castable.ops import writes
 from castable.ops.delete import FilePlanner, plan_files
 from castable.ops.replacement import Rewrite, Rewritten

@@ -29,14 +29,14 @@ import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, FileMismatchError, InvalidInputError, SchemaMismatchError
 from castable.format.evolution import default_of, resolve, stored_type, widens
-from castable.format.footer import Footer
 from castable.format.layout import DATA_PREFIX, FILE_LISTS_PREFIX
 from castable.format.manifest import DataFile
 from castable.format.schema import describe_mismatch
 from castable.format.segment import data_files, data_table, decode, encode
 from castable.format.stats import ColumnStats, decode_value, ordered
-from castable.format.writer import data_file_from_metadata
 from castable.maintenance.splice import Transfer, check_int96_file, read_footer, read_row_group
+from castable.parquet.footer import Footer
+from castable.parquet.writer import data_file_from_metadata
 from castable.read.snapshot import remember_footer
 from castable.store import ObjectInfo, ObjectNotFoundError, ObjectStore, PreconditionFailedError, canonical_location
 

@@ -23,15 +23,15 @@ from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputEr
 from castable.format import inline
 from castable.format.evolution import SchemaUpdate, columns_added, restored, same_schema, translate_stats
 from castable.format.filelist import prune_tombstones
-from castable.format.inputs import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
 from castable.format.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
 from castable.format.properties import checked
-from castable.format.writer import write_data_files
+from castable.inputs.batches import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
 from castable.maintenance.erase import MODES as ERASE_MODES
 from castable.maintenance.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.ops.delete import DeleteChange, FilePlanner, engine_tombstone, plan_files
 from castable.ops.register import Verify, check_files
 from castable.ops.replacement import ReplaceChange, Rewrite, RewriteChange, Rewritten, check_new_files
+from castable.parquet.writer import write_data_files
 from castable.read.changes import CARRIES
 from castable.read.expressions import Assignments
 from castable.read.predicate import Constant, InList, Predicate, Where, parse_predicate

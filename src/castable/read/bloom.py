@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from castable.format.thrift import ThriftError, decode_struct
+from castable.parquet.thrift import ThriftError, decode_struct
 
 _M = (1 << 64) - 1
 _P1, _P2, _P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9

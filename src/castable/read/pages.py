@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from castable.format.footer import (
+from castable.format.stats import ColumnStats, supports_stats, value_type
+from castable.parquet.footer import (
     CC_FILE_OFFSET,
     CC_META_DATA,
     CMD_DATA_PAGE_OFFSET,
@@ -41,8 +42,7 @@ from castable.format.footer import (
     index_extent,
     set_index_extent,
 )
-from castable.format.stats import ColumnStats, supports_stats, value_type
-from castable.format.thrift import I64, LIST, STRUCT, TRUE, Struct, ThriftError, ThriftList, decode_struct
+from castable.parquet.thrift import I64, LIST, STRUCT, TRUE, Struct, ThriftError, ThriftList, decode_struct
 from castable.read.predicate import Match, Predicate
 
 PAGE_READ_MAX_FRACTION = 0.5

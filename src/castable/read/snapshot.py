@@ -16,10 +16,10 @@ from castable.errors import CorruptObjectError
 from castable.format import inline, tombstone
 from castable.format.evolution import conform_read, resolve
 from castable.format.filelist import DATA, read_all
-from castable.format.footer import Footer
 from castable.format.manifest import DataFile, Manifest, TombstoneFile
 from castable.format.segment import SegmentRef
 from castable.format.stats import ColumnStats, compared_type, file_rows, row_group_stats, stats_from_json
+from castable.parquet.footer import Footer
 from castable.read import pages
 from castable.read.bloom import HEADER_GUESS, BloomFilter
 from castable.read.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask

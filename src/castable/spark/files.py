@@ -11,12 +11,12 @@ import pyarrow as pa
 
 from castable.commit.protocol import read_manifest
 from castable.errors import InvalidInputError, SchemaMismatchError
-from castable.format.inputs import with_missing
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
 from castable.format.schema import conform
-from castable.format.writer import write_data_files
+from castable.inputs.batches import with_missing
 from castable.ops.writes import AddMode
+from castable.parquet.writer import write_data_files
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore, store_from_uri
 from castable.table import Table

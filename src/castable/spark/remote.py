@@ -71,6 +71,6 @@ def invoke_add_columns(
     payload = {
         "table": table_uri,
         "commit_id": commit_id,
-        "add_columns": [{"name": c.name, "type": str(c.type)} for c in columns],  # castable.format.types parses it
+        "add_columns": [{"name": c.name, "type": str(c.type)} for c in columns],  # castable.inputs.types parses it
     }
     return invoke(function_name, payload, client, region)

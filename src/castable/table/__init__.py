@@ -19,10 +19,10 @@ from castable.commit.handle import SchemaMode, WriteStart
 from castable.commit.protocol import Change, CommitResult, NextState, new_commit_id
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.format.evolution import SchemaUpdate
-from castable.format.inputs import DataLike, conforming_batches
 from castable.format.manifest import DataFile, Manifest
 from castable.format.properties import TableProperties
 from castable.format.times import as_datetime
+from castable.inputs.batches import DataLike, conforming_batches
 from castable.maintenance.damage import Damage, assess
 from castable.maintenance.erase import EraseMode, EraseReport
 from castable.maintenance.history import HistoryEntry, history, manifest_as_of, manifest_of_version

@@ -1,0 +1,89 @@
+"""The Iceberg REST catalog (``castable.catalog``) driven by a real client, pyiceberg's
+``RestCatalog``, over HTTP: every write it makes is a castable commit that castable reads back,
+every refused request leaves the table as it was, and conflicts answer 409.
+
+The tests here need a server, a JVM, a side venv or minutes; the rest are the unit tier's
+(tests/unit/catalog/test_catalog.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pyarrow as pa
+from helpers import HELPERS, ROOT
+from helpers.rest_catalog import Served
+from unit.catalog.test_catalog import ROWS, iceberg_rows, rows
+
+import castable
+
+DUCKDB = ROOT / ".venv-duckdb15" / "bin" / "python"
+
+
+def duckdb_sql(uri: str, *statements: str) -> list[Any]:
+    """Each statement's rows (or ``{"error": ...}``), run by DuckDB 1.5.5 attached to the catalog."""
+    script = HELPERS / "duckdb_catalog.py"
+    done = subprocess.run([str(DUCKDB), str(script), uri, *statements], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
+    """DuckDB's iceberg extension, attached with its defaults: a staged CREATE TABLE, INSERT,
+    merge-on-read DELETE and UPDATE (position delete files), time travel by castable's
+    versions; castable reads what DuckDB wrote, and a DROP without purge is refused. A
+    transaction over two tables of a database namespace is one database version; over two
+    tables of a plain namespace it is refused whole."""
+    cat = served.client()
+    cat.create_namespace("db")
+    cat.create_namespace("shop", {"castable.database": "true"})
+    for name in ("shop.a", "shop.b", "db.v"):
+        cat.create_table(name, schema=pa.schema([("k", pa.int64())]))
+    cat.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())]))
+    cat.load_table("db.t").append(
+        ROWS.cast(pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())]))
+    )
+    results = duckdb_sql(
+        served.uri,
+        "SELECT id, s FROM c.db.t ORDER BY id",
+        "INSERT INTO c.db.t VALUES (4, 'd'), (5, 'e')",
+        "DELETE FROM c.db.t WHERE id = 1",
+        "UPDATE c.db.t SET s = 'B' WHERE id = 2",
+        "SELECT id, s FROM c.db.t ORDER BY id",
+        "SELECT id FROM c.db.t AT (VERSION => 1) ORDER BY id",
+        "CREATE TABLE c.db.u (k BIGINT, v VARCHAR)",
+        "INSERT INTO c.db.u VALUES (1, 'x')",
+        "DROP TABLE c.db.u",
+        "BEGIN",
+        "INSERT INTO c.shop.a VALUES (1), (2)",
+        "INSERT INTO c.shop.b VALUES (3)",
+        "COMMIT",
+        "BEGIN",
+        "INSERT INTO c.db.u VALUES (2, 'y')",
+        "INSERT INTO c.db.v VALUES (4)",
+        "COMMIT",
+    )
+    assert results[0] == {"rows": [[1, "a"], [2, "b"], [3, "c"]]}
+    assert all("error" not in r for r in results[1:8]), results
+    assert results[4] == {"rows": [[2, "B"], [3, "c"], [4, "d"], [5, "e"]]}
+    assert results[5] == {"rows": [[1], [2], [3]]}
+    assert "a castable table is its folder" in results[8]["error"]
+
+    ct = served.castable("db", "t")
+    assert rows(ct) == [(2, "B"), (3, "c"), (4, "d"), (5, "e")] == iceberg_rows(cat.load_table("db.t"))
+    assert [h.operation for h in ct.history()][:3] == ["overwrite", "delete", "append"]
+    assert ct.history()[0].summary["tombstone"]  # merge-on-read: the old row got a tombstone
+    changes = ct.changes(4).to_arrow()
+    assert sorted(zip(changes["id"].to_pylist(), changes["_change_type"].to_pylist(), strict=True)) == [
+        (2, "delete"),
+        (2, "insert"),
+    ]
+    assert rows(served.castable("db", "u")) == [(1, "x")]
+
+    assert all("error" not in r for r in results[9:16]), results
+    assert "castable.database" in results[16]["error"]
+    shop = castable.open_database(f"{served.warehouse}/shop")
+    assert shop.version == 3 and shop.history()[0].operation == "transaction"
+    assert rows(shop.table("a")) == [(1,), (2,)] and rows(shop.table("b")) == [(3,)]
+    assert served.castable("db", "v").version == 0

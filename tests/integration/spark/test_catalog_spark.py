@@ -1,0 +1,142 @@
+"""castable's Iceberg REST catalog driven by Spark 3.5 with Apache Iceberg 1.10.2's Spark runtime
+(what EMR 7 runs), in one JVM (helpers/spark_catalog.py in .venv-spark35): CREATE NAMESPACE,
+CREATE TABLE, INSERT, DELETE, UPDATE and MERGE INTO in copy-on-write and in merge-on-read mode,
+time travel by castable's versions, the snapshots metadata table and CREATE TABLE AS SELECT (a
+staged create). After each write castable reads the table as Spark does, and its history says
+what Spark did. Spark's files go through its default HadoopFileIO (``file:/`` locations) and the
+new tables' field ids are the catalog's."""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import HELPERS, ROOT
+
+import castable
+from castable.catalog import Catalog, Warehouse, make_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+SPARK35 = ROOT / ".venv-spark35" / "bin" / "python"
+JARS = ROOT / ".tools" / "iceberg"
+MODES = ("write.delete.mode", "write.update.mode", "write.merge.mode")
+
+
+class SparkSQL:
+    """Spark 3.5 with the catalog ``rest`` at ``uri``, answering one statement at a time."""
+
+    def __init__(self, uri: str, log: Path) -> None:
+        self.log = log
+        script = HELPERS / "spark_catalog.py"
+        with log.open("w") as err:
+            self.process = subprocess.Popen(
+                [str(SPARK35), str(script), str(JARS), uri],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+
+    def __call__(self, statement: str, timeout: float = 300) -> dict[str, Any]:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps(statement) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else ""
+        assert line, f"no answer to {statement!r}; Spark's log ends:\n{self.log.read_text()[-3000:]}"
+        return json.loads(line)
+
+    def rows(self, statement: str) -> list[tuple[Any, ...]]:
+        answer = self(statement)
+        assert "error" not in answer, f"{statement}: {answer['error']}"
+        return sorted(tuple(row) for row in answer["rows"])
+
+    def close(self) -> None:
+        assert self.process.stdin
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def spark(tmp_path: Path) -> Iterator[tuple[SparkSQL, str]]:
+    """Spark against castable's catalog, served in this process over ``tmp_path/wh`` on a free
+    port (as in test_catalog.py), and the warehouse."""
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    server = make_server(Catalog(Warehouse.at(str(warehouse))), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sql = SparkSQL(f"http://127.0.0.1:{server.server_address[1]}", tmp_path / "spark.log")
+    try:
+        yield sql, str(warehouse)
+    finally:
+        sql.close()
+        server.shutdown()
+        server.server_close()
+
+
+def castable_rows(table: castable.Table, version: int | None = None) -> list[tuple[Any, ...]]:
+    data = (table.refresh().to_arrow() if version is None else table.scan(version=version).to_arrow()).select(
+        ["id", "s"]
+    )
+    return sorted(zip(data["id"].to_pylist(), data["s"].to_pylist(), strict=True))
+
+
+def test_spark_writes_through_the_catalog_and_castable_reads_what_it_wrote(spark: tuple[SparkSQL, str]) -> None:
+    sql, warehouse = spark
+    assert sql("CREATE NAMESPACE rest.db") == {"rows": []}
+    tables = {}
+    for name, mode in [("cow", "copy-on-write"), ("mor", "merge-on-read")]:
+        t = f"rest.db.{name}"
+        props = ", ".join(f"'{p}' = '{mode}'" for p in MODES)
+        assert sql(f"CREATE TABLE {t} (id bigint, s string) USING iceberg TBLPROPERTIES ({props})") == {"rows": []}
+        table = tables[name] = castable.open_table(f"{warehouse}/db/{name}")
+        writes = [
+            f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+            f"DELETE FROM {t} WHERE id = 1",
+            f"UPDATE {t} SET s = 'B' WHERE id = 2",
+            f"MERGE INTO {t} AS x USING (SELECT 3L AS id, 'C' AS s UNION ALL SELECT 5L, 'e') AS y ON x.id = y.id "
+            "WHEN MATCHED THEN UPDATE SET x.s = y.s WHEN NOT MATCHED THEN INSERT *",
+        ]
+        for write in writes:
+            assert sql(write) == {"rows": []}, write
+            assert castable_rows(table) == sql.rows(f"SELECT id, s FROM {t}"), write
+        assert castable_rows(table) == [(2, "B"), (3, "C"), (4, "d"), (5, "e")]
+
+    # copy-on-write: each change swaps whole files (their rows carried); merge-on-read: Spark's
+    # position delete files became tombstones, the DELETE one with no data file added
+    cow, mor = tables["cow"], tables["mor"]
+    history = cow.history()
+    assert [h.operation for h in history] == ["overwrite", "overwrite", "overwrite", "append", "create"]
+    assert all(h.summary["carries_rows"] and h.summary["files_removed"] == 1 for h in history[:3])
+    assert not any("tombstone" in h.summary for h in history)
+    history = mor.history()
+    assert [h.operation for h in history] == ["overwrite", "overwrite", "delete", "append", "create"]
+    assert all(h.summary["tombstone"] and h.summary["files_removed"] == 0 for h in history[:3])
+    assert history[2].summary["files_added"] == 0 and history[1].summary["rows_added"] == 1
+
+    # time travel by castable's versions (its snapshot ids), and the snapshots metadata table (a
+    # loadTable of db.mor.snapshots answers 404 NoSuchTableException, so Spark reads db.mor's)
+    for name, table in tables.items():
+        for version in range(1, table.version + 1):
+            at = f"SELECT id, s FROM rest.db.{name} VERSION AS OF {version}"
+            assert sql.rows(at) == castable_rows(table, version), at
+    assert sql.rows("SELECT snapshot_id, operation FROM rest.db.mor.snapshots") == [
+        (h.version, h.operation) for h in reversed(history[:-1])
+    ]
+
+    # CREATE TABLE AS SELECT: a staged create, made by the commit of its first snapshot
+    assert sql("CREATE TABLE rest.db.ctas USING iceberg AS SELECT * FROM rest.db.mor WHERE id > 2") == {"rows": []}
+    ctas = castable.open_table(f"{warehouse}/db/ctas")
+    assert castable_rows(ctas) == sql.rows("SELECT id, s FROM rest.db.ctas") == [(3, "C"), (4, "d"), (5, "e")]
+    assert [h.operation for h in ctas.history()] == ["append", "create"]
