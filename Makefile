@@ -121,6 +121,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy --config-file tests/mypy.ini
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/private_imports.py src lambdas infra jobs tests bench
+	$(BIN)/python tools/package_imports.py src
 
 # The fast loop: lint and the unit tier (tests/unit: no server, no JVM, no side venv), in minutes
 # with the dev venv alone.

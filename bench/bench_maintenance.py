@@ -30,7 +30,7 @@ import castable
 import castable.maintenance.gc
 from castable.commit.protocol import NextState
 from castable.format.manifest import DataFile
-from castable.table import Table
+from castable.table import Table, handle_of
 
 
 def churned_table(root: Path, rows: int) -> castable.Table:
@@ -80,7 +80,9 @@ def gc_table(uri: str, options: dict | None, objects: int) -> Table:
         info = store.put(f"data/2026/01/01/00/{i:07d}.parquet", b"x")
         if i % 2 == 0:
             files.append(DataFile(info.key, info.size, info.etag, 1, 1))
-    table.commit_change("append", "bench", lambda base: NextState(base.data_files + files, base.tombstones, {}))
+    handle_of(table).commit_change(
+        "append", "bench", lambda base: NextState(base.data_files + files, base.tombstones, {})
+    )
     return table
 
 

@@ -64,6 +64,7 @@ import castable
 from castable.deployment import DATABASES, LANDING, TABLES, landing, landing_name
 from castable.format.stats import file_rows, file_stats
 from castable.inputs import sources
+from castable.inputs.batches import conforming_batches
 from castable.inputs.sources import MANIFEST_SUFFIX
 from castable.ops.register import check_key, check_schema
 from castable.store import ObjectNotFoundError, S3Store, shared_s3_client
@@ -138,9 +139,10 @@ class _Batch:
 
     def rows(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """A landed file's batches as rows of the table (its operation column set aside)."""
+        table = self.table
         if self.op_column is None:
-            return self.table.conforming_batches(batches)
-        return self.table.conforming_batches(b.drop_columns([self.op_column]) for b in batches)
+            return conforming_batches(batches, table.schema, table.primary_key)
+        return conforming_batches((b.drop_columns([self.op_column]) for b in batches), table.schema, table.primary_key)
 
     def owns(self, bucket: str, key: str) -> bool:
         """Whether ``bucket``/``key`` lies under this function's landing prefix."""

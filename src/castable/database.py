@@ -58,7 +58,7 @@ from castable.ops.feed import member_changes
 from castable.read.changes import ChangeScan
 from castable.read.predicate import Predicate, Where, parse_predicate
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
-from castable.table import Table
+from castable.table import Table, handle_of
 
 R = TypeVar("R")
 
@@ -674,7 +674,7 @@ class Transaction:
         self._state, self.version = "committed", version
         for name, table in self._tables.items():  # the handles now read what was committed
             if name in tables:
-                table.adopt(tables[name])
+                handle_of(table).adopt(tables[name])
         return version
 
     def abort(self) -> None:
@@ -694,7 +694,7 @@ class Transaction:
         """Make the table handles read the transaction's snapshot again, without its writes."""
         for name, write in self._writes.items():
             if name in self._tables:
-                self._tables[name].reset_to(write.base)
+                handle_of(self._tables[name]).reset_to(write.base)
 
     def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
         """Stage one change: the table handle then reads the transaction's own writes."""

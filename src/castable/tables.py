@@ -8,7 +8,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from castable.commit.committer import OwnLog
 from castable.commit.create import create, initial_manifest
 from castable.commit.protocol import newest_manifest
 from castable.database import Database
@@ -17,6 +16,7 @@ from castable.format.manifest import LATEST_FORMAT_VERSION
 from castable.maintenance.damage import assess
 from castable.store import ObjectStore, store_from_uri
 from castable.table import Table
+from castable.table.iceberg import own_log
 
 
 def create_table(
@@ -67,8 +67,8 @@ def load_table(store: ObjectStore) -> Table:
     except CorruptObjectError as e:
         damage = assess(store, e)
         if damage.readable.database is None:
-            return Table(store, damage.readable, OwnLog(store, None), damage=damage)
+            return Table(store, damage.readable, own_log(store, None), damage=damage)
         manifest = damage.readable  # a member's own copies are damaged: its database's log holds them
     if manifest.database is not None:
         return Database.of_member(store, manifest).member_table(store, manifest)
-    return Table(store, manifest, OwnLog(store, pointer))
+    return Table(store, manifest, own_log(store, pointer))

@@ -54,7 +54,7 @@ from castable.ops import writes
 from castable.ops.register import check_files, table_key
 from castable.read.predicate import InList, Predicate
 from castable.store import canonical_location
-from castable.table import Table
+from castable.table import Table, handle_of
 
 SNAPSHOT_COMMIT = "iceberg-snapshot-{}"
 """The castable commit id of a client's snapshot."""
@@ -113,7 +113,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
     if plan.snapshots:
         change = data or _translate(table, written, plan.base)  # files of a new schema are checked now
         writes.replace_files(
-            table,
+            handle_of(table),
             change.removed,
             change.added,
             operation=change.operation,
@@ -168,7 +168,7 @@ def commit_transaction(
     with database.transaction(commit_id) as tx:
         for name, version, change in planned:
             writes.replace_files(
-                tx.table(name),
+                handle_of(tx.table(name)),
                 change.removed,
                 change.added,
                 operation=change.operation,

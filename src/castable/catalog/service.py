@@ -19,7 +19,7 @@ from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate
 
-from castable.catalog import commits
+import castable.catalog.commits as commits
 from castable.catalog.errors import (
     BadRequestError,
     NoSuchNamespaceError,

@@ -26,7 +26,7 @@ from castable.database import Database
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
 from castable.format.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError, store_from_uri
-from castable.table import Table
+from castable.table import Table, handle_of
 from castable.tables import create_table_at, load_table
 
 Namespace = tuple[str, ...]
@@ -257,8 +257,9 @@ class Warehouse:
                 "a castable table is its folder: dropping it deletes its files; ask for a purge "
                 "(DROP TABLE ... PURGE, catalog.purge_table) to drop it"
             )
-        if isinstance(table.committer, Database):  # the table was read through its database
-            table.committer.drop_table(name)
+        committer = handle_of(table).committer
+        if isinstance(committer, Database):  # the table was read through its database
+            committer.drop_table(name)
             return
         store = table.store
         store.delete_many([POINTER_KEY, manifest_key(0)])  # no longer a table before its files go

@@ -21,6 +21,10 @@ NewerBase = Callable[[Manifest], None]
 """Hears of every newer version a committer loads, so a handle stays current even when a
 commit then fails."""
 
+AfterCommit = Callable[[ObjectStore, CommitResult], None]
+"""What follows each commit of a table's own log (publishing its Iceberg metadata): it must
+never fail or delay the commit it follows."""
+
 
 class Committer(Protocol):
     """What commits one table's changes and says what its newest version is."""
@@ -47,10 +51,11 @@ class OwnLog:
 
     transactional = False
 
-    def __init__(self, store: ObjectStore, pointer: Pointer | None) -> None:
+    def __init__(self, store: ObjectStore, pointer: Pointer | None, after_commit: AfterCommit | None = None) -> None:
         self.store = store
         self.pointer = pointer
         """The newest pointer seen; a commit's conditional write of it starts from here."""
+        self.after_commit = after_commit
 
     def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
         def heard(manifest: Manifest, pointer: Pointer | None) -> None:
@@ -70,6 +75,8 @@ class OwnLog:
             fair=props.commit_fair_turns,
         )
         self._seen(result.manifest, result.pointer)
+        if self.after_commit is not None:
+            self.after_commit(self.store, result)
         return result
 
     def observe(self, base: Manifest, rows: Rows) -> None:

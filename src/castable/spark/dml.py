@@ -43,6 +43,7 @@ from castable.read.predicate import Constant, InList, Predicate
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.spark.files import TableLocation, TableTarget, arrow_schema, from_spark, spark_schema, sql_name
+from castable.table import handle_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,7 +74,9 @@ def delete(
     matches). A re-run with the same ``commit_id`` commits nothing more and returns the same
     version."""
     location = TableLocation(table_uri, dict(storage_options or {}) or None)
-    return writes.delete(location.open(), where, commit_id=commit_id, read_files=ClusterPlanner(spark, location))
+    return writes.delete(
+        handle_of(location.open()), where, commit_id=commit_id, read_files=ClusterPlanner(spark, location)
+    )
 
 
 def update(
@@ -92,7 +95,7 @@ def update(
     location = TableLocation(table_uri, dict(storage_options or {}) or None)
     table = location.open()
     return writes.update(
-        table,
+        handle_of(table),
         set,
         where,
         commit_id=commit_id,
@@ -198,7 +201,7 @@ class SparkMerge:
         self.source = source
         self.table = location.open()
         shape = arrow_schema(source.schema).empty_table()
-        self.builder = MergeBuilder(self.table, shape, source_alias=source_alias, target_alias=target_alias)
+        self.builder = MergeBuilder(handle_of(self.table), shape, source_alias=source_alias, target_alias=target_alias)
 
     def when_matched_update(self, set: Mapping[str, object], where: object = None) -> SparkMerge:
         self.builder.when_matched_update(set, where)

@@ -15,11 +15,11 @@ from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
 from castable.format.schema import conform
 from castable.inputs.batches import with_missing
-from castable.ops.writes import AddMode
+from castable.ops.writes import AddMode, check_add_mode
 from castable.parquet.writer import write_data_files
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore, store_from_uri
-from castable.table import Table
+from castable.table import Table, handle_of
 from castable.tables import load_table
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class WriteMode:
     def check(self, table: Table) -> None:
         """Refuse on the driver, before any file is written, what ``add_files`` would refuse
         whatever the files hold."""
-        table.check_add_mode(self.mode, self.where)
+        check_add_mode(handle_of(table), self.mode, self.where)
 
     def commit(self, table: Table, files: Sequence[DataFile], commit_id: str) -> int:
         """Commit the written ``files`` in one version; an overwrite of no files deletes the rows

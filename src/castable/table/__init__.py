@@ -1,156 +1,129 @@
-"""The table handle: a thin facade over the modules that read, write and maintain a table.
+"""The user's table: a thin facade over the modules that read, write and maintain a table.
 
-A :class:`Table` caches the newest version it has seen and is given its committer (its own
-log, or its database's) when it is made; open or create one with :mod:`castable.tables`.
+A :class:`Table` wraps an internal :class:`~castable.table.handle.TableHandle` (the newest
+version seen, and the committer it was given when made: its own log, or its database's), which
+is what the operations receive; open or create one with :mod:`castable.tables`.
+:func:`handle_of` gives the library's upper layers (databases, the catalog, the front ends) that
+handle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
-from castable.commit.committer import Committer, OwnLog
-from castable.commit.conflicts import Access, Rows
-from castable.commit.handle import SchemaMode, WriteStart
-from castable.commit.protocol import Change, CommitResult, NextState, new_commit_id
-from castable.errors import CorruptObjectError, InvalidInputError
+from castable.commit.committer import Committer
+from castable.commit.handle import SchemaMode
 from castable.format.evolution import SchemaUpdate
 from castable.format.manifest import DataFile, Manifest
 from castable.format.properties import TableProperties
-from castable.format.times import as_datetime
-from castable.inputs.batches import DataLike, conforming_batches
-from castable.maintenance.damage import Damage, assess
-from castable.maintenance.erase import EraseMode, EraseReport
-from castable.maintenance.history import HistoryEntry, history, manifest_as_of, manifest_of_version
+from castable.inputs.batches import DataLike
+from castable.maintenance.compact import CompactReport
+from castable.maintenance.damage import Damage
+from castable.maintenance.erase import EraseMode, EraseReport, PurgeReport
+from castable.maintenance.gc import ExpireReport, GcReport
+from castable.maintenance.history import HistoryEntry, history
 from castable.ops import writes
 from castable.ops.batching import BatchWriter
 from castable.ops.feed import change_scan
 from castable.ops.merge import MergeBuilder
 from castable.ops.register import Verify
-from castable.ops.replacement import Rewrite
 from castable.ops.writes import DELETE_OPS, AddMode
 from castable.read.changes import ChangeScan
-from castable.read.predicate import Constant, Predicate, Where, parse_predicate
+from castable.read.predicate import Where
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
-from castable.table import iceberg
-from castable.table.maintenance import TableMaintenance
+from castable.table.handle import TableHandle
+from castable.table.iceberg import own_log
+from castable.table.maintenance import Maintenance
 
 
-class Table(TableMaintenance):
+class Table:
     """A handle on one table. It caches the newest version it has seen; ``refresh()`` reloads.
 
-    Its ``committer`` commits its writes and finds its newest version: the table's own log, or
-    for a table of a database the database (or a transaction, or a database snapshot)."""
+    Its writes commit through the table's own log, or for a table of a database through the
+    database (or a transaction, or a database snapshot). Maintenance is ``table.maintenance``
+    (compaction, expiry, garbage collection, purges, repair), also reachable as methods here."""
 
     def __init__(
         self, store: ObjectStore, manifest: Manifest, committer: Committer, *, damage: Damage | None = None
     ) -> None:
-        self.store = store
-        self.committer = committer
-        self._manifest = manifest
-        self._damage = damage
-        self._snapshot: Snapshot | None = None
+        self._handle = TableHandle(store, manifest, committer, damage=damage)
+        self.maintenance = Maintenance(self._handle)
+        """Compaction, expiry, garbage collection, purges and repair of this table."""
 
     @classmethod
     def standalone(cls, store: ObjectStore, manifest: Manifest) -> Table:
         """A handle on the standalone table at ``store``, at ``manifest``, committing to its own log."""
-        return cls(store, manifest, OwnLog(store, None))
+        return cls(store, manifest, own_log(store, None))
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store under the table's root."""
+        return self._handle.store
 
     @property
     def uri(self) -> str:
-        return self.store.uri
+        return self._handle.uri
 
     @property
     def version(self) -> int:
         """The newest version this handle knows (``refresh()`` to look for newer ones)."""
-        return self._manifest.version
+        return self._handle.version
 
     @property
     def schema(self) -> pa.Schema:
-        return self._manifest.schema
+        return self._handle.schema
 
     @property
     def primary_key(self) -> str | None:
-        return self._manifest.primary_key[0] if self._manifest.primary_key else None
+        return self._handle.primary_key
 
     @property
     def properties(self) -> dict[str, str]:
-        return dict(self._manifest.properties)
+        return self._handle.properties
 
     @property
     def settings(self) -> TableProperties:
         """The table's properties, parsed, with defaults for those not set."""
-        return TableProperties.parse(self._manifest.properties)
+        return self._handle.settings
 
     @property
     def manifest(self) -> Manifest:
-        return self._manifest
+        return self._handle.manifest
 
     @property
     def damage(self) -> str | None:
         """Why the table cannot be written (and perhaps its newest version not read), else ``None``."""
-        return None if self._damage is None else self._damage.message
+        damage = self._handle.damage
+        return None if damage is None else damage.message
 
     def refresh(self) -> Table:
         """Load the newest committed version."""
-        try:
-            self.adopt(self.committer.newest(self._manifest))
-        except CorruptObjectError as e:
-            if self._manifest.database is not None:  # a member's versions are read from its database's log
-                raise
-            self._damage = assess(self.store, e, self._manifest.table_uuid)
-            self.adopt(self._damage.readable)
-        else:
-            self._damage = None
+        self._handle.refresh()
         return self
-
-    def adopt(self, manifest: Manifest) -> None:
-        """Make a newer version this handle's own (an older one is ignored)."""
-        if manifest.version >= self._manifest.version:
-            self._manifest = manifest
-
-    def reset_to(self, manifest: Manifest) -> None:
-        """Read ``manifest`` from now on, even an older one (a transaction's writes dropped)."""
-        self._manifest, self._snapshot = manifest, None
-
-    def _readable(self) -> Manifest:
-        """The newest version, which must be readable to be read or written on."""
-        if self._damage is not None and not self._damage.newest_readable:
-            raise CorruptObjectError(self._damage.message)
-        return self._manifest
 
     def manifest_at(self, version: int | None = None, as_of: datetime | str | None = None) -> Manifest:
         """The manifest of a version, of the version current at ``as_of`` (a datetime or an ISO
         8601 string; without a zone, local time), or the newest known."""
-        if version is not None and as_of is not None:
-            raise InvalidInputError("give version or as_of, not both")
-        if as_of is not None:
-            return manifest_as_of(self.store, self.refresh()._manifest, as_datetime(as_of))
-        if version is None:
-            return self._readable()
-        return manifest_of_version(self.store, self._manifest, version)
+        return self._handle.manifest_at(version, as_of)
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """Retained commits newest first, down to the oldest retained or ``limit``. Expired
         versions are skipped (an erasure's purge can expire some and keep older ones); an
         unreadable version is listed with its ``error``."""
-        self.refresh()
-        return history(self.store, self._manifest.table_uuid, limit)
+        self._handle.refresh()
+        return history(self.store, self.manifest.table_uuid, limit)
 
     def snapshot(self, version: int | None = None, as_of: datetime | str | None = None) -> Snapshot:
         """Read access to a version. The handle keeps the last one it gave, so scans of the same
         version share what it has worked out (column mappings, row-group statistics)."""
-        manifest = self.manifest_at(version, as_of)
-        snapshot = self._snapshot
-        if snapshot is None or snapshot.manifest is not manifest:
-            snapshot = self._snapshot = Snapshot(self.store, manifest)
-        return snapshot
+        return self._handle.snapshot(version, as_of)
 
     def scan(
         self,
@@ -161,13 +134,7 @@ class Table(TableMaintenance):
         as_of: datetime | str | None = None,
     ) -> Scan:
         """A lazy scan of the newest known version, or of ``version`` / the version at ``as_of``."""
-        if isinstance(columns, str):
-            raise InvalidInputError(f"columns must be a list of names, such as {columns.split(',')!r}, not a string")
-        snapshot = self.snapshot(version, as_of)
-        predicate = None if filter is None else parse_predicate(filter, snapshot.schema)
-        if version is None and as_of is None:
-            self.observe(Rows(predicate or Constant(True), None if columns is None else tuple(columns)))
-        return Scan(snapshot, columns, predicate)
+        return self._handle.scan(columns, filter, version=version, as_of=as_of)
 
     def changes(
         self,
@@ -183,7 +150,7 @@ class Table(TableMaintenance):
         (both included; ``None``: the newest), or from ``start_time`` to ``end_time``: a lazy
         scan of the rows with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``,
         reading only what changed (see :mod:`castable.read.changes`)."""
-        newest = self.refresh()._readable()
+        newest = self._handle.refresh().readable()
         return change_scan(
             self.store,
             newest,
@@ -204,52 +171,7 @@ class Table(TableMaintenance):
     def committed_version(self, commit_id: str) -> int | None:
         """The version a commit with this id landed as, while the table's recent history holds it
         (``commit.id-retention`` commits); a write repeating that id commits nothing."""
-        return self._manifest.recent_commits.get(commit_id)
-
-    def begin_write(self, commit_id: str | None) -> WriteStart:
-        """Every write starts here: a valid ``commit_id`` (a new one if none is given), a store
-        known to honour conditional writes (probed once per process and store), and the version
-        that commit id already landed as, if it did (a retry commits nothing)."""
-        if commit_id is not None and self.committer.transactional:
-            raise InvalidInputError(
-                "a write inside a transaction takes the transaction's commit_id: "
-                "pass it to db.transaction(commit_id=...)"
-            )
-        checked = new_commit_id(commit_id)
-        if self._damage is not None:
-            raise CorruptObjectError(self._damage.message)
-        self.store.check_conditional_writes()
-        return WriteStart(checked, self._manifest.recent_commits.get(checked))
-
-    def commit_change(
-        self,
-        operation: str,
-        commit_id: str,
-        build: Callable[[Manifest], NextState],
-        access: Access | None = None,
-        *,
-        across_schema: bool = False,
-    ) -> CommitResult:
-        """Commit one change through the committer, declaring to the conflict model what a
-        transaction validates for it (``access``; ``None`` for an operation that cannot run in
-        one) and whether it holds ``across_schema`` changes."""
-        change = Change(operation, build, access, across_schema)
-        result = self.committer.commit_change(self._manifest, change, commit_id, self.adopt)
-        self.adopt(result.manifest)
-        if self.settings.publish_iceberg and isinstance(self.committer, OwnLog) and iceberg.publishes_here():
-            iceberg.publish_soon(self.store, result.version)
-        return result
-
-    def observe(self, rows: Rows) -> None:
-        """Tell the committer (a transaction records it) that ``rows`` of the current version were read."""
-        self.committer.observe(self._manifest, rows)
-
-    def conforming_batches(
-        self, data: DataLike, schema: pa.Schema | None = None, *, fill: bool = False
-    ) -> Iterator[pa.RecordBatch]:
-        """``data`` as non-empty RecordBatches of ``schema`` (default: the table's); with
-        ``fill``, nullable columns ``data`` lacks are NULL. ``SchemaMismatchError`` if it does not fit."""
-        return conforming_batches(data, self.schema if schema is None else schema, self.primary_key, fill=fill)
+        return self._handle.committed_version(commit_id)
 
     def append(
         self,
@@ -263,7 +185,7 @@ class Table(TableMaintenance):
         """Append rows in one commit and return the committed version (see :func:`castable.ops.writes.append`:
         idempotent ``commit_id``, ``source_ids`` consumed once, ``schema_mode``)."""
         return writes.append(
-            self, data, commit_id=commit_id, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
+            self._handle, data, commit_id=commit_id, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
         )
 
     def upsert(
@@ -279,7 +201,7 @@ class Table(TableMaintenance):
         """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
         commit; return the version (see :func:`castable.ops.writes.upsert`: change feeds with ``op_column``)."""
         return writes.upsert(
-            self,
+            self._handle,
             data,
             op_column=op_column,
             delete_ops=delete_ops,
@@ -291,26 +213,17 @@ class Table(TableMaintenance):
     def overwrite(self, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
         """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
         one commit; return the version (see :func:`castable.ops.writes.overwrite`)."""
-        return writes.overwrite(self, data, where=where, commit_id=commit_id)
+        return writes.overwrite(self._handle, data, where=where, commit_id=commit_id)
 
     def update(self, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
         """Set columns of the rows matching ``where`` (every row without it) to SQL expressions of
         their old values in one commit; return the version (see :func:`castable.ops.writes.update`)."""
-        return writes.update(self, set, where, commit_id=commit_id)
+        return writes.update(self._handle, set, where, commit_id=commit_id)
 
     def merge(self, source: DataLike, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
         """A merge of ``source`` into the table by primary key: add ``when_*`` clauses, then
         ``execute()`` (see :mod:`castable.ops.merge`)."""
-        return MergeBuilder(self, source, source_alias=source_alias, target_alias=target_alias)
-
-    def rewrite(
-        self, operation: str, derive: Callable[[Snapshot], Rewrite], access: Access, *, commit_id: str | None = None
-    ) -> int | None:
-        """Commit what ``derive`` makes of the latest version (rows replaced, rows written), made
-        again on a newer version when a concurrent commit touched what it read; the version, or
-        ``None`` when it changes nothing. The engine of :meth:`update` and merges; ``access`` is
-        what a transaction validates for it."""
-        return writes.rewrite(self, operation, derive, access, commit_id=commit_id)
+        return MergeBuilder(self._handle, source, source_alias=source_alias, target_alias=target_alias)
 
     def add_files(
         self,
@@ -324,12 +237,7 @@ class Table(TableMaintenance):
         """Register Parquet files already written under the table's ``data/`` prefix, in ``mode``
         (append, upsert or overwrite), each decoded in full unless ``verify="footer"``; return the
         version (see :func:`castable.ops.writes.add_files`)."""
-        return writes.add_files(self, files, mode=mode, where=where, commit_id=commit_id, verify=verify)
-
-    def check_add_mode(self, mode: str, where: Where | None = None) -> Predicate | None:
-        """What :meth:`add_files` refuses in ``mode`` and ``where`` whatever the files hold (so an
-        engine can ask before it writes them); the parsed ``where``."""
-        return writes.check_add_mode(self, mode, where)
+        return writes.add_files(self._handle, files, mode=mode, where=where, commit_id=commit_id, verify=verify)
 
     def batch_writer(
         self,
@@ -341,7 +249,11 @@ class Table(TableMaintenance):
     ) -> BatchWriter:
         """A writer that groups many small appends into few commits (see :class:`BatchWriter`)."""
         return BatchWriter(
-            self, max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds, commit_id_prefix=commit_id_prefix
+            self._handle,
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+            max_seconds=max_seconds,
+            commit_id_prefix=commit_id_prefix,
         )
 
     def delete(self, predicate: Where, *, commit_id: str | None = None) -> int:
@@ -349,7 +261,7 @@ class Table(TableMaintenance):
 
         Nothing is committed (and the current version is returned) when no row matches.
         """
-        return writes.delete(self, predicate, commit_id=commit_id)
+        return writes.delete(self._handle, predicate, commit_id=commit_id)
 
     def erase(
         self,
@@ -368,9 +280,9 @@ class Table(TableMaintenance):
         ``purge=True``) expires them and deletes the old objects. ``files`` restricts the erase
         to those data files (one unit of work of a fan-out).
         """
-        report = writes.erase(self, predicate, commit_id=commit_id, mode=mode, files=files)
+        report = writes.erase(self._handle, predicate, commit_id=commit_id, mode=mode, files=files)
         if purge:
-            report.purge = self.purge_erased(report)
+            report.purge = self.maintenance.purge_erased(report)
         return report
 
     def restore(
@@ -378,14 +290,14 @@ class Table(TableMaintenance):
     ) -> int:
         """Commit a new version whose files and tombstones are those of ``version`` (or of the
         version at ``as_of``); return it (see :func:`castable.ops.writes.restore`). No data is copied."""
-        return writes.restore(self, version, as_of=as_of, commit_id=commit_id)
+        return writes.restore(self._handle, version, as_of=as_of, commit_id=commit_id)
 
     def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:
         """Changes to the schema, committed together as one version when the update's
         ``commit()`` is called (or its ``with`` block ends). No data is read or written:
         columns are found in data files by field id, so files of every schema generation
         read together. Lossy changes, and dropping or retyping the primary key, are refused."""
-        return SchemaUpdate(partial(writes.alter, self, commit_id=commit_id))
+        return SchemaUpdate(partial(writes.alter, self._handle, commit_id=commit_id))
 
     def add_columns(self, columns: Sequence[pa.Field], *, commit_id: str | None = None) -> int:
         """Add nullable ``columns`` in one commit (an :meth:`alter` of adds only, what a write
@@ -401,20 +313,71 @@ class Table(TableMaintenance):
         """Commit new values of table properties, and remove those named in ``remove`` (the
         others keep theirs); the version. A version of its own, like a schema change: no data
         is read or written, and an unknown or malformed setting is refused with nothing committed."""
-        return writes.set_properties(self, changes, remove=remove, commit_id=commit_id)
+        return writes.set_properties(self._handle, changes, remove=remove, commit_id=commit_id)
 
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:
         the files and tombstones are listed in segments; return that version (or the current
         one, with nothing committed, if the table is already in the latest format)."""
-        return writes.upgrade(self, commit_id=commit_id)
+        return writes.upgrade(self._handle, commit_id=commit_id)
 
-    def _maintained(self) -> Manifest:
-        """The newest version, to expire or collect garbage from: for a table of a database, the
-        newest whose own manifest is written (every committed version is rolled forward first)."""
-        manifest = self.committer.before_maintenance(self.refresh()._manifest)
-        self.adopt(manifest)
-        return manifest
+    def compact(
+        self,
+        *,
+        min_file_size: int | None = None,
+        delete_ratio: float | None = None,
+        sort_by: str | None = None,
+        coalesce_tombstones: bool = True,
+        files: list[str] | None = None,
+        commit_id: str | None = None,
+    ) -> CompactReport:
+        """``table.maintenance.compact``: rewrite small and delete-heavy files, merge tombstones."""
+        return self.maintenance.compact(
+            min_file_size=min_file_size,
+            delete_ratio=delete_ratio,
+            sort_by=sort_by,
+            coalesce_tombstones=coalesce_tombstones,
+            files=files,
+            commit_id=commit_id,
+        )
+
+    def compact_group(
+        self, files: list[str], *, sort_by: str | None = None, commit_id: str | None = None
+    ) -> CompactReport:
+        """``table.maintenance.compact_group``: rewrite exactly ``files``, one planned group."""
+        return self.maintenance.compact_group(files, sort_by=sort_by, commit_id=commit_id)
+
+    def coalesce_tombstones(self, *, commit_id: str | None = None) -> CompactReport:
+        """``table.maintenance.coalesce_tombstones``: merge tombstone files, rewriting no data."""
+        return self.maintenance.coalesce_tombstones(commit_id=commit_id)
+
+    def plan_compaction(
+        self, *, min_file_size: int | None = None, delete_ratio: float | None = None
+    ) -> list[list[str]]:
+        """``table.maintenance.plan_compaction``: groups of files worth compacting in parallel."""
+        return self.maintenance.plan_compaction(min_file_size=min_file_size, delete_ratio=delete_ratio)
+
+    def expire(self, *, retain_versions: int | None = None, retain_for: timedelta | None = None) -> ExpireReport:
+        """``table.maintenance.expire``: delete the manifests of old versions."""
+        return self.maintenance.expire(retain_versions=retain_versions, retain_for=retain_for)
+
+    def gc(self, *, orphan_grace: timedelta | None = None, dry_run: bool = False) -> GcReport:
+        """``table.maintenance.gc``: delete files no retained version references."""
+        return self.maintenance.gc(orphan_grace=orphan_grace, dry_run=dry_run)
+
+    def purge_erased(self, report: EraseReport) -> PurgeReport:
+        """``table.maintenance.purge_erased``: complete an erasure."""
+        return self.maintenance.purge_erased(report)
+
+    def repair(self, *, commit_id: str | None = None) -> int:
+        """``table.maintenance.repair``: make a damaged table writable again."""
+        return self.maintenance.repair(commit_id=commit_id)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version})"
+
+
+def handle_of(table: Table) -> TableHandle:
+    """The internal handle under ``table``: for the library's layers above this one (a database
+    commits and resets its members' handles, a front end asks what a write would refuse)."""
+    return table._handle

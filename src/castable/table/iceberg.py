@@ -11,9 +11,12 @@ import logging
 import os
 from types import ModuleType
 
+from castable.commit.committer import OwnLog
 from castable.commit.handle import Handle
+from castable.commit.pointer import Pointer
+from castable.commit.protocol import CommitResult
 from castable.format.layout import ICEBERG_HINT
-from castable.format.properties import AFTER_COMMIT
+from castable.format.properties import AFTER_COMMIT, TableProperties
 from castable.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,19 @@ def publish_after_purge(table: Handle) -> None:
         )
         return
     publish_after_purge(table)
+
+
+def own_log(store: ObjectStore, pointer: Pointer | None) -> OwnLog:
+    """A standalone table's committer, which publishes each commit as Iceberg metadata when the
+    table asks for it (a database publishes its members' commits itself)."""
+    return OwnLog(store, pointer, after_commit)
+
+
+def after_commit(store: ObjectStore, result: CommitResult) -> None:
+    """After a commit of a table's own log: have it published if the table sets ``publish.iceberg``
+    and this process publishes (:func:`publishes_here`)."""
+    if TableProperties.parse(result.manifest.properties).publish_iceberg and publishes_here():
+        publish_soon(store, result.version)
 
 
 def publishes_here() -> bool:

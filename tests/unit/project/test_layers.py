@@ -52,3 +52,18 @@ def test_an_import_of_a_private_name_or_module_fails_the_lint(tmp_path: Path) ->
         "imports private module lambdas._hidden",
     ]
     assert check_private_imports([str(tmp_path)]) == 1
+
+
+def test_a_cycle_through_a_package_init_fails_the_lint(tmp_path: Path) -> None:
+    """``from castable.table import iceberg`` inside table/maintenance.py (which the package's
+    ``__init__`` imports) runs through the ``__init__``: import-linter sees the submodule only."""
+    shutil.copytree(ROOT / "src" / "castable", tmp_path / "castable")
+    maintenance = tmp_path / "castable" / "table" / "maintenance.py"
+    maintenance.write_text(maintenance.read_text() + "\nfrom castable.table import iceberg  # noqa: E402\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    script = ROOT / "tools" / "package_imports.py"
+    result = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "imports from castable.table, whose __init__ imports castable.table.maintenance" in result.stderr
+    clean = subprocess.run([sys.executable, str(script), str(ROOT / "src")], capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr
