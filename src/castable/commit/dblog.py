@@ -468,7 +468,7 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         newest = _parallel([partial(self._current, w.name, w.base) for w in self.writes])
         return dict(zip([w.name for w in self.writes], newest, strict=True))
 
-    def landed_before(self) -> DatabaseCommit | None:
+    def committed_before(self) -> DatabaseCommit | None:
         return _landed_before(self.root, self.head, self._bases(), self.commit_id)
 
     def _table_version(self, write: TableWrite, base: Manifest, created: list[str]) -> Manifest:
@@ -519,7 +519,7 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
     def owns(self, key: str, data: bytes) -> bool:
         return DatabaseVersion.from_json(data, key=key, log_store=self.store).commit.commit_id == self.commit_id
 
-    def landed(self, staged: tuple[DatabaseVersion, dict[str, Manifest]]) -> DatabaseCommit:
+    def finish(self, staged: tuple[DatabaseVersion, dict[str, Manifest]]) -> DatabaseCommit:
         version, tables = staged
         try:
             self.saw(roll_forward(self.root, [version], self.pointer))

@@ -20,16 +20,18 @@ from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
 
-"""A row filter: SQL text (``"id > 5"``), an Arrow expression, or a parsed predicate."""
 SchemaMode = Literal["strict", "merge"]
+"""How an append treats columns its rows bring that the table lacks: refuse them (``strict``) or
+add them first (``merge``)."""
 
 
 @dataclass(frozen=True)
 class WriteStart:
-    """A write's checked ``commit_id``, and the version it already landed as if it is a retry."""
+    """A write's checked ``commit_id``, and ``committed_as``: the version a commit with that id
+    already committed as, if this write is a retry of it (which then commits nothing)."""
 
     commit_id: str
-    landed: int | None
+    committed_as: int | None
 
 
 class Handle(Protocol):

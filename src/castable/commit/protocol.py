@@ -369,7 +369,7 @@ class Race(ABC, Generic[C, R]):
         """Load the newest committed entry (and roll forward what needs it)."""
 
     @abstractmethod
-    def landed_before(self) -> R | None:
+    def committed_before(self) -> R | None:
         """The result of this ``commit_id`` if the newest entry shows it landed already."""
 
     @abstractmethod
@@ -381,7 +381,7 @@ class Race(ABC, Generic[C, R]):
         """Whether the entry at ``key`` (read after an ambiguous PUT) is this commit's."""
 
     @abstractmethod
-    def landed(self, staged: C) -> R:
+    def finish(self, staged: C) -> R:
         """Finish a commit whose entry is written (move pointers, roll forward)."""
 
     def peek_next(self, after: int) -> bool:
@@ -410,7 +410,7 @@ class Race(ABC, Generic[C, R]):
                         f"{self.timeout:g} s, and whether an attempt landed could not be checked: {error}",
                         self.commit_id,
                     ) from error
-                before = self.landed_before()
+                before = self.committed_before()
                 if before is not None:  # an attempt seen as lost was its own (a retried PUT answered 412)
                     return before
             raise CommitConflictError(
@@ -434,7 +434,7 @@ class Race(ABC, Generic[C, R]):
         if self.behind:
             self.catch_up()
             self.behind = False
-        before = self.landed_before()
+        before = self.committed_before()
         if before is not None:  # a retry, or a response that was lost
             return before
         _discard(self.store, self.lost_segments)
@@ -448,7 +448,7 @@ class Race(ABC, Generic[C, R]):
             raise
         try:
             self.store.put(key, data, if_none_match=True)
-            return self.landed(staged)
+            return self.finish(staged)
         except PreconditionFailedError:
             self.lost_segments = created
             self.taken = max(self.taken, self.known_version + 1)
@@ -457,7 +457,7 @@ class Race(ABC, Generic[C, R]):
         except StoreError as e:
             log.warning("commit of %s to %s ended ambiguously: %s", self.commit_id, key, e)
             if holds_commit(self.store, key, self.commit_id, e, self.owns):
-                return self.landed(staged)
+                return self.finish(staged)
         self.behind = True
         self.lost += 1
         if self.fair and self.lost >= JOIN_AFTER_LOSSES and not self.place.queued:
@@ -620,7 +620,7 @@ class TableRace(Race[Manifest, CommitResult]):
         if self.on_newer_base is not None:
             self.on_newer_base(head, pointer)
 
-    def landed_before(self) -> CommitResult | None:
+    def committed_before(self) -> CommitResult | None:
         version = self.head.recent_commits.get(self.commit_id)
         if version is None:
             return None
@@ -644,7 +644,7 @@ class TableRace(Race[Manifest, CommitResult]):
         found = Manifest.from_json(data, key=key, store=self.store)
         return found.table_uuid == self.planned.table_uuid and found.commit.commit_id == self.commit_id
 
-    def landed(self, staged: Manifest) -> CommitResult:
+    def finish(self, staged: Manifest) -> CommitResult:
         moved = advance_pointer(self.store, staged.version, self.pointer, leaving=self.place.me.writer) or _floor_check(
             self.store, staged, self.commit_id
         )

@@ -19,8 +19,8 @@ from castable.maintenance.gc import gc as collect_garbage
 def compact(t: Handle, options: CompactOptions, *, commit_id: str | None) -> CompactReport:
     """See :meth:`castable.table.Table.compact`."""
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return CompactReport(start.landed)
+    if start.committed_as is not None:
+        return CompactReport(start.committed_as)
     change = CompactChange(t.store, t.manifest, t.settings, options)
     if change.is_empty:
         return CompactReport(t.version)

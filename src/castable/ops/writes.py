@@ -69,8 +69,8 @@ def append(
     ``"strict"`` refuses them with ``SchemaMismatchError``.
     """
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     sources = tuple(source_ids)
     check_sources(t.manifest, sources)
     if schema_mode not in ("strict", "merge"):
@@ -115,8 +115,8 @@ def upsert(
     insensitive) deletes its key instead of inserting or replacing it.
     """
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     key = key_for(t, "upsert")
     sources = tuple(source_ids)
     check_sources(t.manifest, sources)
@@ -146,8 +146,8 @@ def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_i
     from the manifest); ``data`` may be empty, which deletes the range.
     """
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     if where is None:
         replaced: Predicate = Constant(True)
         batches: Iterable[pa.RecordBatch] = t.conforming_batches(data)
@@ -238,8 +238,8 @@ def rewrite_files(
     """Commit what ``produce`` writes of the latest version (see :class:`RewriteChange`); the
     version, or ``None`` when it changes nothing."""
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     change = RewriteChange(t.store, t.manifest, produce, operation=operation, read_files=read_files)
     if change.is_empty:
         for rows in access.reads:  # that nothing matched was read
@@ -253,8 +253,8 @@ def delete(t: Handle, predicate: Where, *, commit_id: str | None = None, read_fi
     """See :meth:`castable.table.Table.delete`; ``read_files`` plans the files that must be
     read (``castable.spark`` passes one that reads them on the cluster)."""
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     parsed = parse_predicate(predicate, t.schema)
     change = DeleteChange(t.store, parsed, t.manifest, read_files)
     deleted = Rows(parsed, by="delete")
@@ -278,8 +278,8 @@ def erase(
         raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
     start = t.begin_write(commit_id)
     parsed = parse_predicate(predicate, t.schema)
-    if start.landed is not None:
-        return EraseReport(start.landed, 0, [], parsed)
+    if start.committed_as is not None:
+        return EraseReport(start.committed_as, 0, [], parsed)
     check_erasable(t.store)
     only = None if files is None else frozenset(files)
     change = EraseChange(t.store, parsed, t.manifest, mode, t.settings, only)
@@ -316,8 +316,8 @@ def add_files(
     rows matching ``where``: the predicate's columns are read to check every row matches).
     """
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     predicate = check_add_mode(t, mode, where)
     if not files:
         raise EmptyWriteError("add_files was given no files; nothing was committed")
@@ -363,8 +363,8 @@ def replace_files(
     path the version does not hold, or an added file ``add_files`` would refuse, an
     ``InvalidInputError``."""
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     gone = set(removed)
     if len(gone) != len(removed):
         raise InvalidInputError("the same file is removed twice")
@@ -423,8 +423,8 @@ def restore(
     if (version is None) == (as_of is None):
         raise InvalidInputError("restore needs a version or as_of (one of them)")
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     target = t.manifest_at(version, as_of)
     stored = [f.path for f in target.data_files if f.inline is None]  # an inline entry's rows are in its segment
     gone = absent(t.store, stored + [f.path for f in target.tombstones])
@@ -445,8 +445,8 @@ def restore(
 def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
     """Commit the schema changes of ``update`` (see :meth:`castable.table.Table.alter`)."""
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     if t.manifest.format_version < 2:
         raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
     update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
@@ -464,8 +464,8 @@ def set_properties(
 ) -> int:
     """See :meth:`castable.table.Table.set_properties`."""
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     gone = set(remove) - set(changes)
 
     def after(base: Manifest) -> dict[str, str]:
@@ -485,8 +485,8 @@ def set_properties(
 def upgrade(t: Handle, *, commit_id: str | None = None) -> int:
     """See :meth:`castable.table.Table.upgrade`."""
     start = t.begin_write(commit_id)
-    if start.landed is not None:
-        return start.landed
+    if start.committed_as is not None:
+        return start.committed_as
     if t.manifest.format_version == LATEST_FORMAT_VERSION:
         return t.version
 
