@@ -132,22 +132,10 @@ check: lint
 test: lint $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM) $(CHROMIUM)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 tests
 
+# The benchmarks by theme behind one runner (`python -m bench` lists them; `python -m bench NAME` runs
+# one); --all runs those not marked as left out, each printing side-by-side medians and ratios.
 bench: $(VENV)/.installed $(DUCKDB15)/.installed $(ICEBERG_JARS)
-	cd bench && ../$(BIN)/python bench_core.py
-	cd bench && ../$(BIN)/python bench_shaped.py
-	cd bench && ../$(BIN)/python bench_small_appends.py
-	cd bench && ../$(BIN)/python bench_iceberg.py
-	cd bench && ../$(BIN)/python bench_iceberg_readers.py
-	cd bench && ../$(BIN)/python bench_erase.py
-	cd bench && ../$(BIN)/python bench_register.py
-	cd bench && ../$(BIN)/python bench_filelist_check.py --files 20000
-	cd bench && ../$(BIN)/python bench_maintenance.py
-	cd bench && ../$(BIN)/python bench_workflow_scale.py
-	cd bench && ../$(BIN)/python bench_contention.py
-	cd bench && ../$(BIN)/python bench_faults.py
-	cd bench && ../$(BIN)/python bench_ingest_memory.py
-	cd bench && ../$(BIN)/python bench_spark.py
-	cd bench && ../$(BIN)/python bundle_size.py
+	$(BIN)/python -m bench --all
 
 # castable against deltalake, pyiceberg and a pyarrow floor on the same data (about 20 minutes).
 compare: $(VENV)/.installed

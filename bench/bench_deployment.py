@@ -1,4 +1,4 @@
-"""A fixed-size deployment against the per-table one (issue 53: tables as data), side by side.
+"""A fixed-size deployment (tables as data) against the per-table one, side by side.
 
 1. Template size and resource count against the number of tables: the per-table stack of revision
    66afb07 (a landing queue, dead letters, ingest function and maintenance schedule per table, in
@@ -605,7 +605,7 @@ def main() -> None:
     total_s = time.perf_counter() - t0
     node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout.strip()
     lines = report_header(
-        "deployment (issue 53: a fixed-size deployment, tables as data)",
+        "deployment (a fixed-size deployment, tables as data)",
         f"aws-cdk-lib {version('aws-cdk-lib')}, node {node}, moto {version('moto')}. Whole run {fmt_s(total_s)}"
         f"{' (--quick)' if args.quick else ''}.",
     )

@@ -1,4 +1,4 @@
-"""Iceberg readers against castable over many seeded random histories (issue 50's target: 0
+"""Iceberg readers against castable over many seeded random histories (the target: 0
 differences, every reader, every version): each history (tests/helpers/iceberg_histories.py:
 swapped and reused names, widening, drop and re-add, inline rows, files registered without ids,
 deletes, upserts, updates, compaction, erase, purge, expiry) is published after every commit,

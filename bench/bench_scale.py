@@ -1,4 +1,4 @@
-"""Scaling with the number of data files: format version 1 against format version 2 (issue 16).
+"""Scaling with the number of data files: format version 1 against format version 2.
 
 Format version 1 lists every data file and tombstone in each version's manifest, so every commit
 writes, and every open reads, the whole list; version 2 lists shared, immutable segments in a

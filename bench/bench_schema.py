@@ -1,4 +1,4 @@
-"""Schema evolution costs, side by side in one run (issue 17).
+"""Schema evolution costs, side by side in one run.
 
 1. A schema change (add a column, rename one, widen one: one ``alter`` commit) on tables of 10
    to 100,000 data files, on the local store and on a moto S3 server over HTTP, beside a 1-row
