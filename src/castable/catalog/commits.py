@@ -49,7 +49,7 @@ from castable.catalog.schemas import arrow_schema, schema_update
 from castable.catalog.warehouse import Namespace, Warehouse
 from castable.format.entries import DataFile
 from castable.iceberg.files import StoredFileIO
-from castable.iceberg.publish import INLINE, METADATA
+from castable.iceberg.publication import INLINE, METADATA
 from castable.ops import writes
 from castable.ops.register import check_files, table_key
 from castable.read.predicate import InList, Predicate

@@ -14,7 +14,7 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV2
 
 from castable.format.properties import unknown_setting
-from castable.iceberg.publish import NAME_MAPPING, publish_through
+from castable.iceberg.publication import NAME_MAPPING, publish_through
 from castable.table import Table
 
 KEPT_AS = "iceberg."

@@ -11,7 +11,7 @@ import logging
 from typing import Any, Protocol
 
 from castable.iceberg.glue import GlueRegistration, register
-from castable.iceberg.publish import Published, publish_through
+from castable.iceberg.publication import Published, publish_through
 from castable.iceberg.schema import IcebergPublishError
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore

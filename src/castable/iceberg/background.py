@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from castable.commit.protocol import read_manifest
-from castable.iceberg.publish import publish_through
+from castable.iceberg.publication import publish_through
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
 

@@ -37,7 +37,7 @@ from pyiceberg.types import (
 )
 
 from castable.iceberg.files import StoredFileIO
-from castable.iceberg.publish import METADATA
+from castable.iceberg.publication import METADATA
 from castable.iceberg.schema import IcebergPublishError
 from castable.store import ObjectStore
 

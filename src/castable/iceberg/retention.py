@@ -21,7 +21,7 @@ from datetime import datetime
 from castable.commit.pointer import retention_floor
 from castable.format.layout import DATA_PREFIX, TOMBSTONE_PREFIX
 from castable.format.segment import SEGMENT_PREFIX
-from castable.iceberg.publish import HINT, INLINE, METADATA, publish_through, read_hint
+from castable.iceberg.publication import HINT, INLINE, METADATA, publish_through, read_hint
 from castable.iceberg.schema import IcebergPublishError
 from castable.maintenance.gc import referenced_objects, retained_versions
 from castable.read.snapshot import Snapshot
