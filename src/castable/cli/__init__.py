@@ -11,6 +11,8 @@ from castable.cli.catalog import catalog_app
 from castable.cli.common import console, run
 from castable.cli.databases import db_app
 from castable.cli.iceberg import iceberg_app
+from castable.cli.maintenance import maintenance_app
+from castable.cli.reads import reads_app
 from castable.cli.tables import tables_app
 
 app = typer.Typer(
@@ -19,6 +21,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(tables_app)
+app.add_typer(reads_app)
+app.add_typer(maintenance_app)
 app.add_typer(db_app, name="db")
 app.add_typer(iceberg_app, name="iceberg")
 app.add_typer(catalog_app, name="catalog")

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+import castable
 from castable.errors import CastableError, InvalidInputError
 from castable.inputs.sources import json_value
 
@@ -96,3 +97,23 @@ def run(app: typer.Typer) -> None:
             "(re-run with the same --commit-id to be sure)"
         )
         raise SystemExit(130) from None
+
+
+def already_committed(table: castable.Table, commit_id: str | None, as_json: bool) -> bool:
+    """Report and return True when ``commit_id`` was committed before: the write would commit nothing."""
+    done = None if commit_id is None else table.committed_version(commit_id)
+    if done is None:
+        return False
+    text = f"commit id {commit_id!r} was already committed as version {done}; nothing was written"
+    emit(as_json, text, {"version": done, "committed": False, "already_committed": True, "commit_id": commit_id})
+    return True
+
+
+def report_commit(table: castable.Table, version: int, as_json: bool) -> None:
+    summary = table.manifest_at(version).commit.summary
+    doc = {"version": version, "committed": True, "already_committed": False, "summary": summary}
+    emit(as_json, f"committed version {version}: {dumps(summary)}", doc)
+
+
+def open_table(uri: str, options: list[str] | None) -> castable.Table:
+    return castable.open_table(uri, storage_options=parse_options(options))

@@ -9,7 +9,7 @@ from rich.table import Table as RichTable
 
 import castable
 from castable.cli.common import AsJson, CommitId, StorageOption, console, dumps, emit, parse_options
-from castable.cli.tables import show_changes
+from castable.cli.reads import show_changes
 from castable.inputs.types import parse_schema
 
 db_app = typer.Typer(help="Databases: several tables, one commit point, one snapshot.", no_args_is_help=True)
