@@ -68,8 +68,9 @@ from scale_tables import rows as event_rows
 from shaped_s3 import CONTROL, shaped_s3
 
 import castable
+from castable.commit.change import Change, NextState
 from castable.commit.conflicts import Access as ConflictAccess
-from castable.commit.protocol import Change, NextState, commit_to_table
+from castable.commit.protocol import commit_to_table
 from castable.format.filelist import DATA, FileList
 from castable.format.manifest import Manifest
 from castable.store.local import LocalStore

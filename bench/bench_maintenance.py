@@ -28,7 +28,7 @@ from benchlib import SCHEMA, event_batches, median_time, moto_server, publish, r
 
 import castable
 import castable.maintenance.gc
-from castable.commit.protocol import NextState
+from castable.commit.change import NextState
 from castable.format.manifest import DataFile
 from castable.table import Table, handle_of
 

@@ -34,8 +34,9 @@ from bench_spark import spark_session
 from benchlib import RESULTS, SCHEMA, event_batches, publish, report_header, timed
 
 import castable
+from castable.commit.change import Change, NextState
 from castable.commit.conflicts import Access
-from castable.commit.protocol import Change, NextState, commit_to_table
+from castable.commit.protocol import commit_to_table
 from castable.format.filelist import DATA, FileList
 from castable.format.manifest import Manifest
 from castable.read.snapshot import Snapshot

@@ -12,8 +12,9 @@ import pyarrow as pa
 from benchlib import SCHEMA, event_batches
 
 import castable
+from castable.commit.change import Change, NextState
 from castable.commit.conflicts import Access
-from castable.commit.protocol import Change, NextState, commit_to_table
+from castable.commit.protocol import commit_to_table
 from castable.format.filelist import DATA, FileList
 from castable.format.layout import manifest_key
 from castable.format.manifest import DataFile, Manifest

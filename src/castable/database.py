@@ -28,12 +28,13 @@ import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from castable.commit import dblog
+from castable.commit.change import TRANSACTION, Change, CommitResult, new_commit_id, stage
 from castable.commit.committer import NewerBase
 from castable.commit.conflicts import Access, Isolation, Rows, check_isolation
 from castable.commit.create import check_not_nested, initial_manifest
 from castable.commit.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
+from castable.commit.log import entry_as_of, read_manifest
 from castable.commit.pointer import Pointer, encode_pointer
-from castable.commit.protocol import TRANSACTION, Change, CommitResult, entry_as_of, new_commit_id, read_manifest, stage
 from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from castable.commit.create import create, initial_manifest
-from castable.commit.protocol import newest_manifest
+from castable.commit.log import newest_manifest
 from castable.database import Database
 from castable.errors import CorruptObjectError
 from castable.format.manifest import LATEST_FORMAT_VERSION

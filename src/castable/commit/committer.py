@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from castable.commit.change import Change, CommitResult
 from castable.commit.conflicts import Rows
+from castable.commit.log import newest_manifest
 from castable.commit.pointer import Pointer
-from castable.commit.protocol import Change, CommitResult, commit_to_table, newest_manifest
+from castable.commit.protocol import commit_to_table
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties
 from castable.store import ObjectStore

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from castable.commit.dblog import LOG_PREFIX
+from castable.commit.log import read_manifest
 from castable.commit.pointer import encode_pointer
-from castable.commit.protocol import read_manifest
 from castable.errors import InvalidInputError, TableAlreadyExistsError
 from castable.format.entries import CommitInfo
 from castable.format.evolution import with_ids

@@ -28,9 +28,11 @@ from functools import partial
 from typing import Any, TypeVar
 
 from castable.commit import conflicts
+from castable.commit.change import Change, stage
 from castable.commit.conflicts import Access
+from castable.commit.log import newest_log_entry, read_manifest
 from castable.commit.pointer import Pointer, advance_pointer, encode_pointer, retention_floor
-from castable.commit.protocol import Change, Race, newest_log_entry, read_manifest, stage
+from castable.commit.protocol import Race
 from castable.errors import (
     CorruptObjectError,
     DatabaseNotFoundError,

@@ -10,8 +10,8 @@ from typing import Literal, Protocol
 
 import pyarrow as pa
 
+from castable.commit.change import CommitResult, NextState
 from castable.commit.conflicts import Access, Rows
-from castable.commit.protocol import CommitResult, NextState
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties
 from castable.inputs.batches import DataLike

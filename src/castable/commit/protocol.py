@@ -18,31 +18,25 @@ from __future__ import annotations
 
 import logging
 import random
-import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
-from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
-import pyarrow as pa
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
-from castable.commit.conflicts import Access, check_sources, judge_base
-from castable.commit.pointer import ABSENT, Pointer, advance_pointer, read_pointer
+from castable.commit.change import Change, CommitResult, stage
+from castable.commit.log import newest_manifest, read_manifest
+from castable.commit.pointer import Pointer, advance_pointer, read_pointer
 from castable.commit.turns import JOIN_AFTER_LOSSES, Place
 from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     CorruptObjectError,
-    InvalidInputError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from castable.format.layout import POINTER_KEY, manifest_key
-from castable.format.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
-from castable.format.times import now
+from castable.format.layout import manifest_key
+from castable.format.manifest import Manifest
 from castable.store import (
     ConcurrentModificationError,
     ObjectNotFoundError,
@@ -51,7 +45,6 @@ from castable.store import (
     StoreError,
     uploads,
 )
-from castable.store.readahead import beside
 
 log = logging.getLogger(__name__)
 
@@ -65,256 +58,6 @@ CATCH_UP_JUMP_EVERY = 3
 in a row after it, else the next version (see ``TableRace.catch_up``)."""
 BACKOFF_MIN_SECONDS = 0.001
 BACKOFF_MAX_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class NextState:
-    """What a change makes of the base it is applied to: the next version's file lists."""
-
-    data_files: FileList[DataFile]
-    tombstones: FileList[TombstoneFile]
-    summary: dict[str, Any]
-    source_ids: tuple[str, ...] = ()
-    """Idempotency keys of the inputs the change consumed, recorded beside the commit id."""
-    format_version: int | None = None
-    """The format the next version is written in; ``None`` keeps the base's (see ``Table.upgrade``)."""
-    schema: pa.Schema | None = None
-    """The next version's schema; ``None`` keeps the base's (see ``Table.alter``)."""
-    primary_key: tuple[str, ...] | None = None
-    properties: dict[str, str] | None = None
-    """The next version's table properties; ``None`` keeps the base's (see ``Table.set_properties``)."""
-
-
-@dataclass(frozen=True)
-class Change:
-    """One operation of a commit: its name, the function that applies it to a base, and what it
-    declares to the conflict model (``castable.commit.conflicts``)."""
-
-    operation: str
-    build: Callable[[Manifest], NextState]
-    access: Access | None = None
-    """What a transaction validates for it; ``None``: it cannot run inside a transaction."""
-    across_schema: bool = False
-    """Whether it stays valid on a base whose schema changed since it was planned (an append's
-    files stay readable under every schema the allowed changes produce; an alter or a restore
-    states the schema it commits); any other change then conflicts."""
-
-
-TRANSACTION = "transaction"
-"""The operation a table version records when one transaction applied several changes to it."""
-
-
-def stage(
-    current: Manifest,
-    changes: Sequence[Change],
-    *,
-    planned: Manifest,
-    commit_id: str,
-    commit_retention: int,
-) -> Manifest:
-    """The version after ``current`` with ``changes`` applied in order, each on the result of
-    the one before, as one version (not yet written). This is where every commit rebases:
-    each change re-validates itself against ``current`` (format section 8), and the conflict
-    model judges what every change declares (its schema, its inputs) against ``current``."""
-    judge_base(
-        planned,
-        current,
-        operations="/".join(c.operation for c in changes),
-        across_schema=all(c.across_schema for c in changes),
-    )
-    view, staged = current, current
-    sources: tuple[str, ...] = ()
-    summaries: list[dict[str, Any]] = []
-    for change in changes:
-        state = change.build(view)
-        check_sources(view, state.source_ids)
-        sources += state.source_ids
-        summaries.append({"operation": change.operation, **state.summary})
-        operation, summary = (
-            (change.operation, state.summary) if len(changes) == 1 else (TRANSACTION, {"operations": summaries})
-        )
-        staged = current.next(
-            commit=CommitInfo(operation, commit_id, summary),
-            created_at=now(),
-            data_files=state.data_files,
-            tombstones=state.tombstones,
-            commit_retention=commit_retention,
-            source_ids=sources,
-            format_version=state.format_version or staged.format_version,
-            schema=staged.schema if state.schema is None else state.schema,
-            primary_key=staged.primary_key if state.primary_key is None else state.primary_key,
-            properties=staged.properties if state.properties is None else state.properties,
-        )
-        view = replace(staged, version=current.version)  # the next change adds to the same version
-    return staged
-
-
-def read_manifest(store: ObjectStore, version: int, table_uuid: str | None = None) -> Manifest:
-    """The manifest of ``version``; ``VersionNotFoundError`` if it does not (or no longer) exist.
-
-    With ``table_uuid`` the manifest must belong to that table: a store that let another
-    table's writer overwrite this one's versions is reported, not read as if nothing happened.
-    """
-    key = manifest_key(version)
-    try:
-        blob = store.get(key)
-    except ObjectNotFoundError:
-        raise VersionNotFoundError(f"version {version} does not exist in {store.uri}") from None
-    manifest = Manifest.from_json(blob.data, key=key, store=store)
-    if manifest.version != version:
-        raise CorruptObjectError(f"{key} claims to be version {manifest.version}")
-    if table_uuid is not None and manifest.table_uuid != table_uuid:
-        raise CorruptObjectError(
-            f"{store.uri}/{key} belongs to table {manifest.table_uuid}, not {table_uuid}: the table was "
-            "re-created or overwritten (a store that ignores conditional writes allows this)"
-        )
-    return manifest
-
-
-class Versioned(Protocol):
-    """A log entry that knows its version number: a table manifest or a database version."""
-
-    @property
-    def version(self) -> int: ...
-
-
-V = TypeVar("V", bound=Versioned)
-
-
-class Timed(Versioned, Protocol):
-    @property
-    def created_at(self) -> datetime: ...
-
-
-T = TypeVar("T", bound=Timed)
-
-
-def entry_as_of(read: Callable[[int], T], oldest: int, latest: T, as_of: datetime) -> T | None:
-    """The newest entry of a log created at or before ``as_of`` (``created_at`` grows with the
-    version, so a binary search between ``oldest`` and ``latest``); ``None`` if there is none.
-    An entry ``read`` cannot find (expired) counts as older."""
-    if latest.created_at <= as_of:
-        return latest
-    lo, hi = oldest, latest.version
-    found: T | None = None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        try:
-            entry = read(mid)
-        except VersionNotFoundError:
-            lo = mid + 1
-            continue
-        if entry.created_at <= as_of:
-            found, lo = entry, mid + 1
-        else:
-            hi = mid
-    return found
-
-
-def newest_log_entry(
-    store: ObjectStore,
-    read: Callable[[int], V],
-    known: V | None = None,
-    *,
-    owner: Callable[[V], str],
-    done: Callable[[V], bool] | None = None,
-    newer_than: int | None = None,
-) -> tuple[V, Pointer]:
-    """The newest committed entry of the log in ``store``: from the pointer (or from ``known``,
-    an entry already in hand, if that is newer), then forward while ``v<N+1>`` exists, each
-    entry read with ``read`` (which may be called for two versions at once). Two round trips
-    when the pointer is current, however far behind ``known`` is: the pointer, then its entry
-    and the next one's (absent) together. Every entry must have the ``owner`` of the first (a
-    log re-created or overwritten is reported, not read on). An entry for which ``done`` holds
-    ends the search where it is, and so does the first entry above ``newer_than`` (a writer that
-    lost a race needs a newer base, not proof that it is the newest: its next conditional PUT
-    tells, and that saves a request)."""
-    ahead: Callable[[], V | None] | None = None  # answers for the entry after ``entry``, once looked for
-    for _ in range(3):
-        try:
-            pointer = read_pointer(store)
-        except TableNotFoundError:
-            if not store.exists(manifest_key(0)):
-                raise
-            pointer = ABSENT  # a create that crashed before its pointer: version 0 is there
-        if known is not None and known.version >= pointer.version:
-            entry = known
-            break
-        try:
-            entry, ahead = beside(partial(read, pointer.version), partial(_ahead, read, pointer.version + 1))
-            break
-        except VersionNotFoundError:
-            continue  # expired between the two reads: the pointer has moved on since
-    else:
-        raise CorruptObjectError(
-            f"{store.uri}/{POINTER_KEY} names version {pointer.version}, whose manifest "
-            f"{manifest_key(pointer.version)} does not exist"
-        )
-    first = owner(known if known is not None else entry)
-    while (done is None or not done(entry)) and (newer_than is None or entry.version <= newer_than):
-        following = ahead() if ahead is not None else _if_exists(read, entry.version + 1)
-        if following is None:
-            break
-        if owner(following) != first:
-            raise CorruptObjectError(
-                f"version {following.version} of {store.uri} belongs to {owner(following)}, not {first}: the log "
-                "was re-created or overwritten (a store that ignores conditional writes allows this)"
-            )
-        entry, ahead = following, None
-    return entry, pointer
-
-
-def _if_exists(read: Callable[[int], V], version: int) -> V | None:
-    """``read(version)``, or ``None`` if that version does not exist."""
-    try:
-        return read(version)
-    except VersionNotFoundError:
-        return None
-
-
-def _ahead(read: Callable[[int], V], version: int) -> Callable[[], V | None]:
-    """:func:`_if_exists` now, its answer (or its error) given when asked: a version read ahead
-    that the search turns out not to need must not fail it."""
-    try:
-        found = _if_exists(read, version)
-    except Exception as e:  # any failure is the caller's only if it asks
-        error = e
-
-        def fail() -> V | None:
-            raise error
-
-        return fail
-    return lambda: found
-
-
-def newest_manifest(
-    store: ObjectStore,
-    *,
-    known: Manifest | None = None,
-    table_uuid: str | None = None,
-    newer_than: int | None = None,
-) -> tuple[Manifest, Pointer]:
-    """The newest committed version of the table in ``store`` (see :func:`newest_log_entry`, also
-    for ``newer_than``); for a table of a database, the first version found, which names the
-    database to read it through (its own pointer is not moved by commits)."""
-    owner = table_uuid or (known.table_uuid if known is not None else None)
-    return newest_log_entry(
-        store,
-        partial(read_manifest, store, table_uuid=owner),
-        known,
-        owner=lambda m: m.table_uuid,
-        done=lambda m: m.database is not None,
-        newer_than=newer_than,
-    )
-
-
-def new_commit_id(commit_id: str | None) -> str:
-    """``commit_id`` checked (a non-empty string of at most 256 characters), or a new random one."""
-    if commit_id is None:
-        return str(uuid.uuid4())
-    if not isinstance(commit_id, str) or not commit_id or len(commit_id) > 256:
-        raise InvalidInputError("commit_id must be a non-empty string of at most 256 characters")
-    return commit_id
 
 
 class Lost(Exception):
@@ -479,16 +222,6 @@ def holds_commit(
             f"could not tell whether commit {commit_id} landed as {key}: {e}", commit_id
         ) from cause
     return owns(key, blob.data)
-
-
-@dataclass
-class CommitResult:
-    """The version the change is (``version``), and the newest manifest and pointer the writer
-    saw: the committed version's own, unless a retried commit's version has expired since."""
-
-    version: int
-    manifest: Manifest
-    pointer: Pointer | None
 
 
 def backoff(retry_state: RetryCallState, idle: float = 0.0) -> float:

@@ -14,7 +14,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from castable.commit.protocol import read_manifest
+from castable.commit.log import read_manifest
 from castable.iceberg.publication import publish_through
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 from pyroaring import BitMap
 
+from castable.commit.change import NextState
 from castable.commit.conflicts import Footprint, PlannedChange
-from castable.commit.protocol import NextState
 from castable.format import tombstone
 from castable.format.evolution import field_id, parquet_schema
 from castable.format.filelist import prune_tombstones

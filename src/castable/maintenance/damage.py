@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 
+from castable.commit.log import read_manifest
 from castable.commit.pointer import reset_pointer
-from castable.commit.protocol import read_manifest
 from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.format.entries import CommitInfo
 from castable.format.layout import manifest_key

@@ -26,9 +26,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
+from castable.commit.change import NextState
 from castable.commit.conflicts import Footprint, PlannedChange
+from castable.commit.log import read_manifest
 from castable.commit.pointer import raise_floor
-from castable.commit.protocol import NextState, read_manifest
 from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFoundError
 from castable.format import inline, tombstone
 from castable.format.evolution import conform_read, resolve

@@ -20,8 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from castable.commit.log import read_manifest
 from castable.commit.pointer import raise_floor, retention_floor
-from castable.commit.protocol import read_manifest
 from castable.errors import CorruptObjectError, VersionNotFoundError
 from castable.format.filelist import Part
 from castable.format.layout import DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, manifest_key, version_of_manifest_key

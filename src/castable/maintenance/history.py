@@ -8,8 +8,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from castable.commit.log import entry_as_of, read_manifest
 from castable.commit.pointer import retention_floor
-from castable.commit.protocol import entry_as_of, read_manifest
 from castable.errors import CorruptObjectError, InvalidInputError, VersionNotFoundError
 from castable.format.manifest import Manifest
 from castable.maintenance.gc import retained_versions

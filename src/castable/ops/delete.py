@@ -23,8 +23,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
+from castable.commit.change import NextState
 from castable.commit.conflicts import Footprint, PlannedChange
-from castable.commit.protocol import NextState
 from castable.errors import InvalidInputError
 from castable.format import tombstone
 from castable.format.filelist import prune_tombstones

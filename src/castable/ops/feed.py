@@ -13,8 +13,8 @@ from datetime import datetime
 from functools import partial
 
 from castable.commit.dblog import DatabaseVersion
+from castable.commit.log import read_manifest
 from castable.commit.pointer import retention_floor
-from castable.commit.protocol import read_manifest
 from castable.errors import InvalidInputError, VersionNotFoundError
 from castable.format.manifest import Manifest
 from castable.format.times import as_datetime

@@ -23,8 +23,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from castable.commit.change import NextState
 from castable.commit.conflicts import Footprint, PlannedChange
-from castable.commit.protocol import NextState
 from castable.errors import InvalidInputError
 from castable.format.manifest import DataFile, FileList, Manifest
 from castable.ops.delete import DeleteChange, FilePlanner, plan_files

@@ -16,9 +16,9 @@ from typing import Any, Literal, get_args
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from castable.commit.change import NextState
 from castable.commit.conflicts import Access, Rows, check_sources
 from castable.commit.handle import Handle, SchemaMode
-from castable.commit.protocol import NextState
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
 from castable.format import inline
 from castable.format.evolution import SchemaUpdate, columns_added, restored, same_schema, translate_stats

@@ -65,7 +65,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from castable.commit.protocol import read_manifest
+from castable.commit.log import read_manifest
 from castable.errors import (
     CastableError,
     CommitStateUnknownError,

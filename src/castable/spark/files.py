@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from castable.commit.protocol import read_manifest
+from castable.commit.log import read_manifest
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties

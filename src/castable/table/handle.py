@@ -14,10 +14,10 @@ from datetime import datetime
 
 import pyarrow as pa
 
+from castable.commit.change import Change, CommitResult, NextState, new_commit_id
 from castable.commit.committer import Committer
 from castable.commit.conflicts import Access, Rows
 from castable.commit.handle import SchemaMode, WriteStart
-from castable.commit.protocol import Change, CommitResult, NextState, new_commit_id
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties

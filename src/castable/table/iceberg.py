@@ -11,10 +11,10 @@ import logging
 import os
 from types import ModuleType
 
+from castable.commit.change import CommitResult
 from castable.commit.committer import OwnLog
 from castable.commit.handle import Handle
 from castable.commit.pointer import Pointer
-from castable.commit.protocol import CommitResult
 from castable.format.layout import ICEBERG_HINT
 from castable.format.properties import AFTER_COMMIT, TableProperties
 from castable.store import ObjectStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from castable.commit.protocol import new_commit_id
+from castable.commit.change import new_commit_id
 from castable.errors import InvalidInputError
 from castable.maintenance import tasks
 from castable.maintenance.compact import CompactReport

@@ -15,9 +15,9 @@ from helpers.faults import FaultyStore, SimulatedCrash, once
 from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
+from castable.commit.change import NextState
 from castable.commit.dblog import LOG_PREFIX
 from castable.commit.pointer import read_pointer
-from castable.commit.protocol import NextState
 from castable.database import Database
 from castable.errors import (
     CommitConflictError,

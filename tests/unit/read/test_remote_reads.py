@@ -95,7 +95,7 @@ def test_split_covers_the_range_exactly_in_equal_pieces(start: int, end: int, pi
 def test_a_failed_read_ahead_of_a_version_not_needed_fails_nothing(tmp_path: Path) -> None:
     """The next version is read beside the pointer's; if the search stops at the pointer's (a
     database member, a writer with a newer base), an error reading the next one is not raised."""
-    from castable.commit.protocol import newest_log_entry, read_manifest
+    from castable.commit.log import newest_log_entry, read_manifest
     from castable.store import LocalStore, StoreUnavailableError
 
     castable.create_table(str(tmp_path / "t"), SCHEMA).append(id_rows(0, 3))
