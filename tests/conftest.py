@@ -28,3 +28,18 @@ def served(tmp_path: Path) -> Iterator[Served]:
     s = Served(str(tmp_path / "wh"))
     yield s
     s.close()
+
+
+GROUPS_FIRST = ("spark", "bundle", "localstack", "docs_site")
+"""The xdist groups, longest first. ``--dist loadgroup`` gives each group to one worker whole, in
+the order the tests are collected: started first, the longest (one Spark session's tests, the
+Lambda bundle's) run beside everything else instead of being the run's tail."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        mark = item.get_closest_marker("xdist_group")
+        group = None if mark is None else (mark.args[0] if mark.args else mark.kwargs.get("name"))
+        return GROUPS_FIRST.index(group) if group in GROUPS_FIRST else len(GROUPS_FIRST)
+
+    items.sort(key=rank)
