@@ -816,7 +816,7 @@ def test_erase_in_a_file_spark_wrote_leaves_no_trace_and_spark_reads_its_page_in
     """Spark's own writer (parquet-mr: page indexes, a bloom filter on id) makes the file; the
     splice rebuilds its indexes, the purge finds no trace, and Spark with filter pushdown (which
     reads pages through the column and offset indexes) and DataFusion read the same rows as pyarrow."""
-    from test_erase_traces import ROWS, datafusion_agrees, name, offset_index_problems
+    from unit.maintenance.test_erase_traces import ROWS, datafusion_agrees, name, offset_index_problems
 
     out = tmp_path / "t" / "data" / "spark"
     df = spark.range(0, ROWS).selectExpr(

@@ -164,7 +164,7 @@ def test_a_writer_that_cannot_take_a_gone_writer_out_of_the_line_commits_all_the
 def test_the_second_in_line_follows_the_first_as_soon_as_its_version_lands(base: Table) -> None:
     """The second in line watches for the version after the pointer's: once the first writer's
     manifest is there, it commits on it at once, however long the pointer takes to move."""
-    first = Turn(time.time() - 0.1, "first-in-line")
+    first = Turn(time.time() - 0.1, f"first-in-line-{uuid.uuid4().hex}")  # a writer new to this process
     rival = load_table(FaultyStore(base.store, lambda op, key: "fail" if key == POINTER_KEY and op == "put" else None))
     set_line(base.store, first)
     writer = load_table(base.store)
@@ -189,7 +189,10 @@ def test_a_waiting_writer_watches_for_the_version_past_every_writer_ahead(base: 
     """A writer ``k`` places behind the first (one not in line joins it at the back) asks for
     the entry ``k`` versions past the pointer it knows (``peek`` is asked for the one after
     its argument), and takes its turn once that exists: the writers ahead have had theirs."""
-    ahead = [Turn(time.time() - 0.3, "first-in-line"), Turn(time.time() - 0.2, "second-in-line")]
+    # writers new to this process, whose patience (kept per process and writer) has not run out
+    ahead = [
+        Turn(time.time() - 0.3 + i * 0.1, f"{n}-in-line-{uuid.uuid4().hex}") for i, n in enumerate(("first", "second"))
+    ]
     waiting = Place(base.store)
     set_line(base.store, *(ahead if place is None else [*ahead[:place], waiting.me]))
     waiting.saw(read_pointer(base.store))
