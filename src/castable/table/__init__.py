@@ -133,7 +133,16 @@ class Table:
         version: int | None = None,
         as_of: datetime | str | None = None,
     ) -> Scan:
-        """A lazy scan of the newest known version, or of ``version`` / the version at ``as_of``."""
+        """A lazy scan of the newest known version, or of ``version`` / the version at ``as_of``.
+
+        :param columns: the columns to read (all when ``None``), as a list of names.
+        :param filter: the rows to keep: castable's SQL (``"id > 5 AND name = 'a'"``), an Arrow
+            expression, or a parsed predicate; files and row groups it rules out are not read.
+        :param version: a version to read instead of the newest (time travel).
+        :param as_of: read the version current at this time (a datetime or an ISO 8601 string).
+        :returns: a :class:`~castable.read.scan.Scan`; ``to_arrow()``, ``count()``, ``to_pandas()``
+            and the Arrow stream interface read it.
+        """
         return self._handle.scan(columns, filter, version=version, as_of=as_of)
 
     def changes(
@@ -182,8 +191,17 @@ class Table:
         source_ids: Sequence[str] = (),
         schema_mode: SchemaMode = "strict",
     ) -> int:
-        """Append rows in one commit and return the committed version (see :func:`castable.ops.writes.append`:
-        idempotent ``commit_id``, ``source_ids`` consumed once, ``schema_mode``)."""
+        """Append rows in one commit (see :func:`castable.ops.writes.append`).
+
+        :param data: the rows: a pyarrow Table, RecordBatch or reader, an iterable of them, or a
+            pandas DataFrame, of the table's schema (``SchemaMismatchError`` if they do not fit).
+        :param commit_id: makes the append idempotent: repeated with the same id, it commits
+            nothing and returns the version the first one committed as.
+        :param on_rows: called with the number of rows written, as the append streams.
+        :param source_ids: names of the inputs the rows come from, each consumed once.
+        :param schema_mode: ``"strict"`` refuses columns the table lacks; ``"merge"`` adds them.
+        :returns: the committed version.
+        """
         return writes.append(
             self._handle, data, commit_id=commit_id, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
         )
@@ -257,9 +275,13 @@ class Table:
         )
 
     def delete(self, predicate: Where, *, commit_id: str | None = None) -> int:
-        """Soft-delete the rows matching ``predicate`` with one tombstone file; return the version.
+        """Soft-delete the rows matching ``predicate`` with one tombstone file.
 
         Nothing is committed (and the current version is returned) when no row matches.
+
+        :param predicate: the rows to delete, in castable's SQL or as an Arrow expression.
+        :param commit_id: makes the delete idempotent (see :meth:`append`).
+        :returns: the committed version.
         """
         return writes.delete(self._handle, predicate, commit_id=commit_id)
 
