@@ -13,10 +13,13 @@ os.environ.pop("AWS_PROFILE", None)
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers.backends import backend_fixtures
-from helpers.rest_catalog import Served
+
+if TYPE_CHECKING:  # pyiceberg and the catalog load only for the tests that serve one
+    from helpers.rest_catalog import Served
 
 table_uri, store = backend_fixtures("local")
 
@@ -24,6 +27,8 @@ table_uri, store = backend_fixtures("local")
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     """castable's Iceberg REST catalog on 127.0.0.1 over a fresh warehouse folder."""
+    from helpers.rest_catalog import Served
+
     (tmp_path / "wh").mkdir()
     s = Served(str(tmp_path / "wh"))
     yield s
