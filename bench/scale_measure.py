@@ -25,8 +25,8 @@ import castable
 import castable.format.filelist
 from castable.format.layout import manifest_key
 from castable.format.manifest import Manifest
-from castable.read.predicate import parse_predicate
 from castable.read.snapshot import Snapshot
+from castable.read.where import parse_predicate
 from castable.store import store_from_uri
 
 LOCAL, MOTO = "local", "moto"

@@ -37,7 +37,7 @@ from castable.maintenance.erase import (
     write_erasure_plan,
     write_erasure_receipt,
 )
-from castable.read.predicate import parse_predicate
+from castable.read.where import parse_predicate
 from castable.store import store_from_uri
 from lambdas.runtime import (
     ERASURE_COMMIT_ID_LIMIT,

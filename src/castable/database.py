@@ -57,7 +57,8 @@ from castable.maintenance.erase import MODES as ERASE_MODES
 from castable.maintenance.erase import EraseChange, EraseMode, EraseReport, check_erasable
 from castable.ops.feed import member_changes
 from castable.read.changes import ChangeScan
-from castable.read.predicate import Predicate, Where, parse_predicate
+from castable.read.predicate import Predicate
+from castable.read.where import Where, parse_predicate
 from castable.store import ObjectStore, PreconditionFailedError, store_from_uri
 from castable.table import Table, handle_of
 

@@ -15,9 +15,9 @@ from castable.commit.conflicts import Access, Rows
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties
 from castable.inputs.batches import DataLike
-from castable.read.predicate import Where
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
+from castable.read.where import Where
 from castable.store import ObjectStore
 
 SchemaMode = Literal["strict", "merge"]

@@ -20,8 +20,8 @@ from castable.format.manifest import Manifest
 from castable.format.times import as_datetime
 from castable.maintenance.history import manifest_as_of, manifest_of_version, missing_version
 from castable.read.changes import ChangeScan, changes_schema
-from castable.read.predicate import Where, parse_predicate
 from castable.read.snapshot import Snapshot
+from castable.read.where import Where, parse_predicate
 from castable.store import ObjectStore
 
 _READ_THREADS = 16

@@ -34,9 +34,10 @@ from castable.ops.replacement import ReplaceChange, Rewrite, RewriteChange, Rewr
 from castable.parquet.writer import write_data_files
 from castable.read.changes import CARRIES
 from castable.read.expressions import Assignments
-from castable.read.predicate import Constant, InList, Predicate, Where, parse_predicate
+from castable.read.predicate import Constant, InList, Predicate
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
+from castable.read.where import Where, parse_predicate
 from castable.store import ObjectStore, uploads
 
 AddMode = Literal["append", "upsert", "overwrite"]

@@ -1,11 +1,10 @@
-"""Predicates for filters and deletes: SQL strings or Arrow expressions.
+"""Predicates for filters and deletes, as a small tree castable can reason about.
 
-SQL predicate strings are parsed by sqlglot into a small tree that castable can reason about:
-it converts to a ``pyarrow.compute.Expression`` for evaluation, evaluates three-valued
-against column statistics (no row / some rows / every row can match) for pruning and for
-deleting whole row groups without reading them, and recognises primary-key ranges. A
-``pyarrow.compute.Expression`` is accepted as is: it is evaluated exactly and pruned by
-pyarrow against row-group statistics, but castable cannot look inside it.
+A :class:`Predicate` converts to a ``pyarrow.compute.Expression`` for evaluation, evaluates
+three-valued against column statistics (no row / some rows / every row can match) for pruning
+and for deleting whole row groups without reading them, and recognises primary-key ranges.
+SQL text becomes one in :mod:`castable.read.sql_predicate`; what callers hand in (text, an Arrow
+expression, a predicate) is turned into one by :func:`castable.read.where.parse_predicate`.
 """
 
 from __future__ import annotations
@@ -14,25 +13,18 @@ import bisect
 import enum
 import functools
 import operator
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import time
-from decimal import Decimal
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
-from castable.errors import InvalidPredicateError
-from castable.format.stats import ColumnStats, compared_type, ordered, ordered_values, value_type
+from castable.format.stats import ColumnStats, ordered, ordered_values
 
 StatsLookup = Callable[[str], ColumnStats | None]
 
@@ -102,7 +94,6 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def _bounds(s: ColumnStats | None) -> tuple[Any, Any, bool] | None:
@@ -497,206 +488,3 @@ def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
 def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
     """Boolean mask of the units the predicate's statistics do not rule out (verdict not NONE)."""
     return pc.not_equal(predicate.match_many(stats, rows), _CODE[Match.NONE])
-
-
-Where: TypeAlias = "str | pc.Expression | Predicate"
-"""A filter as callers give one: castable's SQL, an Arrow expression, or a parsed predicate."""
-
-
-def parse_predicate(predicate: Where, schema: pa.Schema) -> Predicate:
-    """Turn a SQL string or Arrow expression into a checked :class:`Predicate` for ``schema``."""
-    if isinstance(predicate, Predicate):
-        return predicate
-    if isinstance(predicate, pc.Expression):
-        _check_expression(predicate, schema)
-        return ArrowPredicate(predicate)
-    if not isinstance(predicate, str) or not predicate.strip():
-        raise InvalidPredicateError(f"a predicate must be a SQL string or an Arrow expression, not {predicate!r}")
-    try:
-        tree = sqlglot.parse_one(predicate)
-    except SqlglotError as e:
-        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {parse_problem(e)}") from None
-    if not isinstance(tree, exp.Expression):
-        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}")
-    return _SqlConverter(schema, predicate).convert(tree)
-
-
-def parse_problem(error: SqlglotError) -> str:
-    """sqlglot's complaint as plain text: where it stopped and why, without terminal escapes."""
-    found = getattr(error, "errors", None)
-    if not found:
-        return re.sub(r"\x1b\[[0-9;]*m", "", str(error))
-    first = found[0]
-    why = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", first["description"])
-    return f"{why}, at column {first['col']} near {first['highlight']!r}"
-
-
-def _check_expression(expression: pc.Expression, schema: pa.Schema) -> None:
-    empty = schema.empty_table()
-    try:
-        result = empty.filter(expression)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise InvalidPredicateError(f"invalid filter expression {expression}: {e}") from None
-    if result.num_columns != empty.num_columns:
-        raise InvalidPredicateError(f"invalid filter expression {expression}")
-
-
-class _SqlConverter:
-    """sqlglot tree -> :class:`Predicate`, resolving columns and typing literals by the schema."""
-
-    _COMPARISONS = {
-        exp.EQ: "=",
-        exp.NEQ: "!=",
-        exp.LT: "<",
-        exp.LTE: "<=",
-        exp.GT: ">",
-        exp.GTE: ">=",
-    }
-
-    def __init__(self, schema: pa.Schema, text: str) -> None:
-        self.schema = schema
-        self.text = text
-
-    def fail(self, message: str) -> InvalidPredicateError:
-        return InvalidPredicateError(f"{message} in predicate {self.text!r}")
-
-    def convert(self, node: exp.Expression) -> Predicate:
-        if isinstance(node, exp.Paren):
-            return self.convert(node.this)
-        if isinstance(node, exp.And):
-            return And((self.convert(node.this), self.convert(node.expression)))
-        if isinstance(node, exp.Or):
-            return Or((self.convert(node.this), self.convert(node.expression)))
-        if isinstance(node, exp.Not):
-            return self._negate(node.this)
-        if isinstance(node, exp.Boolean):
-            return Constant(bool(node.this))
-        for cls, op in self._COMPARISONS.items():
-            if isinstance(node, cls):
-                return self._comparison(node.this, op, node.expression)
-        if isinstance(node, exp.Between):
-            column = self.column(node.this)
-            return And(
-                (
-                    Compare(column, ">=", self.literal(node.args["low"], column)),
-                    Compare(column, "<=", self.literal(node.args["high"], column)),
-                )
-            )
-        if isinstance(node, exp.In):
-            column = self.column(node.this)
-            if node.args.get("query") is not None:
-                raise self.fail("subqueries are not supported")
-            values = [self.literal(v, column) for v in node.expressions]
-            if not values:
-                raise self.fail("IN needs at least one value")
-            return InList(column, pa.array(values, type=values[0].type))
-        if isinstance(node, exp.Is):
-            if not isinstance(node.expression, exp.Null):
-                raise self.fail("only IS NULL / IS NOT NULL are supported")
-            return IsNull(self.column(node.this))
-        if isinstance(node, exp.Like | exp.ILike):
-            column = self.column(node.this)
-            if not pa.types.is_string(value_type(self.schema.field(column).type)):
-                raise self.fail(f"LIKE needs a string column, {column!r} is not")
-            pattern = node.expression
-            if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-                raise self.fail("LIKE needs a string pattern")
-            negated = bool(node.args.get("negate"))
-            return Like(column, pattern.this, negated=negated, ignore_case=isinstance(node, exp.ILike))
-        raise self.fail(f"unsupported expression {node.sql()!r}")
-
-    def _negate(self, node: exp.Expression) -> Predicate:
-        inner = self.convert(node)
-        if isinstance(inner, IsNull | InList | Like):
-            return replace(inner, negated=not inner.negated)
-        return Not(inner)
-
-    def _comparison(self, left: exp.Expression, op: str, right: exp.Expression) -> Predicate:
-        if isinstance(left, exp.Column):
-            column, value = self.column(left), right
-        elif isinstance(right, exp.Column):
-            column, value, op = self.column(right), left, _FLIP[op]
-        else:
-            raise self.fail("a comparison needs a column on one side")
-        if isinstance(value, exp.Column):
-            raise self._second_column(value)
-        if isinstance(value, exp.Null):
-            raise self.fail("comparing with NULL is never true; use IS NULL")
-        return Compare(column, op, self.literal(value, column))
-
-    def _second_column(self, node: exp.Column) -> InvalidPredicateError:
-        """Why ``column <op> name`` fails: usually a text value written without quotes."""
-        if node.name in self.schema.names:
-            return self.fail(f"comparing two columns ({node.sql()} is a column too) is not supported")
-        return InvalidPredicateError(
-            f"unknown column {node.name!r} in predicate {self.text!r} (columns: {', '.join(self.schema.names)}); "
-            f"a text value needs single quotes: '{node.name}'"
-        )
-
-    def column(self, node: exp.Expression) -> str:
-        if not isinstance(node, exp.Column) or node.table:
-            raise self.fail(f"expected a column name, got {node.sql()!r}")
-        name = node.name
-        found = columns_named(name, self.schema.names)
-        if len(found) == 1:
-            return found[0]
-        raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)})")
-
-    def literal(self, node: exp.Expression, column: str) -> pa.Scalar:
-        target = compared_type(self.schema.field(column).type)
-        if isinstance(node, exp.Cast):
-            node = node.this
-        try:
-            value = node.to_py()
-        except ValueError:
-            raise self.fail(f"expected a literal, got {node.sql()!r}") from None
-        if value is None:
-            raise self.fail(f"NULL is not a valid value for {column!r}")
-        try:
-            return coerce_literal(value, target)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            raise self.fail(f"{node.sql()} is not a valid {target} value for column {column!r}") from None
-
-
-def columns_named(name: str, names: list[str]) -> list[str]:
-    """The columns SQL's ``name`` may mean: itself, else those equal to it ignoring case."""
-    if name in names:
-        return [name]
-    return [n for n in names if n.lower() == name.lower()]
-
-
-def _timestamp_literal(value: str, target: pa.TimestampType) -> pa.Scalar:
-    """An ISO 8601 text as a timestamp of the column's type: parsed in the column's unit, else
-    in microseconds (Arrow's parser refuses more fraction digits than the unit has, even zeros:
-    ``12:00:00.500000`` for a milliseconds column) and cast exactly, a finer value refused; a
-    text without a zone in a zoned column read as UTC, as Arrow stores zoned timestamps."""
-    for unit in dict.fromkeys((target.unit, "ns" if target.unit == "ns" else "us")):
-        for zone in dict.fromkeys((target.tz, None)):
-            try:
-                return pa.scalar(value).cast(pa.timestamp(unit, zone)).cast(target)
-            except pa.ArrowInvalid:
-                continue
-    raise ValueError(f"{value!r} is not a {target} value")
-
-
-def coerce_literal(value: Any, target: pa.DataType) -> pa.Scalar:
-    """A Python literal as a scalar of the column type, refusing lossy conversions."""
-    if isinstance(value, Decimal) and not pa.types.is_decimal(target):
-        value = int(value) if value == value.to_integral_value() and not pa.types.is_floating(target) else float(value)
-    if isinstance(value, float) and pa.types.is_integer(target):
-        if not value.is_integer():
-            raise ValueError("not an integer")
-        value = int(value)
-    if isinstance(value, str) and not (pa.types.is_string(target) or pa.types.is_large_string(target)):
-        if pa.types.is_decimal(target):
-            return pa.scalar(Decimal(value), type=target)
-        if pa.types.is_time(target):  # Arrow casts no text to a time of day
-            parsed = time.fromisoformat(value)
-            scalar = pa.scalar(parsed, type=target)
-            if scalar.as_py() != parsed:
-                raise ValueError(f"{value!r} is finer than {target} holds")
-            return scalar
-        if pa.types.is_timestamp(target):
-            return _timestamp_literal(value, target)
-        return pa.scalar(value).cast(target)
-    return pa.scalar(value, type=target)

@@ -74,9 +74,10 @@ from castable.errors import (
 from castable.format.manifest import DataFile, Manifest, RecentCommits
 from castable.ops.feed import change_start
 from castable.read.changes import CHANGE_TYPE, METADATA, ChangeTask, changes_schema
-from castable.read.predicate import Predicate, parse_predicate
+from castable.read.predicate import Predicate
 from castable.read.scan import Scan, ScanTask
 from castable.read.snapshot import SegmentSlice, Snapshot
+from castable.read.where import parse_predicate
 from castable.spark.changes import ChangeReader
 from castable.spark.digest import Digested, RowDigest
 from castable.spark.files import TableLocation, TableTarget, WriteMode, added_columns, spark_schema

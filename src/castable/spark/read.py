@@ -36,9 +36,10 @@ import castable
 from castable.errors import InvalidInputError
 from castable.format.evolution import default_of
 from castable.format.manifest import DataFile
-from castable.read.predicate import Match, Predicate, parse_predicate
+from castable.read.predicate import Match, Predicate
 from castable.read.scan import Scan
 from castable.read.snapshot import SegmentSlice, Snapshot
+from castable.read.where import parse_predicate
 from castable.spark.files import TableLocation, spark_schema, sql_name
 from castable.store.cache import LruCache
 

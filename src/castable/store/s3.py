@@ -23,10 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import boto3
 import pyarrow as pa
-from boto3.exceptions import S3UploadFailedError
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -150,7 +147,13 @@ def body_attempts(client: Any) -> int:
 
 
 def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
-    """A boto3 S3 client from castable ``storage_options`` and the usual AWS environment."""
+    """A boto3 S3 client from castable ``storage_options`` and the usual AWS environment.
+
+    boto3 is imported here, on the first client, not with the module: importing it costs about
+    half a second, which every command on a local table would otherwise pay."""
+    import boto3.session
+    from botocore.config import Config
+
     options = dict(storage_options or {})
     unknown = set(options) - _KNOWN_OPTIONS
     if unknown:
@@ -362,6 +365,8 @@ class S3Store(ObjectStore):
                 staged.info = (staged.put or self.put)(key, staged.path.read_bytes())
             else:
                 self.stats.record("MULTIPART_UPLOAD", bytes_out=size)
+                from boto3.exceptions import S3UploadFailedError
+
                 try:
                     self.client.upload_file(str(staged.path), self.bucket, self._key(key))
                 except (ClientError, BotoCoreError) as e:

@@ -34,9 +34,9 @@ from castable.ops.merge import MergeBuilder
 from castable.ops.register import Verify
 from castable.ops.writes import DELETE_OPS, AddMode
 from castable.read.changes import ChangeScan
-from castable.read.predicate import Where
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
+from castable.read.where import Where
 from castable.store import ObjectStore
 from castable.table.handle import TableHandle
 from castable.table.iceberg import own_log

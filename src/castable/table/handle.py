@@ -26,9 +26,10 @@ from castable.inputs.batches import DataLike, conforming_batches
 from castable.maintenance.damage import Damage, assess
 from castable.maintenance.history import manifest_as_of, manifest_of_version
 from castable.ops import writes
-from castable.read.predicate import Constant, Where, parse_predicate
+from castable.read.predicate import Constant
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
+from castable.read.where import Where, parse_predicate
 from castable.store import ObjectStore
 
 

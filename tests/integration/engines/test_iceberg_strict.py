@@ -25,7 +25,7 @@ import castable
 from castable.format.inline import parquet_bytes
 from castable.format.layout import ICEBERG_PREFIX
 from castable.iceberg import publish
-from castable.read.predicate import parse_predicate
+from castable.read.where import parse_predicate
 
 
 def test_seconds_and_milliseconds_timestamps_are_written_in_microseconds_and_read_back_exactly(tmp_path: Path) -> None:

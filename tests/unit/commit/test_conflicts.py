@@ -13,7 +13,7 @@ from castable.commit.conflicts import Commits, Footprint, Verdict, check_member,
 from castable.errors import CommitConflictError
 from castable.format.manifest import CommitInfo, DataFile, Manifest, TombstoneFile
 from castable.format.stats import ColumnStats, stats_to_json
-from castable.read.predicate import parse_predicate
+from castable.read.where import parse_predicate
 
 
 def data_file(path: str, lo: int, hi: int) -> DataFile:

@@ -19,7 +19,7 @@ from castable.format import segment
 from castable.format.entries import DataFile, TombstoneFile
 from castable.format.filelist import RUN_LIMIT, SEGMENT_TARGET, merge_plan
 from castable.format.layout import manifest_key
-from castable.read.predicate import parse_predicate
+from castable.read.where import parse_predicate
 from castable.tables import load_table
 
 SMALL = {"write.target-file-size-bytes": 64 * 1024}

@@ -14,7 +14,7 @@ import pytest
 import castable
 from castable.errors import InvalidInputError
 from castable.read.bloom import BloomFilter, plain_values, xxh64
-from castable.read.predicate import parse_predicate
+from castable.read.where import parse_predicate
 
 ROWS = 60_000
 

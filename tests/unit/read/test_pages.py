@@ -14,7 +14,7 @@ import pytest
 
 import castable
 from castable.read import pages
-from castable.read.predicate import parse_predicate
+from castable.read.where import parse_predicate
 
 SCHEMA = pa.schema(
     [

@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 import pytest
 
 from castable.format.stats import ColumnStats
-from castable.read.predicate import Match, parse_predicate
+from castable.read.predicate import Match
+from castable.read.where import parse_predicate
 
 SCHEMA = pa.schema(
     [

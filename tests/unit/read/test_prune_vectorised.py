@@ -28,9 +28,9 @@ from castable.read.predicate import (
     Or,
     Predicate,
     StatsColumns,
-    parse_predicate,
     prune_mask,
 )
+from castable.read.where import parse_predicate
 
 CODE = {Match.NONE: 0, Match.SOME: 1, Match.ALL: 2}
 
