@@ -317,7 +317,7 @@ def test_erase_one_file_at_a_time_then_purge_by_paths(table_uri: tuple[str, dict
     for path in affected:
         t.erase(predicate, files=[path], commit_id=f"gdpr-7/{path}")
     assert ids_of(t) == [i for i in [*range(20_000), *range(50_000, 70_000)] if i not in (5, 60000)]
-    from castable.read.predicate import parse_predicate
+    from castable.read.where import parse_predicate
 
     report = purge_objects(t.store, old, t.version, parse_predicate(predicate, t.schema))
     assert report.verified and sorted(report.objects_deleted) == sorted(old)
