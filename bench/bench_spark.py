@@ -134,12 +134,12 @@ def merge_source(spark: Any, rows: int, count: int) -> Any:
     return spark.createDataFrame(pa.Table.from_batches([data]).to_pandas(), schema=spark_schema(SCHEMA))
 
 
-def run_merges(spark: Any, root: Path, rows: int, partitions: int, repeats: int) -> list[str]:
-    """A merge of 100,000 rows (half matched) into ``rows`` rows: ``castable.spark.merge``
+def run_merges(spark: Any, root: Path, rows: int, count: int, partitions: int, repeats: int) -> list[str]:
+    """A merge of ``count`` rows (half matched) into ``rows`` rows: ``castable.spark.merge``
     (updated and inserted rows written, a key-list tombstone) against a rewrite of the touched
     files with plain Spark (the anti-join of the table with the source, plus the source,
     written as Parquet: what a merge without deletion vectors writes). Median time, bytes written."""
-    source = merge_source(spark, rows, 100_000).cache()
+    source = merge_source(spark, rows, count).cache()
     source.count()
     times: dict[str, list[float]] = {"castable.spark.merge": [], "plain Spark rewrite": []}
     written: dict[str, int] = {}
@@ -162,7 +162,7 @@ def run_merges(spark: Any, root: Path, rows: int, partitions: int, repeats: int)
         shutil.rmtree(out)
         shutil.rmtree(root / f"merge-{r}")
     lines = [
-        f"## Merge: 100,000 rows (half matched) into {rows:,}",
+        f"## Merge: {count:,} rows (half matched) into {rows:,}",
         "",
         "| writer | median | bytes written | vs plain Spark (time) | bytes vs plain Spark |",
         "| --- | ---: | ---: | ---: | ---: |",
@@ -205,6 +205,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--deleted-keys", type=int, default=1_000_000)
     parser.add_argument("--merge-rows", type=int, default=10_000_000)
+    parser.add_argument("--merge-source", type=int, default=100_000, help="rows merged, half of them matched")
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the report")
     args = parser.parse_args()
     spark = spark_session(args.partitions)
@@ -254,7 +255,7 @@ def main() -> None:
         scan_times |= {name: [] for name in many if name not in scan_times}
         run_scans(many, scan_times, args.repeats)
         assert read_table(spark, table.uri).count() == args.rows - len(keys.split(",")) - gone
-        merges = run_merges(spark, root, args.merge_rows, args.partitions, args.repeats)
+        merges = run_merges(spark, root, args.merge_rows, args.merge_source, args.partitions, args.repeats)
     finally:
         spark.stop()  # type: ignore[attr-defined]
         shutil.rmtree(root, ignore_errors=True)

@@ -796,7 +796,18 @@ def test_concurrent_spark_and_library_writers_lose_nothing(spark: Any, table: Ta
 
 def test_spark_benchmark_runs(tmp_path: Path) -> None:
     """A tiny run of bench/bench_spark.py, so the benchmark cannot rot unnoticed."""
-    small = ["--rows", "20000", "--repeats", "1", "--deleted-keys", "1000", "--merge-rows", "200000"]
+    small = [
+        "--rows",
+        "20000",
+        "--repeats",
+        "1",
+        "--deleted-keys",
+        "1000",
+        "--merge-rows",
+        "20000",
+        "--merge-source",
+        "2000",
+    ]
     run = subprocess.run(
         [sys.executable, "bench_spark.py", *small, "--out", str(tmp_path)],
         cwd=ROOT / "bench",
