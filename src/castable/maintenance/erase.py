@@ -51,10 +51,7 @@ from castable.format.segment import SEGMENT_PREFIX
 from castable.format.stats import encode_value, row_group_stats
 from castable.format.workplans import plan_key, read_plan, write_plan
 from castable.maintenance.gc import referenced_objects, retained_versions
-from castable.maintenance.splice import (
-    FileErasure,
-    RowMap,
-    SpliceNotPossibleError,
+from castable.maintenance.rowgroups import (
     Transfer,
     check_int96_file,
     doomed_rows,
@@ -62,9 +59,8 @@ from castable.maintenance.splice import (
     matching_rows,
     read_footer,
     read_row_group,
-    rewrite_file,
-    splice_file,
 )
+from castable.maintenance.splice import FileErasure, RowMap, SpliceNotPossibleError, rewrite_file, splice_file
 from castable.maintenance.traces import find_traces, needles
 from castable.parquet.footer import Footer
 from castable.read.predicate import Match, Predicate
