@@ -53,8 +53,8 @@ from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
 from castable.format.properties import TableProperties
 from castable.format.times import as_datetime, now
-from castable.maintenance.erase import MODES as ERASE_MODES
-from castable.maintenance.erase import EraseChange, EraseMode, EraseReport, check_erasable
+from castable.maintenance.erase import EraseReport, check_erasable
+from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
 from castable.ops.feed import member_changes
 from castable.read.changes import ChangeScan
 from castable.read.predicate import Predicate, Where, parse_predicate
@@ -416,8 +416,7 @@ class Database:
         the rewritten files of all the tables are committed as one database version. With
         ``purge``, each table's older versions and old objects are then removed (as
         :meth:`Table.purge_erased` does), so the erasure is complete."""
-        if mode not in ERASE_MODES:
-            raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
+        check_mode(mode)
         if not predicates:
             raise EmptyWriteError("erase was given no table; nothing was committed")
         commit_id = new_commit_id(commit_id)

@@ -1,14 +1,16 @@
 """A data file's bytes, read for a hard delete or a registration: its footer and row groups by
-ranged GETs pinned to the ETag the manifest recorded, which rows of a row group match a predicate
-or are doomed (matched, or tombstoned already), and the INT96 check that refuses a file castable
-would misread. Splice and rewrite (:mod:`castable.maintenance.splice`) read a file through these;
-so do erase and purge (:mod:`castable.maintenance.erase`) and ``add_files``' decode check
-(:mod:`castable.ops.register`). :class:`Transfer` counts the bytes each moved.
+ranged GETs pinned to the ETag the manifest recorded, the row groups holding a row that matches a
+predicate (statistics rule the others out unread), which rows of a row group match or are doomed
+(matched, or tombstoned already), and the INT96 check that refuses a file castable would misread.
+Splice and rewrite (:mod:`castable.maintenance.splice`) read a file through these; so do an
+erase's planning (:mod:`castable.maintenance.erasechange`), a purge's search for erased rows
+(:mod:`castable.maintenance.erase`) and ``add_files``' decode check (:mod:`castable.ops.register`).
+:class:`Transfer` counts the bytes each moved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,10 +20,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, UnsupportedFileError
-from castable.format.evolution import resolve
+from castable.format.evolution import conform_read, resolve
 from castable.format.manifest import DataFile
+from castable.format.stats import row_group_stats
 from castable.format.tombstone import FileDeletes
 from castable.parquet.footer import MAGIC, Footer, FooterError, copy_struct, relocate_row_group, with_row_groups
+from castable.read.predicate import Match, Predicate
 from castable.read.scan import rows_mask
 from castable.store import ObjectStore, PreconditionFailedError
 
@@ -153,3 +157,26 @@ def doomed_rows(
         if key is not None and deletes.has_key_deletes:
             doomed |= deletes.key_mask(table.column(key))
     return doomed
+
+
+def matching_row_groups(
+    store: ObjectStore,
+    f: DataFile,
+    footer: Footer,
+    predicate: Predicate,
+    schema: pa.Schema,
+    where: Mapping[str, str | None],
+    transfer: Transfer,
+) -> Iterator[tuple[int, pa.Table, np.ndarray]]:
+    """Each row group of ``f`` holding a row that matches (statistics rule the others out unread):
+    its index, its decoded rows and which of them match."""
+    metadata = footer.pyarrow_metadata()
+    expression = predicate.to_expression()
+    for rg in range(len(footer.row_groups)):
+        stats = row_group_stats(metadata, rg, schema, where)
+        if predicate.match(stats.get, metadata.row_group(rg).num_rows) is Match.NONE:
+            continue
+        table = read_row_group(store, f, footer, rg, transfer)
+        matched = matching_rows(conform_read(table, where, schema), expression)
+        if matched.any():
+            yield rg, table, matched

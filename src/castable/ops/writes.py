@@ -26,8 +26,8 @@ from castable.format.filelist import prune_tombstones
 from castable.format.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
 from castable.format.properties import checked
 from castable.inputs.batches import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
-from castable.maintenance.erase import MODES as ERASE_MODES
-from castable.maintenance.erase import EraseChange, EraseMode, EraseReport, check_erasable
+from castable.maintenance.erase import EraseReport, check_erasable
+from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
 from castable.ops.delete import DeleteChange, FilePlanner, engine_tombstone, plan_files
 from castable.ops.register import Verify, check_files
 from castable.ops.replacement import ReplaceChange, Rewrite, RewriteChange, Rewritten, check_new_files
@@ -274,8 +274,7 @@ def erase(
     files: list[str] | None = None,
 ) -> EraseReport:
     """See :meth:`castable.table.Table.erase` (which purges, when asked, after this commits)."""
-    if mode not in ERASE_MODES:
-        raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
+    check_mode(mode)
     start = t.begin_write(commit_id)
     parsed = parse_predicate(predicate, t.schema)
     if start.committed_as is not None:

@@ -24,7 +24,8 @@ from castable.format.properties import TableProperties
 from castable.inputs.batches import DataLike
 from castable.maintenance.compact import CompactReport
 from castable.maintenance.damage import Damage
-from castable.maintenance.erase import EraseMode, EraseReport, PurgeReport
+from castable.maintenance.erase import EraseReport, PurgeReport
+from castable.maintenance.erasechange import EraseMode
 from castable.maintenance.gc import ExpireReport, GcReport
 from castable.maintenance.history import HistoryEntry, history
 from castable.ops import writes
