@@ -322,8 +322,9 @@ def rewrite_file(
     transfer: Transfer,
 ) -> tuple[list[DataFile], RowMap]:
     """Write the file's surviving rows as new files with the table's writer settings (``where``:
-    the file's column for each of ``schema``'s, as :func:`file_columns` gives); timestamps stay
-    INT96 if the file stored them so."""
+    the file's column for each of ``schema``'s, as
+    :func:`~castable.maintenance.rowgroups.file_columns` gives); timestamps stay INT96 if the file
+    stored them so."""
 
     def batches() -> Iterable[pa.RecordBatch]:
         for index in range(len(footer.row_groups)):
