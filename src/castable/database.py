@@ -10,6 +10,10 @@
 >>> snap = db.snapshot()
 >>> snap.table("orders").count(), snap.table("lines").count()
 (1, 2)
+
+These are the user's objects; the member tables they make commit through the committers of
+:mod:`castable.commit.dbcommitters` (the database's log, a transaction's stager, a snapshot's
+pinned reader).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from __future__ import annotations
 import contextlib
 import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -28,13 +32,20 @@ import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from castable.commit import dblog
-from castable.commit.change import TRANSACTION, Change, CommitResult, new_commit_id, stage
-from castable.commit.committer import NewerBase
-from castable.commit.conflicts import Access, Isolation, Rows, check_isolation
+from castable.commit.change import Change, new_commit_id
+from castable.commit.conflicts import Isolation, check_isolation
 from castable.commit.create import check_not_nested, initial_manifest
-from castable.commit.dblog import LOG_PREFIX, NAME, DatabaseVersion, TableWrite
+from castable.commit.dbcommitters import (
+    DatabaseLog,
+    PinnedReader,
+    TransactionStager,
+    check_name,
+    commit_retention,
+    member_name,
+)
+from castable.commit.dblog import LOG_PREFIX, DatabaseVersion, TableWrite
 from castable.commit.log import entry_as_of, read_manifest
-from castable.commit.pointer import Pointer, encode_pointer
+from castable.commit.pointer import encode_pointer
 from castable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -45,7 +56,6 @@ from castable.errors import (
     InvalidInputError,
     TableAlreadyExistsError,
     TableNotFoundError,
-    TransactionClosedError,
     VersionNotFoundError,
 )
 from castable.format.entries import CommitInfo
@@ -53,8 +63,8 @@ from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
 from castable.format.properties import TableProperties
 from castable.format.times import as_datetime, now
-from castable.maintenance.erase import MODES as ERASE_MODES
-from castable.maintenance.erase import EraseChange, EraseMode, EraseReport, check_erasable
+from castable.maintenance.erase import EraseReport, check_erasable
+from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
 from castable.ops.feed import member_changes
 from castable.read.changes import ChangeScan
 from castable.read.predicate import Predicate
@@ -75,16 +85,6 @@ def open_database(uri: str, *, storage_options: Mapping[str, Any] | None = None)
     return Database.load(store_from_uri(uri, storage_options))
 
 
-def check_name(name: object) -> str:
-    """A member table's name, refused unless it is one path segment inside the database."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise InvalidInputError(
-            f"{name!r} is not a table name inside the database: use one path segment of letters, digits, "
-            "'_' and '-' (at most 128, starting with a letter or digit)"
-        )
-    return name
-
-
 @dataclass(frozen=True)
 class DatabaseHistoryEntry:
     """One commit in the database's history: which tables it wrote, and how."""
@@ -99,19 +99,13 @@ class DatabaseHistoryEntry:
 class Database:
     """A handle on one database. It caches the newest version it has seen; ``refresh()`` reloads."""
 
-    transactional = False
-
-    def __init__(self, root: ObjectStore, head: DatabaseVersion, pointer: Pointer) -> None:
-        self.store = root
-        self._log = root.child(LOG_PREFIX)
-        self._head = head
-        self._pointer: Pointer | None = pointer
-        self._manifests: dict[str, Manifest] = {}
+    def __init__(self, log: DatabaseLog) -> None:
+        self._log = log
+        """The database's log as this handle knows it, and its member tables' committer."""
 
     @classmethod
     def load(cls, root: ObjectStore) -> Database:
-        head, pointer, _ = dblog.load_head(root.child(LOG_PREFIX))
-        return cls(root, head, pointer)
+        return cls(DatabaseLog.load(root))
 
     @classmethod
     def of_member(cls, store: ObjectStore, manifest: Manifest) -> Database:
@@ -124,7 +118,7 @@ class Database:
             db = cls.load(parents[0]) if parents else None
         except DatabaseNotFoundError:
             db = None
-        if db is None or db._head.database_uuid != membership.database_uuid:
+        if db is None or db._log.head.database_uuid != membership.database_uuid:
             raise CorruptObjectError(
                 f"{store.uri} belongs to database {membership.database_uuid}, which is not at its parent prefix"
             )
@@ -159,33 +153,32 @@ class Database:
     # ------------------------------------------------------------------ metadata
 
     @property
+    def store(self) -> ObjectStore:
+        """The object store under the database's root."""
+        return self._log.store
+
+    @property
     def uri(self) -> str:
         return self.store.uri
 
     @property
     def version(self) -> int:
         """The newest database version this handle knows (``refresh()`` to look for newer ones)."""
-        return self._head.version
+        return self._log.head.version
 
     def tables(self) -> list[str]:
         """The names of the member tables, as of the newest known version."""
-        return sorted(self._head.tables)
+        return sorted(self._log.head.tables)
 
     def refresh(self) -> Database:
         """Load the newest committed version."""
-        head, pointer, _ = dblog.load_head(self._log, self._head)
-        self._adopt(head, pointer)
+        self._log.refresh()
         return self
-
-    def _adopt(self, head: DatabaseVersion, pointer: Pointer | None) -> None:
-        """Make a newer version (and the pointer seen with it) this handle's own."""
-        if head.version >= self._head.version:
-            self._head, self._pointer = head, pointer
 
     def committed_version(self, commit_id: str) -> int | None:
         """The database version a commit with this id landed as, while the recent history holds
         it; a transaction repeating that id commits nothing."""
-        return self._head.recent_commits.get(commit_id)
+        return self._log.head.recent_commits.get(commit_id)
 
     def version_at(self, version: int | None = None, as_of: datetime | str | None = None) -> DatabaseVersion:
         """A database version by number, the one current at ``as_of``, or the newest known."""
@@ -193,26 +186,28 @@ class Database:
             raise InvalidInputError("give version or as_of, not both")
         if as_of is not None:
             return self._version_as_of(as_datetime(as_of))
+        head = self._log.head
         if version is None:
-            return self._head
+            return head
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise InvalidInputError(f"version must be a non-negative integer, not {version!r}")
-        if version == self._head.version:
-            return self._head
-        return dblog.read_version(self._log, version, self._head.database_uuid)
+        if version == head.version:
+            return head
+        return dblog.read_version(self._log.log_store, version, head.database_uuid)
 
     def _version_as_of(self, as_of: datetime) -> DatabaseVersion:
         if as_of.tzinfo is None:
             as_of = as_of.astimezone()
-        head = self.refresh()._head
-        found = entry_as_of(partial(dblog.read_version, self._log, database_uuid=head.database_uuid), 0, head, as_of)
+        head = self._log.refresh()
+        read = partial(dblog.read_version, self._log.log_store, database_uuid=head.database_uuid)
+        found = entry_as_of(read, 0, head, as_of)
         if found is None:
             raise VersionNotFoundError(f"the database at {self.uri} did not exist at {as_of.isoformat()}")
         return found
 
     def history(self, limit: int | None = None) -> list[DatabaseHistoryEntry]:
         """Commits newest first, down to the first or ``limit``."""
-        head = self.refresh()._head
+        head = self._log.refresh()
         entries: list[DatabaseHistoryEntry] = []
         for number in range(head.version, -1, -1):
             if limit is not None and len(entries) >= limit:
@@ -242,13 +237,13 @@ class Database:
         """Row changes of table ``name`` committed in database versions ``start_version``
         through ``end_version`` (``None``: the newest), as :meth:`castable.Table.changes` reads
         them, with each row's ``_commit_version`` the database version that committed it."""
-        head = self.refresh()._head
+        head = self._log.refresh()
         store = self.store.child(check_name(name))
         return member_changes(
             store,
             head,
             self.version_at,
-            partial(self._member_of, name),
+            partial(self._log.member, name),
             name,
             start_version,
             end_version,
@@ -256,38 +251,15 @@ class Database:
             filter=filter,
         )
 
-    def _member_of(self, name: str, at: DatabaseVersion) -> Manifest:
-        return self._member(at, name)
-
     def table(self, name: str) -> Table:
         """A handle on member table ``name`` at its newest known version; its writes commit
         through the database log (one-table transactions)."""
-        return Table(self.store.child(check_name(name)), self._member(self._head, name), self)
+        return Table(self.store.child(check_name(name)), self._log.member(name, self._log.head), self._log)
 
     def member_table(self, store: ObjectStore, manifest: Manifest) -> Table:
         """A handle on the member table at ``store`` (whose ``manifest`` names this database) at
         its newest version in the database, committing through it."""
-        return Table(store, self._member(self._head, _member_name(manifest, store.uri)), self)
-
-    def _member(self, at: DatabaseVersion, name: str) -> Manifest:
-        """Table ``name`` at database version ``at``; the newest one read of each table is kept."""
-        member = at.tables.get(check_name(name))
-        if member is None:
-            raise TableNotFoundError(
-                f"database {self.uri} has no table {name!r} at version {at.version}; it has {sorted(at.tables)}"
-            )
-        now = self._head.tables.get(name)
-        if now is None or now.table_uuid != member.table_uuid:
-            raise VersionNotFoundError(
-                f"table {name!r} of database version {at.version} was dropped since, and its files with it"
-            )
-        kept = self._manifests.get(name)
-        if kept is not None and (kept.table_uuid, kept.version) == (member.table_uuid, member.version):
-            return kept
-        manifest = dblog.member_manifest(self.store, self._log, at, name, older=at.version < self._head.version)
-        if kept is None or kept.version < manifest.version:
-            self._manifests[name] = manifest
-        return manifest
+        return Table(store, self._log.member(member_name(manifest, store.uri), self._log.head), self._log)
 
     # -------------------------------------------------------------------- writes
 
@@ -310,19 +282,19 @@ class Database:
             primary_key=primary_key,
             properties=properties,
             format_version=LATEST_FORMAT_VERSION,
-            database=Membership(self._head.database_uuid, name, 0),
+            database=Membership(self._log.head.database_uuid, name, 0),
             table_uuid=table_uuid,
         )
         self.refresh()
         if self.committed_version(commit_id) is not None:  # a retry of a create that landed
             return self.table(name)
-        if name in self._head.tables:
+        if name in self._log.head.tables:
             raise TableAlreadyExistsError(f"database {self.uri} already has a table {name!r}")
         store = self.store.child(name)
         if store.exists(POINTER_KEY) or store.exists(manifest_key(0)):
             raise TableAlreadyExistsError(f"a table that is not in the database is at {store.uri}")
         self.store.check_conditional_writes()
-        self._commit("create_table", commit_id, creates={name: manifest})
+        self._log.commit("create_table", commit_id, creates={name: manifest})
         return self.table(name)
 
     def drop_table(self, name: str, *, commit_id: str | None = None) -> int:
@@ -336,13 +308,13 @@ class Database:
         self.refresh()
         version = self.committed_version(commit_id)
         if version is None:
-            if name not in self._head.tables:
+            if name not in self._log.head.tables:
                 raise TableNotFoundError(f"database {self.uri} has no table {name!r}; it has {self.tables()}")
             self.store.check_conditional_writes()
-            version = self._commit("drop_table", commit_id, drops=[name]).version
-        self._manifests.pop(name, None)
-        if name not in self._head.tables:  # else a table made since under the name: it stays
-            _delete_member_files(self.store.child(name), self._head.database_uuid, name)
+            version = self._log.commit("drop_table", commit_id, drops=[name]).version
+        self._log.forget(name)
+        if name not in self._log.head.tables:  # else a table made since under the name: it stays
+            _delete_member_files(self.store.child(name), self._log.head.database_uuid, name)
         return version
 
     def transaction(self, commit_id: str | None = None, *, isolation: Isolation = "snapshot") -> Transaction:
@@ -417,8 +389,7 @@ class Database:
         the rewritten files of all the tables are committed as one database version. With
         ``purge``, each table's older versions and old objects are then removed (as
         :meth:`Table.purge_erased` does), so the erasure is complete."""
-        if mode not in ERASE_MODES:
-            raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
+        check_mode(mode)
         if not predicates:
             raise EmptyWriteError("erase was given no table; nothing was committed")
         commit_id = new_commit_id(commit_id)
@@ -431,80 +402,20 @@ class Database:
             name: EraseChange(t.store, parsed[name], t.manifest, mode, t.settings, None) for name, t in tables.items()
         }
         writes = [
-            TableWrite(name, tables[name].manifest, [Change("erase", c.build)], _retention(tables[name].manifest))
+            TableWrite(name, tables[name].manifest, [Change("erase", c.build)], commit_retention(tables[name].manifest))
             for name, c in changes.items()
             if not c.is_empty
         ]
-        if commit_id in self._head.recent_commits or not writes:
+        if commit_id in self._log.head.recent_commits or not writes:
             landed = {name: t.manifest for name, t in tables.items()}
         else:
-            landed = self._commit("erase", commit_id, writes=writes).tables
+            landed = self._log.commit("erase", commit_id, writes=writes).tables
         reports = {}
         for name, change in changes.items():
             report = reports[name] = change.report(landed.get(name, tables[name].manifest).version)
             if purge:
                 report.purge = tables[name].refresh().purge_erased(report)
         return reports
-
-    def _commit(
-        self,
-        operation: str,
-        commit_id: str,
-        *,
-        writes: list[TableWrite] | None = None,
-        creates: Mapping[str, Manifest] | None = None,
-        drops: Sequence[str] = (),
-        checks: list[dblog.Check] | None = None,
-    ) -> dblog.DatabaseCommit:
-        props = [TableProperties.parse(w.base.properties) for w in writes or []]
-        result = dblog.commit_to_database(
-            self.store,
-            self._head,
-            writes=writes or [],
-            creates=creates,
-            drops=drops,
-            checks=checks or [],
-            operation=operation,
-            commit_id=commit_id,
-            pointer=self._pointer,
-            timeout=max(
-                (p.commit_timeout_seconds for p in props), default=TableProperties.parse({}).commit_timeout_seconds
-            ),
-            on_newer_head=self._adopt,
-            fair=bool(props) and all(p.commit_fair_turns for p in props),
-        )
-        for name, manifest in result.tables.items():
-            kept = self._manifests.get(name)
-            if kept is None or kept.version <= manifest.version:
-                self._manifests[name] = manifest
-        return result
-
-    # --------------------------------------------- Committer, for member tables
-
-    def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
-        """A write to one member table outside a transaction: a blind write, rebased by its own
-        rules (format section 8), committed as one database version."""
-        name = _member_name(base, self.uri)
-        if self._head.tables.get(name, None) is None or self._head.tables[name].version < base.version:
-            self.refresh()
-        write = TableWrite(name, base, [change], _retention(base))
-        result = self._commit(change.operation, commit_id, writes=[write])
-        manifest = result.tables[name]
-        return CommitResult(manifest.version, manifest, None)
-
-    def observe(self, base: Manifest, rows: Rows) -> None:
-        """Reads outside a transaction are not validated."""
-
-    def newest(self, known: Manifest) -> Manifest:
-        return self.refresh()._member(self._head, _member_name(known, self.uri))
-
-    def before_maintenance(self, known: Manifest) -> Manifest:
-        """Write the table's own copies of every committed version first (gc keeps only the
-        files that a table's own manifests reference); the table at the version rolled forward
-        to is what is maintained, not a newer one whose copy may not be written yet."""
-        head, pointer, pending = dblog.load_head(self._log, self._head)
-        self._adopt(head, dblog.roll_forward(self.store, pending, pointer))
-        return self._member(head, _member_name(known, self.uri))
 
     def __repr__(self) -> str:
         return f"Database({self.uri!r}, version={self.version}, tables={self.tables()})"
@@ -547,33 +458,11 @@ class DatabaseSnapshot:
 
     def table(self, name: str) -> Table:
         """Table ``name`` as this database version has it (read it with ``scan``, ``to_arrow``...)."""
-        db = self.database
-        return Table(db.store.child(check_name(name)), db._member(self._at, name), _Pinned(db))
+        log = self.database._log
+        return Table(log.store.child(check_name(name)), log.member(name, self._at), PinnedReader(log))
 
     def __repr__(self) -> str:
         return f"DatabaseSnapshot({self.database.uri!r}, version={self.version}, tables={self.tables})"
-
-
-class _Pinned:
-    """The owner of a table read at a database version: its writes still commit through the
-    database (rebasing on the newest version), but a refresh stays at the snapshot's version."""
-
-    transactional = False
-
-    def __init__(self, database: Database) -> None:
-        self.database = database
-
-    def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
-        return self.database.commit_change(base, change, commit_id, on_newer)
-
-    def observe(self, base: Manifest, rows: Rows) -> None:
-        """A snapshot's reads are not part of any transaction."""
-
-    def newest(self, known: Manifest) -> Manifest:
-        return known
-
-    def before_maintenance(self, known: Manifest) -> Manifest:
-        return self.database.before_maintenance(known)
 
 
 class Transaction:
@@ -585,8 +474,6 @@ class Transaction:
     Nothing is locked: a transaction left open blocks no one, and commits nothing.
     """
 
-    transactional = True
-
     def __init__(self, database: Database, commit_id: str, isolation: Isolation = "snapshot") -> None:
         self.database = database
         self.commit_id = commit_id
@@ -594,16 +481,9 @@ class Transaction:
         self.version: int | None = None
         """The database version the transaction committed as, once it has (its snapshot's, if it
         wrote nothing: it then commits no version of its own)."""
-        self._state = "new"
-        self._base: DatabaseVersion | None = None
+        self._staged = TransactionStager(database._log, commit_id, isolation)
+        """The committer of the transaction's tables: its state, snapshot and staged writes."""
         self._tables: dict[str, Table] = {}
-        self._bases: dict[str, Manifest] = {}
-        """Each table as the snapshot has it (the handle moves on to the transaction's writes)."""
-        self._writes: dict[str, TableWrite] = {}
-        self._access: dict[str, Access] = {}
-        """What each table's reads and writes depend on, validated at commit."""
-        self._registered: dict[str, set[str]] = {}
-        """The files each table's writes registered (written elsewhere): an abort leaves them."""
 
     def __enter__(self) -> Transaction:
         return self.begin()
@@ -616,35 +496,26 @@ class Transaction:
 
     def begin(self) -> Transaction:
         """Start reading and writing (``with`` does it); the snapshot is the newest version now."""
-        if self._state != "new":
-            raise TransactionClosedError(f"transaction {self.commit_id} has already begun")
-        self._base = self.database.refresh()._head
-        self._state = "open"
+        self._staged.begin()
         return self
-
-    def _open(self) -> DatabaseVersion:
-        if self._state != "open" or self._base is None:
-            raise TransactionClosedError(f"transaction {self.commit_id} is {self._state}: begin a new one")
-        return self._base
 
     def table(self, name: str) -> Table:
         """Table ``name`` inside the transaction."""
-        base = self._open()
+        self._staged.open()
         if name not in self._tables:
             store = self.database.store.child(check_name(name))
-            self._bases[name] = self.database._member(base, name)
-            self._tables[name] = Table(store, self._bases[name], self)
+            self._tables[name] = Table(store, self._staged.base(name), self._staged)
         return self._tables[name]
 
     @property
     def snapshot_version(self) -> int:
         """The database version the transaction reads (its snapshot)."""
-        return self._open().version
+        return self._staged.open().version
 
     @property
     def tables_written(self) -> list[str]:
         """The tables the transaction has written so far."""
-        return sorted(self._writes)
+        return sorted(self._staged.writes)
 
     def commit(self) -> int:
         """Commit every write as one database version; return it.
@@ -653,27 +524,8 @@ class Transaction:
         isolation) and returns its snapshot's version. A serializable one still has its reads
         judged, against the newest version: ``CommitConflictError`` if a commit since its
         snapshot changed one, as for a transaction that wrote (see :meth:`Database.transaction`)."""
-        snapshot = self._open()
-        self._state = "failed"  # until the commit returns: a failed transaction is not used again
-        try:
-            checks = [
-                dblog.Check(name, self._bases[name], access.under(self.isolation))
-                for name, access in sorted(self._access.items())
-            ]
-            if self._writes:
-                result = self.database._commit(
-                    "transaction", self.commit_id, writes=list(self._writes.values()), checks=checks
-                )
-                version, tables = result.version, result.tables
-            else:
-                judged = [c for c in checks if not c.access.is_empty]
-                if judged:
-                    dblog.validate_unwritten(self.database.store, self.database.refresh()._head, judged)
-                version, tables = snapshot.version, {}
-        except BaseException:
-            self._reset()
-            raise
-        self._state, self.version = "committed", version
+        version, tables = self._staged.commit(undo=self._reset)
+        self.version = version
         for name, table in self._tables.items():  # the handles now read what was committed
             if name in tables:
                 handle_of(table).adopt(tables[name])
@@ -683,82 +535,28 @@ class Transaction:
         """Drop every write: nothing is committed, and the files the writes wrote are deleted
         (nothing refers to them; files registered with ``add_files`` are the caller's, and
         stay). A transaction that has committed stays committed."""
-        if self._state in ("new", "open"):
-            self._state = "aborted"
-            for name, write in self._writes.items():
-                handle = self._tables[name]
-                written = _objects(handle.manifest) - _objects(write.base) - self._registered.get(name, set())
+        if self._staged.abort():
+            for name in self._staged.writes:
+                table = self._tables[name]
+                written = self._staged.written(name, table.manifest)
                 with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
-                    handle.store.delete_many(sorted(written))
+                    table.store.delete_many(written)
             self._reset()
 
     def _reset(self) -> None:
         """Make the table handles read the transaction's snapshot again, without its writes."""
-        for name, write in self._writes.items():
+        for name, write in self._staged.writes.items():
             if name in self._tables:
                 handle_of(self._tables[name]).reset_to(write.base)
 
-    def commit_change(self, base: Manifest, change: Change, commit_id: str, on_newer: NewerBase) -> CommitResult:
-        """Stage one change: the table handle then reads the transaction's own writes."""
-        self._open()
-        if change.access is None:
-            raise InvalidInputError(
-                f"{change.operation} cannot run inside a transaction (append, delete, upsert, overwrite, update, "
-                "merge and add_files can); run it on db.table(...) outside one"
-            )
-        name = _member_name(base, self.database.uri)
-        write = self._writes.get(name) or TableWrite(name, self._bases[name], [], _retention(base))
-        staged = stage(
-            write.base,
-            [*write.changes, change],
-            planned=write.base,
-            commit_id=self.commit_id,
-            commit_retention=write.commit_retention,
-        )
-        write.changes.append(change)
-        self._writes[name] = write
-        summary = staged.commit.summary
-        if (summary["operations"][-1] if staged.commit.operation == TRANSACTION else summary).get("registered"):
-            added = {f.path for f in staged.data_files} - {f.path for f in base.data_files}
-            self._registered.setdefault(name, set()).update(added)
-        self._access[name] = self._access.get(name, Access()) + change.access
-        return CommitResult(staged.version, replace(staged, version=write.base.version), None)
-
-    def observe(self, base: Manifest, rows: Rows) -> None:
-        """Record a read of the transaction's snapshot (validated at commit when serializable)."""
-        if self._state == "open":
-            name = _member_name(base, self.database.uri)
-            self._access[name] = self._access.get(name, Access()) + Access(reads=(rows,))
-
-    def newest(self, known: Manifest) -> Manifest:
-        return known
-
-    def before_maintenance(self, known: Manifest) -> Manifest:
-        raise InvalidInputError("maintenance (expire, gc, purge) cannot run inside a transaction")
-
     def __del__(self) -> None:
-        if self._state == "open" and self._writes:
+        if self._staged.state == "open" and self._staged.writes:
             warnings.warn(
-                f"transaction {self.commit_id} was left open with writes to {sorted(self._writes)}; "
+                f"transaction {self.commit_id} was left open with writes to {sorted(self._staged.writes)}; "
                 "nothing was committed",
                 ResourceWarning,
                 stacklevel=1,
             )
 
     def __repr__(self) -> str:
-        return f"Transaction({self.commit_id!r}, {self._state}, tables={sorted(self._writes)})"
-
-
-def _objects(manifest: Manifest) -> set[str]:
-    """The data and tombstone files ``manifest`` refers to."""
-    return {f.path for f in manifest.data_files} | {t.path for t in manifest.tombstones}
-
-
-def _member_name(manifest: Manifest, uri: str) -> str:
-    if manifest.database is None:
-        raise InvalidInputError(f"{uri} is not a table of a database")
-    return manifest.database.name
-
-
-def _retention(manifest: Manifest) -> int:
-    return TableProperties.parse(manifest.properties).commit_id_retention
+        return f"Transaction({self.commit_id!r}, {self._staged.state}, tables={sorted(self._staged.writes)})"

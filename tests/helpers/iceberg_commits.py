@@ -24,7 +24,7 @@ from pyiceberg.manifest import (
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
-from castable.iceberg.publication import DeleteManifestWriter
+from castable.iceberg.manifests import DeleteManifestWriter
 
 POSITION_DELETES = pa.schema(
     [

@@ -21,6 +21,7 @@ from castable.catalog.errors import (
     UnsupportedError,
 )
 from castable.commit.create import holds_database, holds_table
+from castable.commit.dbcommitters import DatabaseLog
 from castable.commit.dblog import LOG_PREFIX, NAME
 from castable.database import Database
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
@@ -258,8 +259,8 @@ class Warehouse:
                 "(DROP TABLE ... PURGE, catalog.purge_table) to drop it"
             )
         committer = handle_of(table).committer
-        if isinstance(committer, Database):  # the table was read through its database
-            committer.drop_table(name)
+        if isinstance(committer, DatabaseLog):  # the table was read through its database
+            Database(committer).drop_table(name)
             return
         store = table.store
         store.delete_many([POINTER_KEY, manifest_key(0)])  # no longer a table before its files go

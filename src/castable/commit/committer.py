@@ -2,7 +2,9 @@
 
 A :class:`~castable.table.Table` handle is given its committer when it is made, and every write,
 refresh and maintenance step of the handle goes through it; the handle never looks for its
-database itself. Both kinds keep the handle current through ``on_newer``.
+database itself. Both kinds keep the handle current through ``on_newer``. A standalone table's is
+:class:`OwnLog`, here; a member table's, its database's log, a transaction's stager or a
+snapshot's pinned reader, are :mod:`castable.commit.dbcommitters`'.
 """
 
 from __future__ import annotations

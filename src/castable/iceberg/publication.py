@@ -12,7 +12,8 @@ immutable, and Iceberg unions a data file's position deletes as castable unions 
 tombstones). Manifests already listed by the last published version are reused from its
 manifest list; anything else is written again, so a publication that crashed half way is
 repaired by the next one. The hint moves last and only forward (compare-and-swap), so a reader
-never sees metadata that names a file not yet written.
+never sees metadata that names a file not yet written. What the manifests say of each file (its
+description, statistics and entry) is :mod:`castable.iceberg.manifests`'.
 """
 
 from __future__ import annotations
@@ -24,30 +25,16 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.avro.codecs import AvroCompressionCodec
-from pyiceberg.io.pyarrow import (
-    UnsupportedPyArrowTypeException,
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-    pyarrow_to_schema,
-)
 from pyiceberg.manifest import (
     DataFile as IcebergDataFile,
 )
 from pyiceberg.manifest import (
-    DataFileContent,
-    FileFormat,
     ManifestContent,
-    ManifestEntry,
-    ManifestEntryStatus,
     ManifestFile,
-    ManifestWriter,
-    ManifestWriterV2,
     read_manifest_list,
     write_manifest,
     write_manifest_list,
@@ -59,7 +46,6 @@ from pyiceberg.table.metadata import TableMetadataV2
 from pyiceberg.table.name_mapping import parse_mapping_from_json
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-from pyiceberg.typedef import Record
 
 from castable.commit.pointer import retention_floor
 from castable.errors import VersionNotFoundError
@@ -68,8 +54,16 @@ from castable.format.entries import DataFile, TombstoneFile
 from castable.format.evolution import FIELD_ID, last_column_id, resolve
 from castable.format.filelist import Part
 from castable.format.layout import ICEBERG_HINT, ICEBERG_PREFIX
-from castable.format.stats import file_rows
 from castable.iceberg.files import StoredFileIO, StoredInput, StoredOutput
+from castable.iceberg.manifests import (
+    POSITION_DELETES,
+    DeleteManifestWriter,
+    Described,
+    data_file_entry,
+    manifest_entry,
+    position_delete_entry,
+    write_entries,
+)
 from castable.iceberg.schema import (
     IcebergPublishError,
     check_file,
@@ -102,12 +96,6 @@ VERSION = "castable.version"
 UNMAPPED = "castable.names-without-ids"
 """The metadata property listing the column names held by data files without field ids (JSON),
 so that a schema change looks for misread files only when it maps one of those names anew."""
-POSITION_DELETES = pa.schema(
-    [
-        pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
-        pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
-    ]
-)
 _OPERATIONS = {"append": Operation.APPEND, "delete": Operation.DELETE, "erase": Operation.DELETE}
 _REPLACING = {"compact", "alter", "set-properties", "upgrade"}
 """Operations that leave the rows as they were: Iceberg's ``replace``."""
@@ -226,7 +214,7 @@ class _Publication:
         snapshots (``None``: not known, for metadata published before castable kept them)."""
         self.root = store.uri.rstrip("/")
         self.version = snapshot.manifest.version
-        self._described = _Described(store, [])
+        self._described = Described(store, [])
         self._pending: dict[str, bytes] = {}
         """The objects this publication writes, put at once before the hint moves."""
         self.parent = -1
@@ -267,7 +255,7 @@ class _Publication:
         manifests: list[ManifestFile] = []
         data_parts = [(p, self._manifest_key(p)) for p in self.snapshot.manifest.data_files.parts]
         listed_now = {self.location(key) for _, key in data_parts}
-        self._described = _Described(
+        self._described = Described(
             self.store,
             [m for path, m in reusable.items() if path not in listed_now and m.content == ManifestContent.DATA],
         )
@@ -337,20 +325,9 @@ class _Publication:
             held = footer.schema.to_arrow_schema()
             check_file(f.path, held, self.snapshot.schema, self.snapshot.columns_of(f, footer))
             self._note_ids(held)
-            described[f.path] = IcebergDataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=located[f.path][0],
-                file_format=FileFormat.PARQUET,
-                partition=Record(),
-                file_size_in_bytes=located[f.path][1],
-                sort_order_id=None,
-                spec_id=0,
-                equality_ids=None,
-                key_metadata=None,
-                **_statistics(footer),
-            )
-        entries = [_entry(f.added_version, self.parent, self.version, described[f.path]) for f in files]
-        return self._write_manifest(
+            described[f.path] = data_file_entry(*located[f.path], footer)
+        entries = [manifest_entry(f.added_version, self.parent, self.version, described[f.path]) for f in files]
+        return write_entries(
             write_manifest(2, UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC), entries
         )
 
@@ -363,15 +340,6 @@ class _Publication:
         with ThreadPoolExecutor(max(1, min(PUTS_IN_FLIGHT, len(self._pending)))) as pool:
             list(pool.map(lambda item: self.store.put(*item), self._pending.items()))
         self._pending.clear()
-
-    @staticmethod
-    def _write_manifest(writer: ManifestWriter, entries: list[ManifestEntry]) -> ManifestFile:
-        """``entries`` in a manifest, all known before it is opened (pyiceberg's writer masks
-        an error raised inside it with its own about an empty manifest)."""
-        with writer:
-            for entry in entries:
-                writer.add_entry(entry)
-        return writer.to_manifest_file()
 
     def _data_file(self, f: DataFile) -> tuple[str, int]:
         """Where Iceberg readers find ``f``, and its size: where it is, or for an inline entry
@@ -395,11 +363,11 @@ class _Publication:
         for t in part.entries(self.snapshot.schema):
             written = self._position_deletes(t)
             if written is not None:
-                entries.append(_entry(t.added_version, self.parent, self.version, written))
+                entries.append(manifest_entry(t.added_version, self.parent, self.version, written))
         if not entries:
             return None
         writer = DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
-        return self._write_manifest(writer, entries)
+        return write_entries(writer, entries)
 
     def _footers(self, files: list[DataFile]) -> Iterator[pq.FileMetaData]:
         """The footers of ``files``, in order; from an object store many at once (the first
@@ -478,7 +446,7 @@ class _Publication:
         except ObjectNotFoundError:
             written = None
         if written is not None:
-            return _position_delete_entry(self.location(key), written)
+            return position_delete_entry(self.location(key), written)
         named = self.snapshot.tombstone_deletes(t)
         files = {f.path: f for f in self.snapshot.manifest.data_files.named(named)}
         paths: list[pa.Array] = []
@@ -495,7 +463,7 @@ class _Publication:
         sink = io.BytesIO()
         pq.write_table(rows, sink, compression="zstd")
         data = self._pending[key] = sink.getvalue()
-        return _position_delete_entry(self.location(key), data)
+        return position_delete_entry(self.location(key), data)
 
     def _table_metadata(
         self, previous: TableMetadataV2 | None, schema: Schema, manifest_list: str | None
@@ -579,110 +547,6 @@ class _Publication:
                 return
             except PreconditionFailedError:
                 hint, etag = read_hint(self.store)
-
-
-class _Described:
-    """The data files the manifests of the last publication describe that this version lists
-    in other segments (segments merge as a table grows), by location: read on first use."""
-
-    def __init__(self, store: ObjectStore, manifests: list[ManifestFile]) -> None:
-        self.store = store
-        self.manifests = manifests
-        self._by_location: dict[str, IcebergDataFile] | None = None
-
-    def get(self, location: str, size: int) -> IcebergDataFile | None:
-        """The description of the file at ``location`` of ``size`` bytes, if one was published."""
-        if self._by_location is None:
-            io = StoredFileIO(self.store)
-            self._by_location = {
-                e.data_file.file_path: e.data_file for m in self.manifests for e in m.fetch_manifest_entry(io)
-            }
-        found = self._by_location.get(location)
-        return found if found is not None and found.file_size_in_bytes == size else None
-
-
-class DeleteManifestWriter(ManifestWriterV2):
-    """A v2 manifest of delete files (pyiceberg writes manifests of data files only)."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
-
-
-def _entry(added: int, parent: int, version: int, entry: IcebergDataFile) -> ManifestEntry:
-    """The manifest entry, in a manifest the snapshot of ``version`` writes (its parent snapshot
-    ``parent``, -1 if none), of a file castable added at version ``added``. It is ``ADDED`` there
-    if no earlier snapshot holds it (versions between ``parent`` and ``version`` that could not
-    be published add theirs here); a file a later manifest lists again (segments merge as a
-    table grows) is ``EXISTING`` under the snapshot that added it, so incremental and changelog
-    readers see each file added once. Its sequence number is ``added``, so a position delete
-    applies to the files that were there when its tombstone was."""
-    new = added > parent
-    return ManifestEntry.from_args(
-        status=ManifestEntryStatus.ADDED if new else ManifestEntryStatus.EXISTING,
-        snapshot_id=version if new else added,
-        sequence_number=added,
-        file_sequence_number=added,
-        data_file=entry,
-    )
-
-
-def _position_delete_entry(location: str, data: bytes) -> IcebergDataFile:
-    """The manifest entry of the position delete file ``data`` at ``location``, with the metrics
-    Java Iceberg writes for one (sizes, counts, and the bounds of ``file_path`` and ``pos``)."""
-    return IcebergDataFile.from_args(
-        content=DataFileContent.POSITION_DELETES,
-        file_path=location,
-        file_format=FileFormat.PARQUET,
-        partition=Record(),
-        file_size_in_bytes=len(data),
-        **_statistics(pq.read_metadata(pa.BufferReader(data))),
-        sort_order_id=None,
-        spec_id=0,
-        equality_ids=None,
-        key_metadata=None,
-    )
-
-
-def _statistics(footer: pq.FileMetaData) -> dict[str, Any]:
-    """A data file's Iceberg statistics (counts, sizes, bounds by field id), from its footer and
-    under its own schema: a file keeps the names and types it was written with, so its columns
-    are found by the ids it carries, dropped ones too. A file with a column that has no Iceberg
-    type (a dropped 16-bit float, say) gets counts and sizes only, and one without ids
-    (registered from another engine) its row count only: readers then find its columns by the
-    name mapping and prune it by nothing. The row count is the row groups'
-    (:func:`castable.format.stats.file_rows`), where pyiceberg would take the file's own total."""
-    rows = file_rows(footer)
-    try:
-        own = pyarrow_to_schema(footer.schema.to_arrow_schema(), format_version=2)
-        plan = compute_statistics_plan(own, {})
-        stats = data_file_statistics_from_parquet_metadata(footer, plan, parquet_path_to_id_mapping(own))
-    except (ValueError, TypeError, UnsupportedPyArrowTypeException):
-        return {**_counts(footer), "record_count": rows}
-    return {**stats.to_serialized_dict(), "record_count": rows}
-
-
-def _counts(footer: pq.FileMetaData) -> dict[str, dict[int, int]]:
-    """Each top-level column's compressed size, values and nulls, by the field id it carries."""
-    ids = {f.name: int(f.metadata[FIELD_ID]) for f in footer.schema.to_arrow_schema() if FIELD_ID in (f.metadata or {})}
-    sizes: dict[int, int] = {}
-    values: dict[int, int] = {}
-    nulls: dict[int, int] = {}
-    for rg in range(footer.num_row_groups):
-        group = footer.row_group(rg)
-        for c in range(group.num_columns):
-            column = group.column(c)
-            fid = ids.get(column.path_in_schema)
-            if fid is None:
-                continue
-            sizes[fid] = sizes.get(fid, 0) + column.total_compressed_size
-            values[fid] = values.get(fid, 0) + column.num_values
-            if column.is_stats_set and column.statistics.has_null_count:
-                nulls[fid] = nulls.get(fid, 0) + column.statistics.null_count
-    return {"column_sizes": sizes, "value_counts": values, "null_value_counts": nulls}
 
 
 def _operation(operation: str) -> str:

@@ -7,29 +7,30 @@ a multipart upload whose unchanged byte ranges are copied server-side (UploadPar
 Every part but the last must be at least 5 MiB: a too-small edited part is widened with
 neighbouring bytes (downloaded), and a too-small copy range is downloaded into its
 neighbour. Any failure aborts the upload.
+
+This module re-encodes row groups and lays out the new object, or rewrites the file; the ranged
+reads are :mod:`castable.maintenance.rowgroups`, the parts and their upload
+:mod:`castable.maintenance.parts`.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
-import math
 import operator
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from castable.errors import CastableError, CorruptObjectError, UnsupportedFileError
-from castable.format.evolution import conform_read, resolve
+from castable.errors import CastableError
+from castable.format.evolution import conform_read
 from castable.format.layout import new_data_key
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
-from castable.format.tombstone import FileDeletes
+from castable.maintenance.parts import Copy, Data, Segment, coalesce, plan_parts, upload
+from castable.maintenance.rowgroups import TAIL_GUESS, Transfer, get_range, read_footer, read_row_group
 from castable.parquet import floatorder
 from castable.parquet.floatorder import FloatOrderError
 from castable.parquet.footer import (
@@ -45,7 +46,6 @@ from castable.parquet.footer import (
     RG_COLUMNS,
     RG_NUM_ROWS,
     Footer,
-    FooterError,
     copy_struct,
     index_extent,
     relocate_offset_index,
@@ -56,10 +56,8 @@ from castable.parquet.footer import (
 )
 from castable.parquet.thrift import LIST, Struct
 from castable.parquet.writer import data_file_from_metadata, write_data_files
-from castable.read.scan import rows_mask
-from castable.store import MAX_PART_SIZE, MIN_PART_SIZE, ObjectInfo, ObjectStore, PreconditionFailedError
+from castable.store import MIN_PART_SIZE, ObjectStore
 
-_TAIL_GUESS = 64 * 1024
 _CODECS = {0: "none", 1: "snappy", 2: "gzip", 4: "brotli", 5: "lz4", 6: "zstd", 7: "lz4"}
 """Parquet codec id -> pyarrow's name for it. pyarrow writes ``lz4`` as LZ4_RAW (7); parquet-mr's
 (Spark's) Hadoop-framed LZ4 (5) is re-encoded as LZ4_RAW too: a codec is a column chunk's own,
@@ -70,20 +68,6 @@ _DATA_PAGE_V2 = 3
 
 class SpliceNotPossibleError(CastableError):
     """The file cannot be spliced (too small to range-copy, or a layout castable cannot re-encode)."""
-
-
-@dataclass
-class Transfer:
-    """Bytes an operation moved: downloaded and uploaded by the client, copied inside the store."""
-
-    downloaded: int = 0
-    uploaded: int = 0
-    copied: int = 0
-
-    def add(self, other: Transfer) -> None:
-        self.downloaded += other.downloaded
-        self.uploaded += other.uploaded
-        self.copied += other.copied
 
 
 @dataclass
@@ -134,118 +118,6 @@ class FileErasure:
     row_groups_edited: list[int]
     transfer: Transfer
     row_map: RowMap = field(repr=False)
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def read_footer(store: ObjectStore, f: DataFile, transfer: Transfer) -> Footer:
-    """The footer of a data file, fetched with one or two range GETs pinned to its ETag."""
-    start = max(0, f.size - _TAIL_GUESS)
-    tail = _get(store, f, start, f.size, transfer)
-    try:
-        needed = Footer.length_from_tail(tail) + 8
-        if needed > len(tail):
-            tail = _get(store, f, f.size - needed, f.size, transfer)
-        return Footer.from_tail(tail, f.size)
-    except FooterError as e:
-        raise CorruptObjectError(f"{f.path}: {e}") from None
-
-
-def _get(store: ObjectStore, f: DataFile, start: int, end: int, transfer: Transfer) -> bytes:
-    try:
-        data = store.get(f.path, byte_range=(start, end), if_match=f.etag).data
-    except PreconditionFailedError:
-        raise CorruptObjectError(f"{f.path} changed since it was committed") from None
-    transfer.downloaded += len(data)
-    return data
-
-
-def file_columns(footer: Footer, schema: pa.Schema, f: DataFile) -> dict[str, str | None]:
-    """Which column of ``f`` holds each column of ``schema`` (see :func:`castable.format.evolution.resolve`)."""
-    return resolve(footer.pyarrow_metadata().schema.to_arrow_schema(), schema, f.added_version)
-
-
-def read_row_group(store: ObjectStore, f: DataFile, footer: Footer, index: int, transfer: Transfer) -> pa.Table:
-    """Decode one row group from its bytes alone, by framing them as a one-row-group file.
-
-    Pages that carry a CRC are checked against it, so a corrupt page is never re-encoded under a
-    fresh checksum; a page that does not decode (or fails its CRC) raises ``CorruptObjectError``.
-    INT96 timestamps are read as nanoseconds, exact from 1677 to 2262; a row group holding one
-    outside that range raises ``UnsupportedFileError`` (as nanoseconds it would wrap around, and
-    a rewrite would change it)."""
-    start, end = footer.row_group_span(index)
-    data = _get(store, f, start, end, transfer)
-    rg = copy_struct(footer.row_groups[index])
-    relocate_row_group(rg, lambda p: p - start + len(MAGIC))
-    mini = pa.BufferReader(MAGIC + data + Footer(with_row_groups(footer.metadata, [rg]), 0).serialize())
-    int96 = footer.int96_columns
-    try:
-        if int96:
-            seconds = pq.ParquetFile(mini, coerce_int96_timestamp_unit="s").read_row_group(0, columns=int96)
-            _check_int96_range(seconds, f)
-            mini.seek(0)
-        return pq.read_table(mini, page_checksum_verification=True)
-    except (OSError, pa.ArrowException) as e:
-        raise CorruptObjectError(f"{f.path} does not decode (row group {index}): {e}") from None
-
-
-def check_int96_file(store: ObjectStore, f: DataFile, footer: Footer, transfer: Transfer) -> None:
-    """Refuse, before anything is written, a file whose INT96 timestamps castable would misread
-    (and a rewrite would change). Only the INT96 columns are read."""
-    if not footer.int96_columns:
-        return
-    before = store.stats.bytes_in
-    source = pq.ParquetFile(store.open_input(f.path, size=f.size, etag=f.etag), coerce_int96_timestamp_unit="s")
-    for index in range(len(footer.row_groups)):
-        _check_int96_range(source.read_row_group(index, columns=footer.int96_columns), f)
-    transfer.downloaded += store.stats.bytes_in - before
-
-
-def _check_int96_range(seconds: pa.Table, f: DataFile) -> None:
-    lowest, highest = -(2**63) // 10**9, (2**63 - 1) // 10**9
-    for name, column in zip(seconds.column_names, seconds.columns, strict=True):
-        values = [leaf.cast(pa.int64()) for chunk in column.chunks for leaf in _timestamp_leaves(chunk)]
-        lo = min((v for a in values if (v := pc.min(a).as_py()) is not None), default=None)
-        hi = max((v for a in values if (v := pc.max(a).as_py()) is not None), default=None)
-        if lo is not None and hi is not None and (lo < lowest or hi > highest):
-            raise UnsupportedFileError(
-                f"{f.path}: INT96 timestamp column {name!r} holds values outside 1677-09-21 to 2262-04-11, which "
-                "castable reads as nanoseconds (they would wrap around to other dates); nothing was written"
-            )
-
-
-def _timestamp_leaves(array: pa.Array) -> Iterator[pa.Array]:
-    """The timestamp values in ``array``, however deep in structs, lists and maps (an INT96
-    column of Spark's can sit inside any of them)."""
-    kind = array.type
-    if pa.types.is_timestamp(kind):
-        yield array
-    elif pa.types.is_struct(kind):
-        for i in range(kind.num_fields):
-            yield from _timestamp_leaves(array.field(i))
-    elif pa.types.is_map(kind):
-        yield from _timestamp_leaves(array.keys)
-        yield from _timestamp_leaves(array.items)
-    elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        yield from _timestamp_leaves(array.flatten())
-
-
-def matching_rows(table: pa.Table, expression: pc.Expression) -> np.ndarray:
-    """Which rows of a decoded row group satisfy the predicate (NULL counts as no)."""
-    return rows_mask(ds.dataset(table).to_table(columns={"m": expression}).column("m"))
-
-
-def doomed_rows(
-    table: pa.Table, matched: np.ndarray, rg: int, deletes: FileDeletes | None, key: str | None
-) -> np.ndarray:
-    """Rows of a decoded row group to remove: those matching, and those already tombstoned."""
-    doomed = matched.copy()
-    if deletes is not None:
-        doomed |= deletes.position_mask(rg, table.num_rows)
-        if key is not None and deletes.has_key_deletes:
-            doomed |= deletes.key_mask(table.column(key))
-    return doomed
 
 
 # --------------------------------------------------------------------------- re-encoding
@@ -342,123 +214,6 @@ def encode_row_group(table: pa.Table, footer: Footer, index: int) -> EncodedRowG
     return EncodedRowGroup(data[start:end], rg, indexes)
 
 
-# --------------------------------------------------------------------------- part planning
-
-
-@dataclass(frozen=True)
-class Copy:
-    """Bytes [start, end) of the old object."""
-
-    start: int
-    end: int
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class Data:
-    """New bytes made by the client."""
-
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-
-Segment = Copy | Data
-
-
-@dataclass(frozen=True)
-class CopyPart:
-    """A part copied server-side (UploadPartCopy)."""
-
-    source: Copy
-
-
-@dataclass(frozen=True)
-class UploadPart:
-    """A part uploaded by the client: new bytes, and old ranges downloaded to widen it."""
-
-    pieces: tuple[Segment, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(p.size for p in self.pieces)
-
-
-Part = CopyPart | UploadPart
-
-
-def plan_parts(segments: Iterable[Segment], min_size: int = MIN_PART_SIZE, max_size: int = MAX_PART_SIZE) -> list[Part]:
-    """Group the new object's segments into multipart parts that obey S3's size rules.
-
-    A copy range of at least ``min_size`` becomes copy parts (split under ``max_size``);
-    new bytes accumulate into an upload part, which is widened with the head of the next copy
-    range until it reaches ``min_size`` (or swallows a range too small to stand alone). Only
-    the last part may be small.
-    """
-    parts: list[Part] = []
-    pending: list[Segment] = []
-
-    def pending_size() -> int:
-        return sum(p.size for p in pending)
-
-    def flush() -> None:
-        if pending:
-            parts.append(UploadPart(tuple(pending)))
-            pending.clear()
-
-    for seg in segments:
-        if seg.size == 0:
-            continue
-        if isinstance(seg, Data):
-            pending.append(seg)
-            continue
-        if pending and pending_size() < min_size:
-            need = min_size - pending_size()
-            if seg.size - need < min_size:
-                pending.append(seg)
-                continue
-            pending.append(Copy(seg.start, seg.start + need))
-            seg = Copy(seg.start + need, seg.end)
-        flush()
-        if seg.size < min_size:
-            pending.append(seg)
-            continue
-        pieces = math.ceil(seg.size / max_size)
-        bounds = [seg.start + seg.size * i // pieces for i in range(pieces + 1)]
-        parts.extend(CopyPart(Copy(a, b)) for a, b in itertools.pairwise(bounds))
-    flush()
-    return parts
-
-
-def upload(store: ObjectStore, old: DataFile, key: str, parts: list[Part], transfer: Transfer) -> ObjectInfo:
-    """Publish ``parts`` as the new object ``key``; the upload is aborted if anything fails."""
-    upload_id = store.create_multipart(key)
-    try:
-        done = []
-        for number, part in enumerate(parts, start=1):
-            if isinstance(part, CopyPart):
-                r = part.source
-                done.append(
-                    store.upload_part_copy(key, upload_id, number, old.path, (r.start, r.end), source_etag=old.etag)
-                )
-                transfer.copied += r.size
-            else:
-                data = b"".join(
-                    p.data if isinstance(p, Data) else _get(store, old, p.start, p.end, transfer) for p in part.pieces
-                )
-                done.append(store.upload_part(key, upload_id, number, data))
-                transfer.uploaded += len(data)
-        return store.complete_multipart(key, upload_id, done)
-    except BaseException:
-        store.abort_multipart(key, upload_id)
-        raise
-
-
 # --------------------------------------------------------------------------- the two methods
 
 
@@ -550,24 +305,10 @@ def _offset_indexes(
     if not extents:
         return {}
     lo, hi = extents[0][0], max(b for _, b in extents)
-    if hi - lo <= 2 * sum(b - a for a, b in extents) + _TAIL_GUESS:
-        blob = _get(store, f, lo, hi, transfer)
+    if hi - lo <= 2 * sum(b - a for a, b in extents) + TAIL_GUESS:
+        blob = get_range(store, f, lo, hi, transfer)
         return {(a, b): blob[a - lo : b - lo] for a, b in extents}
-    return {(a, b): _get(store, f, a, b, transfer) for a, b in extents}
-
-
-def coalesce(segments: Iterable[Segment]) -> list[Segment]:
-    """Merge adjacent copy ranges that continue each other, and adjacent new bytes."""
-    out: list[Segment] = []
-    for seg in segments:
-        last = out[-1] if out else None
-        if isinstance(seg, Copy) and isinstance(last, Copy) and last.end == seg.start:
-            out[-1] = Copy(last.start, seg.end)
-        elif isinstance(seg, Data) and isinstance(last, Data):
-            out[-1] = Data(last.data + seg.data)
-        else:
-            out.append(seg)
-    return out
+    return {(a, b): get_range(store, f, a, b, transfer) for a, b in extents}
 
 
 def rewrite_file(
@@ -581,8 +322,9 @@ def rewrite_file(
     transfer: Transfer,
 ) -> tuple[list[DataFile], RowMap]:
     """Write the file's surviving rows as new files with the table's writer settings (``where``:
-    the file's column for each of ``schema``'s, as :func:`file_columns` gives); timestamps stay
-    INT96 if the file stored them so."""
+    the file's column for each of ``schema``'s, as
+    :func:`~castable.maintenance.rowgroups.file_columns` gives); timestamps stay INT96 if the file
+    stored them so."""
 
     def batches() -> Iterable[pa.RecordBatch]:
         for index in range(len(footer.row_groups)):

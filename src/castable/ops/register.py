@@ -34,7 +34,7 @@ from castable.format.manifest import DataFile
 from castable.format.schema import describe_mismatch
 from castable.format.segment import data_files, data_table, decode, encode
 from castable.format.stats import ColumnStats, decode_value, ordered
-from castable.maintenance.splice import Transfer, check_int96_file, read_footer, read_row_group
+from castable.maintenance.rowgroups import Transfer, check_int96_file, read_footer, read_row_group
 from castable.parquet.footer import Footer
 from castable.parquet.writer import data_file_from_metadata
 from castable.read.snapshot import remember_footer

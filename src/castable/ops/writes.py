@@ -1,15 +1,15 @@
-"""The write operations of a table handle, planned here and committed through the handle: append,
-upsert, overwrite, update, delete, erase, add_files, restore, alter and upgrade (docs/format.md
-sections 6 to 8). Each starts with :meth:`Handle.begin_write`, which returns at once the version a
-retried ``commit_id`` already landed as, and ends with one :meth:`Handle.commit_change`."""
+"""The write operations of a table handle that change its rows, planned here and committed through
+the handle: append, upsert, overwrite, update, delete, erase, add_files and replace_files
+(docs/format.md sections 6 to 8). Each starts with :meth:`Handle.begin_write`, which returns at
+once the version a retried ``commit_id`` already landed as, and ends with one
+:meth:`Handle.commit_change`. The commits that write no data (restore, alter, set_properties,
+upgrade) are :mod:`castable.ops.metadata`'s."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
 from functools import partial
 from typing import Any, Literal, get_args
 
@@ -21,13 +21,12 @@ from castable.commit.conflicts import Access, Rows, check_sources
 from castable.commit.handle import Handle, SchemaMode
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
 from castable.format import inline
-from castable.format.evolution import SchemaUpdate, columns_added, restored, same_schema, translate_stats
+from castable.format.evolution import SchemaUpdate, columns_added, same_schema, translate_stats
 from castable.format.filelist import prune_tombstones
-from castable.format.manifest import LATEST_FORMAT_VERSION, DataFile, Manifest
-from castable.format.properties import checked
+from castable.format.manifest import DataFile, Manifest
 from castable.inputs.batches import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
-from castable.maintenance.erase import MODES as ERASE_MODES
-from castable.maintenance.erase import EraseChange, EraseMode, EraseReport, check_erasable
+from castable.maintenance.erase import EraseReport, check_erasable
+from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
 from castable.ops.delete import DeleteChange, FilePlanner, engine_tombstone, plan_files
 from castable.ops.register import Verify, check_files
 from castable.ops.replacement import ReplaceChange, Rewrite, RewriteChange, Rewritten, check_new_files
@@ -38,7 +37,7 @@ from castable.read.predicate import Constant, InList, Predicate
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.read.where import Where, parse_predicate
-from castable.store import ObjectStore, uploads
+from castable.store import uploads
 
 AddMode = Literal["append", "upsert", "overwrite"]
 ADD_MODES: tuple[str, ...] = get_args(AddMode)
@@ -275,8 +274,7 @@ def erase(
     files: list[str] | None = None,
 ) -> EraseReport:
     """See :meth:`castable.table.Table.erase` (which purges, when asked, after this commits)."""
-    if mode not in ERASE_MODES:
-        raise InvalidInputError(f"mode must be one of {ERASE_MODES}, not {mode!r}")
+    check_mode(mode)
     start = t.begin_write(commit_id)
     parsed = parse_predicate(predicate, t.schema)
     if start.committed_as is not None:
@@ -412,92 +410,6 @@ def check_add_mode(t: Handle, mode: str, where: Where | None = None) -> Predicat
     return None if where is None else parse_predicate(where, t.schema)
 
 
-def restore(
-    t: Handle, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
-) -> int:
-    """Commit a new version whose data files and tombstones are those of ``version`` (or of the
-    version current at ``as_of``); return it. No data is copied. Refused when that version has
-    expired or any of its files is gone (removed outside castable: gc keeps a retained
-    version's files). Commits made after it are not lost: they
-    stay in the history, and a later restore can return to them.
-    """
-    if (version is None) == (as_of is None):
-        raise InvalidInputError("restore needs a version or as_of (one of them)")
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
-    target = t.manifest_at(version, as_of)
-    stored = [f.path for f in target.data_files if f.inline is None]  # an inline entry's rows are in its segment
-    gone = absent(t.store, stored + [f.path for f in target.tombstones])
-    if gone:
-        raise InvalidInputError(
-            f"cannot restore version {target.version}: {len(gone)} of its files are gone "
-            f"(e.g. {gone[0]}); restore a newer version"
-        )
-    summary = {"restored_version": target.version, "files": len(target.data_files), "rows": target.total_rows}
-
-    def build(base: Manifest) -> NextState:
-        schema = restored(target.schema, base.schema)
-        return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
-
-    return t.commit_change("restore", start.commit_id, build, across_schema=True).version
-
-
-def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
-    """Commit the schema changes of ``update`` (see :meth:`castable.table.Table.alter`)."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
-    if t.manifest.format_version < 2:
-        raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
-    update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
-
-    def build(base: Manifest) -> NextState:
-        schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
-        summary = {"changes": update.describe()}
-        return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
-
-    return t.commit_change("alter", start.commit_id, build, across_schema=True).version
-
-
-def set_properties(
-    t: Handle, changes: Mapping[str, object], *, remove: Collection[str] = (), commit_id: str | None = None
-) -> int:
-    """See :meth:`castable.table.Table.set_properties`."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
-    gone = set(remove) - set(changes)
-
-    def after(base: Manifest) -> dict[str, str]:
-        return checked({k: v for k, v in base.properties.items() if k not in gone} | dict(changes), base.schema)
-
-    after(t.manifest)  # refuse a bad setting before committing
-
-    def build(base: Manifest) -> NextState:
-        summary: dict[str, Any] = {"set": {str(k): str(v) for k, v in changes.items()}}
-        if gone:
-            summary["removed"] = sorted(gone)
-        return NextState(base.data_files, base.tombstones, summary, properties=after(base))
-
-    return t.commit_change("set-properties", start.commit_id, build, across_schema=True).version
-
-
-def upgrade(t: Handle, *, commit_id: str | None = None) -> int:
-    """See :meth:`castable.table.Table.upgrade`."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
-    if t.manifest.format_version == LATEST_FORMAT_VERSION:
-        return t.version
-
-    def build(base: Manifest) -> NextState:
-        summary = {"from_format_version": base.format_version, "format_version": LATEST_FORMAT_VERSION}
-        return NextState(base.data_files, base.tombstones, summary, format_version=LATEST_FORMAT_VERSION)
-
-    return t.commit_change("upgrade", start.commit_id, build).version
-
-
 def write_files(
     t: Handle,
     batches: Iterable[pa.RecordBatch],
@@ -562,12 +474,6 @@ def check_inside(replaced: Predicate, where: object, rows: pa.Table) -> None:
 def read_files(t: Handle, files: Sequence[DataFile], columns: list[str] | None) -> pa.Table:
     """``columns`` of files not yet committed, read as a scan reads the table's own."""
     return Scan(Snapshot(t.store, t.manifest.restricted(files, tombstones=False)), columns).to_arrow()
-
-
-def absent(store: ObjectStore, keys: list[str]) -> list[str]:
-    """The keys of ``keys`` that no object holds (checked 16 at a time)."""
-    with ThreadPoolExecutor(16) as pool:
-        return [key for key, there in zip(keys, pool.map(store.exists, keys), strict=True) if not there]
 
 
 def appended(

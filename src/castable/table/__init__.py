@@ -24,10 +24,11 @@ from castable.format.properties import TableProperties
 from castable.inputs.batches import DataLike
 from castable.maintenance.compact import CompactReport
 from castable.maintenance.damage import Damage
-from castable.maintenance.erase import EraseMode, EraseReport, PurgeReport
+from castable.maintenance.erase import EraseReport, PurgeReport
+from castable.maintenance.erasechange import EraseMode
 from castable.maintenance.gc import ExpireReport, GcReport
 from castable.maintenance.history import HistoryEntry, history
-from castable.ops import writes
+from castable.ops import metadata, writes
 from castable.ops.batching import BatchWriter
 from castable.ops.feed import change_scan
 from castable.ops.merge import MergeBuilder
@@ -311,15 +312,15 @@ class Table:
         self, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
     ) -> int:
         """Commit a new version whose files and tombstones are those of ``version`` (or of the
-        version at ``as_of``); return it (see :func:`castable.ops.writes.restore`). No data is copied."""
-        return writes.restore(self._handle, version, as_of=as_of, commit_id=commit_id)
+        version at ``as_of``); return it (see :func:`castable.ops.metadata.restore`). No data is copied."""
+        return metadata.restore(self._handle, version, as_of=as_of, commit_id=commit_id)
 
     def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:
         """Changes to the schema, committed together as one version when the update's
         ``commit()`` is called (or its ``with`` block ends). No data is read or written:
         columns are found in data files by field id, so files of every schema generation
         read together. Lossy changes, and dropping or retyping the primary key, are refused."""
-        return SchemaUpdate(partial(writes.alter, self._handle, commit_id=commit_id))
+        return SchemaUpdate(partial(metadata.alter, self._handle, commit_id=commit_id))
 
     def add_columns(self, columns: Sequence[pa.Field], *, commit_id: str | None = None) -> int:
         """Add nullable ``columns`` in one commit (an :meth:`alter` of adds only, what a write
@@ -335,13 +336,13 @@ class Table:
         """Commit new values of table properties, and remove those named in ``remove`` (the
         others keep theirs); the version. A version of its own, like a schema change: no data
         is read or written, and an unknown or malformed setting is refused with nothing committed."""
-        return writes.set_properties(self._handle, changes, remove=remove, commit_id=commit_id)
+        return metadata.set_properties(self._handle, changes, remove=remove, commit_id=commit_id)
 
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:
         the files and tombstones are listed in segments; return that version (or the current
         one, with nothing committed, if the table is already in the latest format)."""
-        return writes.upgrade(self._handle, commit_id=commit_id)
+        return metadata.upgrade(self._handle, commit_id=commit_id)
 
     def compact(
         self,

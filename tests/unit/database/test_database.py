@@ -16,6 +16,7 @@ from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.commit.change import NextState
+from castable.commit.dbcommitters import DatabaseLog
 from castable.commit.dblog import LOG_PREFIX
 from castable.commit.pointer import read_pointer
 from castable.database import Database
@@ -195,13 +196,13 @@ def test_transactions_on_disjoint_tables_both_commit_without_rebuilding(shop: Da
     a.table("orders").append(events(10, 11))
     b.table("lines").append(lines([10]))
     builds: list[int] = []
-    original = b._writes["lines"].changes[0].build
+    original = b._staged.writes["lines"].changes[0].build
 
     def counting_build(m: Manifest) -> NextState:
         builds.append(m.version)
         return original(m)
 
-    b._writes["lines"].changes[0] = type(b._writes["lines"].changes[0])("append", counting_build)
+    b._staged.writes["lines"].changes[0] = type(b._staged.writes["lines"].changes[0])("append", counting_build)
     assert (a.commit(), b.commit()) == (5, 6)
     assert builds == [1], "the lines table was built once: the orders commit did not touch it"
     assert shop.snapshot().tables == {"orders": 2, "lines": 2}
@@ -549,18 +550,18 @@ def test_expiry_during_an_unrolled_commit_keeps_the_member_pointer_on_a_written_
     def failing(*args: object) -> None:
         raise StoreError("lost before the copy")
 
-    original = Database.before_maintenance
+    original = DatabaseLog.before_maintenance
 
-    def commit_meanwhile(self: Database, table: castable.Table) -> object:
+    def commit_meanwhile(self: DatabaseLog, table: castable.Table) -> object:
         found = original(self, table)
         monkeypatch.setattr(dblog, "_copy", failing)
         shop.table("orders").append(events(99, 100))  # lands, its copy is not written
         monkeypatch.setattr(dblog, "_copy", real_copy)
         return found
 
-    monkeypatch.setattr(Database, "before_maintenance", commit_meanwhile)
+    monkeypatch.setattr(DatabaseLog, "before_maintenance", commit_meanwhile)
     maintained.expire(retain_versions=1)
-    monkeypatch.setattr(Database, "before_maintenance", original)
+    monkeypatch.setattr(DatabaseLog, "before_maintenance", original)
     member = shop.store.child("orders")
     assert member.exists(manifest_key(read_pointer(member).version)), "the pointer names a version with a copy"
     direct = castable.open_table(f"{shop.uri}/orders", storage_options=_options(shop))

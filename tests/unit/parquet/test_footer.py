@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from castable.maintenance.splice import Copy, CopyPart, Data, UploadPart, plan_parts
+from castable.maintenance.parts import Copy, CopyPart, Data, UploadPart, plan_parts
 from castable.parquet.footer import Footer, copy_struct, relocate_row_group, row_group_span, with_row_groups
 from castable.parquet.thrift import decode_struct, encode_struct
 

@@ -1,0 +1,113 @@
+"""The commits of a table handle that write no data file: a restore (an older version's files
+and tombstones, listed again), a schema change (alter, docs/format.md section 4), new table
+properties (section 9), and an upgrade to the latest format version. Like the writes of
+:mod:`castable.ops.writes`, each starts with :meth:`Handle.begin_write` and ends with one
+:meth:`Handle.commit_change`; a bad change is refused before anything is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from castable.commit.change import NextState
+from castable.commit.handle import Handle
+from castable.errors import InvalidInputError
+from castable.format.evolution import SchemaUpdate, restored
+from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
+from castable.format.properties import checked
+from castable.store import ObjectStore
+
+
+def restore(
+    t: Handle, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
+) -> int:
+    """Commit a new version whose data files and tombstones are those of ``version`` (or of the
+    version current at ``as_of``); return it. No data is copied. Refused when that version has
+    expired or any of its files is gone (removed outside castable: gc keeps a retained
+    version's files). Commits made after it are not lost: they
+    stay in the history, and a later restore can return to them.
+    """
+    if (version is None) == (as_of is None):
+        raise InvalidInputError("restore needs a version or as_of (one of them)")
+    start = t.begin_write(commit_id)
+    if start.committed_as is not None:
+        return start.committed_as
+    target = t.manifest_at(version, as_of)
+    stored = [f.path for f in target.data_files if f.inline is None]  # an inline entry's rows are in its segment
+    gone = absent(t.store, stored + [f.path for f in target.tombstones])
+    if gone:
+        raise InvalidInputError(
+            f"cannot restore version {target.version}: {len(gone)} of its files are gone "
+            f"(e.g. {gone[0]}); restore a newer version"
+        )
+    summary = {"restored_version": target.version, "files": len(target.data_files), "rows": target.total_rows}
+
+    def build(base: Manifest) -> NextState:
+        schema = restored(target.schema, base.schema)
+        return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
+
+    return t.commit_change("restore", start.commit_id, build, across_schema=True).version
+
+
+def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
+    """Commit the schema changes of ``update`` (see :meth:`castable.table.Table.alter`)."""
+    start = t.begin_write(commit_id)
+    if start.committed_as is not None:
+        return start.committed_as
+    if t.manifest.format_version < 2:
+        raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
+    update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
+
+    def build(base: Manifest) -> NextState:
+        schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
+        summary = {"changes": update.describe()}
+        return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
+
+    return t.commit_change("alter", start.commit_id, build, across_schema=True).version
+
+
+def set_properties(
+    t: Handle, changes: Mapping[str, object], *, remove: Collection[str] = (), commit_id: str | None = None
+) -> int:
+    """See :meth:`castable.table.Table.set_properties`."""
+    start = t.begin_write(commit_id)
+    if start.committed_as is not None:
+        return start.committed_as
+    gone = set(remove) - set(changes)
+
+    def after(base: Manifest) -> dict[str, str]:
+        return checked({k: v for k, v in base.properties.items() if k not in gone} | dict(changes), base.schema)
+
+    after(t.manifest)  # refuse a bad setting before committing
+
+    def build(base: Manifest) -> NextState:
+        summary: dict[str, Any] = {"set": {str(k): str(v) for k, v in changes.items()}}
+        if gone:
+            summary["removed"] = sorted(gone)
+        return NextState(base.data_files, base.tombstones, summary, properties=after(base))
+
+    return t.commit_change("set-properties", start.commit_id, build, across_schema=True).version
+
+
+def upgrade(t: Handle, *, commit_id: str | None = None) -> int:
+    """See :meth:`castable.table.Table.upgrade`."""
+    start = t.begin_write(commit_id)
+    if start.committed_as is not None:
+        return start.committed_as
+    if t.manifest.format_version == LATEST_FORMAT_VERSION:
+        return t.version
+
+    def build(base: Manifest) -> NextState:
+        summary = {"from_format_version": base.format_version, "format_version": LATEST_FORMAT_VERSION}
+        return NextState(base.data_files, base.tombstones, summary, format_version=LATEST_FORMAT_VERSION)
+
+    return t.commit_change("upgrade", start.commit_id, build).version
+
+
+def absent(store: ObjectStore, keys: list[str]) -> list[str]:
+    """The keys of ``keys`` that no object holds (checked 16 at a time)."""
+    with ThreadPoolExecutor(16) as pool:
+        return [key for key, there in zip(keys, pool.map(store.exists, keys), strict=True) if not there]
