@@ -6,7 +6,7 @@ from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from castable.deployment import MAINTENANCE_DUE_PREFIX
+from castable.deployment.layout import MAINTENANCE_DUE_PREFIX
 from castable.format.layout import ERASURE_PLAN_PREFIX, ICEBERG_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.emr import EMR_ARTIFACTS, EMR_LOGS

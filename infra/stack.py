@@ -34,7 +34,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from castable.deployment import LANDING, MAINTENANCE_DUE_PREFIX
+from castable.deployment.layout import LANDING, MAINTENANCE_DUE_PREFIX
 from castable.format.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
 from infra.bundling import Package
 from infra.emr import Emr

@@ -61,7 +61,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import castable
-from castable.deployment import DATABASES, LANDING, TABLES, landing, landing_name
+from castable.deployment.layout import DATABASES, LANDING, TABLES, landing, landing_name
 from castable.format.stats import file_rows, file_stats
 from castable.inputs import sources
 from castable.inputs.batches import conforming_batches

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import castable
-from castable.deployment import landing_name
+from castable.deployment.layout import landing_name
 from castable.format.schedules import Cron, Rate, parse
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
