@@ -1,5 +1,6 @@
 """What castable knows of its AWS deployment (infra/stack.py, the handlers in lambdas/): the layout
-it gives its bucket (:mod:`~castable.deployment.layout`) and invoking its functions
+it gives its bucket (:mod:`~castable.deployment.layout`), when a table's maintenance schedule
+falls due (:mod:`~castable.deployment.schedules`) and invoking its functions
 (:mod:`~castable.deployment.invocation`).
 
 One package, so the library below it knows nothing of Lambda, SQS, Step Functions or Glue, and the

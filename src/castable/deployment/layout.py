@@ -17,6 +17,7 @@ from datetime import datetime
 from castable.commit.create import holds_database, holds_table
 from castable.commit.dblog import NAME
 from castable.database import Database
+from castable.deployment.schedules import latest
 from castable.errors import CastableError
 from castable.format.properties import TableProperties
 from castable.store import ObjectStore
@@ -44,7 +45,7 @@ class Served:
     def due(self, start: datetime, end: datetime) -> datetime | None:
         """When in ``(start, end]`` the table's maintenance schedule last fell due, if it did."""
         schedule = self.properties.maintenance_schedule
-        return None if schedule is None else schedule.latest(self.key, start, end)
+        return None if schedule is None else latest(schedule, self.key, start, end)
 
 
 @dataclass(frozen=True)
