@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 
 import castable
 from castable.deployment.layout import DATABASES, TABLES
-from lambdas.names import execution_name
+from castable.deployment.names import execution_name
 from lambdas.runtime import logger, maintenance_input, metrics, open_table, tracer
 
 

@@ -1,5 +1,6 @@
 """What castable knows of its AWS deployment (infra/stack.py, the handlers in lambdas/): the layout
-it gives its bucket (:mod:`~castable.deployment.layout`), when a table's maintenance schedule
+it gives its bucket (:mod:`~castable.deployment.layout`), the names it gives executions and Glue
+tables (:mod:`~castable.deployment.names`), when a table's maintenance schedule
 falls due (:mod:`~castable.deployment.schedules`) and invoking its functions
 (:mod:`~castable.deployment.invocation`).
 
