@@ -61,7 +61,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import castable
-from castable.deployment.layout import DATABASES, LANDING, TABLES, landing, landing_name
+from castable.deployment.layout import DATABASES, FAILED_LANDING_PREFIX, LANDING, TABLES, landing, landing_name
 from castable.format.stats import file_rows, file_stats
 from castable.inputs import sources
 from castable.inputs.batches import conforming_batches
@@ -477,7 +477,7 @@ def _commit(batch: _Batch) -> None:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="Messages", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     landings = _Landings(
-        os.environ["CASTABLE_BUCKET"], os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", "landing-failed/")
+        os.environ["CASTABLE_BUCKET"], os.environ.get("CASTABLE_DEAD_LETTER_PREFIX", FAILED_LANDING_PREFIX)
     )
     processor = BatchProcessor(event_type=EventType.SQS)
     response = process_partial_response(event, landings.handle, processor, context)
