@@ -143,14 +143,12 @@ class LandingArea:
         """Remove the landed file at ``key``."""
         self.store.delete(key)
 
-    def dead_letter(self, key: str, reason: str) -> str:
-        """Move the landed file ``key`` to the dead-letter prefix with a ``.reason.json`` beside
-        it; return its key there."""
+    def dead_letter(self, key: str, reason: str) -> None:
+        """Move the landed file ``key`` to the dead-letter prefix with a ``.reason.json`` beside it."""
         target = self.dead_letter_prefix + key
         self.copy(key, target)
         self.store.put(target + ".reason.json", json.dumps({"source": key, "reason": reason}).encode())
         self.remove(key)
-        return target
 
 
 class S3LandingArea(LandingArea):
@@ -242,7 +240,7 @@ class Intake:
         elif sources.is_data_file(key) or key.endswith(MANIFEST_SUFFIX):
             uri = self.area.store.uri
             reason = f"no table {TABLES}/{name} nor database {DATABASES}/{name} in {uri}/ to land {key} in"
-            self._dead_letter(key, reason)
+            self._dead_letter(key, reason, f"{uri}/{LANDING}/{name}")
 
     def commit(self, failed: Collection[str]) -> list[str]:
         """Commit each table's share, one commit a table; return the messages to retry, beside the
@@ -273,10 +271,11 @@ class Intake:
         self.count("RecordsSkipped", 1, None)
         self.log.warning(f"skipped: {why}", extra={"bucket": bucket, "key": key})
 
-    def _dead_letter(self, key: str, reason: str) -> None:
-        """Move landed file ``key`` to the dead-letter prefix with its reason."""
-        moved = self.area.dead_letter(key, reason)
-        self.count("FilesDeadLettered", 1, moved)
+    def _dead_letter(self, key: str, reason: str, target: str) -> None:
+        """Move landed file ``key`` to the dead-letter prefix with its reason; counted for
+        ``target``, the URI of the table (or database, or landing prefix) it landed for."""
+        self.area.dead_letter(key, reason)
+        self.count("FilesDeadLettered", 1, target)
         self.log.warning("dead-lettered", extra={"key": key, "reason": reason})
 
     def _receive_file(self, share: TableShare, key: str) -> None:
@@ -286,7 +285,7 @@ class Intake:
         try:
             checked = self._check(share, key)
         except BadFileError as e:
-            self._dead_letter(key, str(e))
+            self._dead_letter(key, str(e), share.table.uri)
             return
         if checked is not None:
             share.add(checked)
@@ -336,7 +335,7 @@ class Intake:
                 self._append(share)
                 break
             except UndecodableFileError as e:  # nothing was committed: again, without that file
-                self._dead_letter(e.key, str(e))
+                self._dead_letter(e.key, str(e), share.table.uri)
                 share.files = [f for f in share.files if f.key != e.key]
         for f in share.files:
             self.area.remove(f.key)
@@ -422,7 +421,7 @@ class Intake:
         except BadFileError as e:  # a file that does not decode is found as it streams
             tx.abort()
             for k in [key, *_named(store, key, manifest.data)]:
-                self._dead_letter(k, str(e))
+                self._dead_letter(k, str(e), database.uri)
             return
         if tx.tables_written:
             version = tx.commit()
