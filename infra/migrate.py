@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import castable
-from castable.deployment import DATABASES, TABLES
+from castable.deployment.layout import DATABASES, TABLES
 from castable.format.properties import (
     INGEST_MODE,
     INGEST_OP_COLUMN,

@@ -6,12 +6,11 @@ from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from castable.deployment import MAINTENANCE_DUE_PREFIX
+from castable.deployment.layout import FAILED_LANDING_PREFIX, MAINTENANCE_DUE_PREFIX
 from castable.format.layout import ERASURE_PLAN_PREFIX, ICEBERG_PREFIX, MAINTENANCE_PLAN_PREFIX
 from castable.store.probe import PROBE_PREFIX
 from infra.emr import EMR_ARTIFACTS, EMR_LOGS
 from infra.iceberg_rest import STAGE
-from infra.operations import FAILED_LANDING_PREFIX
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS, ROOTS, CastableStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"

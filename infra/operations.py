@@ -29,6 +29,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from castable.deployment.layout import FAILED_LANDING_PREFIX
 from infra.patterns import objects_created
 
 NAMESPACE = "castable"
@@ -36,7 +37,6 @@ NAMESPACE = "castable"
 ALARM_METRICS = 10
 """The most metrics one CloudWatch alarm's metric math may use."""
 PERIOD = Duration.minutes(5)
-FAILED_LANDING_PREFIX = "landing-failed/"
 UNVERIFIED = "ErasureNotVerified"
 """The error an erasure run ends with when its trace search found an erased value or could not run."""
 CONFLICT = "CommitConflictError"

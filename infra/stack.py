@@ -34,13 +34,13 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from castable.deployment import LANDING, MAINTENANCE_DUE_PREFIX
+from castable.deployment.layout import FAILED_LANDING_PREFIX, LANDING, MAINTENANCE_DUE_PREFIX
 from castable.format.layout import ERASURE_PLAN_PREFIX, MAINTENANCE_PLAN_PREFIX, MANIFEST_PREFIX, POINTER_KEY
 from infra.bundling import Package
 from infra.emr import Emr
 from infra.emr_env import check_archive
 from infra.iceberg_rest import IcebergRestCatalog
-from infra.operations import FAILED_LANDING_PREFIX, Operations
+from infra.operations import Operations
 from infra.parts import function, grant_publication, grant_reads, grant_tables, object_key_use, queue
 from infra.patterns import objects_created
 

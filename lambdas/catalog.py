@@ -4,7 +4,7 @@ EventBridge sends S3 "Object Created" events for castable manifests (``tables/<n
 and a database member's ``databases/<db>/<name>/manifest/``) to an SQS queue; this function
 drains it in batches. Each table of a batch whose ``publish.iceberg`` property is on is
 published once (a publication reaches every version committed before it) and registered as
-the Iceberg table ``GLUE_DATABASE.<name>`` (``lambdas.names.glue_table_name``), which Athena
+the Iceberg table ``GLUE_DATABASE.<name>`` (``castable.deployment.names.glue_table_name``), which Athena
 queries. Tables without the property are skipped. A table that fails is retried through SQS
 on its own: its records are returned as the batch's failures.
 
@@ -26,8 +26,8 @@ import boto3
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from castable.deployment.names import glue_table_name
 from castable.iceberg import register_glue
-from lambdas.names import glue_table_name
 from lambdas.runtime import logger, metrics, open_table, tracer
 
 

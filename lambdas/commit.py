@@ -37,7 +37,7 @@ import pyarrow as pa
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, NonNegativeInt, RootModel, Tag, model_validator
 
-from castable.format.invocation import invoke, lambda_client
+from castable.deployment.invocation import invoke, lambda_client
 from castable.format.manifest import DataFile
 from castable.inputs.types import parse_type
 from castable.ops.register import Check, Verify, check_file_list, file_list_etag, read_file_list

@@ -22,11 +22,11 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from castable.deployment import MAINTENANCE_DUE_PREFIX, served_tables
+from castable.deployment.layout import MAINTENANCE_DUE_PREFIX, served_tables
+from castable.deployment.names import execution_name
 from castable.format.layout import MAINTENANCE_PLAN_PREFIX
 from castable.format.workplans import write_plan
 from castable.store import S3Store, shared_s3_client
-from lambdas.names import execution_name
 from lambdas.runtime import (
     TableUri,
     lambda_handler,

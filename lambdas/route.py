@@ -24,7 +24,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
-from castable.deployment import landing_name
+from castable.deployment.layout import landing_name
 from lambdas.runtime import logger, metrics, tracer
 
 SEND_BATCH = 10

@@ -62,10 +62,14 @@ def table_dimension(uri: object) -> None:
         metrics.add_dimension(name="table", value=_path(uri))
 
 
-def count(name: str, value: float, uri: str) -> None:
+def count(name: str, value: float, uri: str | None) -> None:
     """Count ``value`` of metric ``name`` for the table (or database) at ``s3://`` URI ``uri``
     (its ``table`` dimension as :func:`table_dimension` gives it), in a metric of its own: one
-    invocation of a shared function serves several tables, so the dimension cannot be the invocation's."""
+    invocation of a shared function serves several tables, so the dimension cannot be the invocation's.
+    Without ``uri``, for the invocation (its own dimensions)."""
+    if uri is None:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        return
     with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace="castable") as metric:
         metric.add_dimension(name="table", value=_path(uri))
 

@@ -25,8 +25,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 import castable
-from castable.deployment import DATABASES, TABLES
-from lambdas.names import execution_name
+from castable.deployment.layout import DATABASES, TABLES
+from castable.deployment.names import execution_name
 from lambdas.runtime import logger, maintenance_input, metrics, open_table, tracer
 
 

@@ -1,19 +1,15 @@
 """Maintenance schedules as a table property (``maintenance.schedule``): EventBridge's ``rate()``
-and ``cron()`` expressions, and when one falls due.
+and ``cron()`` expressions, read and checked when the property is set.
 
-A deployment does not give each table a schedule of its own: one tick (every 15 minutes, say)
-asks which tables fell due since the tick before. The answer is a pure function of the
-expression, the table and the window, so a tick that is retried, or two ticks that overlap,
-agree on it. A ``rate()`` table falls due at a fixed offset within its period, derived from its
-name, so tables with the same rate spread over the period instead of all falling due at once.
+What the deployment does with one, finding when it falls due, is
+:mod:`castable.deployment.schedules`: a table needs nothing of its deployment to check its
+properties.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 from castable.errors import InvalidInputError
 
@@ -40,15 +36,6 @@ class Rate:
 
     seconds: int
 
-    def latest(self, key: str, start: datetime, end: datetime) -> datetime | None:
-        """The last time in ``(start, end]`` this schedule fires for table ``key``."""
-        period = self.seconds
-        offset = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % period // 60 * 60
-        at = int(end.timestamp()) // 60 * 60
-        fired = at - (at - offset) % period
-        when = datetime.fromtimestamp(fired, UTC)
-        return when if when > start else None
-
 
 @dataclass(frozen=True)
 class Cron:
@@ -61,28 +48,6 @@ class Cron:
     months: frozenset[int]
     weekdays: frozenset[int] | None
     years: frozenset[int]
-
-    def matches(self, t: datetime) -> bool:
-        weekday = (t.isoweekday() % 7) + 1  # Sunday 1 ... Saturday 7
-        day = self.days is None or t.day in self.days
-        on_weekday = self.weekdays is None or weekday in self.weekdays
-        return (
-            t.minute in self.minutes
-            and t.hour in self.hours
-            and t.month in self.months
-            and t.year in self.years
-            and day
-            and on_weekday
-        )
-
-    def latest(self, key: str, start: datetime, end: datetime) -> datetime | None:
-        """The last minute in ``(start, end]`` that matches (``key`` plays no part)."""
-        t = end.replace(second=0, microsecond=0)
-        while t > start:
-            if self.matches(t):
-                return t
-            t -= timedelta(minutes=1)
-        return None
 
 
 Schedule = Rate | Cron

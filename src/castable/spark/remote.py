@@ -2,7 +2,7 @@
 
 The function re-checks every file (exists, under ``data/``, the table's schema) with its own
 role, so a job needs no write access to the table's manifests. Its errors come back with
-their castable class names and are raised here as the same classes (:mod:`castable.format.invocation`).
+their castable class names and are raised here as the same classes (:mod:`castable.deployment.invocation`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from castable import errors
-from castable.format.invocation import invoke
+from castable.deployment.invocation import invoke
 from castable.ops.writes import AddMode
 
 MAX_FILES = 10_000

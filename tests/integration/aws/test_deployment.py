@@ -18,7 +18,7 @@ from helpers.tables import EVENTS, events
 from unit.deployment.test_deployment import T0
 
 import castable
-from castable.deployment import landing, served_tables
+from castable.deployment.layout import landing, served_tables
 from castable.store import S3Store
 
 

@@ -14,8 +14,8 @@ import pytest
 from helpers import ROOT
 from helpers.cdk import synth
 
-from castable.deployment import MAINTENANCE_DUE_PREFIX
-from castable.format.invocation import lambda_client
+from castable.deployment.invocation import lambda_client
+from castable.deployment.layout import MAINTENANCE_DUE_PREFIX
 from castable.format.properties import AFTER_COMMIT
 from infra.emr_env import MANIFEST
 from infra.stack import ERASURE_RESULTS, MAINTENANCE_RESULTS

@@ -722,7 +722,7 @@ def test_ingest_dead_letters_a_manifest_whose_file_does_not_decode(db_ingest_env
 def test_execution_names_fit_step_functions_and_stay_apart() -> None:
     """A maintenance run's name as Step Functions takes it (at most 80 of [0-9a-zA-Z-_]), the same
     wherever it is made (a retried start names it alike), distinct for two keys or two tags."""
-    from lambdas.names import execution_name
+    from castable.deployment.names import execution_name
 
     long_db, long_member = "d" * 128, "m" * 128
     keys = ["events", "shop/orders", f"{long_db}/{long_member}", f"{long_db}/{long_member[:-1]}x"]
@@ -744,8 +744,8 @@ def test_the_trigger_knows_database_members_by_their_path() -> None:
 
 
 def test_the_catalog_function_publishes_each_table_once_a_batch_and_knows_members_by_their_path() -> None:
+    from castable.deployment.names import glue_table_name
     from lambdas import catalog
-    from lambdas.names import glue_table_name
 
     keys = [
         "tables/events/manifest/v00000000000000000001.json",

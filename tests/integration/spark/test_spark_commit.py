@@ -12,8 +12,8 @@ from helpers.lossy import losing
 from helpers.tables import EVENTS, events
 
 import castable
+from castable.deployment import invocation
 from castable.errors import CommitStateUnknownError, InvalidInputError
-from castable.format import invocation
 from castable.spark import remote
 from castable.spark.datasource import CastableWriter, FilesWritten
 from castable.spark.files import TableTarget, WriteMode

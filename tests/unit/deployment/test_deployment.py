@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import castable
-from castable.deployment import landing_name
+from castable.deployment.layout import landing_name
+from castable.deployment.schedules import latest
 from castable.format.schedules import Cron, Rate, parse
 
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
@@ -22,7 +23,7 @@ def fired(expression: str, key: str, hours: int, every_minutes: int = 15) -> lis
     schedule = parse(expression)
     assert schedule is not None
     ticks = [T0 + timedelta(minutes=every_minutes * i) for i in range(hours * 60 // every_minutes + 1)]
-    return [w for a, b in itertools.pairwise(ticks) if (w := schedule.latest(key, a, b)) is not None]
+    return [w for a, b in itertools.pairwise(ticks) if (w := latest(schedule, key, a, b)) is not None]
 
 
 def test_a_rate_falls_due_once_a_period_at_an_offset_of_its_own() -> None:
@@ -34,8 +35,8 @@ def test_a_rate_falls_due_once_a_period_at_an_offset_of_its_own() -> None:
     assert len(fired("rate(15 minutes)", "events", 2)) == 8
     offsets = {fired("rate(1 day)", f"t{i}", 24)[0].time() for i in range(50)}
     assert len(offsets) > 40, "spread over the day"
-    retried = Rate(6 * 3600).latest("events", T0, T0 + timedelta(hours=6))
-    assert retried == Rate(6 * 3600).latest("events", T0, T0 + timedelta(hours=6)), "a retried tick agrees"
+    retried = latest(Rate(6 * 3600), "events", T0, T0 + timedelta(hours=6))
+    assert retried == latest(Rate(6 * 3600), "events", T0, T0 + timedelta(hours=6)), "a retried tick agrees"
 
 
 def test_cron_reads_eventbridge_fields() -> None:

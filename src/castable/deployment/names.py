@@ -1,4 +1,6 @@
-"""Names the stack gives and the functions look up: one place, so both spell them alike."""
+"""The names a deployment gives what it makes for its tables: Step Functions executions (a
+maintenance run per table and reason) and Glue tables (Athena's name for a published table). One
+place, so the functions that start, register and look them up spell them alike."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The layout a deployment gives its bucket, and what it finds there: tables under ``tables/``,
-databases under ``databases/``, files for either landing under ``landing/<name>/``.
+databases under ``databases/``, files for either landing under ``landing/<name>/`` (and those it
+cannot ingest moved under ``landing-failed/``).
 
 A deployment's tables are data, not infrastructure: its shared functions find them by listing
 these prefixes, and read how to serve each (ingest mode, maintenance schedule, retention) from
@@ -17,6 +18,7 @@ from datetime import datetime
 from castable.commit.create import holds_database, holds_table
 from castable.commit.dblog import NAME
 from castable.database import Database
+from castable.deployment.schedules import latest
 from castable.errors import CastableError
 from castable.format.properties import TableProperties
 from castable.store import ObjectStore
@@ -26,6 +28,9 @@ from castable.tables import load_table
 TABLES = "tables"
 DATABASES = "databases"
 LANDING = "landing"
+FAILED_LANDING_PREFIX = "landing-failed/"
+"""Where the ingest function moves a landed file it can never append (``landing-failed/landing/<name>/...``),
+a ``.reason.json`` beside it."""
 MAINTENANCE_DUE_PREFIX = "maintenance-due/"
 """Where a deployment keeps its lists of tables due for maintenance (one a run of its schedule)."""
 READERS = 32
@@ -44,7 +49,7 @@ class Served:
     def due(self, start: datetime, end: datetime) -> datetime | None:
         """When in ``(start, end]`` the table's maintenance schedule last fell due, if it did."""
         schedule = self.properties.maintenance_schedule
-        return None if schedule is None else schedule.latest(self.key, start, end)
+        return None if schedule is None else latest(schedule, self.key, start, end)
 
 
 @dataclass(frozen=True)
