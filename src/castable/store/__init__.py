@@ -28,7 +28,8 @@ from castable.store.errors import (
     StoreUnavailableError,
 )
 from castable.store.local import LocalStore
-from castable.store.s3 import S3Store, make_s3_client, shared_s3_client, single_writer_option
+from castable.store.s3 import S3Store
+from castable.store.s3client import make_s3_client, shared_s3_client, single_writer_option
 
 __all__ = [
     "MAX_PART_SIZE",

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import io
-import itertools
 import logging
 import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
@@ -33,54 +31,20 @@ from botocore.exceptions import (
     ResponseStreamingError,
 )
 
-from castable.errors import CorruptObjectError, UnsafeStoreError
+from castable.errors import UnsafeStoreError
 from castable.store.base import Blob, MultipartUpload, ObjectInfo, ObjectStore, StagedObject, UploadedPart
 from castable.store.errors import (
-    ConcurrentModificationError,
     ObjectNotFoundError,
-    PartTooSmallError,
     PreconditionFailedError,
     StoreError,
-    StoreUnavailableError,
 )
 from castable.store.probe import ConditionalWrites, settle_conditional_writes
+from castable.store.ranges import RangeReader
+from castable.store.s3client import body_attempts, translate_error
 
 log = logging.getLogger(__name__)
 
 _SINGLE_PUT_LIMIT = 64 * 1024 * 1024
-_COALESCE_GAP = 1024 * 1024
-"""Ranges to be read closer than this are fetched in one GET: a request costs S3 about as much
-time as transferring a MiB."""
-_PIECE = 8 * 1024 * 1024
-"""A range longer than this is fetched as parallel GETs of about this size: one S3 connection
-gives tens of MB/s, so a large range read in one GET waits on a single connection."""
-_FETCHERS = 32
-_CONNECTIONS = 96
-"""Connections a client keeps: one client serves a process's reader threads (32) and fetch
-threads (``_FETCHERS``) and its writers; a request beyond the pool opens (and drops) a new one."""
-_fetchers: ThreadPoolExecutor | None = None
-_fetchers_lock = threading.Lock()
-
-
-def _fetch_pool() -> ThreadPoolExecutor:
-    """The process's threads for the pieces of ranged reads (they only wait on GETs)."""
-    global _fetchers
-    with _fetchers_lock:
-        if _fetchers is None:
-            _fetchers = ThreadPoolExecutor(_FETCHERS, thread_name_prefix="castable-fetch")
-        return _fetchers
-
-
-_SESSION_OPTIONS = {
-    "aws_access_key_id": "aws_access_key_id",
-    "aws_secret_access_key": "aws_secret_access_key",
-    "aws_session_token": "aws_session_token",
-    "region": "region_name",
-    "region_name": "region_name",
-    "profile": "profile_name",
-    "profile_name": "profile_name",
-}
-_KNOWN_OPTIONS = {*_SESSION_OPTIONS, "endpoint_url", "max_attempts", "single_writer"}
 _PROBED: dict[tuple[str, str], ConditionalWrites] = {}
 """Probe verdicts per (endpoint, bucket), so each process probes a store once; only a verdict of
 clean probes is kept (``settle_conditional_writes``), never one a lost answer could have formed."""
@@ -96,8 +60,6 @@ _NO_VERSIONING = {"NotImplemented", "MethodNotAllowed", "501", "405"}
 """What an S3-compatible store without versioning answers GetBucketVersioning with."""
 _BODY_ERRORS = (ResponseStreamingError, IncompleteReadError, ReadTimeoutError, ConnectionClosedError)
 """Errors of a GET whose connection broke after the headers, while its body was read."""
-_MAX_ATTEMPTS = 8
-"""The ``max_attempts`` storage option's default: botocore's retries after a request's first send."""
 _DELETE_BATCH = 1000
 """S3's most keys (or versions) in one DeleteObjects request."""
 
@@ -115,114 +77,6 @@ def _quoted(etag: str | None) -> str:
     """An ETag in S3's canonical form, in double quotes (some stores return it bare)."""
     bare = (etag or "").strip().strip('"')
     return f'"{bare}"' if bare else ""
-
-
-def translate_error(error: ClientError | BotoCoreError, key: str) -> Exception:
-    """Map a botocore error to the store error with the same meaning on every backend."""
-    if isinstance(error, BotoCoreError):  # no credentials, endpoint unreachable, connection lost, ...
-        return StoreUnavailableError(
-            f"could not reach the store for {key}: {error}. Check the AWS credentials (environment, profile "
-            "or role), the region, and endpoint_url if the store is not AWS S3."
-        )
-    code = str(error.response.get("Error", {}).get("Code", ""))
-    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if code in ("PreconditionFailed", "412") or status == 412:
-        return PreconditionFailedError(f"{key}: precondition failed")
-    if code == "ConditionalRequestConflict" or status == 409:
-        return ConcurrentModificationError(f"{key}: conflicting conditional request")
-    if code in ("NoSuchKey", "NoSuchUpload", "404", "NotFound") or status == 404:
-        return ObjectNotFoundError(key)
-    if code == "EntityTooSmall":
-        return PartTooSmallError(f"{key}: a part but the last is under 5 MiB")
-    return StoreError(f"{key}: {code or status}: {error}")
-
-
-def body_attempts(client: Any) -> int:
-    """How often a GET's body is read before its error surfaces: as often as the client's retry
-    budget lets it send a request (``max_attempts``), since the SDK retries a request only until
-    its headers arrive."""
-    config = getattr(client.meta, "config", None)  # a client not made by botocore has none
-    retries = (config.retries if config is not None else None) or {}
-    return max(1, int(retries.get("total_max_attempts") or retries.get("max_attempts") or _MAX_ATTEMPTS + 1))
-
-
-def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
-    """A boto3 S3 client from castable ``storage_options`` and the usual AWS environment.
-
-    boto3 is imported here, on the first client, not with the module: importing it costs about
-    half a second, which every command on a local table would otherwise pay."""
-    import boto3.session
-    from botocore.config import Config
-
-    options = dict(storage_options or {})
-    unknown = set(options) - _KNOWN_OPTIONS
-    if unknown:
-        raise ValueError(f"unknown storage options {sorted(unknown)}; known: {sorted(_KNOWN_OPTIONS)}")
-    session = boto3.session.Session(**{_SESSION_OPTIONS[k]: v for k, v in options.items() if k in _SESSION_OPTIONS})
-    config = Config(
-        retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", _MAX_ATTEMPTS))},
-        max_pool_connections=_CONNECTIONS,
-    )
-    return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
-
-
-_CLIENTS: dict[tuple[tuple[tuple[str, str], ...], tuple[str | None, ...]], Any] = {}
-"""Clients by storage options and the AWS environment they were made under (see ``shared_s3_client``)."""
-_CLIENTS_KEPT = 64
-_CLIENTS_LOCK = threading.Lock()
-_ENVIRONMENT = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_PROFILE",
-    "AWS_DEFAULT_PROFILE",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_CONFIG_FILE",
-    "AWS_SHARED_CREDENTIALS_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-)
-"""The environment variables a new boto3 session reads for credentials, region and endpoint."""
-
-
-def shared_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
-    """This process's client for ``storage_options`` and the current AWS environment, made on
-    first use and shared by every store after it: making a boto3 client costs 50-300 ms of CPU,
-    more than the requests of opening a table. Clients are thread-safe and refresh temporary
-    credentials themselves; a changed environment variable gets a new client, and a forked
-    child makes its own for the stores it opens (a client's connections must not be shared
-    across processes; a store opened before the fork keeps the parent's)."""
-    options = dict(storage_options or {})
-    key = (tuple(sorted((k, repr(v)) for k, v in options.items())), tuple(os.environ.get(n) for n in _ENVIRONMENT))
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            client = make_s3_client(options)
-            if len(_CLIENTS) >= _CLIENTS_KEPT:
-                del _CLIENTS[next(iter(_CLIENTS))]
-            _CLIENTS[key] = client
-        return client
-
-
-def _forget_clients_after_fork() -> None:
-    global _CLIENTS_LOCK, _fetchers, _fetchers_lock
-    _CLIENTS.clear()
-    _CLIENTS_LOCK = threading.Lock()
-    _fetchers, _fetchers_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_clients_after_fork)
-
-
-def single_writer_option(storage_options: Mapping[str, Any] | None) -> bool:
-    """The ``single_writer`` storage option as a bool (``True``/``"true"``/``"1"``)."""
-    value = (storage_options or {}).get("single_writer", False)
-    return value is True or str(value).lower() in ("true", "1", "yes")
 
 
 def _md5_etag(data: bytes) -> str:
@@ -552,7 +406,7 @@ class S3Store(ObjectStore):
     def open_input(
         self, key: str, *, size: int, etag: str | None = None, ranges: Sequence[tuple[int, int]] = ()
     ) -> pa.NativeFile:
-        reader = _RangeReader(self, key, size, etag)
+        reader = RangeReader(self, key, size, etag)
         reader.prefetch(ranges)
         return pa.PythonFile(reader, mode="r")
 
@@ -651,93 +505,3 @@ class S3Store(ObjectStore):
             self.stats.record("LIST_MPU")
             for u in page.get("Uploads", []):
                 yield MultipartUpload(self._relative(u["Key"]), u["UploadId"], u.get("Initiated"))
-
-
-class _RangeReader(io.RawIOBase):
-    """A seekable file over one S3 object: every ``read`` is a ranged GET pinned to the ETag."""
-
-    def __init__(self, store: S3Store, key: str, size: int, etag: str | None) -> None:
-        super().__init__()
-        self._store = store
-        self._key = key
-        self._size = size
-        self._etag = etag
-        self._pos = 0
-        self._fetched: list[tuple[int, bytes]] = []
-
-    def prefetch(self, ranges: Sequence[tuple[int, int]]) -> None:
-        """GET ``ranges`` now, those closer than ``_COALESCE_GAP`` together and each longer than
-        ``_PIECE`` as parallel GETs of equal pieces; later reads inside them are served from memory."""
-        spans = [split(start, min(end, self._size), _PIECE) for start, end in coalesce(ranges, _COALESCE_GAP)]
-        pieces = [piece for span in spans for piece in span]
-        if len(pieces) == 1:
-            got = iter([self._get(*pieces[0])])
-        else:
-            got = _fetch_pool().map(lambda piece: self._get(*piece), pieces)
-        for span in spans:
-            parts = [next(got) for _ in span]
-            self._fetched.append((span[0][0], parts[0] if len(parts) == 1 else b"".join(parts)))
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def read(self, size: int = -1) -> bytes:
-        start = self._pos
-        end = self._size if size is None or size < 0 else min(self._size, start + size)
-        if end <= start:
-            return b""
-        data = next(
-            (chunk[start - at : end - at] for at, chunk in self._fetched if at <= start and end <= at + len(chunk)),
-            None,
-        )
-        if data is None:
-            data = self._get(start, end)
-        self._pos += len(data)
-        return data
-
-    def _get(self, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)``, pinned to the committed ETag; exactly as many as asked for (a
-        short answer, or a server that ignores ``Range``, would shift every byte after it)."""
-        try:
-            data = self._store.get(self._key, byte_range=(start, end), if_match=self._etag).data
-        except PreconditionFailedError:
-            raise CorruptObjectError(
-                f"{self._key} changed since it was committed (ETag is no longer {self._etag})"
-            ) from None
-        except ObjectNotFoundError:
-            raise CorruptObjectError(f"{self._key} is missing: deleted while it was being read") from None
-        if len(data) != end - start:
-            raise CorruptObjectError(f"{self._key}: asked for bytes {start}-{end - 1}, got {len(data)} bytes")
-        return data
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-
-def split(start: int, end: int, piece: int) -> list[tuple[int, int]]:
-    """``[start, end)`` as consecutive ranges of equal length, each at most ``piece`` long."""
-    count = max(1, -(-(end - start) // piece))
-    bounds = [start + (end - start) * i // count for i in range(count + 1)]
-    return list(itertools.pairwise(bounds))
-
-
-def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
-    """``(start, end)`` ranges sorted and merged where they overlap or lie less than ``gap`` apart."""
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if merged and start - merged[-1][1] < gap:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged

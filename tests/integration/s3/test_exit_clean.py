@@ -20,7 +20,7 @@ import pytest
 from helpers.tables import EVENTS, FILES_ONLY, events
 
 import castable
-from castable.store import s3
+from castable.store import ranges
 
 
 @pytest.fixture
@@ -37,19 +37,19 @@ def foreign(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         def __del__(self) -> None:
             note("bytes released")
 
-    read: Callable[..., bytes] = s3._RangeReader.read
-    init: Callable[..., None] = s3._RangeReader.__init__
+    read: Callable[..., bytes] = ranges.RangeReader.read
+    init: Callable[..., None] = ranges.RangeReader.__init__
 
-    def tracked_init(self: s3._RangeReader, *args: Any, **kwargs: Any) -> None:
+    def tracked_init(self: ranges.RangeReader, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         weakref.finalize(self, note, "file released")
 
-    def tracked_read(self: s3._RangeReader, size: int = -1) -> bytes:
+    def tracked_read(self: ranges.RangeReader, size: int = -1) -> bytes:
         note("read")
         return Chunk(read(self, size))
 
-    monkeypatch.setattr(s3._RangeReader, "__init__", tracked_init)
-    monkeypatch.setattr(s3._RangeReader, "read", tracked_read)
+    monkeypatch.setattr(ranges.RangeReader, "__init__", tracked_init)
+    monkeypatch.setattr(ranges.RangeReader, "read", tracked_read)
     return seen
 
 

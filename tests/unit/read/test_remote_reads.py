@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 import castable
+from castable.store.ranges import split
 from castable.store.readahead import beside, read_ahead
-from castable.store.s3 import split
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("value", pa.string())])
 

@@ -12,7 +12,7 @@ from castable.store import (
     PreconditionFailedError,
     StoreError,
 )
-from castable.store.s3 import translate_error
+from castable.store.s3client import translate_error
 
 
 def test_put_if_absent_refuses_existing_key(store: ObjectStore) -> None:
