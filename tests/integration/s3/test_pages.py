@@ -11,7 +11,7 @@ from unit.read.test_pages import ROWS, SCHEMA, rows
 
 import castable
 from castable.read import pages
-from castable.store import s3 as s3_module
+from castable.store import ranges
 
 
 def test_on_s3_a_selective_scan_fetches_a_fraction_of_the_row_group(
@@ -20,7 +20,7 @@ def test_on_s3_a_selective_scan_fetches_a_fraction_of_the_row_group(
     """The S3 reader fetches ranges closer than 1 MiB together (a GET costs more than reading
     that much): with gaps scaled down as this 5 MB file is to a 256 MB one, the pages of a key
     range and the page indexes are all that come."""
-    monkeypatch.setattr(s3_module, "_COALESCE_GAP", 16 * 1024)
+    monkeypatch.setattr(ranges, "_COALESCE_GAP", 16 * 1024)
     uri = f"s3://{s3_bucket}/pages"
     t = castable.create_table(uri, SCHEMA, primary_key="id", storage_options=s3_options)
     t.append(rows(0, ROWS))

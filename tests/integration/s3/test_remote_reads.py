@@ -22,8 +22,7 @@ import castable
 from castable.errors import CorruptObjectError
 from castable.format.layout import POINTER_KEY, manifest_key
 from castable.read.scan import LOCAL_READAHEAD, REMOTE_READAHEAD, REMOTE_READAHEAD_BYTES
-from castable.store import S3Store, shared_s3_client
-from castable.store import s3 as s3_module
+from castable.store import S3Store, ranges, shared_s3_client
 
 
 def test_scans_read_ahead_a_few_row_groups_locally_and_a_byte_budget_from_s3(
@@ -156,7 +155,7 @@ def test_large_row_groups_are_fetched_as_parallel_pieces_and_read_back_exactly(
     )
     t.append(rows)
     size = t.manifest.data_files[0].size
-    monkeypatch.setattr(s3_module, "_PIECE", 64 * 1024)
+    monkeypatch.setattr(ranges, "_PIECE", 64 * 1024)
     castable.clear_caches()
     fresh = castable.open_table(uri, storage_options=s3_options)
     assert isinstance(fresh.store, S3Store)
