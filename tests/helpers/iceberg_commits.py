@@ -24,14 +24,7 @@ from pyiceberg.manifest import (
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
-from castable.iceberg.manifests import DeleteManifestWriter
-
-POSITION_DELETES = pa.schema(
-    [
-        pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
-        pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
-    ]
-)
+from castable.iceberg.manifests import POSITION_DELETES, DeleteManifestWriter
 
 
 def position_delete_commit(
