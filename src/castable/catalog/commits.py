@@ -114,13 +114,13 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         change = data or _translate(table, written, plan.base)  # files of a new schema are checked now
         writes.replace_files(
             handle_of(table),
+            part_id("data"),
             change.removed,
             change.added,
             operation=change.operation,
             on_version=table.version,
             positions=change.positions,
             keys=change.keys,
-            commit_id=part_id("data"),
             verify="checked",
         )
     return Committed(table, plan.base)
@@ -169,6 +169,7 @@ def commit_transaction(
         for name, version, change in planned:
             writes.replace_files(
                 handle_of(tx.table(name)),
+                None,
                 change.removed,
                 change.added,
                 operation=change.operation,

@@ -18,6 +18,7 @@ from castable.errors import (
 )
 from castable.format.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
 from castable.format.times import now
+from castable.store.uploads import Deferred
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class Change:
     """Whether it stays valid on a base whose schema changed since it was planned (an append's
     files stay readable under every schema the allowed changes produce; an alter or a restore
     states the schema it commits); any other change then conflicts."""
+    uploads: Deferred | None = None
+    """The objects its write is still uploading (``castable.store.uploads``): the commit waits
+    for them before its commit point."""
 
 
 TRANSACTION = "transaction"

@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -431,6 +431,9 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
         self._newer: dict[tuple[str, int], Manifest] = {}
         self._validated: set[tuple[str, int]] = set()
         self.saw(pointer)
+
+    def changes(self) -> Iterable[Change]:
+        return (change for write in self.writes for change in write.changes)
 
     @property
     def known_version(self) -> int:

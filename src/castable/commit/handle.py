@@ -1,12 +1,15 @@
-"""What operations built on a table handle need from it: the protocol :class:`~castable.table.Table`
-implements, so that writes, merges and batch writers depend on it and not on the table module."""
+"""What operations built on a table handle need from it: the protocol the internal
+:class:`~castable.table.handle.TableHandle` implements, so that writes, merges and batch writers
+depend on it and not on the table module; and the session each write runs in
+(:class:`WriteSession`, begun by :func:`write_operation`), which carries its commit id, whether it
+is a retry, and its uploads in flight to the commit explicitly."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from types import TracebackType
+from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -19,19 +22,64 @@ from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.read.where import Where
 from castable.store import ObjectStore
+from castable.store.uploads import Deferred
 
 SchemaMode = Literal["strict", "merge"]
 """How an append treats columns its rows bring that the table lacks: refuse them (``strict``) or
 add them first (``merge``)."""
 
 
-@dataclass(frozen=True)
-class WriteStart:
-    """A write's checked ``commit_id``, and ``committed_as``: the version a commit with that id
-    already committed as, if this write is a retry of it (which then commits nothing)."""
+class WriteSession:
+    """One write on a table handle, from its start to its commit: the checked ``commit_id``;
+    ``committed_as``, the version a commit with that id already committed as if this write is a
+    retry of it (which then commits nothing); and ``uploads``, the objects the write left
+    uploading while it goes on to commit (``castable.store.uploads``), which the commit settles
+    before its commit point. Used as a context manager: leaving it waits for those uploads."""
 
-    commit_id: str
-    committed_as: int | None
+    def __init__(self, commit_id: str, committed_as: int | None) -> None:
+        self.commit_id = commit_id
+        self.committed_as = committed_as
+        self.uploads = Deferred()
+
+    def __enter__(self) -> WriteSession:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.uploads.close(failed=error is not None)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def committed_version(t: Handle, version: int, *args: Any, **kwargs: Any) -> int:
+    """What a retried write that returns its version returns: the version it committed as."""
+    return version
+
+
+def write_operation(
+    retried: Callable[..., R],
+) -> Callable[[Callable[Concatenate[Handle, WriteSession, P], R]], Callable[Concatenate[Handle, str | None, P], R]]:
+    """A write of a handle, given its ``commit_id`` after the handle: the decorated function
+    runs inside a :class:`WriteSession` (``Handle.begin_write``) and receives it after the
+    handle; a retry of a commit that already committed runs nothing and returns ``retried``
+    of the handle, the version it committed as and the write's arguments."""
+
+    def decorate(
+        operation: Callable[Concatenate[Handle, WriteSession, P], R],
+    ) -> Callable[Concatenate[Handle, str | None, P], R]:
+        def run(t: Handle, commit_id: str | None, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            with t.begin_write(commit_id) as session:
+                if session.committed_as is not None:
+                    return retried(t, session.committed_as, *args, **kwargs)
+                return operation(t, session, *args, **kwargs)
+
+        run.__name__, run.__qualname__, run.__doc__ = operation.__name__, operation.__qualname__, operation.__doc__
+        return run
+
+    return decorate
 
 
 class Handle(Protocol):
@@ -70,12 +118,12 @@ class Handle(Protocol):
 
     def manifest_at(self, version: int | None = None, as_of: datetime | str | None = None) -> Manifest: ...
 
-    def begin_write(self, commit_id: str | None) -> WriteStart: ...
+    def begin_write(self, commit_id: str | None) -> WriteSession: ...
 
     def commit_change(
         self,
         operation: str,
-        commit_id: str,
+        session: WriteSession,
         build: Callable[[Manifest], NextState],
         access: Access | None = None,
         *,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
@@ -43,7 +43,6 @@ from castable.store import (
     ObjectStore,
     PreconditionFailedError,
     StoreError,
-    uploads,
 )
 
 log = logging.getLogger(__name__)
@@ -127,6 +126,10 @@ class Race(ABC, Generic[C, R]):
     def finish(self, staged: C) -> R:
         """Finish a commit whose entry is written (move pointers, roll forward)."""
 
+    @abstractmethod
+    def changes(self) -> Iterable[Change]:
+        """The changes this commit applies (their uploads are out before the commit point)."""
+
     def peek_next(self, after: int) -> bool:
         """Whether the entry after version ``after`` is committed, and if so build on it from
         now on. A log that cannot tell in one request says no: waiting then reads the pointer."""
@@ -185,7 +188,9 @@ class Race(ABC, Generic[C, R]):
         created: list[str] = []
         key, data, staged = self.candidate(created)
         try:  # the objects the write uploads while it commits are out before anything names them
-            uploads.settle()
+            for change in self.changes():
+                if change.uploads is not None:
+                    change.uploads.settle()
         except StoreError:
             _discard(self.store, created)
             raise
@@ -302,6 +307,9 @@ class TableRace(Race[Manifest, CommitResult]):
         self.on_newer_base = on_newer_base
         self.losses = 0
         self.saw(pointer)
+
+    def changes(self) -> Iterable[Change]:
+        return (self.change,)
 
     @property
     def known_version(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from castable.commit.handle import Handle
+from castable.commit.handle import Handle, WriteSession, write_operation
 from castable.errors import InvalidInputError
 from castable.format.manifest import Manifest
 from castable.format.times import now
@@ -16,15 +16,18 @@ from castable.maintenance.gc import expire as expire_versions
 from castable.maintenance.gc import gc as collect_garbage
 
 
-def compact(t: Handle, options: CompactOptions, *, commit_id: str | None) -> CompactReport:
+def _compacted_before(t: Handle, version: int, options: CompactOptions) -> CompactReport:
+    """A retried compaction's report: nothing rewritten now."""
+    return CompactReport(version)
+
+
+@write_operation(_compacted_before)
+def compact(t: Handle, w: WriteSession, options: CompactOptions) -> CompactReport:
     """See :meth:`castable.table.Table.compact`."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return CompactReport(start.committed_as)
     change = CompactChange(t.store, t.manifest, t.settings, options)
     if change.is_empty:
         return CompactReport(t.version)
-    version = t.commit_change("compact", start.commit_id, change.build).version
+    version = t.commit_change("compact", w, change.build).version
     return change.report(version)
 
 

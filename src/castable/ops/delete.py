@@ -34,9 +34,10 @@ from castable.format.stats import encode_value, encode_values
 from castable.read.predicate import Constant, Match, Predicate
 from castable.read.scan import rows_mask
 from castable.read.snapshot import Snapshot
-from castable.store import ObjectStore, uploads
+from castable.store import ObjectStore
 from castable.store.cache import LruCache
 from castable.store.readahead import read_ahead
+from castable.store.uploads import Deferred, upload
 
 _KEEP = "__castable_match"
 _KEY = "__castable_key"
@@ -243,11 +244,18 @@ class DeleteChange(PlannedChange):
     """
 
     def __init__(
-        self, store: ObjectStore, predicate: Predicate, base: Manifest, read_files: FilePlanner = plan_files
+        self,
+        store: ObjectStore,
+        predicate: Predicate,
+        base: Manifest,
+        read_files: FilePlanner = plan_files,
+        uploads: Deferred | None = None,
     ) -> None:
         self.store = store
         self.predicate = predicate
         self.read_files = read_files
+        self.uploads = uploads
+        """Where its tombstones upload (each plan's, while the commit goes on), if not at once."""
         self._plan(base)
 
     def _plan(self, base: Manifest) -> None:
@@ -261,7 +269,7 @@ class DeleteChange(PlannedChange):
             return None
         data = tombstone.encode(self.plan.entries)
         key = new_tombstone_key()
-        info = uploads.put(self.store, key, data)
+        info = upload(self.store, key, data, self.uploads)
         return TombstoneFile(key, info.size, info.etag, tuple(sorted(self.plan.files)), self.plan.rows)
 
     def build(self, base: Manifest) -> NextState:
@@ -288,20 +296,23 @@ class DeleteChange(PlannedChange):
 
 
 def engine_tombstone(
-    snapshot: Snapshot, positions: Mapping[str, Iterable[int]], keys: Predicate | None = None
+    snapshot: Snapshot,
+    positions: Mapping[str, Iterable[int]],
+    keys: Predicate | None = None,
+    uploads: Deferred | None = None,
 ) -> tuple[TombstoneFile | None, set[str]]:
     """One tombstone, written now, of the rows at 0-based ``positions`` of data files of
     ``snapshot`` (an Iceberg position delete) and of its live rows ``keys`` matches (an
     equality delete on the primary key, planned as :meth:`Table.delete` plans one); and the
     files the keys leave with no live row. ``InvalidInputError`` for a file the version does not
     hold or a position past its rows. Its row count is left unknown: some rows may have had a
-    tombstone already."""
+    tombstone already. It uploads through a write's ``uploads``, if given."""
     planned = DeletePlan() if keys is None else plan_delete(snapshot, keys)
     entries = _position_entries(snapshot, positions) + planned.entries
     if not entries:
         return None, planned.removed
     key = new_tombstone_key()
-    info = uploads.put(snapshot.store, key, tombstone.encode(entries))
+    info = upload(snapshot.store, key, tombstone.encode(entries), uploads)
     targets = tuple(sorted({e.file for e in entries}))
     return TombstoneFile(key, info.size, info.etag, targets, None), planned.removed
 

@@ -228,7 +228,7 @@ class MergeBuilder:
         """Decide every clause on the latest version and commit the outcome once."""
         self._check_clauses()
         version = writes.rewrite(
-            self.table, "merge", self._decide, self._access(self.source.column(self.key)), commit_id=commit_id
+            self.table, commit_id, "merge", self._decide, self._access(self.source.column(self.key))
         )
         return self._result(version)
 
@@ -245,7 +245,7 @@ class MergeBuilder:
         tasks decide with :attr:`clauses`); ``read_files`` plans the replaced rows' delete."""
         self._check_clauses()
         access = self._access(keys)
-        version = writes.rewrite_files(self.table, "merge", produce, access, commit_id=commit_id, read_files=read_files)
+        version = writes.rewrite_files(self.table, commit_id, "merge", produce, access, read_files=read_files)
         return self._result(version)
 
     def _check_clauses(self) -> None:

@@ -1,8 +1,8 @@
 """The commits of a table handle that write no data file: a restore (an older version's files
 and tombstones, listed again), a schema change (alter, docs/format.md section 4), new table
 properties (section 9), and an upgrade to the latest format version. Like the writes of
-:mod:`castable.ops.writes`, each starts with :meth:`Handle.begin_write` and ends with one
-:meth:`Handle.commit_change`; a bad change is refused before anything is committed.
+:mod:`castable.ops.writes`, each is a :func:`~castable.commit.handle.write_operation` and ends
+with one :meth:`Handle.commit_change`; a bad change is refused before anything is committed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from castable.commit.change import NextState
-from castable.commit.handle import Handle
+from castable.commit.handle import Handle, WriteSession, committed_version, write_operation
 from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, restored
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
@@ -21,9 +21,8 @@ from castable.format.properties import checked
 from castable.store import ObjectStore
 
 
-def restore(
-    t: Handle, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
-) -> int:
+@write_operation(committed_version)
+def restore(t: Handle, w: WriteSession, version: int | None = None, *, as_of: datetime | str | None = None) -> int:
     """Commit a new version whose data files and tombstones are those of ``version`` (or of the
     version current at ``as_of``); return it. No data is copied. Refused when that version has
     expired or any of its files is gone (removed outside castable: gc keeps a retained
@@ -32,9 +31,6 @@ def restore(
     """
     if (version is None) == (as_of is None):
         raise InvalidInputError("restore needs a version or as_of (one of them)")
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     target = t.manifest_at(version, as_of)
     stored = [f.path for f in target.data_files if f.inline is None]  # an inline entry's rows are in its segment
     gone = absent(t.store, stored + [f.path for f in target.tombstones])
@@ -49,14 +45,12 @@ def restore(
         schema = restored(target.schema, base.schema)
         return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
 
-    return t.commit_change("restore", start.commit_id, build, across_schema=True).version
+    return t.commit_change("restore", w, build, across_schema=True).version
 
 
-def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
+@write_operation(committed_version)
+def alter(t: Handle, w: WriteSession, update: SchemaUpdate) -> int:
     """Commit the schema changes of ``update`` (see :meth:`castable.table.Table.alter`)."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     if t.manifest.format_version < 2:
         raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
     update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
@@ -66,16 +60,12 @@ def alter(t: Handle, update: SchemaUpdate, *, commit_id: str | None) -> int:
         summary = {"changes": update.describe()}
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
-    return t.commit_change("alter", start.commit_id, build, across_schema=True).version
+    return t.commit_change("alter", w, build, across_schema=True).version
 
 
-def set_properties(
-    t: Handle, changes: Mapping[str, object], *, remove: Collection[str] = (), commit_id: str | None = None
-) -> int:
+@write_operation(committed_version)
+def set_properties(t: Handle, w: WriteSession, changes: Mapping[str, object], *, remove: Collection[str] = ()) -> int:
     """See :meth:`castable.table.Table.set_properties`."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     gone = set(remove) - set(changes)
 
     def after(base: Manifest) -> dict[str, str]:
@@ -89,14 +79,12 @@ def set_properties(
             summary["removed"] = sorted(gone)
         return NextState(base.data_files, base.tombstones, summary, properties=after(base))
 
-    return t.commit_change("set-properties", start.commit_id, build, across_schema=True).version
+    return t.commit_change("set-properties", w, build, across_schema=True).version
 
 
-def upgrade(t: Handle, *, commit_id: str | None = None) -> int:
+@write_operation(committed_version)
+def upgrade(t: Handle, w: WriteSession) -> int:
     """See :meth:`castable.table.Table.upgrade`."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     if t.manifest.format_version == LATEST_FORMAT_VERSION:
         return t.version
 
@@ -104,7 +92,7 @@ def upgrade(t: Handle, *, commit_id: str | None = None) -> int:
         summary = {"from_format_version": base.format_version, "format_version": LATEST_FORMAT_VERSION}
         return NextState(base.data_files, base.tombstones, summary, format_version=LATEST_FORMAT_VERSION)
 
-    return t.commit_change("upgrade", start.commit_id, build).version
+    return t.commit_change("upgrade", w, build).version
 
 
 def absent(store: ObjectStore, keys: list[str]) -> list[str]:

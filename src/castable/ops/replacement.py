@@ -31,6 +31,7 @@ from castable.ops.delete import DeleteChange, FilePlanner, plan_files
 from castable.read.predicate import Predicate
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectStore
+from castable.store.uploads import Deferred
 
 
 class ReplaceChange:
@@ -47,8 +48,9 @@ class ReplaceChange:
         exclusive: bool,
         sources: tuple[str, ...] = (),
         registered: bool = False,
+        uploads: Deferred | None = None,
     ) -> None:
-        self.delete = DeleteChange(store, replaced, base)
+        self.delete = DeleteChange(store, replaced, base, uploads=uploads)
         self.sources = sources
         self.registered = registered
         """The files were written by another engine (``add_files``), as the summary says."""
@@ -109,10 +111,12 @@ class RewriteChange(PlannedChange):
         *,
         operation: str,
         read_files: FilePlanner = plan_files,
+        uploads: Deferred | None = None,
     ) -> None:
         self.store = store
         self.produce = produce
         self.read_files = read_files
+        self.uploads = uploads
         self.operation = operation
         self._plan(base)
 
@@ -120,7 +124,7 @@ class RewriteChange(PlannedChange):
         self.planned_on = base
         rewrite = self.produce(Snapshot(self.store, base))
         self.files = rewrite.files
-        self.delete = DeleteChange(self.store, rewrite.replaced, base, self.read_files)
+        self.delete = DeleteChange(self.store, rewrite.replaced, base, self.read_files, self.uploads)
         self.summary = rewrite.summary
         self.footprint = Footprint(reads=self.delete.footprint.targets, supersedes=rewrite.supersedes)
 

@@ -1,8 +1,9 @@
 """The write operations of a table handle that change its rows, planned here and committed through
 the handle: append, upsert, overwrite, update, delete, erase, add_files and replace_files
-(docs/format.md sections 6 to 8). Each starts with :meth:`Handle.begin_write`, which returns at
-once the version a retried ``commit_id`` already landed as, and ends with one
-:meth:`Handle.commit_change`. The commits that write no data (restore, alter, set_properties,
+(docs/format.md sections 6 to 8). Each is a :func:`~castable.commit.handle.write_operation`,
+called with the handle and the caller's ``commit_id``: it runs in a write session, which
+answers a retried ``commit_id`` at once with the version it already committed as, and ends with
+one :meth:`Handle.commit_change` of the session. The commits that write no data (restore, alter, set_properties,
 upgrade) are :mod:`castable.ops.metadata`'s."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow.compute as pc
 
 from castable.commit.change import NextState
 from castable.commit.conflicts import Access, Rows, check_sources
-from castable.commit.handle import Handle, SchemaMode
+from castable.commit.handle import Handle, SchemaMode, WriteSession, committed_version, write_operation
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
 from castable.format import inline
 from castable.format.evolution import SchemaUpdate, columns_added, same_schema, translate_stats
@@ -37,7 +38,6 @@ from castable.read.predicate import Constant, InList, Predicate
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
 from castable.read.where import Where, parse_predicate
-from castable.store import uploads
 
 AddMode = Literal["append", "upsert", "overwrite"]
 ADD_MODES: tuple[str, ...] = get_args(AddMode)
@@ -45,12 +45,12 @@ DELETE_OPS = ("d", "delete")
 """The operations that delete their key in a change feed (Debezium writes ``d``)."""
 
 
-@uploads.deferred_within
+@write_operation(committed_version)
 def append(
     t: Handle,
+    w: WriteSession,
     data: DataLike,
     *,
-    commit_id: str | None = None,
     on_rows: Callable[[int], None] | None = None,
     source_ids: Sequence[str] = (),
     schema_mode: SchemaMode = "strict",
@@ -68,9 +68,6 @@ def append(
     nullable columns, in the same commit), as deltalake's ``schema_mode="merge"`` does;
     ``"strict"`` refuses them with ``SchemaMismatchError``.
     """
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     sources = tuple(source_ids)
     check_sources(t.manifest, sources)
     if schema_mode not in ("strict", "merge"):
@@ -82,22 +79,22 @@ def append(
     first = next(batches, None)
     if first is None:
         raise EmptyWriteError("append was given no rows; nothing was committed")
-    files = write_files(t, itertools.chain([first], batches), on_rows, schema)
+    files = write_files(t, w, itertools.chain([first], batches), on_rows, schema)
     build = partial(appended, files, sources=sources, written_with=schema)
     if update is not None:
         build = partial(_append_adding_columns, t.manifest, update, build)
-    return t.commit_change("append", start.commit_id, build, Access(), across_schema=True).version
+    return t.commit_change("append", w, build, Access(), across_schema=True).version
 
 
-@uploads.deferred_within
+@write_operation(committed_version)
 def upsert(
     t: Handle,
+    w: WriteSession,
     data: DataLike,
     *,
     op_column: str | None = None,
     delete_ops: Collection[str] = DELETE_OPS,
     last_wins: bool = False,
-    commit_id: str | None = None,
     source_ids: Sequence[str] = (),
 ) -> int:
     """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
@@ -114,9 +111,6 @@ def upsert(
     table, holds each row's operation; a row whose operation is one of ``delete_ops`` (case
     insensitive) deletes its key instead of inserting or replacing it.
     """
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     key = key_for(t, "upsert")
     sources = tuple(source_ids)
     check_sources(t.manifest, sources)
@@ -128,15 +122,17 @@ def upsert(
     keys = unique_keys(rows.column(key))
     if ops is not None:
         rows = rows.filter(pc.invert(pc.fill_null(pc.is_in(ops, pa.array([o.lower() for o in delete_ops])), False)))
-    files = write_files(t, rows.to_batches())
+    files = write_files(t, w, rows.to_batches())
     replaced = InList(key, keys)
-    change = ReplaceChange(t.store, t.manifest, replaced, files, operation="upsert", exclusive=False, sources=sources)
+    change = ReplaceChange(
+        t.store, t.manifest, replaced, files, operation="upsert", exclusive=False, sources=sources, uploads=w.uploads
+    )
     access = Access(keys=(Rows(replaced, by="upsert"),))
-    return t.commit_change("upsert", start.commit_id, change.build, access).version
+    return t.commit_change("upsert", w, change.build, access).version
 
 
-@uploads.deferred_within
-def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
+@write_operation(committed_version)
+def overwrite(t: Handle, w: WriteSession, data: DataLike, *, where: Where | None = None) -> int:
     """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
     one commit; return the version.
 
@@ -145,9 +141,6 @@ def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_i
     drop them. The replaced rows get tombstones (files entirely inside the range are dropped
     from the manifest); ``data`` may be empty, which deletes the range.
     """
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     if where is None:
         replaced: Predicate = Constant(True)
         batches: Iterable[pa.RecordBatch] = t.conforming_batches(data)
@@ -156,10 +149,12 @@ def overwrite(t: Handle, data: DataLike, *, where: Where | None = None, commit_i
         replaced = parse_predicate(where, t.schema)
         check_inside(replaced, where, rows)
         batches = rows.to_batches()
-    files = write_files(t, batches)
-    change = ReplaceChange(t.store, t.manifest, replaced, files, operation="overwrite", exclusive=True)
+    files = write_files(t, w, batches)
+    change = ReplaceChange(
+        t.store, t.manifest, replaced, files, operation="overwrite", exclusive=True, uploads=w.uploads
+    )
     access = Access(keys=(Rows(replaced, by="overwrite"),))
-    return t.commit_change("overwrite", start.commit_id, change.build, access).version
+    return t.commit_change("overwrite", w, change.build, access).version
 
 
 UpdateWriter = Callable[[Snapshot, Predicate, Assignments], tuple[list[DataFile], int]]
@@ -168,12 +163,13 @@ as new data files (not committed): the files, and how many rows were updated. He
 default; ``castable.spark`` passes one that runs as Spark tasks."""
 
 
+@write_operation(committed_version)
 def update(
     t: Handle,
+    w: WriteSession,
     set: Mapping[str, object],
     where: Where | None = None,
     *,
-    commit_id: str | None = None,
     write_updated: UpdateWriter | None = None,
     read_files: FilePlanner = plan_files,
 ) -> int:
@@ -189,7 +185,7 @@ def update(
     """
     assignments = Assignments.parse(set, t.schema, key=t.primary_key)
     selected: Predicate = Constant(True) if where is None else parse_predicate(where, t.schema)
-    write = partial(_update_here, t) if write_updated is None else write_updated
+    write = partial(_update_here, t, w) if write_updated is None else write_updated
 
     def produce(snapshot: Snapshot) -> Rewritten:
         files, rows = write(snapshot, selected, assignments)
@@ -197,102 +193,121 @@ def update(
         return Rewritten(replaced, files, summary={"rows_updated": rows})
 
     access = Access(rows=(Rows(selected, by="update"),), reads=(Rows(selected, by="update"),))
-    version = rewrite_files(t, "update", produce, access, commit_id=commit_id, read_files=read_files)
+    version = _commit_rewrite(t, w, "update", produce, access, read_files)
     return t.manifest.version if version is None else version
 
 
 def _update_here(
-    t: Handle, snapshot: Snapshot, selected: Predicate, assignments: Assignments
+    t: Handle, w: WriteSession, snapshot: Snapshot, selected: Predicate, assignments: Assignments
 ) -> tuple[list[DataFile], int]:
     rows = Scan(snapshot, None, selected).to_arrow()
-    return _written(t, assignments.apply(rows, rows)), rows.num_rows
+    return _written(t, w, assignments.apply(rows, rows)), rows.num_rows
 
 
-def _written(t: Handle, rows: pa.Table) -> list[DataFile]:
+def _written(t: Handle, w: WriteSession, rows: pa.Table) -> list[DataFile]:
     """Rows of a rewrite as new data files, conformed to the table's schema (none for none)."""
-    return write_files(t, t.conforming_batches(rows)) if rows.num_rows else []
+    return write_files(t, w, t.conforming_batches(rows)) if rows.num_rows else []
 
 
+def _rewritten_before(t: Handle, version: int, *args: Any, **kwargs: Any) -> int | None:
+    """A retried rewrite's answer: the version it committed as."""
+    return version
+
+
+@write_operation(_rewritten_before)
 def rewrite(
-    t: Handle, operation: str, derive: Callable[[Snapshot], Rewrite], access: Access, *, commit_id: str | None = None
+    t: Handle, w: WriteSession, operation: str, derive: Callable[[Snapshot], Rewrite], access: Access
 ) -> int | None:
     """See :meth:`castable.table.Table.rewrite`."""
 
     def produce(snapshot: Snapshot) -> Rewritten:
         made = derive(snapshot)
-        return Rewritten(made.replaced, _written(t, made.rows), made.supersedes, made.summary)
+        return Rewritten(made.replaced, _written(t, w, made.rows), made.supersedes, made.summary)
 
-    return rewrite_files(t, operation, produce, access, commit_id=commit_id)
+    return _commit_rewrite(t, w, operation, produce, access)
 
 
-@uploads.deferred_within
+@write_operation(_rewritten_before)
 def rewrite_files(
     t: Handle,
+    w: WriteSession,
     operation: str,
     produce: Callable[[Snapshot], Rewritten],
     access: Access,
     *,
-    commit_id: str | None = None,
+    read_files: FilePlanner = plan_files,
+) -> int | None:
+    """Commit what ``produce`` writes of the latest version, its files written elsewhere (Spark
+    tasks); the version, or ``None`` when it changes nothing."""
+    return _commit_rewrite(t, w, operation, produce, access, read_files)
+
+
+def _commit_rewrite(
+    t: Handle,
+    w: WriteSession,
+    operation: str,
+    produce: Callable[[Snapshot], Rewritten],
+    access: Access,
     read_files: FilePlanner = plan_files,
 ) -> int | None:
     """Commit what ``produce`` writes of the latest version (see :class:`RewriteChange`); the
     version, or ``None`` when it changes nothing."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
-    change = RewriteChange(t.store, t.manifest, produce, operation=operation, read_files=read_files)
+    change = RewriteChange(t.store, t.manifest, produce, operation=operation, read_files=read_files, uploads=w.uploads)
     if change.is_empty:
         for rows in access.reads:  # that nothing matched was read
             t.observe(rows)
         return None
-    return t.commit_change(operation, start.commit_id, change.build, access).version
+    return t.commit_change(operation, w, change.build, access).version
 
 
-@uploads.deferred_within
-def delete(t: Handle, predicate: Where, *, commit_id: str | None = None, read_files: FilePlanner = plan_files) -> int:
+@write_operation(committed_version)
+def delete(t: Handle, w: WriteSession, predicate: Where, *, read_files: FilePlanner = plan_files) -> int:
     """See :meth:`castable.table.Table.delete`; ``read_files`` plans the files that must be
     read (``castable.spark`` passes one that reads them on the cluster)."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     parsed = parse_predicate(predicate, t.schema)
-    change = DeleteChange(t.store, parsed, t.manifest, read_files)
+    change = DeleteChange(t.store, parsed, t.manifest, read_files, w.uploads)
     deleted = Rows(parsed, by="delete")
     if change.plan.is_empty:
         t.observe(deleted)  # that no row matched was read
         return t.manifest.version
     access = Access(rows=(deleted,), reads=(deleted,))
-    return t.commit_change("delete", start.commit_id, change.build, access).version
+    return t.commit_change("delete", w, change.build, access).version
 
 
+def _erased_before(
+    t: Handle, version: int, predicate: Where, *, mode: EraseMode = "auto", files: list[str] | None = None
+) -> EraseReport:
+    """A retried erase's report: nothing erased now, with the predicate a purge after it needs."""
+    return EraseReport(version, 0, [], parse_predicate(predicate, t.schema))
+
+
+@write_operation(_erased_before)
 def erase(
     t: Handle,
+    w: WriteSession,
     predicate: Where,
     *,
-    commit_id: str | None = None,
     mode: EraseMode = "auto",
     files: list[str] | None = None,
 ) -> EraseReport:
     """See :meth:`castable.table.Table.erase` (which purges, when asked, after this commits)."""
     check_mode(mode)
-    start = t.begin_write(commit_id)
     parsed = parse_predicate(predicate, t.schema)
-    if start.committed_as is not None:
-        return EraseReport(start.committed_as, 0, [], parsed)
     check_erasable(t.store)
     only = None if files is None else frozenset(files)
     change = EraseChange(t.store, parsed, t.manifest, mode, t.settings, only)
-    version = t.version if change.is_empty else t.commit_change("erase", start.commit_id, change.build).version
+    version = t.version if change.is_empty else t.commit_change("erase", w, change.build).version
     return change.report(version)
 
 
+@write_operation(committed_version)
 def add_files(
     t: Handle,
+    w: WriteSession,
     files: Sequence[str | DataFile],
     *,
     mode: AddMode = "append",
     where: Where | None = None,
-    commit_id: str | None = None,
     verify: Verify = "decode",
 ) -> int:
     """Register Parquet files already written under the table's ``data/`` prefix; return the version.
@@ -314,9 +329,6 @@ def add_files(
     is read to check each key appears once) or ``overwrite`` (replace the whole table, or the
     rows matching ``where``: the predicate's columns are read to check every row matches).
     """
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     predicate = check_add_mode(t, mode, where)
     if not files:
         raise EmptyWriteError("add_files was given no files; nothing was committed")
@@ -333,16 +345,17 @@ def add_files(
         replaced = Constant(True)
     else:
         build = partial(appended, checked, registered=True)
-        return t.commit_change("append", start.commit_id, build, Access(), across_schema=True).version
+        return t.commit_change("append", w, build, Access(), across_schema=True).version
     change = ReplaceChange(
         t.store, t.manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite", registered=True
     )
-    return t.commit_change(mode, start.commit_id, change.build, Access(keys=(Rows(replaced, by=mode),))).version
+    return t.commit_change(mode, w, change.build, Access(keys=(Rows(replaced, by=mode),))).version
 
 
-@uploads.deferred_within
+@write_operation(committed_version)
 def replace_files(
     t: Handle,
+    w: WriteSession,
     removed: Collection[str],
     added: Sequence[str | DataFile],
     *,
@@ -350,7 +363,6 @@ def replace_files(
     on_version: int,
     positions: Mapping[str, Iterable[int]] | None = None,
     keys: Predicate | None = None,
-    commit_id: str | None = None,
     verify: Verify = "footer",
 ) -> int:
     """Take whole data files out of the table, delete rows of others by position (a tombstone
@@ -361,9 +373,6 @@ def replace_files(
     equality delete). A newer version is a ``CommitConflictError`` (the engine plans again); a
     path the version does not hold, or an added file ``add_files`` would refuse, an
     ``InvalidInputError``."""
-    start = t.begin_write(commit_id)
-    if start.committed_as is not None:
-        return start.committed_as
     gone = set(removed)
     if len(gone) != len(removed):
         raise InvalidInputError("the same file is removed twice")
@@ -374,7 +383,9 @@ def replace_files(
     if missing:
         raise InvalidInputError(f"version {on_version} holds no data files {sorted(missing)}")
     files = check_files(t.store, added, t.schema, t.primary_key, verify)
-    deletes, emptied = engine_tombstone(t.snapshot(), positions or {}, keys) if positions or keys else (None, set())
+    deletes, emptied = (
+        engine_tombstone(t.snapshot(), positions or {}, keys, w.uploads) if positions or keys else (None, set())
+    )
     gone |= emptied
 
     def build(base: Manifest) -> NextState:
@@ -391,7 +402,7 @@ def replace_files(
             summary["tombstone"] = deletes.path
         return NextState(data_files, tombstones, summary)
 
-    return t.commit_change(operation, start.commit_id, build, Access()).version  # build checks the version
+    return t.commit_change(operation, w, build, Access()).version  # build checks the version
 
 
 def _check_on(base: Manifest, version: int) -> None:
@@ -412,13 +423,15 @@ def check_add_mode(t: Handle, mode: str, where: Where | None = None) -> Predicat
 
 def write_files(
     t: Handle,
+    w: WriteSession,
     batches: Iterable[pa.RecordBatch],
     on_rows: Callable[[int], None] | None = None,
     schema: pa.Schema | None = None,
 ) -> list[DataFile]:
     """Rows of ``schema`` (default: the table's) as new data files of the target size (not yet
     committed); a few rows (``write.inline.max-bytes``) as one inline entry, no file written,
-    while the version's inline entries stay under ``write.inline.max-total-bytes``."""
+    while the version's inline entries stay under ``write.inline.max-total-bytes``. The last
+    file uploads while the write ``w`` goes on to commit, where the store allows."""
     schema = t.schema if schema is None else schema
     rows = iter(batches)
     props = t.settings
@@ -442,7 +455,7 @@ def write_files(
             if on_rows:
                 on_rows(kept.num_rows)
             return [inline.entry(kept, schema)]
-    return write_data_files(t.store, rows, schema, props, on_rows=on_rows)
+    return write_data_files(t.store, rows, schema, props, on_rows=on_rows, uploads=w.uploads)
 
 
 def key_for(t: Handle, operation: str) -> str:

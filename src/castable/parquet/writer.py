@@ -22,7 +22,8 @@ from castable.format.layout import new_data_key
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
 from castable.format.stats import file_rows, file_stats, stats_to_json
-from castable.store import ObjectInfo, ObjectStore, StagedObject, uploads
+from castable.store import ObjectInfo, ObjectStore, StagedObject
+from castable.store.uploads import Deferred
 
 
 def data_file_from_metadata(
@@ -70,6 +71,7 @@ def write_data_files(
     *,
     on_rows: Callable[[int], None] | None = None,
     int96: bool = False,
+    uploads: Deferred | None = None,
 ) -> list[DataFile]:
     """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries.
     If ``batches`` raise (a page that does not decode, a value that does not convert), the files
@@ -77,10 +79,12 @@ def write_data_files(
 
     ``int96`` stores timestamps as INT96, for the rewrite of a file that stored them so (Spark's
     and Impala's default): Spark reads no nanosecond INT64 timestamps, and reads INT64 ones
-    without a zone as timestamps without a time zone, so another layout would change what it reads."""
+    without a zone as timestamps without a time zone, so another layout would change what it reads.
+
+    With a write's ``uploads`` the last file uploads while the write goes on to commit."""
     files: list[DataFile] = []
     try:
-        _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96)
+        _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96, uploads)
     except BaseException:
         with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
             store.delete_many([f.path for f in files])
@@ -96,10 +100,10 @@ def _write(
     files: list[DataFile],
     on_rows: Callable[[int], None] | None,
     int96: bool,
+    uploads: Deferred | None,
 ) -> None:
     """Write ``groups`` as files of about ``props.target_file_size``, each published (and added
-    to ``files``) while the next one is written; within a deferring write (``castable.store.uploads``)
-    the last one uploads while the write goes on to commit."""
+    to ``files``) while the next one is written; the last one through ``uploads``, if given."""
     group = next(groups, None)
     stored = parquet_schema(schema)
     publishing: Future[None] | None = None
@@ -131,8 +135,8 @@ def _write(
                 except BaseException as e:
                     stage.__exit__(type(e), e, e.__traceback__)
                     raise
-                if group is None and (deferred := uploads.current()) is not None:  # the last file
-                    staged.put = partial(deferred.put, store)
+                if group is None and uploads is not None:  # the last file
+                    staged.put = partial(uploads.put, store)
                 publishing = pool.submit(_publish, stage, staged, writer.writer.metadata, schema, files)
         finally:
             if publishing is not None:

@@ -74,9 +74,7 @@ def delete(
     matches). A re-run with the same ``commit_id`` commits nothing more and returns the same
     version."""
     location = TableLocation(table_uri, dict(storage_options or {}) or None)
-    return writes.delete(
-        handle_of(location.open()), where, commit_id=commit_id, read_files=ClusterPlanner(spark, location)
-    )
+    return writes.delete(handle_of(location.open()), commit_id, where, read_files=ClusterPlanner(spark, location))
 
 
 def update(
@@ -96,9 +94,9 @@ def update(
     table = location.open()
     return writes.update(
         handle_of(table),
+        commit_id,
         set,
         where,
-        commit_id=commit_id,
         write_updated=ClusterUpdate(spark, TableTarget.of(table, storage_options)),
         read_files=ClusterPlanner(spark, location),
     )

@@ -2,35 +2,27 @@
 
 A commit names each new object by its ETag, so it could only write its segments once the
 object's upload had answered. Where a store derives ETags from the content alone
-(:meth:`ObjectStore.content_etag`), a write inside :func:`deferring` hands such an upload to
-the background under its predicted ETag, and the commit writes its segments meanwhile. Before
-the commit point (the manifest's ``If-None-Match`` PUT) :func:`settle` waits for every upload
-of the write: a version never names an object that is not there, with the ETag it names. An
-upload that fails, or comes back with another ETag, fails the commit before that point, so
-nothing is committed (the store then stops predicting ETags, and a retry uploads the old way).
+(:meth:`ObjectStore.content_etag`), a write hands such an upload to its :class:`Deferred`,
+which uploads it in the background under its predicted ETag while the commit writes its
+segments. Before the commit point (the manifest's ``If-None-Match`` PUT) the commit settles the
+uploads of its changes: a version never names an object that is not there, with the ETag it
+names. An upload that fails, or comes back with another ETag, fails the commit before that
+point, so nothing is committed (the store then stops predicting ETags, and a retry uploads the
+old way).
 
-Only writes that commit on the thread they wrote on defer (the table's own writes); files
+A table's own writes carry their ``Deferred`` in their write session
+(:class:`castable.commit.handle.WriteSession`), which hands it to the change it commits; files
 written for another process to commit (Spark tasks, the ingest function) are uploaded first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import wraps
-from typing import ParamSpec, TypeVar
 
 from castable.store import ObjectInfo, ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-_scope = threading.local()
 
 
 class Deferred:
@@ -84,48 +76,7 @@ def _upload(store: ObjectStore, key: str, data: bytes, etag: str) -> None:
         )
 
 
-def current() -> Deferred | None:
-    """The uploads of the write running on this thread, if it defers them."""
-    return getattr(_scope, "deferred", None)
-
-
-def put(store: ObjectStore, key: str, data: bytes) -> ObjectInfo:
-    """``data`` as the new object ``key``: in the background within a deferring write, else now."""
-    deferred = current()
-    return store.put(key, data, if_none_match=True) if deferred is None else deferred.put(store, key, data)
-
-
-def settle() -> None:
-    """Wait for the uploads of the write on this thread, if any (before its commit point)."""
-    deferred = current()
-    if deferred is not None:
-        deferred.settle()
-
-
-@contextlib.contextmanager
-def deferring() -> Iterator[Deferred]:
-    """A scope whose writes may upload while their commit goes on (nested scopes share one)."""
-    outer = current()
-    if outer is not None:
-        yield outer
-        return
-    deferred = _scope.deferred = Deferred()
-    try:
-        yield deferred
-    except BaseException:
-        _scope.deferred = None
-        deferred.close(failed=True)
-        raise
-    _scope.deferred = None
-    deferred.close(failed=False)
-
-
-def deferred_within(operation: Callable[P, R]) -> Callable[P, R]:
-    """``operation`` (a write that commits before it returns) run inside :func:`deferring`."""
-
-    @wraps(operation)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        with deferring():
-            return operation(*args, **kwargs)
-
-    return run
+def upload(store: ObjectStore, key: str, data: bytes, pending: Deferred | None) -> ObjectInfo:
+    """``data`` as the new object ``key``: handed to a write's ``pending`` uploads (in the
+    background where the store allows), or uploaded now without one."""
+    return store.put(key, data, if_none_match=True) if pending is None else pending.put(store, key, data)

@@ -204,7 +204,7 @@ class Table:
         :returns: the committed version.
         """
         return writes.append(
-            self._handle, data, commit_id=commit_id, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
+            self._handle, commit_id, data, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
         )
 
     def upsert(
@@ -221,23 +221,23 @@ class Table:
         commit; return the version (see :func:`castable.ops.writes.upsert`: change feeds with ``op_column``)."""
         return writes.upsert(
             self._handle,
+            commit_id,
             data,
             op_column=op_column,
             delete_ops=delete_ops,
             last_wins=last_wins,
-            commit_id=commit_id,
             source_ids=source_ids,
         )
 
     def overwrite(self, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
         """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
         one commit; return the version (see :func:`castable.ops.writes.overwrite`)."""
-        return writes.overwrite(self._handle, data, where=where, commit_id=commit_id)
+        return writes.overwrite(self._handle, commit_id, data, where=where)
 
     def update(self, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
         """Set columns of the rows matching ``where`` (every row without it) to SQL expressions of
         their old values in one commit; return the version (see :func:`castable.ops.writes.update`)."""
-        return writes.update(self._handle, set, where, commit_id=commit_id)
+        return writes.update(self._handle, commit_id, set, where)
 
     def merge(self, source: DataLike, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
         """A merge of ``source`` into the table by primary key: add ``when_*`` clauses, then
@@ -256,7 +256,7 @@ class Table:
         """Register Parquet files already written under the table's ``data/`` prefix, in ``mode``
         (append, upsert or overwrite), each decoded in full unless ``verify="footer"``; return the
         version (see :func:`castable.ops.writes.add_files`)."""
-        return writes.add_files(self._handle, files, mode=mode, where=where, commit_id=commit_id, verify=verify)
+        return writes.add_files(self._handle, commit_id, files, mode=mode, where=where, verify=verify)
 
     def batch_writer(
         self,
@@ -284,7 +284,7 @@ class Table:
         :param commit_id: makes the delete idempotent (see :meth:`append`).
         :returns: the committed version.
         """
-        return writes.delete(self._handle, predicate, commit_id=commit_id)
+        return writes.delete(self._handle, commit_id, predicate)
 
     def erase(
         self,
@@ -303,7 +303,7 @@ class Table:
         ``purge=True``) expires them and deletes the old objects. ``files`` restricts the erase
         to those data files (one unit of work of a fan-out).
         """
-        report = writes.erase(self._handle, predicate, commit_id=commit_id, mode=mode, files=files)
+        report = writes.erase(self._handle, commit_id, predicate, mode=mode, files=files)
         if purge:
             report.purge = self.maintenance.purge_erased(report)
         return report
@@ -313,14 +313,14 @@ class Table:
     ) -> int:
         """Commit a new version whose files and tombstones are those of ``version`` (or of the
         version at ``as_of``); return it (see :func:`castable.ops.metadata.restore`). No data is copied."""
-        return metadata.restore(self._handle, version, as_of=as_of, commit_id=commit_id)
+        return metadata.restore(self._handle, commit_id, version, as_of=as_of)
 
     def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:
         """Changes to the schema, committed together as one version when the update's
         ``commit()`` is called (or its ``with`` block ends). No data is read or written:
         columns are found in data files by field id, so files of every schema generation
         read together. Lossy changes, and dropping or retyping the primary key, are refused."""
-        return SchemaUpdate(partial(metadata.alter, self._handle, commit_id=commit_id))
+        return SchemaUpdate(partial(metadata.alter, self._handle, commit_id))
 
     def add_columns(self, columns: Sequence[pa.Field], *, commit_id: str | None = None) -> int:
         """Add nullable ``columns`` in one commit (an :meth:`alter` of adds only, what a write
@@ -336,13 +336,13 @@ class Table:
         """Commit new values of table properties, and remove those named in ``remove`` (the
         others keep theirs); the version. A version of its own, like a schema change: no data
         is read or written, and an unknown or malformed setting is refused with nothing committed."""
-        return metadata.set_properties(self._handle, changes, remove=remove, commit_id=commit_id)
+        return metadata.set_properties(self._handle, commit_id, changes, remove=remove)
 
     def upgrade(self, *, commit_id: str | None = None) -> int:
         """Rewrite the table in the latest format version, in one commit that copies no data:
         the files and tombstones are listed in segments; return that version (or the current
         one, with nothing committed, if the table is already in the latest format)."""
-        return metadata.upgrade(self._handle, commit_id=commit_id)
+        return metadata.upgrade(self._handle, commit_id)
 
     def compact(
         self,

@@ -17,7 +17,7 @@ import pyarrow as pa
 from castable.commit.change import Change, CommitResult, NextState, new_commit_id
 from castable.commit.committer import Committer
 from castable.commit.conflicts import Access, Rows
-from castable.commit.handle import SchemaMode, WriteStart
+from castable.commit.handle import SchemaMode, WriteSession
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties
@@ -158,10 +158,11 @@ class TableHandle:
         """The version a commit with this id landed as, while the table's recent history holds it."""
         return self._manifest.recent_commits.get(commit_id)
 
-    def begin_write(self, commit_id: str | None) -> WriteStart:
-        """Every write starts here: a valid ``commit_id`` (a new one if none is given), a store
-        known to honour conditional writes (probed once per process and store), and the version
-        that commit id already landed as, if it did (a retry commits nothing)."""
+    def begin_write(self, commit_id: str | None) -> WriteSession:
+        """Every write starts here (:func:`~castable.commit.handle.write_operation`): a session
+        with a valid ``commit_id`` (a new one if none is given) on a store known to honour
+        conditional writes (probed once per process and store), and the version that commit id
+        already committed as, if it did (a retry commits nothing)."""
         if commit_id is not None and self.committer.transactional:
             raise InvalidInputError(
                 "a write inside a transaction takes the transaction's commit_id: "
@@ -171,12 +172,12 @@ class TableHandle:
         if self._damage is not None:
             raise CorruptObjectError(self._damage.message)
         self.store.check_conditional_writes()
-        return WriteStart(checked, self._manifest.recent_commits.get(checked))
+        return WriteSession(checked, self._manifest.recent_commits.get(checked))
 
     def commit_change(
         self,
         operation: str,
-        commit_id: str,
+        session: WriteSession,
         build: Callable[[Manifest], NextState],
         access: Access | None = None,
         *,
@@ -186,8 +187,8 @@ class TableHandle:
         transaction validates for it (``access``; ``None`` for an operation that cannot run in
         one) and whether it holds ``across_schema`` changes. What follows a commit (publishing
         Iceberg metadata) is the committer's concern."""
-        change = Change(operation, build, access, across_schema)
-        result = self.committer.commit_change(self._manifest, change, commit_id, self.adopt)
+        change = Change(operation, build, access, across_schema, session.uploads)
+        result = self.committer.commit_change(self._manifest, change, session.commit_id, self.adopt)
         self.adopt(result.manifest)
         return result
 
@@ -212,6 +213,4 @@ class TableHandle:
         schema_mode: SchemaMode = "strict",
     ) -> int:
         """Append rows in one commit (:func:`castable.ops.writes.append`); the version."""
-        return writes.append(
-            self, data, commit_id=commit_id, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
-        )
+        return writes.append(self, commit_id, data, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode)

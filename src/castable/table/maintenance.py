@@ -42,7 +42,7 @@ class Maintenance:
         of :meth:`plan_compaction` (tombstones are then left as they are).
         """
         options = tasks.compact_options(self._table, min_file_size, delete_ratio, sort_by, coalesce_tombstones, files)
-        return tasks.compact(self._table, options, commit_id=commit_id)
+        return tasks.compact(self._table, commit_id, options)
 
     def compact_group(
         self, files: list[str], *, sort_by: str | None = None, commit_id: str | None = None
