@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import castable
-from castable.deployment.layout import DATABASES, TABLES
+from castable.deployment.layout import table_path
 from castable.format.properties import (
     INGEST_MODE,
     INGEST_OP_COLUMN,
@@ -81,11 +81,15 @@ def properties_of(entry: Mapping[str, Any]) -> dict[str, str]:
 
 def entries(doc: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
     """(key, path in the bucket, entry) of every table and database member the file lists."""
-    found = [(t["name"], f"{TABLES}/{t['name']}", t) for t in doc.get("tables", [])]
+    listed = [(str(t["name"]), t) for t in doc.get("tables", [])]
     for database in doc.get("databases", []):
-        for member in database.get("tables", []):
-            key = f"{database['name']}/{member['name']}"
-            found.append((key, f"{DATABASES}/{key}", member))
+        listed += [(f"{database['name']}/{member['name']}", member) for member in database.get("tables", [])]
+    found = []
+    for key, entry in listed:
+        try:
+            found.append((key, table_path(key), entry))
+        except castable.InvalidInputError as e:
+            raise MigrationError(str(e)) from None
     return found
 
 

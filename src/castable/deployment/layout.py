@@ -2,6 +2,12 @@
 databases under ``databases/``, files for either landing under ``landing/<name>/`` (and those it
 cannot ingest moved under ``landing-failed/``).
 
+A table of the deployment is known by its key: its name for ``tables/<name>``, ``<db>/<member>``
+for the member of the database ``databases/<db>``. :func:`table_object` reads an object's key in
+the bucket (as an S3 event gives it) as the table it belongs to and where in it; :func:`table_uri`
+is where the table of a key lives. One place, so the functions that act on S3 events and those
+that list the bucket agree on which table an object is of.
+
 A deployment's tables are data, not infrastructure: its shared functions find them by listing
 these prefixes, and read how to serve each (ingest mode, maintenance schedule, retention) from
 the table's own properties. So a table created by any writer is served at once, and a dropped
@@ -16,10 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from castable.commit.create import holds_database, holds_table
-from castable.commit.dblog import NAME
+from castable.commit.dblog import LOG_PREFIX, NAME
 from castable.database import Database
 from castable.deployment.schedules import latest
-from castable.errors import CastableError
+from castable.errors import CastableError, InvalidInputError
 from castable.format.properties import TableProperties
 from castable.store import ObjectStore
 from castable.table import Table
@@ -36,6 +42,78 @@ MAINTENANCE_DUE_PREFIX = "maintenance-due/"
 READERS = 32
 """Tables read at once while finding them: each is a pointer and a manifest GET, so 10,000 tables
 take about 300 sequential round trips."""
+
+
+@dataclass(frozen=True)
+class TableObject:
+    """An object of one of the deployment's tables, placed by its key in the bucket:
+    ``tables/<name>/<path>``, or ``databases/<db>/<member>/<path>`` in a database."""
+
+    bucket: str
+    table: str
+    """The table's key: its name, or ``<db>/<member>`` for a member of a database."""
+    path: str
+    """The object's key under the table's root: ``tombstone/2026/11/23/01/<uuid>.del``,
+    ``manifest/v00000000000000000001.json``, ``_latest_manifest``."""
+
+    @property
+    def uri(self) -> str:
+        """The table's ``s3://`` URI."""
+        return table_uri(self.bucket, self.table)
+
+    @property
+    def folder(self) -> str:
+        """The folder of the table the object is in, spelled as the table's layout spells its
+        prefixes (``tombstone/``, ``manifest/``, ``data/``: ``castable.format.layout``); ``""``
+        for an object at the table's root (its pointer)."""
+        folder, slash, _ = self.path.partition("/")
+        return f"{folder}/" if slash else ""
+
+    @property
+    def name(self) -> str:
+        """The object's key under its folder: ``v00000000000000000001.json``, ``2026/11/23/01/<uuid>.del``."""
+        return self.path.removeprefix(self.folder)
+
+
+def _is_table_key(table: str) -> bool:
+    """Whether ``table`` is a table's key: one path segment (a table under ``tables/``), or a
+    database's and a member's name (``<db>/<member>``; a member's name never starts with ``_``,
+    so the database's own log, ``_database``, is none). A segment is never empty, ``.`` nor ``..``."""
+    parts = table.split("/")
+    if len(parts) > 2 or any(p in ("", ".", "..") for p in parts):
+        return False
+    return len(parts) == 1 or (parts[1] != LOG_PREFIX and NAME.fullmatch(parts[1]) is not None)
+
+
+def table_path(table: str) -> str:
+    """Where the table of key ``table`` (a name, or ``<db>/<member>``) lives in the deployment's
+    bucket: ``tables/<name>``, or ``databases/<db>/<member>``."""
+    if not _is_table_key(table):
+        raise InvalidInputError(f"{table!r} is not a deployment's table: give a name, or <database>/<member>")
+    return f"{DATABASES if '/' in table else TABLES}/{table}"
+
+
+def table_uri(bucket: str, table: str) -> str:
+    """The ``s3://`` URI of the table of key ``table`` (a name, or ``<db>/<member>``) in ``bucket``."""
+    return f"s3://{bucket}/{table_path(table)}"
+
+
+def table_object(bucket: str, key: str) -> TableObject | None:
+    """The table of the deployment's ``bucket`` that the object at ``key`` belongs to, and where
+    in it; ``None`` for a key that is no table's object: one outside ``tables/<name>/`` and
+    ``databases/<db>/<member>/``, one in a database's own log (``databases/<db>/_database/``) or
+    under a folder no member can have, one whose table part has an empty segment (a doubled
+    slash) or ``.`` or ``..``, and a table's folder itself (``tables/<name>/``). The key is taken
+    as S3 spells it, byte for byte: nothing is URL-decoded (EventBridge's S3 events carry keys so)."""
+    root, _, rest = key.partition("/")
+    depth = {TABLES: 1, DATABASES: 2}.get(root)
+    if depth is None:
+        return None
+    parts = rest.split("/", depth)
+    if len(parts) <= depth or not parts[depth]:
+        return None
+    table = "/".join(parts[:depth])
+    return TableObject(bucket, table, parts[depth]) if _is_table_key(table) else None
 
 
 @dataclass(frozen=True)
