@@ -6,7 +6,10 @@ drains it in batches. Each table of a batch whose ``publish.iceberg`` property i
 published once (a publication reaches every version committed before it) and registered as
 the Iceberg table ``GLUE_DATABASE.<name>`` (``castable.deployment.names.glue_table_name``), which Athena
 queries. Tables without the property are skipped. A table that fails is retried through SQS
-on its own: its records are returned as the batch's failures.
+on its own: its records are returned as the batch's failures. Which table a manifest is of is
+:func:`castable.deployment.layout.table_object`'s (never a database's own log, ``_database/``);
+a message that is no S3 event is logged and returned as a failure too, so SQS keeps it in the
+queue's dead letters in the end, where an alarm sees it.
 
 The deployment's other functions leave publication to this one (``CASTABLE_ICEBERG_AFTER_COMMIT``
 is ``false`` for them), so no commit waits for it, whichever process made it.
@@ -17,38 +20,37 @@ Environment: ``GLUE_DATABASE``.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections import defaultdict
 from typing import Any
 
 import boto3
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from castable.deployment.layout import table_object, table_uri
 from castable.deployment.names import glue_table_name
+from castable.format.layout import MANIFEST_PREFIX
 from castable.iceberg import register_glue
-from lambdas.runtime import logger, metrics, open_table, tracer
+from lambdas.events import Created, Messages, read
+from lambdas.runtime import lambda_handler, logger, metrics, open_table, tracer
 
 
-def committed(event: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
-    """The tables a manifest was written for, from SQS-wrapped EventBridge events: by (bucket,
-    table key: a table's name or ``<db>/<member>``), the ids of the SQS records naming them."""
+def committed(batch: Messages) -> tuple[dict[tuple[str, str], list[str]], list[str]]:
+    """The tables a manifest was written for: by (bucket, table key: a table's name or
+    ``<db>/<member>``), the ids of the messages naming them; and the ids of the malformed
+    messages, logged, which are the batch's failures (SQS delivers them again, then keeps them
+    in the queue's dead letters)."""
     found: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for record in event.get("Records", []):
-        detail = json.loads(record["body"]).get("detail", {})
-        bucket, parts = detail.get("bucket", {}).get("name", ""), detail.get("object", {}).get("key", "").split("/")
-        if len(parts) == 4 and parts[0] == "tables" and parts[2] == "manifest":
-            found[bucket, parts[1]].append(record["messageId"])
-        elif len(parts) == 5 and parts[0] == "databases" and parts[3] == "manifest" and parts[2] != "_database":
-            found[bucket, f"{parts[1]}/{parts[2]}"].append(record["messageId"])
-    return found
-
-
-def table_uri(bucket: str, key: str) -> str:
-    """Where the table ``key`` (a name, or ``<db>/<member>``) of the deployment's bucket lives."""
-    root = "databases" if "/" in key else "tables"
-    return f"s3://{bucket}/{root}/{key}"
+    malformed = []
+    for message in read(batch):
+        if not isinstance(message, Created):
+            logger.warning("a malformed message", extra={"message_id": message.message_id, "error": message.problem})
+            malformed.append(message.message_id)
+            continue
+        written = table_object(message.bucket, message.key)
+        if written is not None and written.folder == MANIFEST_PREFIX and "/" not in written.name:
+            found[written.bucket, written.table].append(message.message_id)
+    return found, malformed
 
 
 @functools.cache
@@ -72,12 +74,12 @@ def publish(uri: str, key: str) -> dict[str, Any] | None:
     }
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    published, skipped, failures = [], [], []
-    for (bucket, key), records in sorted(committed(event).items()):
+@lambda_handler(Messages)
+@tracer.capture_method
+def handler(batch: Messages) -> dict[str, Any]:
+    tables, malformed = committed(batch)
+    published, skipped, failures = [], [], [{"itemIdentifier": m} for m in malformed]
+    for (bucket, key), records in sorted(tables.items()):
         try:
             done = publish(table_uri(bucket, key), key)
         except Exception as e:  # this table's records are retried, the batch's other tables stand
@@ -89,6 +91,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         else:
             published.append(done)
     metrics.add_metric(name="TablesPublished", unit=MetricUnit.Count, value=len(published))
-    metrics.add_metric(name="PublicationFailures", unit=MetricUnit.Count, value=len(failures))
+    metrics.add_metric(name="PublicationFailures", unit=MetricUnit.Count, value=len(failures) - len(malformed))
     logger.info("published", extra={"published": published, "skipped": skipped})
     return {"batchItemFailures": failures, "published": published, "skipped": skipped}

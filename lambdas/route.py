@@ -15,17 +15,16 @@ Environment: ``CASTABLE_INGEST_QUEUE_URL``.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from typing import Any
 
 import boto3
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from castable.deployment.layout import landing_name
-from lambdas.runtime import logger, metrics, tracer
+from lambdas.events import Messages, object_created
+from lambdas.runtime import InvalidEventError, lambda_handler, logger, metrics, tracer
 
 SEND_BATCH = 10
 """SQS's SendMessageBatch takes at most 10 messages."""
@@ -34,12 +33,14 @@ UNPLACED = "-"
 
 
 def group(body: str) -> str:
-    """The message group of an SQS message body: the name ``landing/<name>/...`` lands for."""
+    """The message group of an SQS message body: the name ``landing/<name>/...`` lands for
+    (:func:`castable.deployment.layout.landing_name`); ``-`` for any other body, a malformed one
+    too, which goes on unchanged for the ingest function to deal with."""
     try:
-        key = json.loads(body)["detail"]["object"]["key"]
-    except (ValueError, KeyError, TypeError):
+        created = object_created(body)
+    except InvalidEventError:
         return UNPLACED
-    return (landing_name(key) if isinstance(key, str) else None) or UNPLACED
+    return (landing_name(created.key) if created is not None else None) or UNPLACED
 
 
 @functools.cache
@@ -49,20 +50,17 @@ def _client() -> Any:
     return boto3.client("sqs", config=Config(retries={"mode": "standard", "max_attempts": 5}))
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+@lambda_handler(Messages)
+@tracer.capture_method
+def handler(batch: Messages) -> dict[str, Any]:
     queue = os.environ["CASTABLE_INGEST_QUEUE_URL"]
-    records = event.get("Records", [])
+    records = batch.records
     failures = []
     for start in range(0, len(records), SEND_BATCH):
         chunk = records[start : start + SEND_BATCH]
-        entries = [
-            {"Id": str(i), "MessageBody": r["body"], "MessageGroupId": group(r["body"])} for i, r in enumerate(chunk)
-        ]
+        entries = [{"Id": str(i), "MessageBody": r.body, "MessageGroupId": group(r.body)} for i, r in enumerate(chunk)]
         answer = _client().send_message_batch(QueueUrl=queue, Entries=entries)
-        failures += [{"itemIdentifier": chunk[int(f["Id"])]["messageId"]} for f in answer.get("Failed", [])]
+        failures += [{"itemIdentifier": chunk[int(f["Id"])].message_id} for f in answer.get("Failed", [])]
     metrics.add_metric(name="MessagesRouted", unit=MetricUnit.Count, value=len(records) - len(failures))
     logger.info("routed", extra={"messages": len(records), "refused": len(failures)})
     return {"batchItemFailures": failures}

@@ -7,7 +7,9 @@ debounce window. The execution name is ``<table>-tombstones-<window>``, so Step 
 refuses a second start in the same window: a burst of deletes starts one run.
 
 A table whose ``maintenance.schedule`` property is ``none`` is not maintained by the deployment,
-so its tombstones start nothing; retention and grace come from the table's properties too.
+so its tombstones start nothing; retention and grace come from the table's properties too. Which
+table an object is of is :func:`castable.deployment.layout.table_object`'s; a message that is
+no S3 event is logged, counted (``RecordsSkipped``) and skipped.
 
 Environment: ``MAINTENANCE_STATE_MACHINE_ARN``, ``DEBOUNCE_SECONDS`` (default 900).
 """
@@ -21,27 +23,32 @@ from typing import Any
 
 import boto3
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 import castable
-from castable.deployment.layout import DATABASES, TABLES
+from castable.deployment.layout import table_object
 from castable.deployment.names import execution_name
-from lambdas.runtime import logger, maintenance_input, metrics, open_table, tracer
+from castable.format.layout import TOMBSTONE_PREFIX
+from lambdas.events import Created, Messages, read
+from lambdas.runtime import lambda_handler, logger, maintenance_input, metrics, open_table, tracer
 
 
-def tables_in(event: dict[str, Any]) -> dict[str, str]:
-    """Tables whose tombstone prefix received an object, from SQS-wrapped EventBridge events: by
-    key (a table's name, or ``<db>/<name>`` for a database member), the table's URI."""
+def tables_in(batch: Messages) -> dict[str, str]:
+    """Tables whose tombstone folder received an object: by key (a table's name, or
+    ``<db>/<name>`` for a database member), the table's URI. A malformed message is logged and
+    skipped: the function reports no batch failures, so failing it would send every table of
+    the batch back to the queue with it, to the dead letters in the end, and start no run."""
     tables = {}
-    for record in event.get("Records", []):
-        detail = json.loads(record["body"]).get("detail", {})
-        bucket, key = detail.get("bucket", {}).get("name", ""), detail.get("object", {}).get("key", "")
-        parts = key.split("/")
-        if len(parts) > 3 and parts[0] == TABLES and parts[2] == "tombstone":
-            tables[parts[1]] = f"s3://{bucket}/{TABLES}/{parts[1]}"
-        elif len(parts) > 4 and parts[0] == DATABASES and parts[3] == "tombstone":
-            tables[f"{parts[1]}/{parts[2]}"] = f"s3://{bucket}/{DATABASES}/{parts[1]}/{parts[2]}"
+    for message in read(batch):
+        if not isinstance(message, Created):
+            metrics.add_metric(name="RecordsSkipped", unit=MetricUnit.Count, value=1)
+            logger.warning(
+                "skipped: a malformed message", extra={"message_id": message.message_id, "error": message.problem}
+            )
+            continue
+        found = table_object(message.bucket, message.key)
+        if found is not None and found.folder == TOMBSTONE_PREFIX:
+            tables[found.table] = found.uri
     return tables
 
 
@@ -54,15 +61,14 @@ def maintained(uri: str) -> bool:
         return False
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+@lambda_handler(Messages)
+@tracer.capture_method
+def handler(batch: Messages) -> dict[str, Any]:
     machine = os.environ["MAINTENANCE_STATE_MACHINE_ARN"]
     window = int(time.time() // int(os.environ.get("DEBOUNCE_SECONDS", "900")))
     sfn = boto3.client("stepfunctions")
     started, skipped = [], []
-    for name, uri in sorted(tables_in(event).items()):
+    for name, uri in sorted(tables_in(batch).items()):
         if not maintained(uri):
             logger.info("tombstones under a table the deployment does not maintain", extra={"table": name})
             continue

@@ -35,7 +35,7 @@ from castable.parquet.writer import write_data_files
 from castable.table import Table
 from castable.tables import load_table
 from lambdas import commit, tombstone
-from lambdas.runtime import InvalidEventError, logger
+from lambdas.runtime import InvalidEventError, logger, parse
 
 
 @dataclass
@@ -733,19 +733,69 @@ def test_execution_names_fit_step_functions_and_stay_apart() -> None:
     assert execution_name(keys[2], "tombstones-1") != execution_name(keys[2], "tombstones-2")
 
 
+MALFORMED = [
+    "not json",
+    "[1, 2]",
+    '{"detail-type": "Object Created", "detail": {"bucket": {"name": "bkt"}}}',
+    '{"detail-type": "Object Created", "detail": {"bucket": {"name": "bkt"}, "object": {"key": 7}}}',
+    '{"detail-type": "Object Created", "detail": "tables/events/tombstone/x.del"}',
+]
+"""Message bodies that are no S3 event as EventBridge sends it."""
+OTHER_EVENTS = ['{"Service": "Amazon S3", "Event": "s3:TestEvent"}', '{"detail-type": "Object Deleted", "detail": {}}']
+"""Bodies of events that are not an object created: ignored."""
+
+
+def test_a_batch_reads_each_objects_key_as_eventbridge_sends_it_and_each_bad_message_alone() -> None:
+    """Each message of a batch on its own: an object created (its key as S3 spells it, nothing
+    URL-decoded: EventBridge does not encode it), a malformed message with its problem, and
+    another event left out; a record that is no SQS record fails the batch's event."""
+    from lambdas.events import Created, Malformed, Messages, read
+
+    keys = ["landing/events/day 1/a+b.parquet", "landing/events/c%2Bd.parquet", "tables/événements/manifest/v1.json"]
+    found = list(read(Messages.model_validate(sqs_event("bkt", keys, bodies=[*OTHER_EVENTS, "not json"]))))
+    assert found[:3] == [Created(f"m{i}", "bkt", key) for i, key in enumerate(keys)]
+    assert len(found) == 4 and isinstance(found[3], Malformed) and found[3].message_id == "raw2"
+    broken = sqs_event("bkt", keys)
+    del broken["Records"][1]["messageId"]
+    with pytest.raises(InvalidEventError, match=r"Records\.1\.messageId"):
+        parse(Messages, broken)
+
+
 def test_the_trigger_knows_database_members_by_their_path() -> None:
     from lambdas import trigger
+    from lambdas.events import Messages
 
     keys = ["tables/events/tombstone/2026/x.del", "databases/shop/orders/tombstone/2026/y.del", "databases/shop/_x"]
-    assert trigger.tables_in(sqs_event("bkt", keys)) == {
+    keys += ["databases/shop/_database/tombstone/z.del", "tables/events/data/2026/x.parquet", "tables/tombstone/x.del"]
+    assert trigger.tables_in(Messages.model_validate(sqs_event("bkt", keys))) == {
         "events": "s3://bkt/tables/events",
         "shop/orders": "s3://bkt/databases/shop/orders",
     }
 
 
+def test_the_trigger_skips_a_malformed_message_and_starts_the_batchs_other_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trigger reports no batch failures: a message that is no S3 event is logged, counted and
+    skipped, and the other messages' tables are found (before, one such message failed the batch)."""
+    from lambdas import trigger
+    from lambdas.events import Messages
+
+    warned: list[dict[str, Any]] = []
+    monkeypatch.setattr(trigger.logger, "warning", lambda msg, extra: warned.append(extra))
+    event = sqs_event("bkt", ["tables/events/tombstone/2026/x.del"], bodies=MALFORMED + OTHER_EVENTS)
+    assert trigger.tables_in(Messages.model_validate(event)) == {"events": "s3://bkt/tables/events"}
+    assert [w["message_id"] for w in warned] == [f"raw{i}" for i in range(len(MALFORMED))]
+    assert "not JSON" in warned[0]["error"] and "detail.object" in warned[2]["error"]
+    with pytest.raises(InvalidEventError, match="Records"):
+        trigger.handler({"records": []}, Context())
+
+
 def test_the_catalog_function_publishes_each_table_once_a_batch_and_knows_members_by_their_path() -> None:
+    from castable.deployment.layout import table_uri
     from castable.deployment.names import glue_table_name
     from lambdas import catalog
+    from lambdas.events import Messages
 
     keys = [
         "tables/events/manifest/v00000000000000000001.json",
@@ -753,16 +803,30 @@ def test_the_catalog_function_publishes_each_table_once_a_batch_and_knows_member
         "databases/shop/orders/manifest/v00000000000000000001.json",
         "databases/shop/_database/manifest/v00000000000000000001.json",
         "tables/events/data/2026/x.parquet",
+        "tables/events/manifest/nested/v3.json",
     ]
-    event = sqs_event("bkt", keys)
-    assert catalog.committed(event) == {("bkt", "events"): ["m0", "m1"], ("bkt", "shop/orders"): ["m2"]}
-    assert catalog.table_uri("bkt", "shop/orders") == "s3://bkt/databases/shop/orders"
-    assert catalog.table_uri("bkt", "events") == "s3://bkt/tables/events"
+    event = Messages.model_validate(sqs_event("bkt", keys))
+    assert catalog.committed(event) == ({("bkt", "events"): ["m0", "m1"], ("bkt", "shop/orders"): ["m2"]}, [])
+    assert table_uri("bkt", "shop/orders") == "s3://bkt/databases/shop/orders"
+    assert table_uri("bkt", "events") == "s3://bkt/tables/events"
     assert [glue_table_name(k) for k in ("events", "shop/orders", "Web-Logs.v2")] == [
         "events",
         "shop__orders",
         "web_logs_v2",
     ]
+
+
+def test_the_catalog_function_returns_a_malformed_message_as_a_failure() -> None:
+    """A message that is no S3 event is the batch's failure alone (SQS delivers it again, then
+    keeps it in the dead letters); another event is taken and ignored; the batch does not fail."""
+    from lambdas import catalog
+
+    result = catalog.handler(sqs_event("bkt", [], bodies=MALFORMED + OTHER_EVENTS), Context())
+    assert result == {
+        "batchItemFailures": [{"itemIdentifier": f"raw{i}"} for i in range(len(MALFORMED))],
+        "published": [],
+        "skipped": [],
+    }
 
 
 def test_the_catalog_function_retries_only_the_table_that_failed(
