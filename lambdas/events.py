@@ -1,4 +1,4 @@
-"""The events of the functions fed by queues (route, ingest, trigger, catalog): SQS batches whose
+"""The events of the functions fed by queues (route, trigger, catalog): SQS batches whose
 messages carry EventBridge's S3 "Object Created" events, as a rule sends them to a queue.
 
 The batch is Lambda's own, so :class:`Messages` is checked whole (with ``lambda_handler``: a
@@ -14,9 +14,12 @@ Only the fields castable reads are checked. Powertools' parser models (``SqsReco
 attributes, the event's id, account, time, region, resources, request id and requester), none
 of which castable reads: with them a message that lacks one would be malformed for nothing.
 
-EventBridge carries the object's key as S3 spells it, not URL-encoded (S3's own event
-notifications to SQS, SNS and Lambda send ``red+flower.jpg`` for ``red flower.jpg``): a key is
-taken as it is, so a ``+`` or ``%`` in a landed file's name is the name's own.
+A key is taken as the event gives it, not URL-decoded: these functions read the keys of objects
+castable names itself under a table (manifests, tombstones), and of landing prefixes, which hold
+no character a URL encoding changes. The ingest function, which reads landed files' names, reads
+its events with Powertools' ``S3EventBridgeNotificationEvent``, which decodes them (whether
+EventBridge encodes a key as S3's own notifications do, ``red+flower.jpg`` for ``red flower.jpg``,
+could not be checked here: moto sends it raw).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ class ObjectCreated(BaseModel):
 
     @property
     def key(self) -> str:
-        """The object's key, as S3 spells it."""
+        """The object's key, as the event gives it."""
         return self.detail.object_.key
 
 

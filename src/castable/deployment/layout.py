@@ -104,7 +104,8 @@ def table_object(bucket: str, key: str) -> TableObject | None:
     ``databases/<db>/<member>/``, one in a database's own log (``databases/<db>/_database/``) or
     under a folder no member can have, one whose table part has an empty segment (a doubled
     slash) or ``.`` or ``..``, and a table's folder itself (``tables/<name>/``). The key is taken
-    as S3 spells it, byte for byte: nothing is URL-decoded (EventBridge's S3 events carry keys so)."""
+    byte for byte: nothing is URL-decoded (the keys of a table's objects, which castable names,
+    hold no character an encoding changes)."""
     root, _, rest = key.partition("/")
     depth = {TABLES: 1, DATABASES: 2}.get(root)
     if depth is None:
