@@ -76,12 +76,10 @@ $(DUCKDB15)/.installed: Makefile $(UV)
 		"duckdb-extension-avro==1.5.5" "pyarrow>=20" "pyiceberg-core==0.11.0" "datafusion==54.*"
 	touch $@
 
-$(S3RVER):
-	npm install --silent --no-audit --no-fund --prefix .tools s3rver@3.7.1
-
-# An IAM policy simulator: tests/integration/aws/test_iam.py runs every handler under its synthesised role's policies.
-$(IAMSIM):
-	npm install --silent --no-audit --no-fund --prefix .tools @cloud-copilot/iam-simulate@0.1.173
+# s3rver, and an IAM policy simulator (tests/integration/aws/test_iam.py runs every handler under
+# its synthesised role's policies): one npm install, as two would race on .tools/node_modules.
+$(S3RVER) $(IAMSIM) &:
+	npm install --silent --no-audit --no-fund --prefix .tools s3rver@3.7.1 @cloud-copilot/iam-simulate@0.1.173
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
@@ -128,9 +126,22 @@ lint: $(VENV)/.installed
 check: lint
 	$(BIN)/pytest -n $(PYTEST_WORKERS) tests/unit
 
-# The gate CI runs: both tiers (tests/unit and tests/integration), nothing skipped.
-test: lint $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed $(S3RVER) $(IAMSIM) $(CHROMIUM)
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 tests
+# What the integration tier needs besides the dev venv; `make test` builds them in parallel.
+TEST_PARTS := $(EMR_ENV) $(SPARK35)/.installed $(ICEBERG_JARS) $(LOCALSTACK)/.installed $(DUCKDB15)/.installed \
+	$(S3RVER) $(IAMSIM) $(CHROMIUM)
+SETUP_JOBS ?= 4
+
+# The gate CI runs: the lint and both tiers (tests/unit and tests/integration), nothing skipped.
+# The parts the tests need are built in parallel, and the lint runs beside them and the tests
+# (a third of a run's time waits on sockets, servers and JVMs): its output follows the tests',
+# and a failure of either fails the gate.
+test: $(VENV)/.installed
+	@mkdir -p build
+	@$(MAKE) --no-print-directory lint > build/lint.log 2>&1 & lint=$$!; \
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_PARTS) && \
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 tests; \
+	tested=$$?; wait $$lint; linted=$$?; echo "== make lint (run beside the tests)"; cat build/lint.log; \
+	echo "== make test: tests exit $$tested, lint exit $$linted"; [ $$tested -eq 0 ] && [ $$linted -eq 0 ]
 
 # The benchmarks by theme behind one runner (`python -m bench` lists them; `python -m bench NAME` runs
 # one); --all runs those not marked as left out, each printing side-by-side medians and ratios.
