@@ -120,6 +120,8 @@ HELPERS = {
     "reads/shaped_duckdb.py": "shaped.py's DuckDB side, in the DuckDB 1.5 venv",
     "reads/ducklake_small.py": "small_appends.py's DuckLake side, in the DuckDB 1.5 venv",
     "reads/ducklake_changes.py": "changes.py's DuckLake side, in the DuckDB 1.5 venv",
+    "reads/changes_measure.py": "what changes.py measures: the growing tables' reads, the peers' tables and reads",
+    "reads/changes_report.py": "changes.py's report",
     "format/scale_measure.py": "one configuration of scale.py, in a process of its own",
     "format/scale_tables.py": "the synthetic tables of scale.py",
     "iceberg/catalog_spark.py": "catalog.py's Spark side, in the Spark 3.5 venv",
