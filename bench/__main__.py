@@ -125,6 +125,7 @@ HELPERS = {
     "format/scale_measure.py": "one configuration of scale.py, in a process of its own",
     "format/scale_tables.py": "the synthetic tables of scale.py",
     "iceberg/catalog_spark.py": "catalog.py's Spark side, in the Spark 3.5 venv",
+    "deployment/deployment_ingest.py": "deployment.py's ingest under one load, in a process of either revision's tree",
 }
 
 
