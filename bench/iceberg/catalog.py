@@ -24,7 +24,7 @@
 
 Usage: python -m bench catalog [--repeats 20] [--rows 10000000] [--merge-rows 100000]
        [--merge-repeats 5] [--latency 0.025] [--bandwidth 90e6] [--spark .venv-spark35/bin/python]
-       [--jars ../.tools/iceberg] [--out DIR] [--quick]
+       [--jars .tools/iceberg] [--out DIR] [--quick]
 Writes DIR/catalog.md (DIR defaults to bench/results/).
 """
 
