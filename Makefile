@@ -64,8 +64,8 @@ $(LOCALSTACK)/.installed: Makefile $(UV)
 	touch $@
 
 # DuckDB 1.5.5 with its httpfs, ducklake, iceberg and avro wheels (the main venv's DuckDB is
-# newer than any extension wheel): bench/bench_shaped.py reads S3 with it, beside castable and
-# the other peers; bench/bench_small_appends.py runs DuckLake 1.0 with it; tests/unit/iceberg/test_iceberg.py
+# newer than any extension wheel): bench/reads/shaped.py reads S3 with it, beside castable and
+# the other peers; bench/reads/small_appends.py runs DuckLake 1.0 with it; tests/unit/iceberg/test_iceberg.py
 # reads castable's published Iceberg metadata with its iceberg_scan. With iceberg-rust
 # (pyiceberg-core 0.11, whose table provider needs DataFusion 54, older than the main venv's),
 # another reader of the published metadata.
@@ -150,7 +150,7 @@ bench: $(VENV)/.installed $(DUCKDB15)/.installed $(ICEBERG_JARS)
 
 # castable against deltalake, pyiceberg and a pyarrow floor on the same data (about 20 minutes).
 compare: $(VENV)/.installed
-	cd bench && ../$(BIN)/python -m compare
+	$(BIN)/python -m bench.compare
 
 clean:
 	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) build/emr build/site .tools demo-table .pytest_cache .ruff_cache .hypothesis

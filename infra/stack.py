@@ -96,7 +96,7 @@ class CastableConfig:
     ``maximumConcurrency``, 2 to 1000); the fair queue shares them among the busy tables."""
     ingest_memory_mb: int = 1024
     """The ingest function streams a landed file a row group at a time: a 2 GiB file peaks at
-    about 512 MiB (bench/bench_ingest_memory.py). Raise it for row groups over ~256 MiB."""
+    about 512 MiB (bench/deployment/ingest_memory.py). Raise it for row groups over ~256 MiB."""
     maintenance_every_minutes: int = 15
     """How often the maintain-due workflow looks for tables whose ``maintenance.schedule`` fell due."""
     iceberg_catalog: bool = False

@@ -1,1 +1,1 @@
-"""castable against Delta Lake, Iceberg and plain pyarrow Parquet, side by side: ``cd bench && python -m compare``."""
+"""castable against Delta Lake, Iceberg and plain pyarrow Parquet, side by side: ``python -m bench.compare``."""

@@ -1,4 +1,4 @@
-"""The command line: ``cd bench && python -m compare --help``."""
+"""The command line: ``python -m bench.compare --help``."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ import warnings
 from pathlib import Path
 
 import pyarrow as pa
-from benchlib import RESULTS, SCHEMA, STARTED, event_batches, publish
 
+from bench.common.benchlib import RESULTS, SCHEMA, STARTED, event_batches, publish
+from bench.compare.plots import plots
+from bench.compare.report import document, verdicts
+from bench.compare.results import Results
+from bench.compare.runs import run_commits, run_compaction, run_s3, run_size
+from bench.compare.systems import Castable, Delta, Iceberg, PlainParquet, System
+from bench.compare.workloads import Layout
 from castable.format.properties import COMPRESSION, DEFAULTS, ROW_GROUP_SIZE, TARGET_FILE_SIZE
-
-from .plots import plots
-from .report import document, verdicts
-from .results import Results
-from .runs import run_commits, run_compaction, run_s3, run_size
-from .systems import Castable, Delta, Iceberg, PlainParquet, System
-from .workloads import Layout
 
 DESCRIPTION = """castable against Delta Lake, Iceberg and plain pyarrow Parquet, side by side in one run, with plots.
 
@@ -38,7 +37,7 @@ Sections (``--sections``, all by default):
 
 Every system writes with the same codec, file size and row-group size.
 
-Usage: cd bench && ../.venv/bin/python -m compare [--sizes 1000000 10000000] [--repeats 5]
+Usage: python -m bench.compare [--sizes 1000000 10000000] [--repeats 5]
        [--commits 10 100 1000] [--upserts 100] [--compaction-sizes ROWS ...]
        [--sections deletes writes compaction commits s3] [--quick] [--out DIR]
 Writes DIR/compare.md and DIR/compare_*.png (DIR defaults to bench/results/).
@@ -48,7 +47,7 @@ SECTIONS = ("deletes", "writes", "compaction", "commits", "s3")
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m compare", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m bench.compare", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--repeats", type=int, default=5)
@@ -102,7 +101,7 @@ def main() -> None:
     verdict_lines = verdicts(results, args.sizes, args.commits, args.upserts)
     lines = document(
         args,
-        command=" ".join(["python", "-m", "compare", *sys.argv[1:]]),
+        command=" ".join(["python", "-m", "bench.compare", *sys.argv[1:]]),
         layout=layout,
         results=results,
         s3=s3,

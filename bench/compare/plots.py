@@ -8,7 +8,7 @@ from typing import Any
 
 import matplotlib
 
-from .results import (
+from bench.compare.results import (
     APPEND,
     COMMIT,
     FILTERED,

@@ -11,12 +11,10 @@ import duckdb
 import matplotlib
 import numpy as np
 import pyiceberg
-from benchlib import fmt_s, machine_line
 from deltalake import __version__ as deltalake_version
 
-from castable.format.properties import DEFAULTS, ROW_GROUP_SIZE
-
-from .results import (
+from bench.common.benchlib import fmt_s, machine_line
+from bench.compare.results import (
     APPEND,
     COMMIT,
     COMPACT,
@@ -37,7 +35,8 @@ from .results import (
     Result,
     Results,
 )
-from .workloads import Layout, key_count, replace_cases, upsert_count
+from bench.compare.workloads import Layout, key_count, replace_cases, upsert_count
+from castable.format.properties import DEFAULTS, ROW_GROUP_SIZE
 
 
 def ratio(this: Result, other: Result | None) -> str:
@@ -301,9 +300,10 @@ def document(
         *(s3_lines if s3 else []),
         "## Method",
         "",
-        "- Table: the synthetic event table of benchlib.py (id int64 sorted unique, event_time growing with id "
-        "by 1 ms per row, ~100 random payload bytes, 8 categories; seed 42), generated once per size and held in "
-        "memory, so appends time only the write. Tables are created empty before the timed append.",
+        "- Table: the synthetic event table of bench/common/benchlib.py (id int64 sorted unique, event_time "
+        "growing with id by 1 ms per row, ~100 random payload bytes, 8 categories; seed 42), generated once "
+        "per size and held in memory, so appends time only the write. Tables are created empty before the "
+        "timed append.",
         "- Deletes: every delete runs on a fresh table appended just before it (rebuilt, not copied: pyiceberg's "
         "metadata holds absolute paths), so each repeat is also one more append sample (hence twice as many "
         "append samples as repeats). Scattered keys differ per repeat (fixed seed) and are the same for every "

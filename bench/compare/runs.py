@@ -11,11 +11,10 @@ from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
-from benchlib import SCHEMA, event_batches, fmt_s, log, moto_server, timed
 
 import castable
-
-from .results import (
+from bench.common.benchlib import SCHEMA, event_batches, fmt_s, log, moto_server, timed
+from bench.compare.results import (
     APPEND,
     COMMIT,
     COMPACT,
@@ -35,8 +34,16 @@ from .results import (
     UPSERTS,
     Results,
 )
-from .systems import Castable, Reader, System, castable_readers, pyarrow_reader
-from .workloads import delete_cases, generate, replace_cases, scan_range, upsert_count, upsert_rows, write_parquet
+from bench.compare.systems import Castable, Reader, System, castable_readers, pyarrow_reader
+from bench.compare.workloads import (
+    delete_cases,
+    generate,
+    replace_cases,
+    scan_range,
+    upsert_count,
+    upsert_rows,
+    write_parquet,
+)
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:

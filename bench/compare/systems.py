@@ -15,16 +15,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from benchlib import SCHEMA
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
 
 import castable
+from bench.common.benchlib import SCHEMA
+from bench.compare.results import FLOOR, PEER, REFERENCE, SUBJECT
+from bench.compare.workloads import DeleteCase, Layout, ReplaceCase, write_parquet
 from castable.format.properties import COMPRESSION, TARGET_FILE_SIZE
-
-from .results import FLOOR, PEER, REFERENCE, SUBJECT
-from .workloads import DeleteCase, Layout, ReplaceCase, write_parquet
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from benchlib import SCHEMA, event_batches
 from pyiceberg.expressions import And, BooleanExpression, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+
+from bench.common.benchlib import SCHEMA, event_batches
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ def synth(outdir: Path, **context: Any) -> dict[str, Any]:
 
     import app
 
-    # Bundling pip-installs ~190 MB of Linux wheels; it is measured by bench/bundle_size.py instead.
+    # Bundling pip-installs ~190 MB of Linux wheels; it is measured by bench/deployment/bundle_size.py instead.
     defaults = {} if "config" in context else {"config": ""}
     cdk_app = cdk.App(context={"aws:cdk:bundling-stacks": [], **defaults, **context}, outdir=str(outdir))
     app.build(cdk_app)

@@ -1,7 +1,7 @@
 """S3 servers on 127.0.0.1 for tests and benchmarks: moto (with S3's atomic conditional writes),
 LocalStack's own S3 provider, and s3rver (which ignores conditional writes).
 
-Shared by ``tests/conftest.py`` and ``bench/benchlib.py``; each server is a context manager
+Shared by ``tests/conftest.py`` and ``bench/common/benchlib.py``; each server is a context manager
 yielding its endpoint URL and stops with it, and ``new_bucket`` makes a bucket on one.
 """
 

@@ -119,7 +119,7 @@ def test_erasure_workflow_state_and_history_do_not_grow_with_the_files_it_splice
     the splices run as a Distributed Map's child executions, so neither the largest state payload
     nor the execution's history depends on the number of files: the same for 8 files and 80
     (an inline Map's list of files reached 256 KiB at ~550 files, its history 25,000 events at
-    ~3,500; bench_workflow_scale.py runs 5,000)."""
+    ~3,500; bench/deployment/workflow_scale.py runs 5,000)."""
     shape = []
     for files in (8, 80):
         t = wide_table(s3_bucket, s3_endpoint, f"wide{files}", files)
@@ -140,7 +140,7 @@ def test_maintenance_workflow_state_and_history_do_not_grow_with_the_files_it_co
 ) -> None:
     """The compaction plan lives in S3 and the groups run as a Distributed Map's child
     executions: the same history and largest payload for 10 small files and 200 (an inline
-    Map reached Step Functions' limits at ~3,800; bench_workflow_scale.py runs 10,000)."""
+    Map reached Step Functions' limits at ~3,800; bench/deployment/workflow_scale.py runs 10,000)."""
     shape = []
     for files in (10, 200):
         t = wide_table(s3_bucket, s3_endpoint, f"small{files}", files)

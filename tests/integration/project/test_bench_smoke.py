@@ -1,29 +1,33 @@
-"""Smoke tests of the side-by-side benchmarks: a tiny run must still write the report, a row for
-every system, a verdict per target, and every plot."""
+"""Smoke tests of the side-by-side benchmarks: a tiny run (``python -m bench NAME --quick``, and
+``python -m bench.compare --quick``) must still write the report, a row for every system, a
+verdict per target, and every plot."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
 from helpers import ROOT
 
-BENCH = ROOT / "bench"
+from bench.common.shaped_s3 import shaped_s3
+
+
+def command(benchmark: str) -> list[str]:
+    """How to run ``benchmark`` from the repository's root: the runner's name, or the comparison."""
+    return ["-m", "bench.compare"] if benchmark == "compare" else ["-m", "bench", benchmark]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("command", "report", "row_prefixes", "systems", "plots", "also"),
+    ("benchmark", "report", "row_prefixes", "systems", "plots", "also"),
     [
         (
-            "-m compare",
+            "compare",
             "compare.md",
             ("| append whole table |", "| upsert 10,000 rows |", "| replace-where 1% (event_time range) |"),
             ("castable", "deltalake", "pyiceberg", "pyarrow"),
@@ -41,7 +45,7 @@ BENCH = ROOT / "bench"
             ),
         ),
         (
-            "bench_contention.py",
+            "contention",
             "contention.md",
             ("| ",),
             ("castable-local", "castable-moto", "deltalake"),
@@ -49,7 +53,7 @@ BENCH = ROOT / "bench"
             (),
         ),
         (
-            "bench_faults.py",
+            "faults",
             "faults.md",
             ("| ",),
             ("no faults", "1% of write answers lost", "15% of write answers lost", "5% of requests answered 503"),
@@ -57,7 +61,7 @@ BENCH = ROOT / "bench"
             ("Every acknowledged commit exactly once, none twice: **met**",),
         ),
         (
-            "bench_schema.py",
+            "schema",
             "schema.md",
             ("| local |", "| moto |"),
             ("10", "100"),
@@ -65,7 +69,7 @@ BENCH = ROOT / "bench"
             (),
         ),
         (
-            "bench_database.py",
+            "database",
             "database.md",
             ("| local |", "| moto |"),
             ("transaction over 10 tables", "database"),
@@ -73,7 +77,7 @@ BENCH = ROOT / "bench"
             (),
         ),
         (
-            "bench_shaped.py",
+            "shaped",
             "shaped.md",
             ("| ",),
             ("castable", "deltalake", "pyarrow dataset", "pyiceberg", "duckdb (2 threads)", "duckdb (16 threads)"),
@@ -81,7 +85,7 @@ BENCH = ROOT / "bench"
             ("## full scan after 1,000 deletes", "## 1-row append", "castable speed / fastest peer"),
         ),
         (
-            "bench_small_appends.py",
+            "small-appends",
             "small_appends.md",
             ("| ",),
             ("castable (inline, default)", "castable, compacted", "DuckLake (inlining, default)"),
@@ -89,7 +93,7 @@ BENCH = ROOT / "bench"
             ("within 2x DuckLake with inlining",),
         ),
         (
-            "bench_iceberg.py",
+            "iceberg",
             "iceberg.md",
             ("| ",),
             ("10", "100", "castable", "pyiceberg", "DuckDB iceberg_scan"),
@@ -97,7 +101,7 @@ BENCH = ROOT / "bench"
             ("publication cost stays O(change)", "**met**"),
         ),
         (
-            "bench_workflow_scale.py",
+            "workflow-scale",
             "workflow_scale.md",
             ("| erasure |", "| maintenance |"),
             ("SUCCEEDED",),
@@ -105,7 +109,7 @@ BENCH = ROOT / "bench"
             ("complete within every limit: **met**",),
         ),
         (
-            "bench_commit_scale.py",
+            "commit-scale",
             "commit_scale.md",
             ("| ",),
             ("one directory (listed)", "a directory per file (HEAD each)"),
@@ -113,7 +117,7 @@ BENCH = ROOT / "bench"
             ("commits through the commit function and completes within",),
         ),
         (
-            "bench_filelist_check.py",
+            "filelist-check",
             "filelist_check.md",
             ("| ",),
             ("without the check (before)", "with the check"),
@@ -121,7 +125,7 @@ BENCH = ROOT / "bench"
             ("checked and committed within the function's timeout",),
         ),
         (
-            "bench_changes.py",
+            "changes",
             "changes.md",
             ("| local |", "| shaped S3 |"),
             ("castable", "deltalake", "DuckLake"),
@@ -129,7 +133,7 @@ BENCH = ROOT / "bench"
             ("## Flatness", "### castable / fastest peer", "stay flat from 100,000 to 1,000,000 rows"),
         ),
         (
-            "bench_scale.py",
+            "scale",
             "scale.md",
             ("| local store |", "| moto S3 over HTTP |"),
             ("10", "100"),
@@ -140,7 +144,7 @@ BENCH = ROOT / "bench"
 )
 def test_quick_run_writes_report_and_plots(
     tmp_path: Path,
-    command: str,
+    benchmark: str,
     report: str,
     row_prefixes: tuple[str, ...],
     systems: tuple[str, ...],
@@ -148,8 +152,8 @@ def test_quick_run_writes_report_and_plots(
     also: tuple[str, ...],
 ) -> None:
     run = subprocess.run(
-        [sys.executable, *command.split(), "--quick", "--out", str(tmp_path)],
-        cwd=BENCH,
+        [sys.executable, *command(benchmark), "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
@@ -171,7 +175,7 @@ def test_register_benchmark_reports_both_verifications(tmp_path: Path) -> None:
     run = subprocess.run(
         [
             sys.executable,
-            "bench_register.py",
+            *command("register"),
             "--files",
             "2",
             "--rows",
@@ -181,7 +185,7 @@ def test_register_benchmark_reports_both_verifications(tmp_path: Path) -> None:
             "--out",
             str(tmp_path),
         ],
-        cwd=BENCH,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
@@ -195,12 +199,7 @@ def test_the_shaping_proxy_holds_each_response_and_paces_each_connection() -> No
     """The stand-in for S3's latency and per-connection bandwidth shapes what it claims to: a
     response waits for the latency, a body comes at the bandwidth, and connections in parallel
     each get the bandwidth (no overall cap); the counters see every request and byte."""
-    spec = importlib.util.spec_from_file_location("shaped_s3", BENCH / "shaped_s3.py")
-    assert spec is not None and spec.loader is not None
-    shaped: Any = importlib.util.module_from_spec(spec)
-    sys.modules["shaped_s3"] = shaped  # its dataclass looks itself up there
-    spec.loader.exec_module(shaped)
-    with shaped.shaped_s3(latency=0.1, bandwidth=10e6) as s3:
+    with shaped_s3(latency=0.1, bandwidth=10e6) as s3:
         direct = boto3.client("s3", endpoint_url=s3.direct, region_name="us-east-1")
         direct.create_bucket(Bucket="shaping")
         direct.put_object(Bucket="shaping", Key="k", Body=bytes(2_000_000))

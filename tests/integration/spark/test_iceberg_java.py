@@ -3,7 +3,7 @@ Spark, Athena and Trino; stricter than pyiceberg and DuckDB), iceberg-rust (pyic
 and pyiceberg read seeded random histories as castable does: every retained version, and (Java,
 pyiceberg) the rows appended between versions, and every pyiceberg inspect table reads
 (helpers/iceberg_histories.py: every kind of rename, files registered without ids, purge;
-bench/bench_iceberg_readers.py runs many more, DuckDB too)."""
+bench/iceberg/iceberg_readers.py runs many more, DuckDB too)."""
 
 from __future__ import annotations
 

@@ -795,7 +795,7 @@ def test_concurrent_spark_and_library_writers_lose_nothing(spark: Any, table: Ta
 
 
 def test_spark_benchmark_runs(tmp_path: Path) -> None:
-    """A tiny run of bench/bench_spark.py, so the benchmark cannot rot unnoticed."""
+    """A tiny run of bench/spark/spark.py, so the benchmark cannot rot unnoticed."""
     small = [
         "--rows",
         "20000",
@@ -809,8 +809,8 @@ def test_spark_benchmark_runs(tmp_path: Path) -> None:
         "2000",
     ]
     run = subprocess.run(
-        [sys.executable, "bench_spark.py", *small, "--out", str(tmp_path)],
-        cwd=ROOT / "bench",
+        [sys.executable, "-m", "bench", "spark", *small, "--out", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,

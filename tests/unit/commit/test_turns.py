@@ -2,7 +2,7 @@
 a writer joins it, waits for its turn and leaves it, how a writer outside it holds back until
 it drains, and what happens to a writer that crashed in it; on unless a table's property
 ``commit.fair-turns`` is false. What it costs and buys under contention is measured by
-bench/bench_contention.py (castable-moto against castable-moto-race, and the same behind S3's
+bench/concurrency/contention.py (castable-moto against castable-moto-race, and the same behind S3's
 latency)."""
 
 from __future__ import annotations

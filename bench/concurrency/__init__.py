@@ -1,0 +1,1 @@
+"""Concurrency: concurrent writers, commits over a lossy network, one commit point for several tables."""

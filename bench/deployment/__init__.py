@@ -1,0 +1,1 @@
+"""Deployment: the Lambda functions, workflows and stacks at scale, against their limits."""

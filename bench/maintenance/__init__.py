@@ -1,0 +1,1 @@
+"""Maintenance: scans before and after compaction, and what gc costs."""
