@@ -19,6 +19,8 @@ DOCKER_PLATFORM ?= linux/amd64
 # Debian's Chromium, which tests/integration/project/test_docs_site.py drives with playwright (whose own browser
 # builds are a download from elsewhere).
 CHROMIUM := /usr/bin/chromium
+# Debian's jarjar, with which tools/iceberg_jars.sh relocates Jackson and HttpCore 5.
+JARJAR := /usr/share/java/jarjar.jar
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: demo check test lint docs bench compare clean emr-env emr-image
@@ -55,7 +57,7 @@ $(SPARK35)/.installed: pyproject.toml Makefile $(UV)
 
 # The runtime jar and the Jackson and HttpCore 5 it leaves out, relocated with Debian's jarjar, and
 # the JDK-HTTP REST catalog class that tests/integration/spark/test_catalog_spark.py gives Spark (tools/iceberg_jars.sh).
-$(ICEBERG_JARS) &: $(SPARK35)/.installed tools/iceberg_jars.sh $(shell find tests/helpers/java -name '*.java')
+$(ICEBERG_JARS) &: $(SPARK35)/.installed $(JARJAR) tools/iceberg_jars.sh $(shell find tests/helpers/java -name '*.java')
 	tools/iceberg_jars.sh .tools/iceberg $(SPARK35)/bin/python
 
 # LocalStack's own S3 provider (no Docker) and s3rver (ignores conditional writes): the suite runs
@@ -85,8 +87,10 @@ $(DUCKDB15)/.installed: Makefile $(UV)
 $(S3RVER) $(IAMSIM) &:
 	npm install --silent --no-audit --no-fund --prefix .tools s3rver@3.7.1 @cloud-copilot/iam-simulate@0.1.173
 
-$(CHROMIUM):
-	$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+# The Debian packages, in one apt-get: apt takes dpkg's lock, so two at once (as `make -j` ran
+# them) fail.
+$(CHROMIUM) $(JARJAR) &:
+	$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libjarjar-java
 
 # Its build needs Python 3.11, pip and patchelf, nothing of the dev venv (as in jobs/emr.Dockerfile).
 $(EMR_BUILD)/.installed:

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import boto3
 import pytest
-from helpers import ROOT
+from helpers import ROOT, SHORT_JVM
 from helpers.aws_stubs import function_code, run_handler_in_process
 from helpers.backends import backend_fixtures
 from helpers.bundles import build_bundle
 from helpers.s3servers import localstack_s3, moto_s3, new_bucket, s3rver
 
 table_uri, store = backend_fixtures("local", "s3")
+os.environ.update(SHORT_JVM)
 
 
 @pytest.fixture(scope="session")

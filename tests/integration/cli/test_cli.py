@@ -1,5 +1,7 @@
-"""The castable CLI end to end, as scripts use it: the installed ``castable`` command in a
-subprocess with its output piped, on a local table and on S3 over HTTP."""
+"""The castable CLI end to end, as scripts use it, on a local table and on S3 over HTTP: each
+command through the entry point the installed command calls, with its output piped
+(helpers/cli.py), and the installed ``castable`` command itself in a subprocess where the
+process is the subject (a whole tour, stdout as a binary pipe, Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+from helpers.cli import in_process
 from helpers.tables import events
 from typer.testing import CliRunner
 
@@ -31,15 +34,29 @@ runner = CliRunner()
 CASTABLE = str(Path(sys.executable).with_name("castable"))
 
 
-def cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    """Run the installed command with piped output in a narrow terminal's width."""
-    done = subprocess.run([CASTABLE, *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "40"})
+def checked(done: subprocess.CompletedProcess[str], code: int) -> subprocess.CompletedProcess[str]:
     assert done.returncode == code, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done
 
 
+def installed(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    """Run the installed command in a subprocess with piped output in a narrow terminal's width."""
+    env = {**os.environ, "COLUMNS": "40"}
+    return checked(subprocess.run([CASTABLE, *args], capture_output=True, text=True, env=env), code)
+
+
+def cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    """Run a command in this process, as the installed command runs it, with piped output."""
+    return checked(in_process(args), code)
+
+
 def run(*args: str) -> str:
     return cli(*args).stdout
+
+
+def shell(*args: str) -> str:
+    """What the installed command prints to its stdout pipe."""
+    return installed(*args).stdout
 
 
 def fails(*args: str) -> str:
@@ -65,22 +82,22 @@ def inputs(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_cli_tour(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     uri = str(tmp_path / "t")
-    run("create", uri, "--like", str(inputs[0]), "-k", "id", "-p", "write.row-group-size-bytes=4096")
-    assert "version 1" in run("append", uri, str(inputs[0]), "--commit-id", "load-a")
-    assert "version 1" in run("append", uri, str(inputs[0]), "--commit-id", "load-a")
-    out = run("delete", uri, "id BETWEEN 0 AND 99")
+    shell("create", uri, "--like", str(inputs[0]), "-k", "id", "-p", "write.row-group-size-bytes=4096")
+    assert "version 1" in shell("append", uri, str(inputs[0]), "--commit-id", "load-a")
+    assert "version 1" in shell("append", uri, str(inputs[0]), "--commit-id", "load-a")
+    out = shell("delete", uri, "id BETWEEN 0 AND 99")
     assert "version 2" in out
-    assert "no row matched" in run("delete", uri, "category = 'zzz'")
-    assert run("scan", uri, "--count").strip() == "400"
-    assert run("scan", uri, "--count", "--version", "1").strip() == "500"
-    assert "id" in run("scan", uri, "--columns", "id,value", "--filter", "id < 105", "--limit", "3")
-    run("scan", uri, "--output", str(tmp_path / "out.parquet"))
+    assert "no row matched" in shell("delete", uri, "category = 'zzz'")
+    assert shell("scan", uri, "--count").strip() == "400"
+    assert shell("scan", uri, "--count", "--version", "1").strip() == "500"
+    assert "id" in shell("scan", uri, "--columns", "id,value", "--filter", "id < 105", "--limit", "3")
+    shell("scan", uri, "--output", str(tmp_path / "out.parquet"))
     assert pq.read_table(tmp_path / "out.parquet").num_rows == 400
-    run("scan", uri, "--filter", "category = 'a'", "--output", str(tmp_path / "out.csv"))
+    shell("scan", uri, "--filter", "category = 'a'", "--output", str(tmp_path / "out.csv"))
     assert pacsv.read_csv(tmp_path / "out.csv").num_rows == 100
-    history = run("history", uri)
+    history = shell("history", uri)
     assert "append" in history and "delete" in history and "create" in history
-    info = run("info", uri)
+    info = shell("info", uri)
     assert "primary key: id" in info and "version 2" in info
 
 
@@ -270,11 +287,13 @@ def test_cli_scan_to_stdout_and_back(tmp_path: Path) -> None:
         schema=table.schema,
     )
     table.append(rows)
-    assert "cannot be written as csv: Invalid UTF8" in fails("scan", uri, "--output", "-")  # raw bytes
-    piped = cli("scan", uri, "--columns", "id,at,amount,day,took", "--output", "-")
+    assert (
+        "cannot be written as csv: Invalid UTF8" in installed("scan", uri, "--output", "-", code=1).stderr
+    )  # raw bytes
+    piped = installed("scan", uri, "--columns", "id,at,amount,day,took", "--output", "-")
     assert "wrote 2 rows" in piped.stderr and "wrote" not in piped.stdout
     assert next(csv.reader(io.StringIO(piped.stdout))) == ["id", "at", "amount", "day", "took"]
-    lines = run("scan", uri, "--output", "-", "--format", "jsonl").splitlines()
+    lines = shell("scan", uri, "--output", "-", "--format", "jsonl").splitlines()
     assert json.loads(lines[0]) == {
         "id": 1,
         "at": "2026-11-21T08:30:00+00:00",

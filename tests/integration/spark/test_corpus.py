@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import ROOT
+from helpers import ROOT, SHORT_JVM
 from helpers.engines import engines
 from helpers.literals import literal
 from helpers.typed_rows import rows as typed_rows
@@ -53,7 +53,8 @@ class Spark:
         self.process = subprocess.Popen(
             [str(python), "-m", "helpers.spark_corpus", str(out)],
             cwd=ROOT / "tests",
-            env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python), "PATH": "/usr/bin:/bin"},
+            env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python), "PATH": "/usr/bin:/bin"}
+            | SHORT_JVM,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,

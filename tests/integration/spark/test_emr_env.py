@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import ROOT
+from helpers import ROOT, SHORT_JVM
 from helpers.tables import EVENTS, events
 
 import castable
@@ -119,6 +119,7 @@ def test_spark_submit_runs_the_ingest_job_from_the_archive_alone(
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ENDPOINT_URL_LAMBDA": s3_endpoint,
         **({"JAVA_HOME": os.environ["JAVA_HOME"]} if "JAVA_HOME" in os.environ else {}),
+        **SHORT_JVM,
     }
     run = subprocess.run(command, cwd=unpacked, env=environment, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
