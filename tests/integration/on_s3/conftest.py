@@ -1,4 +1,9 @@
-"""The unit tier's backend tests, rerun on moto S3 over HTTP.
+"""The unit tier's backend tests, rerun on moto S3 over HTTP, for the unit modules whose subject
+the store is: objects of every kind written and read (tables, databases, segments, file lists,
+Iceberg metadata), conditional writes and turns, multipart uploads, ranged reads, erasure's
+server-side copies, registered files' checks, maintenance's deletes. Modules that only compose
+those (schema evolution, merge, replace, update, inline rows, restore) run on the local store
+alone.
 
 Each module here star-imports one unit module; its tests that take ``table_uri`` or ``store`` run
 again with those fixtures on S3 (the unit tier ran them on the local store), and the others,
