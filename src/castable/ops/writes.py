@@ -209,9 +209,9 @@ def _written(t: Handle, w: WriteSession, rows: pa.Table) -> list[DataFile]:
     return write_files(t, w, t.conforming_batches(rows)) if rows.num_rows else []
 
 
-def _rewritten_before(t: Handle, version: int, *args: Any, **kwargs: Any) -> int | None:
-    """A retried rewrite's answer: the version it committed as."""
-    return version
+_rewritten_before: Callable[..., int | None] = committed_version
+"""A retried rewrite's answer, the version it committed as, typed as a rewrite answers (a
+rewrite that changes nothing commits nothing)."""
 
 
 @write_operation(_rewritten_before)
