@@ -22,15 +22,6 @@ def command(benchmark: str) -> list[str]:
     return ["-m", "bench.compare"] if benchmark == "compare" else ["-m", "bench", benchmark]
 
 
-SHORT_LATENCY = {"shaped", "changes", "commit-scale", "filelist-check"}
-"""Benchmarks that put S3's latency (25 ms) in front of moto: a smoke run checks their report, not
-their figures, and gives them 2 ms of it."""
-
-
-def quick(benchmark: str) -> list[str]:
-    return ["--quick", *(["--latency", "0.002"] if benchmark in SHORT_LATENCY else [])]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("benchmark", "report", "row_prefixes", "systems", "plots", "also"),
@@ -161,7 +152,7 @@ def test_quick_run_writes_report_and_plots(
     also: tuple[str, ...],
 ) -> None:
     run = subprocess.run(
-        [sys.executable, *command(benchmark), *quick(benchmark), "--out", str(tmp_path)],
+        [sys.executable, *command(benchmark), "--quick", "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
