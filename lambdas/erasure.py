@@ -25,30 +25,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, model_validator
 
-import castable
-from castable.maintenance.erase import (
-    PlannedFile,
-    check_erasable,
-    noncurrent_copies,
-    purge_objects,
-    read_erasure_plan,
-    splices_of,
-    verify_erased,
-    write_erasure_plan,
-    write_erasure_receipt,
-)
-from castable.read.where import parse_predicate
-from castable.store import store_from_uri
-from lambdas.runtime import (
-    ERASURE_COMMIT_ID_LIMIT,
-    TableUri,
-    lambda_handler,
-    logger,
-    open_table,
-    plan_location,
-    splice_prefix,
-    tracer,
-)
+from castable.deployment import erasure
+from lambdas.runtime import ERASURE_COMMIT_ID_LIMIT, TableUri, lambda_handler, logger, plan_location, tracer
 
 
 class Request(BaseModel):
@@ -137,90 +115,18 @@ class ErasureEvent(
 @tracer.capture_method
 def handler(event: ErasureEvent) -> dict[str, Any]:
     step = event.root
-    if isinstance(step, Validate):
-        return {"valid": True, "tables": _validate(step.input)}
-    if isinstance(step, Preview):
-        return _preview(step.input)
+    if isinstance(step, Validate | Preview):
+        request = step.input
+        targets = erasure.targets(request.table, request.predicate, request.database, request.tables)
+        if isinstance(step, Validate):
+            return {"valid": True, "tables": erasure.validate(targets)}
+        return erasure.preview(targets, request.commit_id)
     if isinstance(step, Plan):
-        return _plan(step)
+        root, key, files = erasure.plan([(item.table, item.predicate) for item in step.items], step.commit_id)
+        return {"files": files, **plan_location(root, key)}
     if isinstance(step, Receipt):
-        key = write_erasure_receipt(store_from_uri(step.table), step.commit_id, step.receipt)
-        return {**step.receipt, "receipt": f"{step.table.rstrip('/')}/{key}"}
-    table = open_table(step.table)
-    predicate = parse_predicate(step.predicate, table.schema)
+        return {**step.receipt, "receipt": erasure.keep_receipt(step.table, step.commit_id, step.receipt)}
     logger.append_keys(action=step.action)
     if isinstance(step, Purge):
-        splices = splices_of(table.store, splice_prefix(step.commit_id))
-        folder, _, name = step.plan_uri.rpartition("/")
-        planned = {
-            f.file: f.added_version for f in read_erasure_plan(store_from_uri(folder), name) if f.table == step.table
-        }
-        report = purge_objects(
-            table.store, splices.old | planned, max(step.version, table.refresh().version), predicate
-        )
-        if table.settings.publish_iceberg:  # the purge deleted the published metadata Glue names
-            from castable.iceberg import publish_after_purge
-
-            publish_after_purge(table.refresh())
-        return {**report.summary(), "files_spliced": splices.files, "rows_erased": splices.rows_erased}
-    remaining = verify_erased(table.store, predicate)
-    noncurrent = noncurrent_copies(table.store)
-    return {
-        "verified": not remaining and not noncurrent,
-        "remaining_matches": remaining,
-        "noncurrent_copies": noncurrent,
-    }
-
-
-def _plan(step: Plan) -> dict[str, Any]:
-    """Plan every table's files into one object under the tables' common root."""
-    files = []
-    for item in step.items:
-        table = open_table(item.table)
-        predicate = parse_predicate(item.predicate, table.schema)
-        files += [
-            PlannedFile(item.table, item.predicate, f.path, f.added_version)
-            for f in table.scan(filter=predicate).files()
-        ]
-    root = step.items[0].table
-    while not all(f"{item.table}/".startswith(f"{root}/") for item in step.items):
-        root = root.rsplit("/", 1)[0]
-    key = write_erasure_plan(store_from_uri(root), step.commit_id, files)
-    return {"files": len(files), **plan_location(root, key)}
-
-
-def _preview(request: Request) -> dict[str, Any]:
-    """What ``request`` would erase, table by table; nothing is written."""
-    if request.table is not None and request.predicate is not None:
-        targets = [(request.table, open_table(request.table), request.predicate)]
-    else:
-        assert request.database is not None and request.tables is not None
-        snapshot = castable.open_database(request.database).snapshot()
-        targets = [(f"{request.database}/{n}", snapshot.table(n), p) for n, p in request.tables.items()]
-    tables = []
-    for uri, table, predicate in targets:
-        scan = table.scan(filter=predicate)
-        tables.append({"table": uri, "rows": scan.count(), "files": len(scan.files())})
-    return {
-        "dry_run": True,
-        "commit_id": request.commit_id,
-        "tables": tables,
-        "rows": sum(t["rows"] for t in tables),
-        "files": sum(t["files"] for t in tables),
-    }
-
-
-def _validate(request: Request) -> int:
-    """How many tables ``request`` erases from, once each exists and each predicate parses
-    against its table's schema; a castable error naming the problem otherwise."""
-    if request.table is not None and request.predicate is not None:
-        table = open_table(request.table)
-        parse_predicate(request.predicate, table.schema)
-        check_erasable(table.store)
-        return 1
-    assert request.database is not None and request.tables is not None
-    snapshot = castable.open_database(request.database).snapshot()
-    for name, predicate in request.tables.items():
-        parse_predicate(predicate, snapshot.table(name).schema)  # TableNotFoundError for a name it lacks
-        check_erasable(snapshot.table(name).store)
-    return len(request.tables)
+        return erasure.purge(step.table, step.predicate, step.commit_id, step.plan_uri, step.version)
+    return erasure.verify(step.table, step.predicate)

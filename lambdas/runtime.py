@@ -33,11 +33,6 @@ TableUri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9
 """An ``s3://bucket/prefix`` table location (functions only serve tables on S3)."""
 
 
-def splice_prefix(commit_id: str) -> str:
-    """What the commit ids of the splices of erasure ``commit_id`` start with."""
-    return f"{commit_id}/splice/"
-
-
 class InvalidEventError(castable.InvalidInputError):
     """The event does not have the shape this function expects; nothing was changed."""
 

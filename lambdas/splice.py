@@ -14,13 +14,13 @@ from typing import Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
+from castable.deployment.erasure import splice_prefix
 from lambdas.runtime import (
     ERASURE_COMMIT_ID_LIMIT,
     TableUri,
     lambda_handler,
     metrics,
     open_table,
-    splice_prefix,
     tracer,
 )
 

@@ -249,14 +249,14 @@ def test_an_erasure_stopped_after_its_splices_is_finished_by_running_it_again(
 ) -> None:
     """The re-run plans only live files, which no longer hold the rows: its purge still deletes the
     objects the first run's splices replaced (found by the commit id), and verifies."""
-    import lambdas.erasure
+    from castable.deployment import erasure
 
     def stopped(*args: Any, **kwargs: Any) -> None:
         raise CorruptObjectError("the purge did not run")
 
     request = {"table": table.uri, "predicate": "id IN (10, 2500)", "commit_id": "gdpr-rerun"}
     with pytest.MonkeyPatch.context() as first_run:
-        first_run.setattr(lambdas.erasure, "purge_objects", stopped)
+        first_run.setattr(erasure, "purge_objects", stopped)
         assert run(aws["erasure"], request)["status"] == "FAILED"
     replaced = castable.maintenance.erase.splices_of(table.store, "gdpr-rerun/splice/").old
     assert replaced and all(table.store.exists(path) for path in replaced), "spliced, not purged"
