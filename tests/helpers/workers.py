@@ -1,4 +1,4 @@
-"""Code run in worker processes by the multi-process tests (spawned, so importable by name)."""
+"""Code run in worker processes by the multi-process tests (helpers/processes.py), importable by name."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .tables import events
 
 
 def _test_credentials() -> None:
-    """The dummy credentials moto and LocalStack accept (a spawned worker starts without them)."""
+    """The dummy credentials moto and LocalStack accept (a worker may start without them)."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 

@@ -4,9 +4,7 @@ twice, versions stay dense."""
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from threading import Barrier
@@ -14,6 +12,7 @@ from typing import cast
 
 import pyarrow as pa
 import pytest
+from helpers.processes import PROCESSES, process_pool
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS
 from helpers.workers import (
@@ -72,15 +71,11 @@ def writer_uri(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dic
     return f"s3://{new_bucket(endpoint)}/tables/t1", {"endpoint_url": endpoint, "region": "us-east-1"}, format_version
 
 
-def _spawn_pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-
-
 @contextmanager
 def _rounds_barrier(parties: int) -> Iterator[Barrier]:
-    """A barrier spawned workers share, so that each round of theirs starts at once and the
+    """A barrier the workers share, so that each round of theirs starts at once and the
     commits really race (a worker that starts late would otherwise commit alone)."""
-    with multiprocessing.get_context("spawn").Manager() as manager:
+    with PROCESSES.Manager() as manager:
         yield manager.Barrier(parties)
 
 
@@ -93,7 +88,7 @@ def _assert_dense(table: Table, commits: int) -> None:
 def _every_append_commits_once(uri: str, options: dict[str, str] | None) -> Table:
     """``WORKERS`` processes x ``COMMITS`` one-row appends, one handle each; checks every append
     has its own version, every row is there once and the versions are dense."""
-    with _spawn_pool(WORKERS) as pool:
+    with process_pool(WORKERS) as pool:
         futures = [pool.submit(append_rows, uri, options, w, COMMITS) for w in range(WORKERS)]
         versions = [v for f in futures for v in f.result(timeout=600)]
 
@@ -139,7 +134,7 @@ def test_appends_on_the_old_schema_land_while_another_process_adds_columns(
     castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     if format_version == 1:
         castable.open_table(uri, storage_options=options).upgrade()
-    with _spawn_pool(5) as pool:
+    with process_pool(5) as pool:
         appends = [pool.submit(append_rows_merging, uri, options, w, 15) for w in range(4)]
         alters = pool.submit(add_columns, uri, options, 5)
         versions = [v for f in appends for v in f.result(timeout=600)] + alters.result(timeout=600)
@@ -158,7 +153,7 @@ def test_appends_on_the_old_schema_land_while_another_process_adds_columns(
 def test_many_processes_append_and_delete(writer_uri: tuple[str, dict | None, int]) -> None:
     uri, options, format_version = writer_uri
     castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
-    with _spawn_pool(WORKERS) as pool:
+    with process_pool(WORKERS) as pool:
         futures = [pool.submit(append_and_delete, uri, options, w, ROUNDS) for w in range(WORKERS)]
         results = [f.result(timeout=600) for f in futures]
 
@@ -192,7 +187,7 @@ def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(
     table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     initial = [*range(UPSERT_KEYS), *ERASABLE]
     table.append(pa.table({"id": initial, "category": ["init"] * len(initial), "value": [-1.0] * len(initial)}))
-    with _spawn_pool(5) as pool, _rounds_barrier(4) as rounds_begin:
+    with process_pool(5) as pool, _rounds_barrier(4) as rounds_begin:
         upserts = [pool.submit(upsert_overlapping, uri, options, w, 8, rounds_begin) for w in range(4)]
         maintenance = pool.submit(compact_and_erase, uri, options, 6)
         commits = [c for f in upserts for c in f.result(timeout=600)]
@@ -223,7 +218,7 @@ def test_racing_updates_and_merges_lose_no_increment_through_compaction(
     uri, options, format_version = writer_uri
     table = castable.create_table(uri, EVENTS, primary_key="id", storage_options=options, format_version=format_version)
     table.append(pa.table({"id": list(range(100)), "category": ["c"] * 100, "value": [0.0] * 100}, schema=EVENTS))
-    with _spawn_pool(4) as pool, _rounds_barrier(3) as rounds_begin:
+    with process_pool(4) as pool, _rounds_barrier(3) as rounds_begin:
         workers = [pool.submit(increment, uri, options, w, 5, rounds_begin) for w in range(3)]
         maintenance = pool.submit(compact_and_erase, uri, options, 3)
         total = sum(f.result(timeout=600) for f in workers)

@@ -4,15 +4,14 @@ writers are killed mid-commit."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from helpers.processes import PROCESSES, process_pool
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
 from helpers.workers import MOVER_IDS, append_until_dropped, check_snapshots, drop_after, move_rows
@@ -43,15 +42,11 @@ def _two_tables(uri: str, options: dict | None, movers: int) -> list[int]:
     return sorted(owned)
 
 
-def _spawn_pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-
-
 @pytest.mark.slow
 def test_processes_moving_rows_between_tables_never_show_half_a_move(db_location: tuple[str, dict | None]) -> None:
     uri, options = db_location
     expected = _two_tables(uri, options, MOVERS)
-    with _spawn_pool(MOVERS + 2) as pool:
+    with process_pool(MOVERS + 2) as pool:
         readers = [pool.submit(check_snapshots, uri, options, expected, 5.0) for _ in range(2)]
         movers = [pool.submit(move_rows, uri, options, w, MOVES) for w in range(MOVERS)]
         assert sum(f.result(timeout=600) for f in movers) == MOVERS * MOVES
@@ -63,11 +58,10 @@ def test_processes_moving_rows_between_tables_never_show_half_a_move(db_location
 
 def _kill_repeatedly(uri: str, options: dict | None, rounds: int) -> None:
     """Start a mover process and SIGKILL it mid-work, once it has committed, ``rounds`` times."""
-    ctx = multiprocessing.get_context("spawn")
     db = castable.open_database(uri, storage_options=options)
     for r in range(rounds):
         started = db.refresh().version
-        process = ctx.Process(target=move_rows, args=(uri, options, 0, 1000))
+        process = PROCESSES.Process(target=move_rows, args=(uri, options, 0, 1000))
         process.start()
         deadline = time.monotonic() + 120
         while db.refresh().version == started and time.monotonic() < deadline:  # past the start-up (slow
@@ -103,7 +97,7 @@ def test_writers_racing_a_drop_land_before_it_or_are_refused(db_location: tuple[
     log holds exactly the acknowledged ones, and the other table is untouched."""
     uri, options = db_location
     _two_tables(uri, options, 1)
-    with _spawn_pool(4) as pool:
+    with process_pool(4) as pool:
         writers = [pool.submit(append_until_dropped, uri, options, w, 200) for w in range(3)]
         drop = pool.submit(drop_after, uri, options, 4.0)
         dropped = drop.result(timeout=600)

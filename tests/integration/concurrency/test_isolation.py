@@ -12,13 +12,12 @@ The tests here need a server, a JVM, a side venv or minutes; the rest are the un
 
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from helpers.isolation import INITIAL, Txn, anomalies
+from helpers.processes import process_pool
 from helpers.s3servers import new_bucket
 from helpers.workers import ACCOUNTS, BALANCE, REGISTERS, read_totals, registers, transfer
 from unit.commit.test_isolation import BANK, bank_balances, bank_database
@@ -36,10 +35,6 @@ def _location(request: pytest.FixtureRequest, tmp_path: Path, where: str) -> tup
         return str(tmp_path / "bank"), None
     endpoint = request.getfixturevalue("s3_endpoint" if where == "moto" else "localstack_endpoint")
     return f"s3://{new_bucket(endpoint)}/dbs/bank", {"endpoint_url": endpoint, "region": "us-east-1"}
-
-
-def _spawn_pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
 
 
 def _txns(records: list[dict]) -> list[Txn]:
@@ -67,7 +62,7 @@ def test_bank_totals_hold_in_every_snapshot(
     uri, options = _location(request, tmp_path, where)
     db = bank_database(uri, options)
     start = db.version
-    with _spawn_pool(WRITERS + 1) as pool:
+    with process_pool(WRITERS + 1) as pool:
         reader = pool.submit(read_totals, uri, options, 5.0)
         writers = [pool.submit(transfer, uri, options, w, TRANSFERS, style, "snapshot") for w in range(WRITERS)]
         records = [r for f in writers for r in f.result(timeout=900)]
@@ -108,7 +103,7 @@ def test_register_histories_show_only_what_the_isolation_level_allows(
         db.create_table(name, BANK, primary_key="id").append(
             pa.table({"id": keys, "balance": [0] * REGISTERS, "stamp": [INITIAL] * REGISTERS}, schema=BANK)
         )
-    with _spawn_pool(WRITERS) as pool:
+    with process_pool(WRITERS) as pool:
         futures = [pool.submit(registers, uri, options, w, 15, isolation) for w in range(WRITERS)]
         records = [r for f in futures for r in f.result(timeout=900)]
     committed = [r for r in records if r["committed"] is not None]

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 from helpers.lossy import Faults, run_lossy
+from helpers.processes import process_pool
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
 from helpers.workers import append_blocks, ingest_batches, maintain_and_read
@@ -100,7 +100,7 @@ def test_writers_maintenance_and_ingest_with_bad_and_misrouted_messages(
     # sweep comes later), so the sweep always meets writers and ingest still at work.
     swept = str(tmp_path / "swept")
     faults = NETWORKS[network]
-    with ProcessPoolExecutor(5, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with process_pool(5) as pool:
 
         def submit(fn: Any, *args: Any) -> Future[Any]:
             return pool.submit(fn, *args) if faults is None else pool.submit(run_lossy, faults, fn, *args)
