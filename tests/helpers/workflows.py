@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +31,7 @@ from .aws_stubs import (
     run_handler_in_process,
     start_executions_as_aws_does,
 )
-from .s3servers import new_bucket
+from .s3servers import new_bucket, seed_moto_objects
 from .tables import EVENTS, events, parquet_bytes
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -47,7 +48,8 @@ FUNCTIONS = {
 def workflows(s3_endpoint: str) -> Iterator[dict[str, str]]:
     """In-process Step Functions, Lambda and S3 (moto); the workflows write their results to a
     bucket of their own, which is also the deployment's bucket the maintain-due workflow finds
-    tables in. Yields each state machine's ARN by name, and that bucket as ``bucket``."""
+    tables in. Yields each state machine's ARN by name, that bucket as ``bucket``, and the
+    maintenance function's ARN as ``maintenance-function``."""
     import boto3
     from moto import mock_aws
     from moto.awslambda.models import LambdaFunction
@@ -85,7 +87,7 @@ def workflows(s3_endpoint: str) -> Iterator[dict[str, str]]:
             for placeholder, value in substitutions.items():
                 definition = definition.replace("${" + placeholder + "}", value)
             machines[name] = sfn.create_state_machine(name=name, definition=definition, roleArn=role)["stateMachineArn"]
-        yield {**machines, "bucket": results}
+        yield {**machines, "bucket": results, "maintenance-function": arns["MaintenanceFunctionArn"]}
 
 
 STATE_PAYLOAD_LIMIT = 262_144
@@ -159,4 +161,96 @@ def largest_payload(execution: dict[str, Any]) -> int:
         for e in history(execution)
         for details in (v for k, v in e.items() if k.endswith("Details") and isinstance(v, dict))
         for f in ("input", "output", "parameters")
+    )
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    """One run of the maintain-due workflow: its execution, what discovery found, the children
+    it started, and how long discovery (one Lambda invocation) took."""
+
+    execution: dict[str, Any]
+    served: int
+    due: int
+    children: int
+    discovery_seconds: float
+
+    @property
+    def events(self) -> int:
+        return len(history(self.execution))
+
+    @property
+    def largest(self) -> int:
+        return largest_payload(self.execution)
+
+
+def due_tables(bucket: str, endpoint: str, count: int) -> None:
+    """Make ``bucket`` hold ``count`` tables (``tables/t00000`` on), each due every 15 minutes:
+    the first is created, the rest are its objects stored straight into the in-process moto
+    server under their own names; tables already there are kept."""
+    import boto3
+
+    options = {"endpoint_url": endpoint, "region": "us-east-1"}
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    first = "tables/t00000/"
+    if not s3.list_objects_v2(Bucket=bucket, Prefix=first).get("Contents"):
+        castable.create_table(
+            f"s3://{bucket}/{first.rstrip('/')}",
+            EVENTS,
+            storage_options=options,
+            properties={"maintenance.schedule": "rate(15 minutes)"},
+        )
+    there = sum(
+        len(p.get("CommonPrefixes", []))
+        for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="tables/", Delimiter="/")
+    )
+    objects = [
+        (o["Key"], s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read())
+        for o in s3.list_objects_v2(Bucket=bucket, Prefix=first)["Contents"]
+    ]
+    seed_moto_objects(
+        bucket, ((key.replace("t00000", f"t{i:05d}"), data) for i in range(there, count) for key, data in objects)
+    )
+
+
+def schedule_run(bucket: str, maintenance_function: str) -> ScheduleRun:
+    """Run the maintain-due workflow over the tables of ``bucket`` once, its discovery the real
+    handler (``maintenance_function``) and each child a stand-in for the maintenance workflow
+    (a state machine that succeeds at once, made for this run so that its executions are this
+    run's children)."""
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    role = "arn:aws:iam::123456789012:role/castable"
+    stand_in = sfn.create_state_machine(
+        name=f"maintenance-stand-in-{uuid.uuid4().hex[:8]}",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn=role,
+    )["stateMachineArn"]
+    definition = (ROOT / "statemachines" / "maintain-due.asl.json").read_text()
+    for placeholder, value in {
+        "MaintenanceFunctionArn": maintenance_function,
+        "ResultsBucket": bucket,
+        "MaintenanceWorkflowArn": stand_in,
+    }.items():
+        definition = definition.replace("${" + placeholder + "}", value)
+    machine = sfn.create_state_machine(
+        name=f"maintain-due-{uuid.uuid4().hex[:8]}", definition=definition, roleArn=role
+    )["stateMachineArn"]
+    d = run(machine, {"now": "2026-11-29T03:00:00Z", "every_minutes": 15}, seconds=3600)
+    assert d["status"] == "SUCCEEDED", failures(d)
+    events = history(d)
+    (discovered,) = [
+        json.loads(e["taskSucceededEventDetails"]["output"])["Payload"] for e in events if e["type"] == "TaskSucceeded"
+    ]
+    stamps = {e["type"]: e["timestamp"] for e in events}
+    children = sum(
+        len(page["executions"]) for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=stand_in)
+    )
+    return ScheduleRun(
+        execution=d,
+        served=discovered["served"],
+        due=discovered["due"],
+        children=children,
+        discovery_seconds=(stamps["TaskSucceeded"] - stamps["TaskStarted"]).total_seconds(),
     )

@@ -103,7 +103,7 @@ def command(benchmark: str) -> list[str]:
         (
             "workflow-scale",
             "workflow_scale.md",
-            ("| erasure |", "| maintenance |"),
+            ("| erasure |", "| maintenance |", "| maintain-due |"),
             ("SUCCEEDED",),
             (),
             ("complete within every limit: **met**",),
