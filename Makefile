@@ -141,17 +141,24 @@ SETUP_JOBS ?= 4
 
 # The gate CI runs: the lint and both tiers (tests/unit and tests/integration), nothing skipped.
 # The code under test is compiled first: the suite starts a few thousand Python processes.
-# The parts the tests need are built in parallel, and the lint runs beside them and the tests
-# (a third of a run's time waits on sockets, servers and JVMs): its output follows the tests',
-# and a failure of either fails the gate.
+# The unit tier needs nothing but the dev venv, so it runs while the parts the integration tier
+# needs are built (in parallel: downloads, apt and packing leave the cores idle for minutes),
+# and the lint runs beside both (a third of a run's time waits on sockets, servers and JVMs).
+# Their output follows the integration tier's, a failure of any fails the gate, and each tier
+# leaves its JUnit report in build/ (python tools/test_profile.py build/junit-*.xml).
+PYTEST_GATE = JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=30
 test: $(VENV)/.installed
 	@mkdir -p build
-	@$(MAKE) --no-print-directory lint > build/lint.log 2>&1 & lint=$$!; \
+	@$(BIN)/python -m compileall -q src lambdas infra jobs tests/helpers > /dev/null; \
+	$(MAKE) --no-print-directory lint > build/lint.log 2>&1 & lint=$$!; \
+	$(PYTEST_GATE) --junitxml=build/junit-unit.xml tests/unit > build/unit.log 2>&1 & unit=$$!; \
 	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_PARTS) && \
-	$(BIN)/python -m compileall -q src lambdas infra jobs tests/helpers > /dev/null && \
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 tests; \
-	tested=$$?; wait $$lint; linted=$$?; echo "== make lint (run beside the tests)"; cat build/lint.log; \
-	echo "== make test: tests exit $$tested, lint exit $$linted"; [ $$tested -eq 0 ] && [ $$linted -eq 0 ]
+	$(PYTEST_GATE) --dist loadgroup --junitxml=build/junit-integration.xml tests/integration; \
+	integration=$$?; wait $$unit; unit=$$?; wait $$lint; linted=$$?; \
+	echo "== the unit tier (run while the parts were built)"; cat build/unit.log; \
+	echo "== make lint (run beside the tests)"; cat build/lint.log; \
+	echo "== make test: unit tier exit $$unit, integration tier exit $$integration, lint exit $$linted"; \
+	[ $$unit -eq 0 ] && [ $$integration -eq 0 ] && [ $$linted -eq 0 ]
 
 # The benchmarks by theme behind one runner (`python -m bench` lists them; `python -m bench NAME` runs
 # one); --all runs those not marked as left out, each printing side-by-side medians and ratios.

@@ -4,7 +4,8 @@ Prints Markdown: the time by tier and theme (the folders of tests/unit and tests
 the files that took longest, and the slowest tests. Each test's time is its setup, call and
 teardown, so a session fixture's start (a server, a Spark session, a synth) counts against the
 first test that asks for it. With workers, times add up to more than the wall clock.
-Usage: ``python tools/test_profile.py run.xml [--top 30]``.
+Usage: ``python tools/test_profile.py run.xml [more.xml ...] [--top 30]``: several reports
+(``make test`` leaves one per tier in build/) are read as one run.
 """
 
 from __future__ import annotations
@@ -69,10 +70,10 @@ def report(run: list[Case], top: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report")
+    parser.add_argument("reports", nargs="+")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
-    print(report(cases(args.report), args.top))
+    print(report([c for path in args.reports for c in cases(path)], args.top))
 
 
 if __name__ == "__main__":

@@ -420,13 +420,18 @@ def append_until_dropped(uri: str, options: dict | None, worker: int, appends: i
     return done
 
 
-def drop_after(uri: str, options: dict | None, seconds: float) -> int:
-    """Drop table ``a`` of the database after ``seconds``; the database version of the drop."""
+def drop_once_appended(uri: str, options: dict | None, appends: int) -> int:
+    """Drop table ``a`` of the database once ``appends`` appends have landed on it since the
+    first one (so the drop falls mid-race however slowly the writers start); the database
+    version of the drop."""
     import time
 
     _test_credentials()
-    time.sleep(seconds)
-    return castable.open_database(uri, storage_options=options).drop_table("a", commit_id="drop-a")
+    db = castable.open_database(uri, storage_options=options)
+    first = db.table("a").version
+    while db.refresh().table("a").version < first + appends:
+        time.sleep(0.05)
+    return db.drop_table("a", commit_id="drop-a")
 
 
 def check_snapshots(uri: str, options: dict | None, expected: list[int], seconds: float) -> int:

@@ -14,7 +14,7 @@ import pytest
 from helpers.processes import PROCESSES, process_pool
 from helpers.s3servers import new_bucket
 from helpers.tables import EVENTS, events
-from helpers.workers import MOVER_IDS, append_until_dropped, check_snapshots, drop_after, move_rows
+from helpers.workers import MOVER_IDS, append_until_dropped, check_snapshots, drop_once_appended, move_rows
 
 import castable
 from castable.commit.dblog import LOG_PREFIX
@@ -99,7 +99,7 @@ def test_writers_racing_a_drop_land_before_it_or_are_refused(db_location: tuple[
     _two_tables(uri, options, 1)
     with process_pool(4) as pool:
         writers = [pool.submit(append_until_dropped, uri, options, w, 200) for w in range(3)]
-        drop = pool.submit(drop_after, uri, options, 4.0)
+        drop = pool.submit(drop_once_appended, uri, options, 10)
         dropped = drop.result(timeout=600)
         records = [r for f in writers for r in f.result(timeout=600)]
     landed = {r["commit_id"]: r for r in records if r["ended"] == "landed"}
