@@ -23,7 +23,7 @@ CHROMIUM := /usr/bin/chromium
 JARJAR := /usr/share/java/jarjar.jar
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo check test lint docs bench compare clean emr-env emr-image
+.PHONY: demo dist check test lint docs bench compare clean emr-env emr-image
 
 # Every venv is built with uv (seconds where pip took minutes), itself bootstrapped into its own
 # venv; uv reads none of pip's configuration, so this machine's extra wheel locations are passed on.
@@ -111,8 +111,20 @@ emr-image:
 	docker build --platform $(DOCKER_PLATFORM) -f jobs/emr.Dockerfile --target image -t $(EMR_IMAGE) .
 	docker push $(EMR_IMAGE)
 
-demo: $(VENV)/.installed
-	$(BIN)/python examples/demo.py
+# The demo needs castable alone (no extra), in a venv of its own: a first run from a fresh clone
+# installs that much, not the dev environment.
+DEMO_VENV := .venv-demo
+$(DEMO_VENV)/.installed: pyproject.toml $(UV)
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(DEMO_VENV)
+	$(UV_INSTALL) $(DEMO_VENV)/bin/python -e .
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/python examples/demo.py
+
+# The wheel and the sdist, into dist/ (the wheel is built from the sdist, so the sdist is complete).
+dist: $(UV)
+	$(UV) build --quiet --out-dir dist
 
 # The documentation site (mkdocs.yml) into build/site, strict: a broken link, anchor or API
 # reference fails the build.
@@ -170,4 +182,4 @@ compare: $(VENV)/.installed
 	$(BIN)/python -m bench.compare
 
 clean:
-	rm -rf $(VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) build/emr build/site .tools demo-table .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_VENV) $(SPARK35) $(LOCALSTACK) $(DUCKDB15) dist build/emr build/site .tools demo-table .pytest_cache .ruff_cache .hypothesis

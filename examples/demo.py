@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import shutil
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -101,10 +102,10 @@ def main() -> None:
         summary = {k: v for k, v in h.summary.items() if k in ("rows_added", "rows_deleted", "files_added")}
         history.add_row(str(h.version), h.operation, h.commit_id, str(summary))
     console.print(history)
-    console.print(
-        "try: [bold].venv/bin/castable info demo-table[/bold] or "
-        '[bold].venv/bin/castable scan demo-table --filter "id < 5"[/bold]'
-    )
+    cli = Path(sys.executable).parent / "castable"
+    if cli.is_relative_to(Path.cwd()):
+        cli = cli.relative_to(Path.cwd())
+    console.print(f'try: [bold]{cli} info demo-table[/bold] or [bold]{cli} scan demo-table --filter "id < 5"[/bold]')
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from helpers import ROOT
 from helpers.docs import NOT_CODE, Block, blocks, pages, run
 
 from integration.project.test_docs_examples import EXAMPLES
+from integration.project.test_packaging import INSTALL
 
 MAX_NOT_RUN = 4
 """The deployment's two (an AWS account), EMR's (Docker, AWS) and the README's two commands
@@ -24,8 +25,8 @@ LINK = re.compile(r"\]\(([^)#\s]+)")
 
 
 def checked() -> set[Block]:
-    """The blocks tests/integration/project/test_docs_examples.py runs."""
-    return {example.block() for example in EXAMPLES}
+    """The blocks tests/integration/project/test_docs_examples.py and test_packaging.py run."""
+    return {example.block() for example in [*EXAMPLES, INSTALL]}
 
 
 def left_to_run(page: str) -> list[Block]:
