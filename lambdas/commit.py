@@ -132,10 +132,12 @@ def commit(event: CommitEvent) -> dict[str, Any]:
     version = table.committed_version(event.commit_id)  # a retry: its file list may be gone already
     if version is None and event.add_columns is not None:
         columns = [pa.field(c.name, parse_type(c.type)) for c in event.add_columns]
-        version = table.add_columns(columns, commit_id=event.commit_id)
+        version = table.add_columns(columns, commit_id=event.commit_id).version
     elif version is None:
         files, verify = listed_files(table, event)
-        version = table.add_files(files, mode=event.mode, where=event.where, commit_id=event.commit_id, verify=verify)
+        version = table.add_files(
+            files, mode=event.mode, where=event.where, commit_id=event.commit_id, verify=verify
+        ).version
     summary = table.manifest_at(version).commit.summary
     logger.info("committed", extra={"version": version, "commit_id": event.commit_id, "summary": summary})
     metrics.add_metric(name="FilesCommitted", unit=MetricUnit.Count, value=len(files))

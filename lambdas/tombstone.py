@@ -49,15 +49,15 @@ def handler(event: TombstoneEvent) -> dict[str, Any]:
     if isinstance(request, DatabaseTombstone):
         return _database(request)
     table = open_table(request.table)
-    before = table.version
-    version = table.delete(request.predicate, commit_id=request.commit_id)
-    summary = table.manifest_at(version).commit.summary if version != before else {}
+    result = table.delete(request.predicate, commit_id=request.commit_id)
+    version = result.version
+    summary = table.manifest_at(version).commit.summary if result.committed else {}
     logger.info("deleted", extra={"version": version, "summary": summary})
     items = [{"table": request.table, "predicate": request.predicate, "version": version}]
     return {
         "table": request.table,
         "version": version,
-        "committed": version != before,
+        "committed": result.committed,
         "summary": summary,
         "items": items,
     }

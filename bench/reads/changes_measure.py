@@ -184,7 +184,7 @@ def build_flat(uri: str, rows: int, keys: int, options: dict[str, str] | None) -
         commit_to_table(table.store, table.manifest, change, commit_id=str(uuid.uuid4()))
     table = castable.open_table(uri, storage_options=options)
     picked = np.random.default_rng(5).choice(REAL_FILES * ROWS_PER_FILE, keys, replace=False)
-    version = table.upsert(upsert_rows(np.sort(picked) + first * ROWS_PER_FILE))
+    version = table.upsert(upsert_rows(np.sort(picked) + first * ROWS_PER_FILE)).version
     manifest = table.refresh().manifest
     segments = len(manifest.data_files.parts)
     layout = f"{len(manifest.data_files):,} data files in {segments} segment(s)"
@@ -274,7 +274,7 @@ def build_peers(peers: Peers, access: Access | None, endpoint: str, work: Path, 
     versions, seconds = [], []
     for path in upserts:
         started = time.perf_counter()
-        versions.append(table.upsert(pq.read_table(path)))
+        versions.append(table.upsert(pq.read_table(path)).version)
         seconds.append(time.perf_counter() - started)
     peers.versions[CASTABLE], peers.upsert_seconds[CASTABLE] = versions, seconds
     m = table.refresh().manifest

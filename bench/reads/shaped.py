@@ -229,8 +229,8 @@ def reads(system: str, access: Access, lo: int, hi: int) -> dict[str, Callable[[
             RANGE: lambda: fresh().scan(filter=f"id BETWEEN {lo} AND {hi}").to_arrow().num_rows,
             COUNT: lambda: fresh().scan().count(),
             AFTER: lambda: fresh().scan().to_arrow().num_rows,
-            APPEND: lambda: handle.append(row.set_column(0, "id", pa.array([next(counter)]))) and 1,
-            BATCH: lambda: handle.append(next(batch)) and BATCH_ROWS,
+            APPEND: lambda: handle.append(row.set_column(0, "id", pa.array([next(counter)]))).rows_added or 0,
+            BATCH: lambda: handle.append(next(batch)).rows_added or 0,
             SMALL: lambda: fresh(SMALL_URI).scan().to_arrow().num_rows,
             COMPACTED: lambda: fresh(SMALL_URI).scan().to_arrow().num_rows,
         }

@@ -10,6 +10,7 @@
 [1, 3]
 """
 
+from castable.commit.written import WriteResult
 from castable.database import Database, DatabaseSnapshot, Transaction, create_database, open_database
 from castable.errors import (
     CastableError,
@@ -32,7 +33,7 @@ from castable.errors import (
 )
 from castable.maintenance.history import HistoryEntry
 from castable.ops.batching import BatchWriter
-from castable.ops.merge import MergeBuilder, MergeResult
+from castable.ops.merge import MergeBuilder
 from castable.read.changes import ChangeScan, ChangeTask
 from castable.read.scan import Scan, ScanTask
 from castable.store.cache import clear_caches
@@ -60,7 +61,6 @@ __all__ = [
     "InvalidInputError",
     "InvalidPredicateError",
     "MergeBuilder",
-    "MergeResult",
     "ObjectLockedError",
     "Scan",
     "ScanTask",
@@ -74,6 +74,7 @@ __all__ = [
     "TransactionClosedError",
     "UnsafeStoreError",
     "VersionNotFoundError",
+    "WriteResult",
     "clear_caches",
     "create_database",
     "create_table",

@@ -106,7 +106,7 @@ def castable_writer(uri: str, name: str, first: int, n: int, pause: float, folde
     versions = []
     for i in range(first, first + n):
         time.sleep(pause)
-        versions.append(table.append(_row(i, name), commit_id=f"{name}-{i}"))
+        versions.append(table.append(_row(i, name), commit_id=f"{name}-{i}").version)
     seconds = round(time.monotonic() - began, 1)
     return {"ids": list(range(first, first + n)), "versions": versions, "seconds": seconds}
 

@@ -27,13 +27,15 @@ def append_and_delete(uri: str, options: dict | None, worker: int, rounds: int) 
     for r in range(rounds):
         start = worker * 10_000 + r * 100
         cid = f"w{worker}-r{r}"
-        done.append(("append", table.append(events(start, start + 100), commit_id=f"{cid}-append"), f"{cid}-append"))
-        v = table.delete(f"id BETWEEN {start} AND {start + 9}", commit_id=f"{cid}-range")
+        done.append(
+            ("append", table.append(events(start, start + 100), commit_id=f"{cid}-append").version, f"{cid}-append")
+        )
+        v = table.delete(f"id BETWEEN {start} AND {start + 9}", commit_id=f"{cid}-range").version
         done.append(("delete", v, f"{cid}-range"))
         v = table.delete(
             f"id IN ({start + 50}, {start + 77}) OR (id > {start + 90} AND id < {start + 95})",
             commit_id=f"{cid}-scatter",
-        )
+        ).version
         done.append(("delete", v, f"{cid}-scatter"))
     return done
 
@@ -42,7 +44,7 @@ def append_rows(uri: str, options: dict | None, worker: int, commits: int) -> li
     """Append ``commits`` one-row batches with one handle and default settings; return the versions."""
     _test_credentials()
     table = castable.open_table(uri, storage_options=options)
-    return [table.append(events(worker * 1000 + i, worker * 1000 + i + 1)) for i in range(commits)]
+    return [table.append(events(worker * 1000 + i, worker * 1000 + i + 1)).version for i in range(commits)]
 
 
 def expected_ids(worker: int, rounds: int) -> set[int]:
@@ -115,7 +117,7 @@ def upsert_overlapping(
         batch = pa.table(
             {"id": keys, "category": [f"w{worker}"] * len(keys), "value": [value] * len(keys)}, schema=EVENTS
         )
-        done.append((table.upsert(batch, commit_id=f"upsert-{worker}-{r}"), keys, value))
+        done.append((table.upsert(batch, commit_id=f"upsert-{worker}-{r}").version, keys, value))
     return done
 
 
@@ -195,13 +197,13 @@ def append_blocks(
     while _load_goes_on(began, seconds, until):
         start = (worker + 1) * 1_000_000 + i * MIXED_WRITER_ROWS
         sent = time.monotonic()
-        version = table.append(events(start, start + MIXED_WRITER_ROWS), commit_id=f"mixed-w{worker}-{i}")
+        version = table.append(events(start, start + MIXED_WRITER_ROWS), commit_id=f"mixed-w{worker}-{i}").version
         done["max_seconds"] = max(done["max_seconds"], time.monotonic() - sent)
         done["ranges"].append((start, start + MIXED_WRITER_ROWS))
         done["versions"].append(version)
         if i % 5 == 0:
             again = castable.open_table(uri, storage_options=options)
-            retried = again.append(events(start, start + MIXED_WRITER_ROWS), commit_id=f"mixed-w{worker}-{i}")
+            retried = again.append(events(start, start + MIXED_WRITER_ROWS), commit_id=f"mixed-w{worker}-{i}").version
             done["retries"].append((version, retried))
         i += 1
         time.sleep(pause)
@@ -362,7 +364,7 @@ def append_rows_merging(uri: str, options: dict | None, worker: int, commits: in
     _test_credentials()
     table = castable.open_table(uri, storage_options=options)
     rows = [events(worker * 1000 + i, worker * 1000 + i + 1) for i in range(commits)]
-    return [table.append(r, schema_mode="merge") for r in rows]
+    return [table.append(r, schema_mode="merge").version for r in rows]
 
 
 def add_columns(uri: str, options: dict | None, count: int) -> list[int]:
@@ -371,7 +373,7 @@ def add_columns(uri: str, options: dict | None, count: int) -> list[int]:
 
     _test_credentials()
     table = castable.open_table(uri, storage_options=options)
-    return [table.alter().add_column(f"c{i}", pa.int64(), default=i).commit() for i in range(count)]
+    return [table.alter().add_column(f"c{i}", pa.int64(), default=i).commit().version for i in range(count)]
 
 
 MOVER_IDS = 10
@@ -408,7 +410,7 @@ def append_until_dropped(uri: str, options: dict | None, worker: int, appends: i
         record: dict = {"commit_id": f"w{worker}-a{n}", "id": start}
         try:
             table = castable.open_database(uri, storage_options=options).table("a")
-            record["version"] = table.append(events(start, start + 1), commit_id=record["commit_id"])
+            record["version"] = table.append(events(start, start + 1), commit_id=record["commit_id"]).version
             record["ended"] = "landed"
         except castable.CommitConflictError:
             record["ended"] = "conflict"
@@ -588,7 +590,7 @@ def append_with_commit_ids(uri: str, options: dict | None, worker: int, commits:
         for _ in range(CALLER_ATTEMPTS):
             try:
                 table = castable.open_table(uri, storage_options=options)
-                record["version"] = table.append(events(start, start + 10), commit_id=record["commit_id"])
+                record["version"] = table.append(events(start, start + 10), commit_id=record["commit_id"]).version
                 break
             except castable.CastableError as e:
                 record["errors"].append(type(e).__name__)

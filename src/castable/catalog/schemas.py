@@ -4,6 +4,8 @@ field id (castable's column ids are Iceberg's field ids)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
@@ -21,7 +23,7 @@ def arrow_schema(schema: Schema) -> tuple[pa.Schema, list[str]]:
     return schema_to_pyarrow(schema, include_field_ids=True), key
 
 
-def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Schema) -> SchemaUpdate:
+def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Schema) -> SchemaUpdate[Any]:
     """The castable schema changes that make ``current`` into ``wanted``: columns dropped,
     renamed, added (under the ids castable gives them next, which must be the client's),
     widened, made optional and reordered. Anything else is a ``BadRequestError``."""
@@ -31,7 +33,7 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
     have = iceberg_schema(current, list(primary_key), 0)
     old = {f.field_id: f for f in have.fields}
     new = {f.field_id: f for f in wanted.fields}
-    update = SchemaUpdate()
+    update: SchemaUpdate[Any] = SchemaUpdate()
     for fid, f in old.items():
         if fid not in new:
             update.drop_column(f.name)

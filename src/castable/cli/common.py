@@ -32,6 +32,12 @@ StorageOption = Annotated[
 ]
 CommitId = Annotated[str | None, typer.Option(help="Idempotency key: a repeated id commits nothing twice.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of text.")]
+Count = Annotated[
+    bool,
+    typer.Option(
+        "--count", help="Count the rows a delete or upsert by key removed (reads the versions before and after)."
+    ),
+]
 
 
 def dumps(doc: object) -> str:
@@ -104,15 +110,13 @@ def already_committed(table: castable.Table, commit_id: str | None, as_json: boo
     done = None if commit_id is None else table.committed_version(commit_id)
     if done is None:
         return False
-    text = f"commit id {commit_id!r} was already committed as version {done}; nothing was written"
-    emit(as_json, text, {"version": done, "committed": False, "already_committed": True, "commit_id": commit_id})
+    report_commit(castable.WriteResult.of(table.manifest_at(done), retried=True), as_json)
     return True
 
 
-def report_commit(table: castable.Table, version: int, as_json: bool) -> None:
-    summary = table.manifest_at(version).commit.summary
-    doc = {"version": version, "committed": True, "already_committed": False, "summary": summary}
-    emit(as_json, f"committed version {version}: {dumps(summary)}", doc)
+def report_commit(result: castable.WriteResult, as_json: bool) -> None:
+    """What a write did, in words for people or as a JSON document (``WriteResult.to_dict``)."""
+    emit(as_json, str(result), result.to_dict())
 
 
 def open_table(uri: str, options: list[str] | None) -> castable.Table:

@@ -232,16 +232,17 @@ def history(
                 "operation": h.operation,
                 "commit_id": h.commit_id,
                 "summary": h.summary,
+                "described": h.described(),
                 "error": h.error,
             }
             for h in entries
         ]
         console.print(dumps(docs))
         return
-    shown = RichTable("version", "time", "operation", "commit_id", "summary", title=table.uri)
+    shown = RichTable("version", "time", "operation", "commit_id", "what it did", title=table.uri)
     for h in entries:
-        when = h.timestamp.isoformat() if h.timestamp else "-"
-        shown.add_row(str(h.version), when, h.operation, h.commit_id, h.error or dumps(h.summary))
+        when = h.timestamp.isoformat(timespec="seconds") if h.timestamp else "-"
+        shown.add_row(str(h.version), when, h.operation, h.commit_id, h.described())
     console.print(shown)
 
 

@@ -14,6 +14,7 @@ import castable
 from castable.cli.common import (
     AsJson,
     CommitId,
+    Count,
     StorageOption,
     already_committed,
     console,
@@ -124,13 +125,13 @@ def append(
     batches, total = _inputs(table, files, fmt, delimiter, header, null_value)
     with progress_bar() as progress:
         task = progress.add_task("appending rows", total=total)
-        version = table.append(
+        result = table.append(
             batches,
             commit_id=commit_id,
             on_rows=lambda n: progress.advance(task, n),
             schema_mode="merge" if schema_mode == "merge" else "strict",
         )
-    report_commit(table, version, as_json)
+    report_commit(result, as_json)
 
 
 @tables_app.command()
@@ -152,6 +153,7 @@ def upsert(
     ] = False,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
+    count: Count = False,
     as_json: AsJson = False,
 ) -> None:
     """Insert the rows of local files, replacing the rows with their primary keys, in one commit."""
@@ -160,8 +162,9 @@ def upsert(
         return
     extra = None if op_column is None else [pa.field(op_column, pa.string())]
     batches, _ = _inputs(table, files, fmt, delimiter, header, null_value, extra)
-    version = table.upsert(batches, op_column=op_column, last_wins=last_wins, commit_id=commit_id)
-    report_commit(table, version, as_json)
+    report_commit(
+        table.upsert(batches, op_column=op_column, last_wins=last_wins, commit_id=commit_id, count=count), as_json
+    )
 
 
 @tables_app.command()
@@ -177,6 +180,7 @@ def overwrite(
     null_value: NullValue = None,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
+    count: Count = False,
     as_json: AsJson = False,
 ) -> None:
     """Replace the whole table, or the rows matching --where, with the rows of local files, in one commit."""
@@ -184,16 +188,7 @@ def overwrite(
     if already_committed(table, commit_id, as_json):
         return
     batches, _ = _inputs(table, files, fmt, delimiter, header, null_value)
-    report_commit(table, table.overwrite(batches, where=where, commit_id=commit_id), as_json)
-
-
-def _committed_if_matched(table: castable.Table, before: int, version: int, counter: str, as_json: bool) -> None:
-    """Report a write that commits nothing when no row matches (a delete, an update)."""
-    if version != before:
-        report_commit(table, version, as_json)
-        return
-    doc = {"version": version, "committed": False, "already_committed": False, "summary": {counter: 0}}
-    emit(as_json, f"no row matched; table stays at version {version}", doc)
+    report_commit(table.overwrite(batches, where=where, commit_id=commit_id, count=count), as_json)
 
 
 @tables_app.command()
@@ -220,10 +215,7 @@ def update(
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
-    before = table.version
-    _committed_if_matched(
-        table, before, table.update(values, where=where, commit_id=commit_id), "rows_updated", as_json
-    )
+    report_commit(table.update(values, where=where, commit_id=commit_id), as_json)
 
 
 @tables_app.command("add-files")
@@ -244,7 +236,7 @@ def add_files(
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
-    report_commit(table, table.add_files(paths, commit_id=commit_id), as_json)
+    report_commit(table.add_files(paths, commit_id=commit_id), as_json)
 
 
 @tables_app.command()
@@ -253,14 +245,14 @@ def delete(
     predicate: Annotated[str, typer.Argument(help='SQL predicate, e.g. "id BETWEEN 10 AND 20".')],
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
+    count: Count = False,
     as_json: AsJson = False,
 ) -> None:
     """Soft-delete the rows matching a SQL predicate (one tombstone file)."""
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
-    before = table.version
-    _committed_if_matched(table, before, table.delete(predicate, commit_id=commit_id), "rows_deleted", as_json)
+    report_commit(table.delete(predicate, commit_id=commit_id, count=count), as_json)
 
 
 @tables_app.command()
@@ -308,7 +300,7 @@ def restore(
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
-    report_commit(table, table.restore(version, as_of=as_of, commit_id=commit_id), as_json)
+    report_commit(table.restore(version, as_of=as_of, commit_id=commit_id), as_json)
 
 
 def _pairs(items: list[str] | None, sep: str, what: str) -> list[tuple[str, str]]:
@@ -362,7 +354,7 @@ def alter(
         update.drop_column(name)
     if order:
         update.reorder([n.strip() for n in order.split(",")])
-    report_commit(table, update.commit(), as_json)
+    report_commit(update.commit(), as_json)
 
 
 @tables_app.command()
@@ -380,7 +372,7 @@ def upgrade(
         doc: dict[str, Any] = {"version": table.version, "committed": False, "format_version": LATEST_FORMAT_VERSION}
         emit(as_json, f"{table.uri} is already in format version {LATEST_FORMAT_VERSION}; nothing to do", doc)
         return
-    report_commit(table, table.upgrade(commit_id=commit_id), as_json)
+    report_commit(table.upgrade(commit_id=commit_id), as_json)
 
 
 @tables_app.command("set-properties")
@@ -397,4 +389,4 @@ def set_properties(
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
-    report_commit(table, table.set_properties(dict(_pairs(setting, "=", "NAME=VALUE")), commit_id=commit_id), as_json)
+    report_commit(table.set_properties(dict(_pairs(setting, "=", "NAME=VALUE")), commit_id=commit_id), as_json)

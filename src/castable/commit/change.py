@@ -118,8 +118,10 @@ def new_commit_id(commit_id: str | None) -> str:
 @dataclass
 class CommitResult:
     """The version the change is (``version``), and the newest manifest and pointer the writer
-    saw: the committed version's own, unless a retried commit's version has expired since."""
+    saw: the committed version's own, unless a retried commit's version has expired since;
+    ``staged`` inside a transaction, whose manifest is then the staged one (at the base's version)."""
 
     version: int
     manifest: Manifest
     pointer: Pointer | None
+    staged: bool = False

@@ -308,7 +308,7 @@ class TransactionStager:
             added = {f.path for f in staged.data_files} - {f.path for f in base.data_files}
             self._registered.setdefault(name, set()).update(added)
         self._access[name] = self._access.get(name, Access()) + change.access
-        return CommitResult(staged.version, replace(staged, version=write.base.version), None)
+        return CommitResult(staged.version, replace(staged, version=write.base.version), None, staged=True)
 
     def observe(self, base: Manifest, rows: Rows) -> None:
         """Record a read of the transaction's snapshot (validated at commit when serializable)."""

@@ -7,6 +7,7 @@ is a retry, and its uploads in flight to the commit explicitly."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar
@@ -15,6 +16,8 @@ import pyarrow as pa
 
 from castable.commit.change import CommitResult, NextState
 from castable.commit.conflicts import Access, Rows
+from castable.commit.written import WriteResult
+from castable.errors import VersionNotFoundError
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties
 from castable.inputs.batches import DataLike
@@ -54,9 +57,28 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def committed_version(t: Handle, version: int, *args: Any, **kwargs: Any) -> int:
-    """What a retried write that returns its version returns: the version it committed as."""
-    return version
+def committed_result(t: Handle, w: WriteSession, *args: Any, **kwargs: Any) -> WriteResult:
+    """What a retried write returns: the result its first commit recorded (its counts unknown
+    if that version has expired since)."""
+    assert w.committed_as is not None
+    try:
+        return WriteResult.of(t.manifest_at(w.committed_as), retried=True)
+    except VersionNotFoundError:
+        return WriteResult.unknown(w.committed_as, w.commit_id, "write")
+
+
+def written(w: WriteSession, operation: str, result: CommitResult) -> WriteResult:
+    """What a write that committed (or staged, in a transaction) ``result`` returns."""
+    if result.staged:
+        return replace(WriteResult.of(result.manifest, staged=True), version=result.version)
+    if result.manifest.version != result.version:  # its commit had landed, and has expired since
+        return WriteResult.unknown(result.version, w.commit_id, operation)
+    return WriteResult.of(result.manifest)
+
+
+def unchanged(t: Handle, w: WriteSession, operation: str) -> WriteResult:
+    """What a write with nothing to commit (a delete that matched no row) returns."""
+    return WriteResult(t.version, w.commit_id, operation, committed=False)
 
 
 def write_operation(
@@ -65,7 +87,7 @@ def write_operation(
     """A write of a handle, given its ``commit_id`` after the handle: the decorated function
     runs inside a :class:`WriteSession` (``Handle.begin_write``) and receives it after the
     handle; a retry of a commit that already committed runs nothing and returns ``retried``
-    of the handle, the version it committed as and the write's arguments."""
+    of the handle, the session (whose ``committed_as`` is that version) and the write's arguments."""
 
     def decorate(
         operation: Callable[Concatenate[Handle, WriteSession, P], R],
@@ -73,7 +95,7 @@ def write_operation(
         def run(t: Handle, commit_id: str | None, /, *args: P.args, **kwargs: P.kwargs) -> R:
             with t.begin_write(commit_id) as session:
                 if session.committed_as is not None:
-                    return retried(t, session.committed_as, *args, **kwargs)
+                    return retried(t, session, *args, **kwargs)
                 return operation(t, session, *args, **kwargs)
 
         run.__name__, run.__qualname__, run.__doc__ = operation.__name__, operation.__qualname__, operation.__doc__
@@ -144,4 +166,4 @@ class Handle(Protocol):
         on_rows: Callable[[int], None] | None = None,
         source_ids: Sequence[str] = (),
         schema_mode: SchemaMode = "strict",
-    ) -> int: ...
+    ) -> WriteResult: ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
@@ -167,39 +167,43 @@ def widens(old: pa.DataType, new: pa.DataType) -> bool:
     return any(old in group and new in group for group in _LAYOUTS)
 
 
+R = TypeVar("R")
+
+
 @dataclass
-class SchemaUpdate:
+class SchemaUpdate(Generic[R]):
     """A set of schema changes, applied in one commit (``Table.alter``).
 
     ``with table.alter() as change: change.add_column("note", pa.string())`` commits on exit;
-    each method returns the update, so calls chain, then :meth:`commit`."""
+    each method returns the update, so calls chain, then :meth:`commit`, which returns what the
+    table's commit of it returns (``R``: a :class:`~castable.commit.written.WriteResult`)."""
 
-    _commit: Callable[[SchemaUpdate], int] | None = field(default=None, repr=False)
+    _commit: Callable[[SchemaUpdate[R]], R] | None = field(default=None, repr=False)
     changes: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
 
-    def add_column(self, name: str, type: pa.DataType, *, default: object = None) -> SchemaUpdate:
+    def add_column(self, name: str, type: pa.DataType, *, default: object = None) -> SchemaUpdate[R]:
         """A new nullable column at the end; rows written before it read as ``default`` (or NULL)."""
         self.changes.append(("add", (name, type, default)))
         return self
 
-    def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
+    def rename_column(self, name: str, new_name: str) -> SchemaUpdate[R]:
         self.changes.append(("rename", (name, new_name)))
         return self
 
-    def drop_column(self, name: str) -> SchemaUpdate:
+    def drop_column(self, name: str) -> SchemaUpdate[R]:
         self.changes.append(("drop", (name,)))
         return self
 
-    def widen_column(self, name: str, type: pa.DataType) -> SchemaUpdate:
+    def widen_column(self, name: str, type: pa.DataType) -> SchemaUpdate[R]:
         """Change a column's type to one that holds every old value exactly (see :func:`widens`)."""
         self.changes.append(("widen", (name, type)))
         return self
 
-    def make_nullable(self, name: str) -> SchemaUpdate:
+    def make_nullable(self, name: str) -> SchemaUpdate[R]:
         self.changes.append(("nullable", (name,)))
         return self
 
-    def reorder(self, names: Sequence[str]) -> SchemaUpdate:
+    def reorder(self, names: Sequence[str]) -> SchemaUpdate[R]:
         """Put the columns in this order; columns not named keep their order, after these."""
         self.changes.append(("reorder", (tuple(names),)))
         return self
@@ -212,13 +216,13 @@ class SchemaUpdate:
             words[kind].format(*(list(a) if isinstance(a, tuple) else a for a in args)) for kind, args in self.changes
         ]
 
-    def commit(self) -> int:
-        """Commit the changes as one version; return it."""
+    def commit(self) -> R:
+        """Commit the changes as one version; what the commit returns."""
         if self._commit is None:
             raise InvalidInputError("this schema update is not bound to a table")
         return self._commit(self)
 
-    def __enter__(self) -> SchemaUpdate:
+    def __enter__(self) -> SchemaUpdate[R]:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
@@ -319,12 +323,12 @@ def _encode_default(name: str, t: pa.DataType, default: object) -> bytes | None:
         raise InvalidInputError(f"column {name!r}: default {default!r} is not a {t}: {e}") from None
 
 
-def columns_added(schema: pa.Schema, data: pa.Schema) -> SchemaUpdate | None:
+def columns_added(schema: pa.Schema, data: pa.Schema) -> SchemaUpdate[Any] | None:
     """The columns of ``data`` the table lacks, as a schema update (``schema_mode="merge"``)."""
     new = [f for f in data if f.name not in schema.names]
     if not new:
         return None
-    update = SchemaUpdate()
+    update: SchemaUpdate[Any] = SchemaUpdate()
     for f in new:
         update.add_column(f.name, f.type)
     return update

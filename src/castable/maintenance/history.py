@@ -10,7 +10,9 @@ from typing import Any
 
 from castable.commit.log import entry_as_of, read_manifest
 from castable.commit.pointer import retention_floor
+from castable.commit.written import WriteResult
 from castable.errors import CorruptObjectError, InvalidInputError, VersionNotFoundError
+from castable.format.entries import CommitInfo
 from castable.format.manifest import Manifest
 from castable.maintenance.gc import retained_versions
 from castable.store import ObjectStore
@@ -26,6 +28,15 @@ class HistoryEntry:
     commit_id: str
     summary: dict[str, Any]
     error: str | None = None
+
+    @property
+    def result(self) -> WriteResult:
+        """What the commit did, as its write returned it."""
+        return WriteResult.from_commit(self.version, CommitInfo(self.operation, self.commit_id, self.summary))
+
+    def described(self) -> str:
+        """What the commit did, in words (:meth:`WriteResult.described`), or its error."""
+        return self.error if self.error is not None else self.result.described()
 
 
 def manifest_of_version(store: ObjectStore, known: Manifest, version: int) -> Manifest:

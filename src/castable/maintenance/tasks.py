@@ -16,9 +16,10 @@ from castable.maintenance.gc import expire as expire_versions
 from castable.maintenance.gc import gc as collect_garbage
 
 
-def _compacted_before(t: Handle, version: int, options: CompactOptions) -> CompactReport:
+def _compacted_before(t: Handle, w: WriteSession, options: CompactOptions) -> CompactReport:
     """A retried compaction's report: nothing rewritten now."""
-    return CompactReport(version)
+    assert w.committed_as is not None
+    return CompactReport(w.committed_as)
 
 
 @write_operation(_compacted_before)

@@ -14,6 +14,7 @@ from types import TracebackType
 import pyarrow as pa
 
 from castable.commit.handle import Handle
+from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError
 from castable.inputs.batches import DataLike
 
@@ -58,8 +59,8 @@ class BatchWriter:
         """Rows appended but not yet committed."""
         return self._rows
 
-    def append(self, data: DataLike) -> int | None:
-        """Buffer ``data`` (anything ``Table.append`` takes); return the version if this call committed."""
+    def append(self, data: DataLike) -> WriteResult | None:
+        """Buffer ``data`` (anything ``Table.append`` takes); what this call committed, if it did."""
         for batch in self.table.conforming_batches(data):
             self._pending.append(batch)
             self._rows += batch.num_rows
@@ -71,15 +72,15 @@ class BatchWriter:
             return self.flush()
         return None
 
-    def flush(self) -> int | None:
-        """Commit what is buffered, if anything; return the new version."""
+    def flush(self) -> WriteResult | None:
+        """Commit what is buffered, if anything; what it committed."""
         if not self._pending:
             return None
         commit_id = None if self.commit_id_prefix is None else f"{self.commit_id_prefix}-{len(self.versions)}"
-        version = self.table.append(self._pending, commit_id=commit_id)
-        self.versions.append(version)
+        result = self.table.append(self._pending, commit_id=commit_id)
+        self.versions.append(result.version)
         self._pending, self._rows, self._bytes, self._oldest = [], 0, 0, None
-        return version
+        return result
 
     def __enter__(self) -> BatchWriter:
         return self

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from castable.commit.conflicts import Access, Rows
 from castable.commit.handle import Handle
+from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.format.schema import conform
 from castable.inputs.batches import DataLike, arrow_pieces, is_dataframe
@@ -34,16 +35,6 @@ from castable.read.expressions import Assignments, Value, parse_value
 from castable.read.predicate import Constant, InList
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
-
-
-@dataclass(frozen=True)
-class MergeResult:
-    """What a merge committed (``version`` is the table's version when nothing changed)."""
-
-    version: int
-    rows_inserted: int
-    rows_updated: int
-    rows_deleted: int
 
 
 @dataclass(frozen=True)
@@ -224,13 +215,11 @@ class MergeBuilder:
     def clauses(self) -> MergeClauses:
         return MergeClauses(self.key, self.aliases, self.table.schema, tuple(self._matched), tuple(self._unmatched))
 
-    def execute(self, *, commit_id: str | None = None) -> MergeResult:
-        """Decide every clause on the latest version and commit the outcome once."""
+    def execute(self, *, commit_id: str | None = None) -> WriteResult:
+        """Decide every clause on the latest version and commit the outcome once; what it
+        committed (its ``rows_inserted``, ``rows_updated`` and ``rows_deleted``)."""
         self._check_clauses()
-        version = writes.rewrite(
-            self.table, commit_id, "merge", self._decide, self._access(self.source.column(self.key))
-        )
-        return self._result(version)
+        return writes.rewrite(self.table, commit_id, "merge", self._decide, self._access(self.source.column(self.key)))
 
     def commit(
         self,
@@ -239,14 +228,13 @@ class MergeBuilder:
         *,
         commit_id: str | None = None,
         read_files: FilePlanner = plan_files,
-    ) -> MergeResult:
+    ) -> WriteResult:
         """Commit a merge whose source (of the schema given, with ``keys``) is decided and its
         rows written by ``produce`` on a version, elsewhere (``castable.spark.merge``: Spark
         tasks decide with :attr:`clauses`); ``read_files`` plans the replaced rows' delete."""
         self._check_clauses()
         access = self._access(keys)
-        version = writes.rewrite_files(self.table, commit_id, "merge", produce, access, read_files=read_files)
-        return self._result(version)
+        return writes.rewrite_files(self.table, commit_id, "merge", produce, access, read_files=read_files)
 
     def _check_clauses(self) -> None:
         if not self._matched and not self._unmatched:
@@ -254,12 +242,6 @@ class MergeBuilder:
 
     def _access(self, keys: pa.Array | pa.ChunkedArray) -> Access:
         return Access(keys=(Rows(InList(self.key, _array(keys)), by="merge"),))
-
-    def _result(self, version: int | None) -> MergeResult:
-        if version is None:
-            return MergeResult(self.table.version, 0, 0, 0)
-        summary = self.table.manifest_at(version).commit.summary
-        return MergeResult(version, *(int(summary.get(name, 0)) for name in _COUNTS.values()))
 
     def _decide(self, snapshot: Snapshot) -> Rewrite:
         """The merge's outcome on ``snapshot``: rows replaced (by key) and rows written."""

@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from castable.commit.change import NextState
-from castable.commit.handle import Handle, WriteSession, committed_version, write_operation
+from castable.commit.handle import Handle, WriteSession, committed_result, unchanged, write_operation, written
+from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, restored
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
@@ -21,8 +22,10 @@ from castable.format.properties import checked
 from castable.store import ObjectStore
 
 
-@write_operation(committed_version)
-def restore(t: Handle, w: WriteSession, version: int | None = None, *, as_of: datetime | str | None = None) -> int:
+@write_operation(committed_result)
+def restore(
+    t: Handle, w: WriteSession, version: int | None = None, *, as_of: datetime | str | None = None
+) -> WriteResult:
     """Commit a new version whose data files and tombstones are those of ``version`` (or of the
     version current at ``as_of``); return it. No data is copied. Refused when that version has
     expired or any of its files is gone (removed outside castable: gc keeps a retained
@@ -45,11 +48,11 @@ def restore(t: Handle, w: WriteSession, version: int | None = None, *, as_of: da
         schema = restored(target.schema, base.schema)
         return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
 
-    return t.commit_change("restore", w, build, across_schema=True).version
+    return written(w, "restore", t.commit_change("restore", w, build, across_schema=True))
 
 
-@write_operation(committed_version)
-def alter(t: Handle, w: WriteSession, update: SchemaUpdate) -> int:
+@write_operation(committed_result)
+def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
     """Commit the schema changes of ``update`` (see :meth:`castable.table.Table.alter`)."""
     if t.manifest.format_version < 2:
         raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
@@ -60,11 +63,13 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate) -> int:
         summary = {"changes": update.describe()}
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
-    return t.commit_change("alter", w, build, across_schema=True).version
+    return written(w, "alter", t.commit_change("alter", w, build, across_schema=True))
 
 
-@write_operation(committed_version)
-def set_properties(t: Handle, w: WriteSession, changes: Mapping[str, object], *, remove: Collection[str] = ()) -> int:
+@write_operation(committed_result)
+def set_properties(
+    t: Handle, w: WriteSession, changes: Mapping[str, object], *, remove: Collection[str] = ()
+) -> WriteResult:
     """See :meth:`castable.table.Table.set_properties`."""
     gone = set(remove) - set(changes)
 
@@ -79,20 +84,20 @@ def set_properties(t: Handle, w: WriteSession, changes: Mapping[str, object], *,
             summary["removed"] = sorted(gone)
         return NextState(base.data_files, base.tombstones, summary, properties=after(base))
 
-    return t.commit_change("set-properties", w, build, across_schema=True).version
+    return written(w, "set-properties", t.commit_change("set-properties", w, build, across_schema=True))
 
 
-@write_operation(committed_version)
-def upgrade(t: Handle, w: WriteSession) -> int:
+@write_operation(committed_result)
+def upgrade(t: Handle, w: WriteSession) -> WriteResult:
     """See :meth:`castable.table.Table.upgrade`."""
     if t.manifest.format_version == LATEST_FORMAT_VERSION:
-        return t.version
+        return unchanged(t, w, "upgrade")
 
     def build(base: Manifest) -> NextState:
         summary = {"from_format_version": base.format_version, "format_version": LATEST_FORMAT_VERSION}
         return NextState(base.data_files, base.tombstones, summary, format_version=LATEST_FORMAT_VERSION)
 
-    return t.commit_change("upgrade", w, build).version
+    return written(w, "upgrade", t.commit_change("upgrade", w, build))
 
 
 def absent(store: ObjectStore, keys: list[str]) -> list[str]:

@@ -19,7 +19,16 @@ import pyarrow.compute as pc
 
 from castable.commit.change import NextState
 from castable.commit.conflicts import Access, Rows, check_sources
-from castable.commit.handle import Handle, SchemaMode, WriteSession, committed_version, write_operation
+from castable.commit.handle import (
+    Handle,
+    SchemaMode,
+    WriteSession,
+    committed_result,
+    unchanged,
+    write_operation,
+    written,
+)
+from castable.commit.written import WriteResult
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
 from castable.format import inline
 from castable.format.evolution import SchemaUpdate, columns_added, same_schema, translate_stats
@@ -45,7 +54,7 @@ DELETE_OPS = ("d", "delete")
 """The operations that delete their key in a change feed (Debezium writes ``d``)."""
 
 
-@write_operation(committed_version)
+@write_operation(committed_result)
 def append(
     t: Handle,
     w: WriteSession,
@@ -54,11 +63,11 @@ def append(
     on_rows: Callable[[int], None] | None = None,
     source_ids: Sequence[str] = (),
     schema_mode: SchemaMode = "strict",
-) -> int:
-    """Append rows in one commit and return the committed version.
+) -> WriteResult:
+    """Append rows in one commit; what it committed (a :class:`~castable.commit.written.WriteResult`).
 
     ``data`` streams into Parquet files of the target size; a repeated ``commit_id``
-    returns the version that already holds it without writing anything. ``source_ids``
+    returns what the commit that already holds it committed, without writing anything. ``source_ids``
     name the inputs the rows come from (one per landed file, say): they are kept like commit
     ids, and an append naming a source a commit already consumed raises
     ``CommitConflictError`` and commits nothing, so two writers that picked up the same
@@ -83,10 +92,10 @@ def append(
     build = partial(appended, files, sources=sources, written_with=schema)
     if update is not None:
         build = partial(_append_adding_columns, t.manifest, update, build)
-    return t.commit_change("append", w, build, Access(), across_schema=True).version
+    return written(w, "append", t.commit_change("append", w, build, Access(), across_schema=True))
 
 
-@write_operation(committed_version)
+@write_operation(committed_result)
 def upsert(
     t: Handle,
     w: WriteSession,
@@ -96,9 +105,9 @@ def upsert(
     delete_ops: Collection[str] = DELETE_OPS,
     last_wins: bool = False,
     source_ids: Sequence[str] = (),
-) -> int:
+) -> WriteResult:
     """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
-    commit; return the version.
+    commit; what it committed.
 
     The replaced rows get a key-list tombstone (no data read), so the cost is that of the new
     rows. A key may appear once in ``data``, unless ``last_wins``: then the last row of each
@@ -128,13 +137,13 @@ def upsert(
         t.store, t.manifest, replaced, files, operation="upsert", exclusive=False, sources=sources, uploads=w.uploads
     )
     access = Access(keys=(Rows(replaced, by="upsert"),))
-    return t.commit_change("upsert", w, change.build, access).version
+    return written(w, "upsert", t.commit_change("upsert", w, change.build, access))
 
 
-@write_operation(committed_version)
-def overwrite(t: Handle, w: WriteSession, data: DataLike, *, where: Where | None = None) -> int:
+@write_operation(committed_result)
+def overwrite(t: Handle, w: WriteSession, data: DataLike, *, where: Where | None = None) -> WriteResult:
     """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
-    one commit; return the version.
+    one commit; what it committed.
 
     With ``where`` (replace-where), every new row must match it, and a concurrent commit that
     adds rows matching it makes the overwrite fail with ``CommitConflictError`` rather than
@@ -154,7 +163,7 @@ def overwrite(t: Handle, w: WriteSession, data: DataLike, *, where: Where | None
         t.store, t.manifest, replaced, files, operation="overwrite", exclusive=True, uploads=w.uploads
     )
     access = Access(keys=(Rows(replaced, by="overwrite"),))
-    return t.commit_change("overwrite", w, change.build, access).version
+    return written(w, "overwrite", t.commit_change("overwrite", w, change.build, access))
 
 
 UpdateWriter = Callable[[Snapshot, Predicate, Assignments], tuple[list[DataFile], int]]
@@ -163,7 +172,7 @@ as new data files (not committed): the files, and how many rows were updated. He
 default; ``castable.spark`` passes one that runs as Spark tasks."""
 
 
-@write_operation(committed_version)
+@write_operation(committed_result)
 def update(
     t: Handle,
     w: WriteSession,
@@ -172,7 +181,7 @@ def update(
     *,
     write_updated: UpdateWriter | None = None,
     read_files: FilePlanner = plan_files,
-) -> int:
+) -> WriteResult:
     """Set columns of the rows matching ``where`` (every row without it) in one commit; return
     the version.
 
@@ -193,41 +202,35 @@ def update(
         return Rewritten(replaced, files, summary={"rows_updated": rows})
 
     access = Access(rows=(Rows(selected, by="update"),), reads=(Rows(selected, by="update"),))
-    version = _commit_rewrite(t, w, "update", produce, access, read_files)
-    return t.manifest.version if version is None else version
+    return _commit_rewrite(t, w, "update", produce, access, read_files)
 
 
 def _update_here(
     t: Handle, w: WriteSession, snapshot: Snapshot, selected: Predicate, assignments: Assignments
 ) -> tuple[list[DataFile], int]:
     rows = Scan(snapshot, None, selected).to_arrow()
-    return _written(t, w, assignments.apply(rows, rows)), rows.num_rows
+    return _rows_as_files(t, w, assignments.apply(rows, rows)), rows.num_rows
 
 
-def _written(t: Handle, w: WriteSession, rows: pa.Table) -> list[DataFile]:
+def _rows_as_files(t: Handle, w: WriteSession, rows: pa.Table) -> list[DataFile]:
     """Rows of a rewrite as new data files, conformed to the table's schema (none for none)."""
     return write_files(t, w, t.conforming_batches(rows)) if rows.num_rows else []
 
 
-_rewritten_before: Callable[..., int | None] = committed_version
-"""A retried rewrite's answer, the version it committed as, typed as a rewrite answers (a
-rewrite that changes nothing commits nothing)."""
-
-
-@write_operation(_rewritten_before)
+@write_operation(committed_result)
 def rewrite(
     t: Handle, w: WriteSession, operation: str, derive: Callable[[Snapshot], Rewrite], access: Access
-) -> int | None:
+) -> WriteResult:
     """See :meth:`castable.table.Table.rewrite`."""
 
     def produce(snapshot: Snapshot) -> Rewritten:
         made = derive(snapshot)
-        return Rewritten(made.replaced, _written(t, w, made.rows), made.supersedes, made.summary)
+        return Rewritten(made.replaced, _rows_as_files(t, w, made.rows), made.supersedes, made.summary)
 
     return _commit_rewrite(t, w, operation, produce, access)
 
 
-@write_operation(_rewritten_before)
+@write_operation(committed_result)
 def rewrite_files(
     t: Handle,
     w: WriteSession,
@@ -236,9 +239,9 @@ def rewrite_files(
     access: Access,
     *,
     read_files: FilePlanner = plan_files,
-) -> int | None:
+) -> WriteResult:
     """Commit what ``produce`` writes of the latest version, its files written elsewhere (Spark
-    tasks); the version, or ``None`` when it changes nothing."""
+    tasks); what it committed (nothing, when it changes nothing)."""
     return _commit_rewrite(t, w, operation, produce, access, read_files)
 
 
@@ -249,19 +252,19 @@ def _commit_rewrite(
     produce: Callable[[Snapshot], Rewritten],
     access: Access,
     read_files: FilePlanner = plan_files,
-) -> int | None:
-    """Commit what ``produce`` writes of the latest version (see :class:`RewriteChange`); the
-    version, or ``None`` when it changes nothing."""
+) -> WriteResult:
+    """Commit what ``produce`` writes of the latest version (see :class:`RewriteChange`); what
+    it committed (nothing, when it changes nothing)."""
     change = RewriteChange(t.store, t.manifest, produce, operation=operation, read_files=read_files, uploads=w.uploads)
     if change.is_empty:
         for rows in access.reads:  # that nothing matched was read
             t.observe(rows)
-        return None
-    return t.commit_change(operation, w, change.build, access).version
+        return unchanged(t, w, operation)
+    return written(w, operation, t.commit_change(operation, w, change.build, access))
 
 
-@write_operation(committed_version)
-def delete(t: Handle, w: WriteSession, predicate: Where, *, read_files: FilePlanner = plan_files) -> int:
+@write_operation(committed_result)
+def delete(t: Handle, w: WriteSession, predicate: Where, *, read_files: FilePlanner = plan_files) -> WriteResult:
     """See :meth:`castable.table.Table.delete`; ``read_files`` plans the files that must be
     read (``castable.spark`` passes one that reads them on the cluster)."""
     parsed = parse_predicate(predicate, t.schema)
@@ -269,16 +272,17 @@ def delete(t: Handle, w: WriteSession, predicate: Where, *, read_files: FilePlan
     deleted = Rows(parsed, by="delete")
     if change.plan.is_empty:
         t.observe(deleted)  # that no row matched was read
-        return t.manifest.version
+        return unchanged(t, w, "delete")
     access = Access(rows=(deleted,), reads=(deleted,))
-    return t.commit_change("delete", w, change.build, access).version
+    return written(w, "delete", t.commit_change("delete", w, change.build, access))
 
 
 def _erased_before(
-    t: Handle, version: int, predicate: Where, *, mode: EraseMode = "auto", files: list[str] | None = None
+    t: Handle, w: WriteSession, predicate: Where, *, mode: EraseMode = "auto", files: list[str] | None = None
 ) -> EraseReport:
     """A retried erase's report: nothing erased now, with the predicate a purge after it needs."""
-    return EraseReport(version, 0, [], parse_predicate(predicate, t.schema))
+    assert w.committed_as is not None
+    return EraseReport(w.committed_as, 0, [], parse_predicate(predicate, t.schema))
 
 
 @write_operation(_erased_before)
@@ -300,7 +304,7 @@ def erase(
     return change.report(version)
 
 
-@write_operation(committed_version)
+@write_operation(committed_result)
 def add_files(
     t: Handle,
     w: WriteSession,
@@ -309,8 +313,8 @@ def add_files(
     mode: AddMode = "append",
     where: Where | None = None,
     verify: Verify = "decode",
-) -> int:
-    """Register Parquet files already written under the table's ``data/`` prefix; return the version.
+) -> WriteResult:
+    """Register Parquet files already written under the table's ``data/`` prefix; what it committed.
 
     For writers that produce files themselves (Spark on EMR, other engines): each path must
     exist, lie under ``data/``, be valid Parquet with exactly the table's columns and types,
@@ -345,14 +349,14 @@ def add_files(
         replaced = Constant(True)
     else:
         build = partial(appended, checked, registered=True)
-        return t.commit_change("append", w, build, Access(), across_schema=True).version
+        return written(w, "append", t.commit_change("append", w, build, Access(), across_schema=True))
     change = ReplaceChange(
         t.store, t.manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite", registered=True
     )
-    return t.commit_change(mode, w, change.build, Access(keys=(Rows(replaced, by=mode),))).version
+    return written(w, mode, t.commit_change(mode, w, change.build, Access(keys=(Rows(replaced, by=mode),))))
 
 
-@write_operation(committed_version)
+@write_operation(committed_result)
 def replace_files(
     t: Handle,
     w: WriteSession,
@@ -364,7 +368,7 @@ def replace_files(
     positions: Mapping[str, Iterable[int]] | None = None,
     keys: Predicate | None = None,
     verify: Verify = "footer",
-) -> int:
+) -> WriteResult:
     """Take whole data files out of the table, delete rows of others by position (a tombstone
     of the 0-based ``positions`` of each path) and register files written elsewhere, in one
     commit made on version ``on_version`` exactly: the change of an engine that planned it on
@@ -402,7 +406,7 @@ def replace_files(
             summary["tombstone"] = deletes.path
         return NextState(data_files, tombstones, summary)
 
-    return t.commit_change(operation, w, build, Access()).version  # build checks the version
+    return written(w, operation, t.commit_change(operation, w, build, Access()))  # build checks the version
 
 
 def _check_on(base: Manifest, version: int) -> None:
@@ -521,7 +525,7 @@ def appended(
     )
 
 
-def _merging(t: Handle, data: DataLike) -> tuple[pa.Schema, SchemaUpdate | None, Iterator[pa.RecordBatch]]:
+def _merging(t: Handle, data: DataLike) -> tuple[pa.Schema, SchemaUpdate[Any] | None, Iterator[pa.RecordBatch]]:
     """For ``schema_mode="merge"``: the schema with the columns the input's first piece adds,
     the update that adds them (``None`` if none), and the input conformed to that schema."""
     pieces = iter([pa.Table.from_pandas(data, preserve_index=False)] if is_dataframe(data) else arrow_pieces(data))
@@ -535,7 +539,7 @@ def _merging(t: Handle, data: DataLike) -> tuple[pa.Schema, SchemaUpdate | None,
 
 
 def _append_adding_columns(
-    planned: Manifest, update: SchemaUpdate, append: Callable[[Manifest], NextState], base: Manifest
+    planned: Manifest, update: SchemaUpdate[Any], append: Callable[[Manifest], NextState], base: Manifest
 ) -> NextState:
     """An append that adds columns (``schema_mode="merge"``): its files carry the new columns'
     ids, so a concurrent schema change makes it conflict rather than guess."""

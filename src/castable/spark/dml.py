@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from castable.commit.written import WriteResult
 from castable.format import tombstone
 from castable.format.manifest import DataFile
 from castable.ops import writes
 from castable.ops.delete import DeletePlan, plan_files
-from castable.ops.merge import MergeBuilder, MergeClauses, MergeResult
+from castable.ops.merge import MergeBuilder, MergeClauses
 from castable.ops.replacement import Rewritten
 from castable.read.expressions import Assignments
 from castable.read.predicate import Constant, InList, Predicate
@@ -68,11 +69,10 @@ def delete(
     *,
     commit_id: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
-) -> int:
+) -> WriteResult:
     """Soft-delete the rows matching ``where`` (castable's SQL) with one tombstone file, the
-    files to read read by Spark tasks; the version committed (the current one when no row
-    matches). A re-run with the same ``commit_id`` commits nothing more and returns the same
-    version."""
+    files to read read by Spark tasks; what it committed (nothing when no row matches). A
+    re-run with the same ``commit_id`` commits nothing more and returns the first one's result."""
     location = TableLocation(table_uri, dict(storage_options or {}) or None)
     return writes.delete(handle_of(location.open()), commit_id, where, read_files=ClusterPlanner(spark, location))
 
@@ -85,10 +85,10 @@ def update(
     *,
     commit_id: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
-) -> int:
+) -> WriteResult:
     """Set columns of the rows matching ``where`` (every row without it) to SQL expressions of
     their old values (``Table.update``'s ``set``), the rows read, changed and written by Spark
-    tasks and replaced through one tombstone, in one commit; the version (the current one when
+    tasks and replaced through one tombstone, in one commit; what it committed (nothing when
     no row matches). A re-run with the same ``commit_id`` commits nothing more."""
     location = TableLocation(table_uri, dict(storage_options or {}) or None)
     table = location.open()
@@ -221,7 +221,7 @@ class SparkMerge:
         self.builder.when_not_matched_insert_all(where)
         return self
 
-    def execute(self, *, commit_id: str | None = None) -> MergeResult:
+    def execute(self, *, commit_id: str | None = None) -> WriteResult:
         """Decide every clause on the latest version in Spark tasks and commit once (again on a
         newer version if a concurrent commit touched a source key's rows). A re-run with the same
         ``commit_id`` commits nothing more."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from castable.commit.log import read_manifest
+from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
@@ -153,7 +154,7 @@ class WriteMode:
         whatever the files hold."""
         check_add_mode(handle_of(table), self.mode, self.where)
 
-    def commit(self, table: Table, files: Sequence[DataFile], commit_id: str) -> int:
+    def commit(self, table: Table, files: Sequence[DataFile], commit_id: str) -> WriteResult:
         """Commit the written ``files`` in one version; an overwrite of no files deletes the rows
         it replaces, as Spark's overwrite with an empty DataFrame does."""
         if not files and self.mode == "overwrite":

@@ -140,7 +140,7 @@ def ingest(
         )
         version = int(response["version"])
     else:
-        version = write.commit(table, files, commit_id)
+        version = write.commit(table, files, commit_id).version
     ours = {f.path for f in files}
     added = {f.path for f in table.manifest_at(version).data_files if f.added_version == version}
     return IngestResult(table.uri, commit_id, mode, version, len(files), rows, size, added != ours)

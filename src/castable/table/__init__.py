@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from castable.commit.committer import Committer
 from castable.commit.handle import SchemaMode
+from castable.commit.written import WriteResult
 from castable.format.evolution import SchemaUpdate
 from castable.format.manifest import DataFile, Manifest
 from castable.format.properties import TableProperties
@@ -191,17 +192,17 @@ class Table:
         on_rows: Callable[[int], None] | None = None,
         source_ids: Sequence[str] = (),
         schema_mode: SchemaMode = "strict",
-    ) -> int:
+    ) -> WriteResult:
         """Append rows in one commit (see :func:`castable.ops.writes.append`).
 
         :param data: the rows: a pyarrow Table, RecordBatch or reader, an iterable of them, or a
             pandas DataFrame, of the table's schema (``SchemaMismatchError`` if they do not fit).
         :param commit_id: makes the append idempotent: repeated with the same id, it commits
-            nothing and returns the version the first one committed as.
+            nothing and returns what the first one committed (``retried`` set).
         :param on_rows: called with the number of rows written, as the append streams.
         :param source_ids: names of the inputs the rows come from, each consumed once.
         :param schema_mode: ``"strict"`` refuses columns the table lacks; ``"merge"`` adds them.
-        :returns: the committed version.
+        :returns: what it committed: the version, the commit id, the rows, files and bytes added.
         """
         return writes.append(
             self._handle, commit_id, data, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode
@@ -216,27 +217,43 @@ class Table:
         last_wins: bool = False,
         commit_id: str | None = None,
         source_ids: Sequence[str] = (),
-    ) -> int:
+        count: bool = False,
+    ) -> WriteResult:
         """Insert ``data``'s rows, replacing every live row with one of their primary keys, in one
-        commit; return the version (see :func:`castable.ops.writes.upsert`: change feeds with ``op_column``)."""
-        return writes.upsert(
-            self._handle,
-            commit_id,
-            data,
-            op_column=op_column,
-            delete_ops=delete_ops,
-            last_wins=last_wins,
-            source_ids=source_ids,
+        commit (see :func:`castable.ops.writes.upsert`: change feeds with ``op_column``).
+
+        :returns: what it committed. How many live rows it replaced (and so how many it
+            inserted) is not counted unless ``count``: the replaced keys get a tombstone and no
+            row is read for it; ``count=True`` counts the live rows of the versions before and
+            after (a read of both).
+        """
+        return self._counted(
+            count,
+            writes.upsert(
+                self._handle,
+                commit_id,
+                data,
+                op_column=op_column,
+                delete_ops=delete_ops,
+                last_wins=last_wins,
+                source_ids=source_ids,
+            ),
         )
 
-    def overwrite(self, data: DataLike, *, where: Where | None = None, commit_id: str | None = None) -> int:
+    def overwrite(
+        self, data: DataLike, *, where: Where | None = None, commit_id: str | None = None, count: bool = False
+    ) -> WriteResult:
         """Replace every row of the table, or exactly the rows matching ``where``, with ``data`` in
-        one commit; return the version (see :func:`castable.ops.writes.overwrite`)."""
-        return writes.overwrite(self._handle, commit_id, data, where=where)
+        one commit (see :func:`castable.ops.writes.overwrite`); what it committed, the rows it
+        replaced counted when that needs no read or when ``count`` (as :meth:`upsert`)."""
+        return self._counted(count, writes.overwrite(self._handle, commit_id, data, where=where))
 
-    def update(self, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None) -> int:
+    def update(
+        self, set: Mapping[str, object], where: Where | None = None, *, commit_id: str | None = None
+    ) -> WriteResult:
         """Set columns of the rows matching ``where`` (every row without it) to SQL expressions of
-        their old values in one commit; return the version (see :func:`castable.ops.writes.update`)."""
+        their old values in one commit; what it committed, ``rows_updated`` included (see
+        :func:`castable.ops.writes.update`)."""
         return writes.update(self._handle, commit_id, set, where)
 
     def merge(self, source: DataLike, *, source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
@@ -252,10 +269,10 @@ class Table:
         where: Where | None = None,
         commit_id: str | None = None,
         verify: Verify = "decode",
-    ) -> int:
+    ) -> WriteResult:
         """Register Parquet files already written under the table's ``data/`` prefix, in ``mode``
-        (append, upsert or overwrite), each decoded in full unless ``verify="footer"``; return the
-        version (see :func:`castable.ops.writes.add_files`)."""
+        (append, upsert or overwrite), each decoded in full unless ``verify="footer"``; what it
+        committed (see :func:`castable.ops.writes.add_files`)."""
         return writes.add_files(self._handle, commit_id, files, mode=mode, where=where, verify=verify)
 
     def batch_writer(
@@ -275,16 +292,28 @@ class Table:
             commit_id_prefix=commit_id_prefix,
         )
 
-    def delete(self, predicate: Where, *, commit_id: str | None = None) -> int:
+    def delete(self, predicate: Where, *, commit_id: str | None = None, count: bool = False) -> WriteResult:
         """Soft-delete the rows matching ``predicate`` with one tombstone file.
 
-        Nothing is committed (and the current version is returned) when no row matches.
+        Nothing is committed when no row matches (``committed`` is False).
 
         :param predicate: the rows to delete, in castable's SQL or as an Arrow expression.
         :param commit_id: makes the delete idempotent (see :meth:`append`).
-        :returns: the committed version.
+        :param count: count the rows deleted when the delete did not: a delete by primary key
+            (a range, or a list of keys) writes its tombstone without reading which keys are
+            live, which is what makes it constant-time; counting reads the live rows of the
+            versions before and after.
+        :returns: what it committed: the version, the commit id and ``rows_deleted`` (``None``,
+            "not counted", for a delete by key unless ``count``).
         """
-        return writes.delete(self._handle, commit_id, predicate)
+        return self._counted(count, writes.delete(self._handle, commit_id, predicate))
+
+    def _counted(self, count: bool, result: WriteResult) -> WriteResult:
+        """``result`` with its uncounted rows counted, if asked and if it committed a version of
+        its own (inside a transaction nothing is committed yet, and nothing is counted)."""
+        if not count or not result.not_counted() or not result.committed or result.staged:
+            return result
+        return result.counted(self.count(version=result.version - 1), self.count(version=result.version))
 
     def erase(
         self,
@@ -310,21 +339,21 @@ class Table:
 
     def restore(
         self, version: int | None = None, *, as_of: datetime | str | None = None, commit_id: str | None = None
-    ) -> int:
+    ) -> WriteResult:
         """Commit a new version whose files and tombstones are those of ``version`` (or of the
-        version at ``as_of``); return it (see :func:`castable.ops.metadata.restore`). No data is copied."""
+        version at ``as_of``); what it committed (see :func:`castable.ops.metadata.restore`). No data is copied."""
         return metadata.restore(self._handle, commit_id, version, as_of=as_of)
 
-    def alter(self, *, commit_id: str | None = None) -> SchemaUpdate:
+    def alter(self, *, commit_id: str | None = None) -> SchemaUpdate[WriteResult]:
         """Changes to the schema, committed together as one version when the update's
         ``commit()`` is called (or its ``with`` block ends). No data is read or written:
         columns are found in data files by field id, so files of every schema generation
         read together. Lossy changes, and dropping or retyping the primary key, are refused."""
         return SchemaUpdate(partial(metadata.alter, self._handle, commit_id))
 
-    def add_columns(self, columns: Sequence[pa.Field], *, commit_id: str | None = None) -> int:
+    def add_columns(self, columns: Sequence[pa.Field], *, commit_id: str | None = None) -> WriteResult:
         """Add nullable ``columns`` in one commit (an :meth:`alter` of adds only, what a write
-        bringing new columns asks for before it writes files with them); return the version."""
+        bringing new columns asks for before it writes files with them); what it committed."""
         update = self.alter(commit_id=commit_id)
         for column in columns:
             update.add_column(column.name, column.type)
@@ -332,16 +361,16 @@ class Table:
 
     def set_properties(
         self, changes: Mapping[str, object], *, remove: Collection[str] = (), commit_id: str | None = None
-    ) -> int:
+    ) -> WriteResult:
         """Commit new values of table properties, and remove those named in ``remove`` (the
-        others keep theirs); the version. A version of its own, like a schema change: no data
+        others keep theirs); what it committed. A version of its own, like a schema change: no data
         is read or written, and an unknown or malformed setting is refused with nothing committed."""
         return metadata.set_properties(self._handle, commit_id, changes, remove=remove)
 
-    def upgrade(self, *, commit_id: str | None = None) -> int:
+    def upgrade(self, *, commit_id: str | None = None) -> WriteResult:
         """Rewrite the table in the latest format version, in one commit that copies no data:
-        the files and tombstones are listed in segments; return that version (or the current
-        one, with nothing committed, if the table is already in the latest format)."""
+        the files and tombstones are listed in segments; what it committed (nothing, if the
+        table is already in the latest format)."""
         return metadata.upgrade(self._handle, commit_id)
 
     def compact(

@@ -18,6 +18,7 @@ from castable.commit.change import Change, CommitResult, NextState, new_commit_i
 from castable.commit.committer import Committer
 from castable.commit.conflicts import Access, Rows
 from castable.commit.handle import SchemaMode, WriteSession
+from castable.commit.written import WriteResult
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.format.manifest import Manifest
 from castable.format.properties import TableProperties
@@ -211,6 +212,6 @@ class TableHandle:
         on_rows: Callable[[int], None] | None = None,
         source_ids: Sequence[str] = (),
         schema_mode: SchemaMode = "strict",
-    ) -> int:
-        """Append rows in one commit (:func:`castable.ops.writes.append`); the version."""
+    ) -> WriteResult:
+        """Append rows in one commit (:func:`castable.ops.writes.append`); what it committed."""
         return writes.append(self, commit_id, data, on_rows=on_rows, source_ids=source_ids, schema_mode=schema_mode)

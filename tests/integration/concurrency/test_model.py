@@ -155,7 +155,7 @@ class TableModel(RuleBasedStateMachine):
             for i in range(self.next_id, self.next_id + n)
         ]
         self.next_id += n
-        version = self.table.append(rows_table(rows))
+        version = self.table.append(rows_table(rows)).version
         state = dict(self.versions[-1])
         state.update({r[0]: r for r in rows})
         assert version == len(self.versions)
@@ -166,7 +166,7 @@ class TableModel(RuleBasedStateMachine):
         sql, fn = pred
         state = {k: r for k, r in self.versions[-1].items() if not fn(r)}  # type: ignore[operator]
         before = self.table.version
-        version = self.table.delete(sql)
+        version = self.table.delete(sql).version
         if state != self.versions[-1]:
             assert version == before + 1
         else:
@@ -218,7 +218,7 @@ class TableModel(RuleBasedStateMachine):
         self.next_id += n
         if category is None:
             rows = self._new_rows(ids, data, st.sampled_from(CATEGORIES))
-            version = self.table.overwrite(rows_table(rows))
+            version = self.table.overwrite(rows_table(rows)).version
             self._commit(version, {r[0]: r for r in rows})
             return
         rows = self._new_rows(ids, data, st.just(category))
@@ -236,7 +236,7 @@ class TableModel(RuleBasedStateMachine):
             if fn(r)  # type: ignore[operator]
         }
         before = self.table.version
-        version = self.table.update({"category": new_category, "value": "COALESCE(value, 0) + 1"}, where=sql)
+        version = self.table.update({"category": new_category, "value": "COALESCE(value, 0) + 1"}, where=sql).version
         if not changed:
             assert version == before
             return
@@ -267,7 +267,7 @@ class TableModel(RuleBasedStateMachine):
             merge = self.table.merge(feed).when_matched_delete(where="s.op = 'd'").when_matched_update_all()
             version = merge.when_not_matched_insert_all(where="s.op <> 'd'").execute().version
         else:
-            version = self.table.upsert(feed, op_column="op", last_wins=True)
+            version = self.table.upsert(feed, op_column="op", last_wins=True).version
         if version == before:
             assert state == self.versions[-1]
             return

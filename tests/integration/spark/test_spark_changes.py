@@ -193,7 +193,7 @@ def test_a_keyless_update_on_spark_pairs_each_row_with_its_new_value(spark: Any,
         ids = list(range(start, start + 500))
         t.append(pa.table({"rid": ids, "k": [i % 5 for i in ids]}, schema=schema))
     t.append(pa.table({"rid": [9_000, 9_001], "k": [1, 2]}, schema=schema))  # inline
-    v = update(spark, t.uri, {"k": "k + 100"}, "k = 1")
+    v = update(spark, t.uri, {"k": "k + 100"}, "k = 1").version
     got = castable.open_table(t.uri).changes(v).to_arrow().to_pylist()
     assert len(got) == 2 * (800 + 1)
     for pre, post in zip(got[0::2], got[1::2], strict=True):

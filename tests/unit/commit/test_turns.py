@@ -75,7 +75,7 @@ def test_a_malformed_line_is_read_as_advice_never_as_an_error(base: Table) -> No
     doc["waiting"] = "not a list"
     store.put(POINTER_KEY, json.dumps(doc).encode(), if_match=read_pointer(store).etag)
     assert line_of(store) == ()
-    assert load_table(store).append(events(10, 11)) == 2
+    assert load_table(store).append(events(10, 11)).version == 2
 
 
 def test_advancing_the_pointer_keeps_the_line_but_takes_out_the_writer_that_committed(base: Table) -> None:
@@ -104,7 +104,7 @@ def test_a_writer_that_keeps_losing_joins_the_line_and_leaves_it_when_it_lands(b
                 rival.append(events(100 + len(lines), 101 + len(lines)))  # the writer loses this round
 
     writer = load_table(FaultyStore(base.store, rule))
-    assert writer.append(events(10, 11)) == 2 + JOIN_AFTER_LOSSES
+    assert writer.append(events(10, 11)).version == 2 + JOIN_AFTER_LOSSES
     assert [len(line) for line in lines] == [0] * JOIN_AFTER_LOSSES + [1], "in line only after its losses"
     assert line_of(base.store) == (), "its landing took it out of the line"
 
@@ -141,7 +141,7 @@ def test_a_writer_gone_from_the_head_of_the_line_is_taken_out_after_the_patience
     writer = load_table(base.store)
     writer.refresh()
     started = time.monotonic()
-    assert writer.append(events(10, 11)) == 2
+    assert writer.append(events(10, 11)).version == 2
     assert time.monotonic() - started >= PATIENCE_SECONDS * 0.9, "it gave the first writer its patience"
     assert line_of(base.store) == ()
 
@@ -154,7 +154,7 @@ def test_a_writer_that_cannot_take_a_gone_writer_out_of_the_line_commits_all_the
     writer = load_table(FaultyStore(base.store, lambda op, key: "fail" if key == POINTER_KEY and op == "put" else None))
     writer.refresh()
     result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11))), daemon=True)
+    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11)).version), daemon=True)
     thread.start()
     thread.join(PATIENCE_SECONDS * 5)
     assert result == [2], "committed after the patience"
@@ -170,7 +170,7 @@ def test_the_second_in_line_follows_the_first_as_soon_as_its_version_lands(base:
     writer = load_table(base.store)
     writer.refresh()
     result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11))))
+    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11)).version))
     thread.start()
     deadline = time.monotonic() + 10
     while len(line_of(base.store)) < 2 and time.monotonic() < deadline:
@@ -178,7 +178,7 @@ def test_the_second_in_line_follows_the_first_as_soon_as_its_version_lands(base:
     line = line_of(base.store)
     assert len(line) == 2 and line[0] == first and not result, "joined behind the first, and waits"
     landed = time.monotonic()
-    assert rival.append(events(20, 21)) == 2, "the first writer's turn: version 2, the pointer left at 1"
+    assert rival.append(events(20, 21)).version == 2, "the first writer's turn: version 2, the pointer left at 1"
     thread.join(30)
     assert result == [3] and time.monotonic() - landed < PATIENCE_SECONDS, "followed without waiting out the first"
     assert line_of(base.store) == (first,), "left the line; the first's entry is the first's to take out"
@@ -214,7 +214,7 @@ def test_a_writer_finding_the_line_full_waits_outside_it_and_commits_once_it_cle
     writer = load_table(base.store)
     writer.refresh()
     result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11))))
+    thread = threading.Thread(target=lambda: result.append(writer.append(events(10, 11)).version))
     thread.start()
     time.sleep(0.5)
     assert thread.is_alive() and not result, "it waits"
@@ -230,7 +230,7 @@ def test_fair_turns_can_be_turned_off_per_table(table_uri: tuple[str, dict | Non
     t = castable.create_table(uri, EVENTS, properties={"commit.fair-turns": "false"}, storage_options=options)
     set_line(t.store, ghost)
     t.refresh()
-    assert t.append(events(0, 1)) == 1
+    assert t.append(events(0, 1)).version == 1
     assert line_of(t.store) == (ghost,), "neither waited for nor joined"
     with pytest.raises(InvalidInputError, match=r"commit\.fair-turns must be true or false"):
         castable.create_table(f"{uri}-2", EVENTS, properties={"commit.fair-turns": "maybe"}, storage_options=options)

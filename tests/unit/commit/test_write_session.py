@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 
 import castable
-from castable.commit.handle import Handle, WriteSession, committed_version, write_operation
+from castable.commit.handle import Handle, WriteSession, committed_result, write_operation
+from castable.commit.written import WriteResult
 from castable.store import ObjectInfo, StoreError
 from castable.store.local import LocalStore
 from castable.table import handle_of
@@ -42,26 +43,27 @@ class SlowStore(LocalStore):
 
 def test_a_retried_commit_id_is_answered_without_running_the_write(tmp_path: Path) -> None:
     table = castable.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
-    version = table.append(pa.table({"id": [1]}), commit_id="once")
+    version = table.append(pa.table({"id": [1]}), commit_id="once").version
     ran: list[WriteSession] = []
 
-    @write_operation(committed_version)
-    def write(t: Handle, session: WriteSession, value: int) -> int:
+    @write_operation(committed_result)
+    def write(t: Handle, session: WriteSession, value: int) -> WriteResult:
         ran.append(session)
-        return value
+        return WriteResult(value, session.commit_id, "test")
 
-    assert write(handle_of(table), "once", 99) == version
+    first = write(handle_of(table), "once", 99)
+    assert first.version == version and first.retried and first.rows_added == 1 and first.commit_id == "once"
     assert ran == []
-    assert write(handle_of(table), "new", 99) == 99
+    assert write(handle_of(table), "new", 99).version == 99
     assert [s.commit_id for s in ran] == ["new"] and ran[0].committed_as is None
 
 
 def test_the_retry_answer_sees_the_handle_and_the_arguments(tmp_path: Path) -> None:
     table = castable.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
-    version = table.append(pa.table({"id": [1]}), commit_id="once")
+    version = table.append(pa.table({"id": [1]}), commit_id="once").version
 
-    def retried(t: Handle, committed: int, label: str) -> str:
-        return f"{label}@{committed} of {t.version}"
+    def retried(t: Handle, session: WriteSession, label: str) -> str:
+        return f"{label}@{session.committed_as} of {t.version}"
 
     @write_operation(retried)
     def write(t: Handle, session: WriteSession, label: str) -> str:

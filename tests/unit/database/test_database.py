@@ -106,11 +106,11 @@ def test_a_member_table_opened_on_its_own_still_commits_through_the_database(
 ) -> None:
     uri, options = table_uri
     orders = castable.open_table(f"{uri}/orders", storage_options=options)
-    version = orders.append(events(10, 12), commit_id="alone")
+    version = orders.append(events(10, 12), commit_id="alone").version
     assert version == 2 and ids(orders) == list(range(12))
     assert shop.refresh().history(limit=1)[0].commit_id == "alone"
     assert shop.snapshot().tables["orders"] == version
-    assert orders.append(events(10, 12), commit_id="alone") == version, "idempotent on its own too"
+    assert orders.append(events(10, 12), commit_id="alone").version == version, "idempotent on its own too"
 
 
 def test_time_travel_by_database_version_and_time(shop: Database) -> None:
@@ -411,7 +411,7 @@ def test_a_writer_killed_at_any_step_leaves_no_half_transaction(shop: Database, 
     assert (10 in order_ids(snap.table("lines"))) == committed, "both tables or neither"
     direct = castable.open_table(f"{shop.uri}/lines", storage_options=_options(shop))
     assert (10 in order_ids(direct)) == committed, "a member read on its own agrees"
-    next_version = shop.table("orders").append(events(20, 21))
+    next_version = shop.table("orders").append(events(20, 21)).version
     assert next_version == 2 + committed
     for name in ("orders", "lines"):
         member = shop.store.child(name)
@@ -454,7 +454,7 @@ def test_a_member_copy_written_outside_the_database_is_reported(shop: Database) 
     forged["version"], forged["previous"] = 2, 1
     forged["database"]["version"] = 99
     orders.put(manifest_key(2), json.dumps(forged).encode(), if_none_match=True)
-    assert shop.table("orders").append(events(10, 11)) == 2, "committed: the log is the truth"
+    assert shop.table("orders").append(events(10, 11)).version == 2, "committed: the log is the truth"
     assert ids(shop.refresh().table("orders")) == list(range(11)), "read from the log, not the forged copy"
     with pytest.raises(CorruptObjectError, match="written outside its database"):
         shop.table("orders").append(events(11, 12))
@@ -501,9 +501,9 @@ def _options(db: Database) -> dict | None:
 
 def test_a_stale_handles_retry_answers_the_version_it_landed_as(shop: Database) -> None:
     stale = Database.load(shop.store).table("orders")
-    landed = shop.table("orders").append(events(10, 11), commit_id="X")
+    landed = shop.table("orders").append(events(10, 11), commit_id="X").version
     shop.table("orders").append(events(11, 12))
-    assert stale.append(events(10, 11), commit_id="X") == landed
+    assert stale.append(events(10, 11), commit_id="X").version == landed
     assert ids(shop.table("orders")).count(10) == 1
 
 

@@ -223,7 +223,7 @@ def test_recent_commit_ids_spill_to_one_segment_and_stay_idempotent(table: casta
     doc = root(table)
     assert doc["commits_segment"] is not None and len(doc["recent_commits"]) < 64
     fresh = other(table)
-    assert fresh.append(events(0, 1), commit_id="c0") == 1  # the first commit, recognised from the segment
+    assert fresh.append(events(0, 1), commit_id="c0").version == 1  # the first commit, recognised from the segment
     assert fresh.version == 70 and fresh.count() == 70
 
 
@@ -252,13 +252,13 @@ def test_upgrade_rewrites_a_version_1_table_in_one_commit(table_uri: tuple[str, 
     t.delete("id < 50")
     assert root(t)["format_version"] == 1 and "data_files" in root(t)
     files = {f.path for f in t.manifest.data_files}
-    version = t.upgrade(commit_id="up")
+    version = t.upgrade(commit_id="up").version
     doc = root(t, version)
     assert doc["format_version"] == 2 and "data_files" not in doc
     assert {f.path for f in other(t).manifest.data_files} == files
     assert t.count() == 250 and t.count(version=version - 1) == 250 and t.count(version=1) == 100
-    assert t.upgrade() == version  # already upgraded: nothing committed
-    assert t.append(events(0, 1), commit_id="a1") == 2  # ids from before the upgrade still count
+    assert t.upgrade().version == version  # already upgraded: nothing committed
+    assert t.append(events(0, 1), commit_id="a1").version == 2  # ids from before the upgrade still count
     assert t.history()[0].operation == "upgrade"
 
 

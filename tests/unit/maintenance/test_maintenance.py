@@ -216,7 +216,7 @@ def test_stale_writer_cannot_commit_into_an_expired_slot(table: Table, pointer_p
     if pointer_puts == "fail":
         failing = FaultyStore(table.store, lambda op, key: "fail" if (op, key) == ("put", "_latest_manifest") else None)
         stale = Table.standalone(failing, stale.manifest)
-    version = stale.append(events(500, 510))
+    version = stale.append(events(500, 510)).version
     assert version == table.refresh().version == 10
     with pytest.raises(VersionNotFoundError):
         table.scan(version=2)

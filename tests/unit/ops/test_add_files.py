@@ -41,13 +41,15 @@ def ids(t: Table) -> list[int]:
 def test_files_written_elsewhere_are_appended_in_one_commit(table: Table) -> None:
     a = upload(table, "data/spark/part-0.parquet", events(100, 300))
     b = upload(table, "data/spark/part-1.parquet", events(300, 400))
-    version = table.add_files([a, f"{table.uri}/{b}"], commit_id="job-1")
+    version = table.add_files([a, f"{table.uri}/{b}"], commit_id="job-1").version
     assert version == 2
     assert ids(table) == [*range(10), *range(100, 400)]
     added = {f.path: f for f in table.manifest.data_files}
     assert added[a].rows == 200 and added[a].row_groups == 4 and added[a].stats["id"]["min"] == 100
     assert table.manifest.commit.summary["registered"] is True
-    assert load_table(table.store).add_files([a, b], commit_id="job-1") == 2, "a retried job commits nothing twice"
+    assert load_table(table.store).add_files([a, b], commit_id="job-1").version == 2, (
+        "a retried job commits nothing twice"
+    )
     table.delete("id BETWEEN 150 AND 160")
     assert len(ids(table)) == 10 + 300 - 11
 
@@ -93,7 +95,7 @@ def written_elsewhere(t: Table, start: int, stop: int) -> list[DataFile]:
 def test_entries_written_by_castable_keep_their_statistics(table: Table) -> None:
     files = written_elsewhere(table, 100, 400)
     table.store.stats.reset()
-    version = table.add_files(files, commit_id="spark-job")
+    version = table.add_files(files, commit_id="spark-job").version
     requests = table.store.stats.snapshot()
     assert requests.get("GET", 0) + requests.get("OPEN", 0) == 1, "a written entry's footer is read, and nothing more"
     assert ids(table) == [*range(10), *range(100, 400)]
@@ -134,7 +136,7 @@ def test_an_entry_that_disagrees_with_its_footer_refuses_the_whole_commit(table:
     after = load_table(table.store)
     assert after.version == version and [f.path for f in after.manifest.data_files] == files
     assert after.count() == 10 and ids(after) == list(range(10))
-    assert after.add_files(true, commit_id="executor-lies") == version + 1, "the refused commit left no trace"
+    assert after.add_files(true, commit_id="executor-lies").version == version + 1, "the refused commit left no trace"
 
 
 def copies(t: Table, directory: str, n: int, name: str = "part") -> list[DataFile]:
@@ -197,12 +199,12 @@ def test_files_in_another_layout_of_the_same_types_read_as_the_table(table: Tabl
 
 def test_registered_files_upsert_by_key_and_overwrite_a_range(table: Table) -> None:
     changed = events(5, 15).set_column(1, "category", pa.array(["new"] * 10))
-    version = table.add_files([upload(table, "data/spark/up.parquet", changed)], mode="upsert", commit_id="up")
+    version = table.add_files([upload(table, "data/spark/up.parquet", changed)], mode="upsert", commit_id="up").version
     entry = table.history(limit=1)[0]
     assert entry.operation == "upsert" and entry.summary["registered"]
     assert ids(table) == list(range(15))
     assert table.scan(["category"], "id >= 5").to_arrow().column("category").to_pylist() == ["new"] * 10
-    assert table.add_files(["data/spark/up.parquet"], mode="upsert", commit_id="up") == version
+    assert table.add_files(["data/spark/up.parquet"], mode="upsert", commit_id="up").version == version
     day = events(100, 103).set_column(1, "category", pa.array(["new"] * 3))
     table.add_files([upload(table, "data/spark/day.parquet", day)], mode="overwrite", where="category = 'new'")
     assert ids(table) == [0, 1, 2, 3, 4, 100, 101, 102]

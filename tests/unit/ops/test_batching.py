@@ -22,7 +22,7 @@ def test_commits_every_max_rows_and_the_rest_on_exit(table: Table) -> None:
     with table.batch_writer(max_rows=10) as writer:
         committed = [writer.append(events(i, i + 1)) for i in range(25)]
         assert writer.pending_rows == 5
-    assert [v for v in committed if v is not None] == [1, 2]
+    assert [r.version for r in committed if r is not None] == [1, 2]
     assert writer.versions == [1, 2, 3]
     assert sorted(table.scan(["id"]).to_arrow().column("id").to_pylist()) == list(range(25))
 
@@ -31,7 +31,8 @@ def test_commits_when_the_oldest_row_has_waited_long_enough(table: Table) -> Non
     writer = table.batch_writer(max_seconds=0.05)
     assert writer.append(events(0, 1)) is None
     time.sleep(0.1)
-    assert writer.append(events(1, 2)) == 1
+    flushed = writer.append(events(1, 2))
+    assert flushed is not None and flushed.version == 1 and flushed.rows_added == 2
     assert writer.pending_rows == 0 and table.count() == 2
 
 

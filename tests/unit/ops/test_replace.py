@@ -21,13 +21,13 @@ def rows(ids: list[int], value: float, category: str = "u") -> pa.Table:
 
 
 def test_upsert_replaces_by_key_and_inserts_the_rest(table: Table) -> None:
-    version = table.upsert(rows([5, 50, 500], 1.5), commit_id="u1")
+    version = table.upsert(rows([5, 50, 500], 1.5), commit_id="u1").version
     now = live(table)
     assert len(now) == 101 and now[5] == now[50] == now[500] == ("u", 1.5) and now[6] == ("c", 3.0)
     h = table.history(limit=1)[0]
     assert (h.version, h.operation) == (version, "upsert")
     assert h.summary["rows_added"] == 3 and h.summary["tombstone"].startswith("tombstone/")
-    assert table.upsert(rows([5], 9.0), commit_id="u1") == version, "a repeated commit_id commits nothing"
+    assert table.upsert(rows([5], 9.0), commit_id="u1").version == version, "a repeated commit_id commits nothing"
     data_bytes = sum(f.size for f in table.manifest.data_files)
     assert data_bytes - sum(f.size for f in table.manifest_at(1).data_files) == h.summary["bytes_added"]
 

@@ -29,13 +29,13 @@ def table(table_uri: tuple[str, dict | None]) -> Table:
 
 def test_restore_brings_back_a_version_without_copying(table: Table) -> None:
     objects = {k for k in snapshot_of(table.store) if k.startswith("data/")}
-    assert table.restore(1, commit_id="undo") == 4
+    assert table.restore(1, commit_id="undo").version == 4
     assert table.scan().to_arrow().sort_by("id") == table.scan(version=1).to_arrow().sort_by("id")
     assert {k for k in snapshot_of(table.store) if k.startswith("data/")} == objects, "no data copied"
     h = table.history(limit=1)[0]
     assert (h.operation, h.summary) == ("restore", {"restored_version": 1, "files": 1, "rows": 100})
-    assert table.restore(1, commit_id="undo") == 4, "a repeated commit_id commits nothing"
-    assert table.restore(as_of=table.manifest_at(3).created_at) == 5
+    assert table.restore(1, commit_id="undo").version == 4, "a repeated commit_id commits nothing"
+    assert table.restore(as_of=table.manifest_at(3).created_at).version == 5
     assert table.count() == 70 and table.scan(version=4).count() == 100, "later commits stay in the history"
 
 

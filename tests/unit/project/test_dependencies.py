@@ -51,8 +51,8 @@ def imports(path: Path, module_level: bool = False) -> set[str]:
             found.add(node.module.split(".")[0])
         nested = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         if not (module_level and nested):
-            for child in ast.iter_child_nodes(node):
-                visit(child)
+            for inner in ast.iter_child_nodes(node):
+                visit(inner)
 
     visit(ast.parse(path.read_text()))
     return {name for name in found if name != "castable" and name not in sys.stdlib_module_names}

@@ -48,17 +48,17 @@ def keyed(tmp_path: Path) -> castable.Table:
 def test_each_operation_gives_its_changes(keyed: castable.Table) -> None:
     t = keyed
     assert changes(t, 1) == [("insert", i, f"x{i}", 0, 1) for i in (1, 2, 3, 4)]
-    v = t.delete("id = 2")
+    v = t.delete("id = 2").version
     assert changes(t, v) == [("delete", 2, "x2", 0, v)]
-    v = t.delete("name = 'x3'")  # by position, read from the data
+    v = t.delete("name = 'x3'").version  # by position, read from the data
     assert changes(t, v) == [("delete", 3, "x3", 0, v)]
-    v = t.upsert(rows([1, 9], "u", 1))
+    v = t.upsert(rows([1, 9], "u", 1)).version
     assert changes(t, v) == [
         ("update_preimage", 1, "x1", 0, v),
         ("update_postimage", 1, "u1", 1, v),
         ("insert", 9, "u9", 1, v),
     ]
-    v = t.update({"n": "n + 10"}, where="id = 4")
+    v = t.update({"n": "n + 10"}, where="id = 4").version
     assert changes(t, v) == [("update_preimage", 4, "x4", 0, v), ("update_postimage", 4, "x4", 10, v)]
     merge = t.merge(rows([4, 9, 20], "m", 2)).when_matched_update_all(where="s.id = 4").when_matched_delete()
     v = merge.when_not_matched_insert_all().execute().version
@@ -71,16 +71,16 @@ def test_each_operation_gives_its_changes(keyed: castable.Table) -> None:
     before = t.version
     for v in (t.compact(min_file_size=1 << 30).version, t.coalesce_tombstones().version):
         assert v == before or changes(t, v) == []
-    v = t.set_properties({"castable.note": "x"})
+    v = t.set_properties({"castable.note": "x"}).version
     assert changes(t, v) == []
-    v = t.overwrite(rows([20, 30], "o", 3), where="id >= 20")
+    v = t.overwrite(rows([20, 30], "o", 3), where="id >= 20").version
     assert sorted(changes(t, v)) == [
         ("delete", 20, "m20", 2, v),
         ("insert", 20, "o20", 3, v),
         ("insert", 30, "o30", 3, v),
     ]
     live = sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"])
-    v = t.restore(1)
+    v = t.restore(1).version
     got = changes(t, v)
     assert Counter(c[:4] for c in got if c[0] == "delete") == Counter(
         ("delete", r["id"], r["name"], r["n"]) for r in live
@@ -123,7 +123,7 @@ def test_a_keyless_update_pairs_each_row_with_its_new_value(tmp_path: Path) -> N
         t.append(pa.table({"rid": ids, "k": [i % 7 for i in ids], "s": [f"s{i}" for i in ids]}, schema=schema))
     t.append(pa.table({"rid": [5_000, 5_001], "k": [3, 4], "s": ["i", "j"]}, schema=schema))  # inline
     t.delete("rid < 10")
-    v = t.update({"s": "s || '!'", "k": "k + 100"}, where="k = 3")
+    v = t.update({"s": "s || '!'", "k": "k + 100"}, where="k = 3").version
     got = t.changes(v).to_arrow().to_pylist()
     assert len(got) == 2 * (sum(1 for i in range(10, 3_000) if i % 7 == 3) + 1)
     for pre, post in zip(got[0::2], got[1::2], strict=True):
@@ -133,8 +133,8 @@ def test_a_keyless_update_pairs_each_row_with_its_new_value(tmp_path: Path) -> N
 
 def test_columns_read_under_the_newest_schema(keyed: castable.Table) -> None:
     t = keyed
-    added = t.alter().add_column("flag", pa.bool_(), default=True).commit()
-    renamed = t.alter().rename_column("name", "label").commit()
+    added = t.alter().add_column("flag", pa.bool_(), default=True).commit().version
+    renamed = t.alter().rename_column("name", "label").commit().version
     assert t.changes(added, renamed).count() == 0  # schema changes change no row
     t.append(pa.table({"id": [7], "label": ["new"], "n": [1], "flag": [False]}))
     got = t.changes(0, columns=["id", "label", "flag"]).to_arrow()
@@ -149,7 +149,7 @@ def test_columns_read_under_the_newest_schema(keyed: castable.Table) -> None:
 
 def test_filter_projection_and_outputs(keyed: castable.Table) -> None:
     t = keyed
-    v = t.upsert(rows([1, 2, 50], "u", 5))
+    v = t.upsert(rows([1, 2, 50], "u", 5)).version
     s = t.changes(1, filter="_change_type <> 'insert' AND id < 2", columns=["id", "n"])
     assert s.to_arrow().select(["id", "n", "_change_type"]).to_pylist() == [
         {"id": 1, "n": 0, "_change_type": "update_preimage"},
@@ -169,8 +169,8 @@ def test_filter_projection_and_outputs(keyed: castable.Table) -> None:
 def test_changes_by_time(keyed: castable.Table) -> None:
     t = keyed
     first = t.snapshot(1).manifest.created_at
-    v2 = t.delete("id = 1")
-    v3 = t.delete("id = 2")
+    v2 = t.delete("id = 1").version
+    v3 = t.delete("id = 2").version
     at2 = t.snapshot(v2).manifest.created_at
     assert t.changes(start_time=at2).to_arrow().column("_commit_version").to_pylist() == [v2, v3]
     assert t.changes(start_time=at2 + timedelta(microseconds=1)).count() == 1
@@ -269,7 +269,7 @@ def test_a_change_reads_what_changed_not_the_table(tmp_path: Path) -> None:
     t = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=FILES_ONLY)
     for start in range(0, 4_000, 100):
         t.append(rows(list(range(start, start + 100))))
-    v = t.upsert(rows([150, 151, 3_999, 10_000], "u"))
+    v = t.upsert(rows([150, 151, 3_999, 10_000], "u")).version
     store = Reads(str(tmp_path / "t"))
     store.opened = []
     reader = castable.Table.standalone(store, t.manifest)
@@ -315,7 +315,7 @@ def test_an_upserts_rows_are_read_by_page(tmp_path: Path, monkeypatch: pytest.Mo
     t = castable.create_table(str(tmp_path / "t"), KEYED, primary_key="id", properties=props)
     t.append(pa.table({"id": range(n), "name": [f"name-{i:012d}" for i in range(n)], "n": range(n)}, schema=KEYED))
     keys = [*range(150_000, 150_100), 7, n + 1]
-    v = t.upsert(rows(keys, "u", -1))
+    v = t.upsert(rows(keys, "u", -1)).version
     read_by_page: list[int] = []
     real = castable.read.snapshot.Snapshot.read_matching
 
