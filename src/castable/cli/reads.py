@@ -69,11 +69,11 @@ def scan(
     if output is not None:
         _write_output(s, output, fmt, f"version {s.version}", sum(f.rows for f in s.files()))
         return
-    rows = _first_rows(s, limit)
+    rows, more = _first_rows(s, limit)
     if as_json:
-        console.print(dumps({"version": s.version, "columns": s.schema.names, "rows": rows}))
+        console.print(dumps({"version": s.version, "columns": s.schema.names, "rows": rows, "truncated": more}))
         return
-    _print_rows(s.schema.names, rows, f"{table.uri} @ version {s.version}")
+    _print_rows(s.schema.names, rows, more, f"{table.uri} @ version {s.version}")
 
 
 class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
@@ -132,18 +132,21 @@ def _write_output(rows: ArrowResult, output: str, fmt: str | None, what: str, to
     (err_console if to_stdout else console).print(f"wrote {written} rows of {what} to {output}")
 
 
-def _first_rows(rows: ArrowResult, limit: int) -> list[dict[str, Any]]:
-    """The first ``limit`` rows as JSON-ready dicts, reading no further."""
+def _first_rows(rows: ArrowResult, limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """The first ``limit`` rows as JSON-ready dicts, and whether more follow (one row more is
+    read to know, no further)."""
     out: list[dict[str, Any]] = []
     for batch in rows.to_batches():
-        out += json_rows(batch.slice(0, limit - len(out)))
-        if len(out) >= limit:
-            break
-    return out
+        out += json_rows(batch.slice(0, limit + 1 - len(out)))
+        if len(out) > limit:
+            return out[:limit], True
+    return out, False
 
 
-def _print_rows(names: list[str], rows: list[dict[str, Any]], title: str) -> None:
-    shown = RichTable(*names, title=title)
+def _print_rows(names: list[str], rows: list[dict[str, Any]], more: bool, title: str) -> None:
+    """The rows as a table; when output was cut at ``--limit``, a caption that says so."""
+    caption = f"the first {len(rows):,} rows; --limit N shows more, --output FILE writes them all" if more else None
+    shown = RichTable(*names, title=title, caption=caption)
     for row in rows:
         shown.add_row(*(str(v) for v in row.values()))
     console.print(shown)
@@ -206,12 +209,12 @@ def show_changes(
     if output is not None or kind != "table":
         _write_output(s, output or "-", None if kind == "table" else kind, f"the changes of {versions}")
         return
-    rows = _first_rows(s, limit)
+    rows, more = _first_rows(s, limit)
     if as_json:
         doc = {"from": s.versions.start, "to": s.versions.stop - 1, "columns": s.schema.names, "rows": rows}
-        console.print(dumps(doc))
+        console.print(dumps({**doc, "truncated": more}))
         return
-    _print_rows(s.schema.names, rows, f"{where}: changes of {versions}")
+    _print_rows(s.schema.names, rows, more, f"{where}: changes of {versions}")
 
 
 @reads_app.command()

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import pyarrow as pa
 import typer
-from rich.table import Table as RichTable
 
 import castable
 from castable.cli.common import (
@@ -17,8 +16,6 @@ from castable.cli.common import (
     Count,
     StorageOption,
     already_committed,
-    console,
-    dumps,
     emit,
     open_table,
     parse_options,
@@ -30,6 +27,7 @@ from castable.errors import InvalidInputError
 from castable.format.manifest import LATEST_FORMAT_VERSION
 from castable.inputs.sources import CsvOptions, Source, format_of, open_source
 from castable.inputs.types import parse_schema, parse_type
+from castable.maintenance.gc import retained_versions
 
 tables_app = typer.Typer()
 
@@ -260,31 +258,39 @@ def erase(
     uri: str,
     predicate: Annotated[str, typer.Argument(help="SQL predicate of the rows to remove physically.")],
     mode: Annotated[str, typer.Option(help="auto, splice (server-side row-group splice) or rewrite.")] = "auto",
-    purge: Annotated[bool, typer.Option(help="Also expire old versions, delete old objects and verify.")] = False,
+    purge: Annotated[
+        bool,
+        typer.Option(help="Also expire every earlier version, delete the old objects and verify (asks first)."),
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Purge without asking.")] = False,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
 ) -> None:
-    """Physically remove rows (hard delete) and print the erasure report."""
+    """Physically remove rows (hard delete) and say what was erased, expired and deleted
+    (--json: the report, every object named)."""
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
+    if purge and not yes:
+        _confirm_purge(table, predicate)
     with spinner("erasing"):
         report = table.erase(predicate, commit_id=commit_id, mode=mode, purge=purge)  # type: ignore[arg-type]
-    if as_json:
-        console.print(dumps(report.summary()))
+    emit(as_json, report.described(), report.summary())
+
+
+def _confirm_purge(table: castable.Table, predicate: str) -> None:
+    """Ask before an erase's purge expires history: when it erases anything, the purge expires
+    every retained version before the erase (each lists a file the erase replaces)."""
+    if table.scan(filter=predicate).count() == 0:
         return
-    shown = RichTable("old object", "new objects", "method", "row groups edited", "rows", title="erasure")
-    for e in report.files:
-        shown.add_row(
-            e.old.path,
-            "\n".join(n.path for n in e.new) or "-",
-            e.method,
-            ",".join(map(str, e.row_groups_edited)),
-            str(e.rows_removed),
-        )
-    console.print(shown)
-    console.print_json(dumps(report.summary()))
+    first, last = retained_versions(table.store)[0], table.version
+    span = f"version {first}" if first == last else f"versions {first}-{last}"
+    typer.confirm(
+        f"--purge expires {span} of {table.uri}: time travel and the change feed will start at the "
+        "erase's own version. Erase and purge?",
+        abort=True,
+    )
 
 
 @tables_app.command()

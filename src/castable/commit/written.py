@@ -178,11 +178,11 @@ class WriteResult:
     def described(self) -> str:
         """What the write did in words: its counts ("50 rows added, 1 file added, 1.4 KiB
         written"), else what its summary says for people ("changes: add note string")."""
-        parts = [f"{_many(value, 'row')} {_LABELS[name]}" for name in COUNTED if (value := getattr(self, name))]
+        parts = [f"{many(value, 'row')} {_LABELS[name]}" for name in COUNTED if (value := getattr(self, name))]
         parts += [f"rows {_LABELS[name]}: not counted (written by key, no row read)" for name in self.not_counted()]
         for name, label in (("files_added", "added"), ("files_removed", "removed")):
             if value := getattr(self, name):
-                parts.append(f"{_many(value, 'file')} {label}")
+                parts.append(f"{many(value, 'file')} {label}")
         if self.bytes_added:
             parts.append(f"{_size(self.bytes_added)} written")
         if parts:
@@ -229,7 +229,8 @@ def _total(counts: Iterable[int | None]) -> int | None:
     return total
 
 
-def _many(n: int, what: str) -> str:
+def many(n: int, what: str) -> str:
+    """``n`` things in words: "1 row", "2,000 rows"."""
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from castable.commit.log import read_manifest
 from castable.commit.pointer import raise_floor
+from castable.commit.written import many
 from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFoundError
 from castable.format import inline
 from castable.format.evolution import conform_read, resolve
@@ -98,6 +99,33 @@ class PurgeReport:
             "noncurrent_copies": self.noncurrent,
         }
 
+    def described(self) -> str:
+        """The purge in words: "expired versions 0-13, time travel now starts at 14; deleted 1
+        data file and 34 unreferenced objects; verified: no trace"."""
+        if self.versions_expired:
+            first, last = self.versions_expired[0], self.versions_expired[-1]
+            span = f"version {first}" if first == last else f"versions {first}-{last}"
+            expired = f"expired {span}, time travel now starts at {last + 1}"
+        else:
+            expired = "expired no version"
+        deleted = (
+            f"deleted {many(len(self.objects_deleted), 'data file')} and "
+            f"{many(len(self.unreferenced_deleted), 'unreferenced object')}"
+        )
+        if self.verified:
+            return f"{expired}; {deleted}; verified: no trace"
+        left = [
+            f"{what} ({len(found)})"
+            for what, found in (
+                ("matching rows still in retained files", self.remaining),
+                ("objects still holding an erased value", self.traces),
+                ("objects that could not be searched", self.unchecked),
+                ("noncurrent copies left", self.noncurrent),
+            )
+            if found
+        ]
+        return f"{expired}; {deleted}; not verified: {', '.join(left)}"
+
 
 @dataclass
 class EraseReport:
@@ -141,6 +169,23 @@ class EraseReport:
             "versions_still_referencing_them": sorted({v for vs in self.still_referenced.values() for v in vs}),
             **({"purge": self.purge.summary()} if self.purge else {}),
         }
+
+    def described(self) -> str:
+        """The erasure in words: what it erased and committed, then its purge's
+        (:meth:`PurgeReport.described`) or which versions still hold the erased rows."""
+        if not self.files:
+            return f"nothing erased: no row matched (the table stays at version {self.version})"
+        head = (
+            f"erased {many(self.rows_erased, 'row')} from {many(len(self.files), 'data file')}, "
+            f"committed as version {self.version}"
+        )
+        if self.purge is not None:
+            return f"{head}; {self.purge.described()}"
+        holding = sorted({v for vs in self.still_referenced.values() for v in vs})
+        if not holding:
+            return head
+        span = f"version {holding[0]} holds" if len(holding) == 1 else f"versions {holding[0]}-{holding[-1]} hold"
+        return f"{head}; {span} the erased rows until a purge expires them"
 
 
 def check_erasable(store: ObjectStore) -> None:

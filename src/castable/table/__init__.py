@@ -329,7 +329,10 @@ class Table:
         ``mode="splice"`` rewrites only the affected row groups server-side (multipart upload
         with range copies), ``"rewrite"`` rewrites whole files, ``"auto"`` splices unless a file
         is small. Older versions still reference the old files until ``purge_erased`` (or
-        ``purge=True``) expires them and deletes the old objects. ``files`` restricts the erase
+        ``purge=True``) expires them and deletes the old objects: a purge after an erase that
+        changed anything expires every version before it (each lists a replaced file), so time
+        travel and the change feed start at the erase; its report says which
+        (``report.purge.versions_expired``, in words ``report.described()``). ``files`` restricts the erase
         to those data files (one unit of work of a fan-out).
         """
         report = writes.erase(self._handle, commit_id, predicate, mode=mode, files=files)

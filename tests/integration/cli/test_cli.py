@@ -105,9 +105,41 @@ def test_cli_erase(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     uri = str(tmp_path / "t")
     run("create", uri, "--like", str(inputs[0]), "-k", "id")
     run("append", uri, str(inputs[0]))
-    out = run("erase", uri, "id = 7", "--purge")
-    assert '"rows_erased": 1' in out and '"verified": true' in out
+    out = " ".join(run("erase", uri, "id = 7", "--purge", "--yes").split())
+    assert out.startswith("erased 1 row from 1 data file, committed as version 2; expired versions 0-1, "), out
+    assert "time travel now starts at 2; deleted 1 data file and " in out and out.endswith("; verified: no trace")
     assert run("scan", uri, "--count").strip() == "499"
+    report = run_json("erase", uri, "id = 8", "--purge", "--yes")
+    assert report["rows_erased"] == 1 and report["purge"]["verified"] and report["purge"]["objects_deleted"]
+
+
+def test_cli_says_when_it_cut_the_rows_it_shows(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    castable.create_table(uri, events(0, 1).schema, primary_key="id").append(events(0, 25))
+    cut = " ".join(run("scan", uri).split())
+    assert "the first 20 rows; --limit N shows more, --output FILE writes them all" in cut
+    assert "the first" not in run("scan", uri, "--limit", "25")
+    assert run_json("scan", uri)["truncated"] and not run_json("scan", uri, "--limit", "25")["truncated"]
+    assert len(run_json("scan", uri, "--limit", "3")["rows"]) == 3
+    assert run_json("changes", uri, "--from", "0", "--limit", "5")["truncated"]
+    assert "the first 5 rows" in " ".join(run("changes", uri, "--from", "0", "--limit", "5").split())
+
+
+def test_cli_erase_asks_before_its_purge_expires_history(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    run("append", uri, str(inputs[0]))
+    run("delete", uri, "id = 1")
+    declined = runner.invoke(app, ["erase", uri, "id = 7", "--purge"], input="n\n")
+    assert declined.exit_code == 1 and "--purge expires versions 0-2 of " in declined.output
+    assert "time travel and the change feed will start at the erase's own version" in declined.output
+    table = castable.open_table(uri)
+    assert table.version == 2 and table.scan(filter="id = 7").count() == 1, "declined: nothing erased"
+    accepted = runner.invoke(app, ["erase", uri, "id = 7", "--purge"], input="y\n")
+    assert accepted.exit_code == 0 and "time travel now starts at 3" in " ".join(accepted.output.split())
+    assert [h.version for h in table.history()] == [3]
+    quiet = runner.invoke(app, ["erase", uri, "id = 7", "--purge"], input="")
+    assert quiet.exit_code == 0 and "nothing erased: no row matched" in " ".join(quiet.output.split())
 
 
 def test_cli_maintenance(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
@@ -257,7 +289,8 @@ def test_cli_json_output_for_scripts(tmp_path: Path, inputs: tuple[Path, Path]) 
     assert run_json("delete", uri, "id < 0")["committed"] is False
     assert run_json("scan", uri, "--count") == {"version": 2, "count": 490}
     scanned = run_json("scan", uri, "--filter", "id = 11")
-    assert scanned == {"version": 2, "columns": ["id", "category", "value"], "rows": [events(11, 12).to_pylist()[0]]}
+    one = [events(11, 12).to_pylist()[0]]
+    assert scanned == {"version": 2, "columns": ["id", "category", "value"], "rows": one, "truncated": False}
     assert [h["operation"] for h in run_json("history", uri)] == ["delete", "append", "create"]
     info = run_json("info", uri)
     assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False, "id": 1} and info["damage"] is None
@@ -351,7 +384,7 @@ def test_cli_history_and_versions_after_expiry(tmp_path: Path, inputs: tuple[Pat
     run("delete", uri, "id = 1")
     (tmp_path / "t" / manifest_key(1)).unlink()  # as a failed expiry or a hand might leave it
     assert [h["version"] for h in run_json("history", uri)] == [2, 0]
-    run("erase", uri, "id = 2", "--purge")
+    run("erase", uri, "id = 2", "--purge", "--yes")
     assert [h["version"] for h in run_json("history", uri)] == [3]
     assert "version 0 of file://" in fails("scan", uri, "--version", "0")
     assert "has expired" in fails("scan", uri, "--version", "0")

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from helpers.faults import FaultyStore, SimulatedCrash, before_first, once
-from helpers.tables import snapshot_of
+from helpers.tables import EVENTS, events, snapshot_of
 
 import castable
 from castable.format.manifest import DataFile
@@ -342,3 +342,21 @@ def test_erasing_a_file_that_was_compacted_away_erases_its_rows_where_they_went(
     assert report.rows_erased == 1
     latest = load_table(t.store)
     assert 5 not in ids_of(latest) and len(ids_of(latest)) == 2999
+
+
+def test_an_erasure_and_its_purge_say_in_words_what_they_did(tmp_path: Path) -> None:
+    """What the CLI prints for people: what was erased and committed, which versions the purge
+    expired and where time travel now starts, what it deleted, and whether it verified."""
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
+    t.append(events(0, 100))
+    t.append(events(100, 200))
+    kept = t.erase("id = 150")
+    said = kept.described()
+    assert said.startswith("erased 1 row from 1 data file, committed as version 3; "), said
+    assert said.endswith("; version 2 holds the erased rows until a purge expires them"), said
+    purged = t.erase("id = 7", purge=True)
+    assert purged.purge is not None and purged.purge.versions_expired == [0, 1, 2, 3]
+    words = purged.described()
+    assert "expired versions 0-3, time travel now starts at 4; deleted 1 data file and " in words, words
+    assert words.endswith("; verified: no trace")
+    assert t.erase("id = 7").described() == "nothing erased: no row matched (the table stays at version 4)"
