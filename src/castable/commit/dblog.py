@@ -462,6 +462,21 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
             self._newer[key] = newest_member(self.root, self.store, self.head, name, base)
         return self._newer[key]
 
+    def _refuse_if_dropped(self, bases: dict[str, Manifest]) -> None:
+        """Objects of a written table went missing while its write was staged: when a drop
+        committed since this attempt read the head (it deletes the table's files once committed),
+        that is the table gone (``TableNotFoundError``), not damage."""
+        head, _, _ = load_head(self.store, self.head)
+        gone = sorted(
+            w.name
+            for w in self.writes
+            if (member := head.tables.get(w.name)) is None or member.table_uuid != bases[w.name].table_uuid
+        )
+        if gone:
+            raise TableNotFoundError(
+                f"table(s) {gone} of the database were dropped while this write committed; nothing was committed"
+            )
+
     def _validate(self, check: Check) -> None:
         newest = self._current(check.name, check.snapshot)
         if (check.name, newest.version) not in self._validated:  # each newer version is judged once
@@ -502,7 +517,11 @@ class DatabaseRace(Race[tuple[DatabaseVersion, dict[str, Manifest]], DatabaseCom
             raise TableNotFoundError(f"the database has no table(s) {missing} to drop; nothing was committed")
         members: list[str] = []  # segments of the members: kept for the next attempt, which may reuse them
         bases = self._bases()
-        built = _parallel([partial(self._table_version, w, bases[w.name], members) for w in self.writes])
+        try:
+            built = _parallel([partial(self._table_version, w, bases[w.name], members) for w in self.writes])
+        except CorruptObjectError:
+            self._refuse_if_dropped(bases)
+            raise
         staged = {w.name: m for w, m in zip(self.writes, built, strict=True)}
         staged |= {
             name: replace(m, database=Membership(head.database_uuid, name, head.version + 1))

@@ -119,7 +119,7 @@ class TableModel(RuleBasedStateMachine):
     @precondition(lambda self: self.table.manifest.format_version == 1)
     @rule()
     def upgrade(self) -> None:
-        self._commit(self.table.upgrade(), dict(self.versions[-1]))
+        self._commit(self.table.upgrade().version, dict(self.versions[-1]))
         assert self.table.manifest.format_version == 2
 
     @precondition(lambda self: self.table.manifest.format_version == 2)
@@ -129,20 +129,20 @@ class TableModel(RuleBasedStateMachine):
         found through field ids in every version between."""
         state = dict(self.versions[-1])
         if kind == "rename":
-            self._commit(self.table.alter().rename_column("value", "amount").commit(), state)
+            self._commit(self.table.alter().rename_column("value", "amount").commit().version, state)
             assert self.table.scan(filter="amount >= 0").count() == sum(r[2] is not None for r in state.values())
-            self._commit(self.table.alter().rename_column("amount", "value").commit(), state)
+            self._commit(self.table.alter().rename_column("amount", "value").commit().version, state)
         elif kind == "reorder":
-            self._commit(self.table.alter().reorder(["value", "id"]).commit(), state)
-            self._commit(self.table.alter().reorder(EVENTS.names).commit(), state)
+            self._commit(self.table.alter().reorder(["value", "id"]).commit().version, state)
+            self._commit(self.table.alter().reorder(EVENTS.names).commit().version, state)
         elif kind == "widen":
             if self.table.schema.field("category").type == pa.string():
-                self._commit(self.table.alter().widen_column("category", pa.large_string()).commit(), state)
+                self._commit(self.table.alter().widen_column("category", pa.large_string()).commit().version, state)
         else:
             default = len(self.versions)
-            self._commit(self.table.alter().add_column("extra", pa.int64(), default=default).commit(), state)
+            self._commit(self.table.alter().add_column("extra", pa.int64(), default=default).commit().version, state)
             assert set(self.table.scan(["extra"]).to_arrow().column("extra").to_pylist()) <= {default}
-            self._commit(self.table.alter().drop_column("extra").commit(), state)
+            self._commit(self.table.alter().drop_column("extra").commit().version, state)
 
     @rule(n=st.integers(1, 120), data=st.data())
     def append(self, n: int, data: st.DataObject) -> None:
@@ -209,7 +209,7 @@ class TableModel(RuleBasedStateMachine):
         rows = self._new_rows(ids, data, st.sampled_from(CATEGORIES))
         state = dict(self.versions[-1])
         state.update({r[0]: r for r in rows})
-        self._commit(self.table.upsert(rows_table(rows)), state)
+        self._commit(self.table.upsert(rows_table(rows)).version, state)
 
     @rule(data=st.data(), category=st.sampled_from(["a", "b", "c", None]), n=st.integers(0, 30))
     def overwrite(self, data: st.DataObject, category: str | None, n: int) -> None:
@@ -224,7 +224,7 @@ class TableModel(RuleBasedStateMachine):
         rows = self._new_rows(ids, data, st.just(category))
         state = {k: r for k, r in self.versions[-1].items() if r[1] != category}
         state.update({r[0]: r for r in rows})
-        self._commit(self.table.overwrite(rows_table(rows), where=f"category = '{category}'"), state)
+        self._commit(self.table.overwrite(rows_table(rows), where=f"category = '{category}'").version, state)
 
     @rule(pred=_predicates(), category=st.sampled_from(CATEGORIES))
     def update(self, pred: tuple[str, object], category: str | None) -> None:
@@ -277,7 +277,7 @@ class TableModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def restore(self, data: st.DataObject) -> None:
         v = data.draw(st.integers(self.oldest, len(self.versions) - 1))
-        self._commit(self.table.restore(v), dict(self.versions[v]))
+        self._commit(self.table.restore(v).version, dict(self.versions[v]))
         self._canonical()
 
     def _canonical(self) -> None:
@@ -293,7 +293,7 @@ class TableModel(RuleBasedStateMachine):
             change.drop_column("extra")
         if kept != EVENTS.names:
             change.reorder(EVENTS.names)
-        self._commit(change.commit(), dict(self.versions[-1]))
+        self._commit(change.commit().version, dict(self.versions[-1]))
 
     @rule(min_file_size=st.sampled_from([1, 10_000, 10**9]), sort=st.booleans())
     def compact(self, min_file_size: int, sort: bool) -> None:

@@ -99,13 +99,13 @@ def _objects(table: castable.Table) -> set[str]:
 def test_the_last_object_uploads_while_the_segments_are_written_and_before_the_manifest(
     table: castable.Table,
     recorder: Callable[..., Recorder],
-    write: Callable[[castable.Table], int],
+    write: Callable[[castable.Table], castable.WriteResult],
     uploaded: str,
     s3_options: dict[str, str],
 ) -> None:
     before = table.scan().to_arrow()
     record = recorder()
-    version = write(table)
+    version = write(table).version
     upload = record.span(uploaded)
     segments = [(a, b) for key, a, b in record.spans if key.startswith(SEGMENT_PREFIX)]
     manifest = record.span(manifest_key(version))

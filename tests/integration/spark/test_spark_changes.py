@@ -101,7 +101,7 @@ def test_the_stream_delivers_every_change_once_in_version_order(spark: Any, tmp_
     def sink(df: Any, batch_id: int) -> None:
         batches.append((batch_id, changed([r.asDict() for r in df.collect()])))
         if not landed:  # a commit lands while this batch runs: it is the next batch's
-            landed.append(t.delete("id = 1"))
+            landed.append(t.delete("id = 1").version)
 
     def run() -> None:
         stream = (
