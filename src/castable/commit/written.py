@@ -101,6 +101,7 @@ class WriteResult:
 
         added, replaced = count("rows_added") or 0, count("rows_replaced")
         inserted = count("rows_inserted")
+        deleted = count("rows_removed" if "rows_removed" in summary else "rows_deleted")  # engines': whole files
         if operation == "upsert":
             inserted = None if replaced is None else added - replaced
         elif operation in REWRITES:  # the rows they write anew replace themselves: only inserts add
@@ -114,9 +115,7 @@ class WriteResult:
             rows_added=added,
             rows_inserted=inserted,
             rows_updated=count("rows_updated"),
-            rows_deleted=count(
-                "rows_removed" if "rows_removed" in summary else "rows_deleted"
-            ),  # engines': whole files
+            rows_deleted=deleted,
             rows_replaced=replaced,
             files_added=count("files_added") or 0,
             files_removed=count("files_removed") or 0,
@@ -127,17 +126,16 @@ class WriteResult:
     @classmethod
     def unknown(cls, version: int, commit_id: str, operation: str) -> WriteResult:
         """A retried write whose version has expired since: its counts are gone with it."""
-        none = None
         return cls(
             version,
             commit_id,
             operation,
             retried=True,
-            rows_added=none,
-            rows_inserted=none,
-            rows_updated=none,
-            rows_deleted=none,
-            rows_replaced=none,
+            rows_added=None,
+            rows_inserted=None,
+            rows_updated=None,
+            rows_deleted=None,
+            rows_replaced=None,
         )
 
     def not_counted(self) -> list[str]:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from castable.commit.change import NextState
-from castable.commit.handle import Handle, WriteSession, committed_result, unchanged, write_operation, written
+from castable.commit.handle import Handle, WriteSession, committed_result, unchanged, write_operation
 from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, restored
@@ -48,7 +48,7 @@ def restore(
         schema = restored(target.schema, base.schema)
         return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
 
-    return written(w, "restore", t.commit_change("restore", w, build, across_schema=True))
+    return t.commit_change("restore", w, build, across_schema=True)
 
 
 @write_operation(committed_result)
@@ -63,7 +63,7 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
         summary = {"changes": update.describe()}
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
-    return written(w, "alter", t.commit_change("alter", w, build, across_schema=True))
+    return t.commit_change("alter", w, build, across_schema=True)
 
 
 @write_operation(committed_result)
@@ -84,7 +84,7 @@ def set_properties(
             summary["removed"] = sorted(gone)
         return NextState(base.data_files, base.tombstones, summary, properties=after(base))
 
-    return written(w, "set-properties", t.commit_change("set-properties", w, build, across_schema=True))
+    return t.commit_change("set-properties", w, build, across_schema=True)
 
 
 @write_operation(committed_result)
@@ -97,7 +97,7 @@ def upgrade(t: Handle, w: WriteSession) -> WriteResult:
         summary = {"from_format_version": base.format_version, "format_version": LATEST_FORMAT_VERSION}
         return NextState(base.data_files, base.tombstones, summary, format_version=LATEST_FORMAT_VERSION)
 
-    return written(w, "upgrade", t.commit_change("upgrade", w, build))
+    return t.commit_change("upgrade", w, build)
 
 
 def absent(store: ObjectStore, keys: list[str]) -> list[str]:

@@ -26,7 +26,6 @@ from castable.commit.handle import (
     committed_result,
     unchanged,
     write_operation,
-    written,
 )
 from castable.commit.written import WriteResult
 from castable.errors import CommitConflictError, EmptyWriteError, InvalidInputError
@@ -92,7 +91,7 @@ def append(
     build = partial(appended, files, sources=sources, written_with=schema)
     if update is not None:
         build = partial(_append_adding_columns, t.manifest, update, build)
-    return written(w, "append", t.commit_change("append", w, build, Access(), across_schema=True))
+    return t.commit_change("append", w, build, Access(), across_schema=True)
 
 
 @write_operation(committed_result)
@@ -137,7 +136,7 @@ def upsert(
         t.store, t.manifest, replaced, files, operation="upsert", exclusive=False, sources=sources, uploads=w.uploads
     )
     access = Access(keys=(Rows(replaced, by="upsert"),))
-    return written(w, "upsert", t.commit_change("upsert", w, change.build, access))
+    return t.commit_change("upsert", w, change.build, access)
 
 
 @write_operation(committed_result)
@@ -163,7 +162,7 @@ def overwrite(t: Handle, w: WriteSession, data: DataLike, *, where: Where | None
         t.store, t.manifest, replaced, files, operation="overwrite", exclusive=True, uploads=w.uploads
     )
     access = Access(keys=(Rows(replaced, by="overwrite"),))
-    return written(w, "overwrite", t.commit_change("overwrite", w, change.build, access))
+    return t.commit_change("overwrite", w, change.build, access)
 
 
 UpdateWriter = Callable[[Snapshot, Predicate, Assignments], tuple[list[DataFile], int]]
@@ -260,7 +259,7 @@ def _commit_rewrite(
         for rows in access.reads:  # that nothing matched was read
             t.observe(rows)
         return unchanged(t, w, operation)
-    return written(w, operation, t.commit_change(operation, w, change.build, access))
+    return t.commit_change(operation, w, change.build, access)
 
 
 @write_operation(committed_result)
@@ -274,7 +273,7 @@ def delete(t: Handle, w: WriteSession, predicate: Where, *, read_files: FilePlan
         t.observe(deleted)  # that no row matched was read
         return unchanged(t, w, "delete")
     access = Access(rows=(deleted,), reads=(deleted,))
-    return written(w, "delete", t.commit_change("delete", w, change.build, access))
+    return t.commit_change("delete", w, change.build, access)
 
 
 def _erased_before(
@@ -349,11 +348,11 @@ def add_files(
         replaced = Constant(True)
     else:
         build = partial(appended, checked, registered=True)
-        return written(w, "append", t.commit_change("append", w, build, Access(), across_schema=True))
+        return t.commit_change("append", w, build, Access(), across_schema=True)
     change = ReplaceChange(
         t.store, t.manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite", registered=True
     )
-    return written(w, mode, t.commit_change(mode, w, change.build, Access(keys=(Rows(replaced, by=mode),))))
+    return t.commit_change(mode, w, change.build, Access(keys=(Rows(replaced, by=mode),)))
 
 
 @write_operation(committed_result)
@@ -406,7 +405,7 @@ def replace_files(
             summary["tombstone"] = deletes.path
         return NextState(data_files, tombstones, summary)
 
-    return written(w, operation, t.commit_change(operation, w, build, Access()))  # build checks the version
+    return t.commit_change(operation, w, build, Access())  # build checks the version
 
 
 def _check_on(base: Manifest, version: int) -> None:

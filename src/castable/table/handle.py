@@ -14,10 +14,10 @@ from datetime import datetime
 
 import pyarrow as pa
 
-from castable.commit.change import Change, CommitResult, NextState, new_commit_id
+from castable.commit.change import Change, NextState, new_commit_id
 from castable.commit.committer import Committer
 from castable.commit.conflicts import Access, Rows
-from castable.commit.handle import SchemaMode, WriteSession
+from castable.commit.handle import SchemaMode, WriteSession, written
 from castable.commit.written import WriteResult
 from castable.errors import CorruptObjectError, InvalidInputError
 from castable.format.manifest import Manifest
@@ -183,15 +183,15 @@ class TableHandle:
         access: Access | None = None,
         *,
         across_schema: bool = False,
-    ) -> CommitResult:
+    ) -> WriteResult:
         """Commit one change through the committer, declaring to the conflict model what a
         transaction validates for it (``access``; ``None`` for an operation that cannot run in
-        one) and whether it holds ``across_schema`` changes. What follows a commit (publishing
-        Iceberg metadata) is the committer's concern."""
+        one) and whether it holds ``across_schema`` changes; what it committed. What follows a
+        commit (publishing Iceberg metadata) is the committer's concern."""
         change = Change(operation, build, access, across_schema, session.uploads)
         result = self.committer.commit_change(self._manifest, change, session.commit_id, self.adopt)
         self.adopt(result.manifest)
-        return result
+        return written(session, operation, result)
 
     def observe(self, rows: Rows) -> None:
         """Tell the committer (a transaction records it) that ``rows`` of the current version were read."""
