@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 
 from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.format.conversions import widens
 from castable.format.stats import decode_value, encode_value, supports_stats
 
 FIELD_ID = b"PARQUET:field_id"
@@ -144,29 +145,6 @@ def to_stored(rows: pa.Table, stored: pa.Schema) -> pa.Table:
         ) from None
 
 
-_INTS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
-_UINTS = [pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
-_LAYOUTS = ({pa.string(), pa.large_string()}, {pa.binary(), pa.large_binary()})
-
-
-def widens(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether every ``old`` value is exactly a ``new`` value (the changes a column's type may take)."""
-    if old.equals(new):
-        return True
-    if old in _INTS and new in _INTS:
-        return _INTS.index(old) < _INTS.index(new)
-    if old in _UINTS and (new in _UINTS or new in _INTS):
-        # uint8 fits int16, uint16 fits int32, uint32 fits int64
-        return _UINTS.index(old) < (_UINTS.index(new) if new in _UINTS else _INTS.index(new))
-    if pa.types.is_floating(old) and pa.types.is_floating(new):
-        return bool(old.bit_width < new.bit_width)
-    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
-        return bool(new.scale == old.scale and new.precision >= old.precision and new.byte_width >= old.byte_width)
-    if pa.types.is_date32(old) and pa.types.is_timestamp(new):
-        return new.tz is None
-    return any(old in group and new in group for group in _LAYOUTS)
-
-
 R = TypeVar("R")
 
 
@@ -280,8 +258,8 @@ class SchemaUpdate(Generic[R]):
                 if not isinstance(t, pa.DataType) or not widens(f.type, t):
                     raise SchemaMismatchError(
                         f"column {name!r} cannot change from {f.type} to {t}: only widening keeps every value "
-                        "(int8/16/32 to a wider int, float to double, decimal precision up at the same scale, "
-                        "date32 to timestamp, string to large_string)"
+                        "(a wider int or float, decimal precision up at the same scale, a finer unit of time up to "
+                        "microseconds, date32 to date64 or timestamp, string to large_string)"
                     )
                 fields[i] = f.with_type(t)
             elif kind == "nullable":

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
 from castable.errors import CorruptObjectError, SchemaMismatchError
+from castable.format.conversions import convert, refusal, same_values
 from castable.format.evolution import LAST_ID, check_ids, field_id
 
 
@@ -46,16 +48,16 @@ def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
 
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
-    """Return ``data`` with the table's column order and field metadata, or raise.
+    """Return ``data`` with the table's column order, types and field metadata, or raise.
 
     Column order may differ, a nullable input field may feed a non-nullable column if it holds
-    no nulls, and string/binary columns may use their large or view layouts (a lossless cast);
-    any other type difference is an error, never a silent cast.
+    no nulls, and a column of another type is converted where no value changes
+    (:mod:`castable.format.conversions`); anything else is an error, never a silent cast.
     """
-    problems = describe_mismatch(data.schema, schema)
+    problems = _mismatch(data.schema, schema, refusal)
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
-    columns = [_cast_layout(data.column(f.name), f.type) for f in schema]
+    columns = [convert(data.column(f.name), f.name, f.type) for f in schema]
     for f, col in zip(schema, columns, strict=True):
         if not f.nullable and col.null_count:
             raise SchemaMismatchError(f"column {f.name!r} is not nullable but has {col.null_count} nulls")
@@ -65,7 +67,19 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa
 
 
 def describe_mismatch(actual: pa.Schema, expected: pa.Schema) -> list[str]:
-    """Human-readable differences between two schemas, ignoring order and nullability."""
+    """Human-readable differences between two schemas, ignoring order, nullability and the
+    layout of text and bytes (what a file must hold to be registered as it is)."""
+    return _mismatch(actual, expected, _other_values)
+
+
+def _other_values(name: str, actual: pa.DataType, expected: pa.DataType) -> str | None:
+    return None if same_values(actual, expected) else f"column {name!r} is {actual}, expected {expected}"
+
+
+def _mismatch(
+    actual: pa.Schema, expected: pa.Schema, type_problem: Callable[[str, pa.DataType, pa.DataType], str | None]
+) -> list[str]:
+    """Missing, unknown and repeated columns, and what ``type_problem`` says of each column's type."""
     problems = []
     names = set(actual.names)
     if len(names) != len(actual.names):
@@ -73,24 +87,9 @@ def describe_mismatch(actual: pa.Schema, expected: pa.Schema) -> list[str]:
     for f in expected:
         if f.name not in names:
             problems.append(f"missing column {f.name!r} ({f.type})")
-        elif not _same_values(actual.field(f.name).type, f.type):
-            problems.append(f"column {f.name!r} is {actual.field(f.name).type}, expected {f.type}")
+        elif (problem := type_problem(f.name, actual.field(f.name).type, f.type)) is not None:
+            problems.append(problem)
     extra = sorted(names - set(expected.names))
     if extra:
         problems.append(f"unknown columns {extra}")
     return problems
-
-
-_LAYOUTS = (
-    {pa.string(), pa.large_string(), pa.string_view()},
-    {pa.binary(), pa.large_binary(), pa.binary_view()},
-)
-
-
-def _same_values(actual: pa.DataType, expected: pa.DataType) -> bool:
-    """Equal types, or two layouts of the same string/binary values."""
-    return actual.equals(expected) or any(actual in group and expected in group for group in _LAYOUTS)
-
-
-def _cast_layout(column: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
-    return column if column.type.equals(target) else column.cast(target)

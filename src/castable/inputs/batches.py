@@ -1,11 +1,12 @@
 """What callers may hand castable as rows: pyarrow Tables, RecordBatches, readers, iterables of
-them, and pandas DataFrames (recognised without importing pandas); and how they become batches
+them, pandas DataFrames (recognised without importing pandas) and anything that exports an
+Arrow stream (polars, DuckDB, ...: the Arrow PyCapsule interface); and how they become batches
 of a table's schema, or a change feed's rows and operations."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -17,25 +18,39 @@ from castable.format.schema import conform
 if TYPE_CHECKING:
     import pandas as pd
 
-DataLike: TypeAlias = "pa.Table | pa.RecordBatch | pa.RecordBatchReader | pd.DataFrame | Iterable[pa.RecordBatch]"
-"""What the write methods accept: Arrow data, a reader or batches streamed, or a pandas DataFrame."""
+
+class ArrowStream(Protocol):
+    """An object that exports its rows as an Arrow C stream (``__arrow_c_stream__``)."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+
+DataLike: TypeAlias = (
+    "pa.Table | pa.RecordBatch | pa.RecordBatchReader | pd.DataFrame | Iterable[pa.RecordBatch] | ArrowStream"
+)
+"""What the write methods accept: Arrow data, a reader or batches streamed, a pandas DataFrame,
+or an object exporting an Arrow stream (a polars DataFrame, a DuckDB relation)."""
 
 
 def is_dataframe(data: Any) -> bool:
     """Whether ``data`` is a pandas DataFrame (recognised without importing pandas)."""
-    return type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy")
+    kind = type(data)
+    return kind.__name__ == "DataFrame" and kind.__module__.split(".")[0] == "pandas"
 
 
 def arrow_pieces(data: Any) -> Iterator[pa.Table | pa.RecordBatch]:
-    """The pieces of ``data`` given as a pyarrow Table, RecordBatch, RecordBatchReader or an
-    iterable of Tables and RecordBatches, in order and lazily (a reader is read as it goes);
-    ``InvalidInputError`` for anything else."""
+    """The pieces of ``data`` given as a pyarrow Table, RecordBatch, RecordBatchReader, an
+    Arrow stream (read as a reader) or an iterable of Tables and RecordBatches, in order and
+    lazily (a reader is read as it goes); ``InvalidInputError`` for anything else."""
     if isinstance(data, pa.Table | pa.RecordBatch):
         yield data
         return
+    if hasattr(data, "__arrow_c_stream__") and not isinstance(data, pa.RecordBatchReader):
+        data = pa.RecordBatchReader.from_stream(data)
     if not isinstance(data, Iterable) or isinstance(data, str | bytes | dict):
         raise InvalidInputError(
-            f"cannot read rows from {type(data).__name__}; give a pyarrow Table, RecordBatch(Reader) or DataFrame"
+            f"cannot read rows from {type(data).__name__}; give a pyarrow Table, RecordBatch(Reader), "
+            "a pandas or polars DataFrame or another object exporting an Arrow stream"
         )
     for item in data:
         if not isinstance(item, pa.Table | pa.RecordBatch):
@@ -48,7 +63,7 @@ def conforming_batches(
 ) -> Iterator[pa.RecordBatch]:
     """``data`` as non-empty RecordBatches of ``schema``, whose primary ``key`` holds no NULL;
     with ``fill``, nullable columns ``data`` lacks are NULL. ``SchemaMismatchError`` if it does not fit."""
-    source = [from_pandas(data, schema)] if is_dataframe(data) else arrow_pieces(data)
+    source = [from_pandas(data)] if is_dataframe(data) else arrow_pieces(data)
     for item in source:
         conformed = conform(with_missing(item, schema) if fill else item, schema)
         if key is not None and conformed.column(key).null_count:
@@ -57,15 +72,19 @@ def conforming_batches(
         yield from (b for b in batches if b.num_rows)
 
 
-def from_pandas(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
-    """A DataFrame converted to the table's types (pandas has no exact Arrow types of its own)."""
-    extra = sorted(set(map(str, df.columns)) - set(schema.names))
-    if extra:
-        raise SchemaMismatchError(f"data does not match the table schema: unknown columns {extra}")
+def from_pandas(df: pd.DataFrame) -> pa.Table:
+    """A DataFrame as Arrow, each column in the type pandas' own holds (int64, float64, text,
+    nanosecond timestamps...), then held to the table's types by the rule every entry follows
+    (:mod:`castable.format.conversions`): pandas gets no silent casts, text is not parsed."""
+    names = [str(c) for c in df.columns]
+    if len(set(names)) != len(names):
+        raise SchemaMismatchError(f"the DataFrame repeats a column name: {names}")
     try:
-        return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
-    except (KeyError, pa.ArrowException, TypeError, ValueError) as e:
-        raise SchemaMismatchError(f"the DataFrame does not convert to the table schema: {e!r}") from None
+        return pa.Table.from_pandas(df.set_axis(names, axis=1), preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise SchemaMismatchError(
+            f"the DataFrame does not convert to Arrow ({e}); give each column values of one type"
+        ) from None
 
 
 def with_missing(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:

@@ -183,7 +183,7 @@ def _open_csv(stream: pa.NativeFile, name: str, schema: pa.Schema | None, option
         ),
     )
     if schema is None:
-        return Source(reader.schema, _located(reader, name), None)
+        return _inferred(reader, name)
     missing = [n for n in schema.names if n not in reader.schema.names]
     extra = [n for n in reader.schema.names if n not in schema.names]
     if missing or extra:
@@ -206,8 +206,21 @@ def _open_json(stream: pa.NativeFile, name: str, schema: pa.Schema | None) -> So
         ),
     )
     if schema is None:
-        return Source(reader.schema, _located(reader, name), None)
+        return _inferred(reader, name)
     return Source(schema, _converted(reader, schema, name, _from_json), None)
+
+
+def _inferred(reader: pa.RecordBatchReader, name: str) -> Source:
+    """A text file read with the types pyarrow infers, but timestamps in microseconds, the unit
+    Iceberg, Delta and Spark hold (pyarrow infers seconds for ``2013-01-01 05:00:00``, which no
+    Parquet file can hold, so a table created so would refuse every Parquet file, its own
+    exports included)."""
+    schema = pa.schema([f.with_type(_inferred_type(f.type)) for f in reader.schema])
+    return Source(schema, _converted(reader, schema, name), None)
+
+
+def _inferred_type(t: pa.DataType) -> pa.DataType:
+    return pa.timestamp("us", t.tz) if pa.types.is_timestamp(t) else t
 
 
 def _json_type(to: pa.DataType) -> pa.DataType:

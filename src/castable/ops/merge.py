@@ -27,7 +27,7 @@ from castable.commit.handle import Handle
 from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError, SchemaMismatchError
 from castable.format.schema import conform
-from castable.inputs.batches import DataLike, arrow_pieces, is_dataframe
+from castable.inputs.batches import DataLike, arrow_pieces, from_pandas, is_dataframe
 from castable.ops import writes
 from castable.ops.delete import FilePlanner, plan_files
 from castable.ops.replacement import Rewrite, Rewritten
@@ -270,7 +270,7 @@ def _array(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _arrow(source: DataLike) -> pa.Table:
     """The merge source as one Arrow table (a reader keeps its schema even with no rows)."""
     if is_dataframe(source):
-        return pa.Table.from_pandas(source, preserve_index=False)
+        return from_pandas(source)
     if isinstance(source, pa.RecordBatchReader):
         return source.read_all()
     pieces = [pa.table(piece) for piece in arrow_pieces(source)]

@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, FileMismatchError, InvalidInputError, SchemaMismatchError
-from castable.format.evolution import default_of, resolve, stored_type, widens
+from castable.format.conversions import widens
+from castable.format.evolution import default_of, resolve, stored_type
 from castable.format.layout import DATA_PREFIX, FILE_LISTS_PREFIX
 from castable.format.manifest import DataFile
 from castable.format.schema import describe_mismatch

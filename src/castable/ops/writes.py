@@ -33,7 +33,15 @@ from castable.format import inline
 from castable.format.evolution import SchemaUpdate, columns_added, same_schema, translate_stats
 from castable.format.filelist import prune_tombstones
 from castable.format.manifest import DataFile, Manifest
-from castable.inputs.batches import DataLike, arrow_pieces, is_dataframe, last_of_each, split_column, unique_keys
+from castable.inputs.batches import (
+    DataLike,
+    arrow_pieces,
+    from_pandas,
+    is_dataframe,
+    last_of_each,
+    split_column,
+    unique_keys,
+)
 from castable.maintenance.erase import EraseReport, check_erasable
 from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
 from castable.ops.delete import DeleteChange, FilePlanner, engine_tombstone, plan_files
@@ -527,7 +535,7 @@ def appended(
 def _merging(t: Handle, data: DataLike) -> tuple[pa.Schema, SchemaUpdate[Any] | None, Iterator[pa.RecordBatch]]:
     """For ``schema_mode="merge"``: the schema with the columns the input's first piece adds,
     the update that adds them (``None`` if none), and the input conformed to that schema."""
-    pieces = iter([pa.Table.from_pandas(data, preserve_index=False)] if is_dataframe(data) else arrow_pieces(data))
+    pieces = iter([from_pandas(data)] if is_dataframe(data) else arrow_pieces(data))
     head = next(pieces, None)
     update = None if head is None else columns_added(t.schema, head.schema)
     schema = t.schema

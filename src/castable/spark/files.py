@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from castable.commit.log import read_manifest
 from castable.commit.written import WriteResult
-from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.errors import InvalidInputError
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
 from castable.format.schema import conform
@@ -73,28 +73,12 @@ def sql_name(name: str) -> str:
 def from_spark(batch: pa.RecordBatch, schema: pa.Schema, fill: bool = False) -> pa.RecordBatch:
     """A batch from Spark in the table's types, or ``SchemaMismatchError``.
 
-    Spark labels every timestamp with its session time zone and has microseconds only, so a
-    timestamp column is cast to the table's zone and unit when that loses nothing (the same
-    instants); everything else must already match, as for any append (:func:`conform`). With
-    ``fill`` (``mergeSchema``), nullable columns the batch lacks are NULL.
+    Spark labels every timestamp with its session time zone and has microseconds only; those
+    convert to the table's zone and unit by the rule every entry follows (the same instants,
+    :mod:`castable.format.conversions`). With ``fill`` (``mergeSchema``), nullable columns the
+    batch lacks are NULL.
     """
-    columns = []
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        target = schema.field(name).type if name in schema.names else None
-        if (
-            target is not None
-            and pa.types.is_timestamp(column.type)
-            and pa.types.is_timestamp(target)
-            and (column.type.tz is None) == (target.tz is None)
-            and not column.type.equals(target)
-        ):
-            try:
-                column = column.cast(target, safe=True)
-            except pa.ArrowInvalid as e:
-                raise SchemaMismatchError(f"column {name!r} does not fit {target}: {e}") from None
-        columns.append(column)
-    adapted = pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
-    conformed = conform(with_missing(adapted, schema) if fill else adapted, schema)
+    conformed = conform(with_missing(batch, schema) if fill else batch, schema)
     assert isinstance(conformed, pa.RecordBatch)
     return conformed
 

@@ -196,6 +196,30 @@ def test_cli_csv_is_read_as_the_table_types_and_round_trips(tmp_path: Path) -> N
     )
 
 
+def test_a_table_created_like_a_csv_takes_parquet_files_and_its_own_export(tmp_path: Path) -> None:
+    """pyarrow infers seconds for ``2013-01-01 05:00:00``, which no Parquet file holds: the table
+    takes microseconds, so its own export and another tool's file (int32 where the table has
+    int64) append; text in a number column is refused with how to convert, the table unchanged."""
+    uri = str(tmp_path / "t")
+    (tmp_path / "flights.csv").write_text("flight,time_hour\n1545,2013-01-01 05:00:00\n1714,2013-01-01 06:00:00\n")
+    run("create", uri, "--like", str(tmp_path / "flights.csv"))
+    assert str(castable.open_table(uri).schema.field("time_hour").type) == "timestamp[us]"
+    run("append", uri, str(tmp_path / "flights.csv"))
+    run("scan", uri, "--output", str(tmp_path / "export.parquet"))
+    run("append", uri, str(tmp_path / "export.parquet"))
+    other = pa.table(
+        {"flight": pa.array([7], pa.int32()), "time_hour": pa.array([datetime(2013, 1, 2)], pa.timestamp("ns"))}
+    )
+    pq.write_table(other, tmp_path / "other.parquet")
+    run("append", uri, str(tmp_path / "other.parquet"))
+    assert castable.open_table(uri).scan().count() == 5
+    pq.write_table(pa.table({"flight": ["8"], "time_hour": other["time_hour"]}), tmp_path / "text.parquet")
+    assert "column 'flight' is string, expected int64: castable does not parse text" in fails(
+        "append", uri, str(tmp_path / "text.parquet")
+    )
+    assert castable.open_table(uri).version == 3
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
