@@ -8,14 +8,14 @@ import typer
 
 import castable
 from castable.cli.catalog import catalog_app
-from castable.cli.common import console, run
+from castable.cli.common import commands, console, run
 from castable.cli.databases import db_app
 from castable.cli.iceberg import iceberg_app
 from castable.cli.maintenance import maintenance_app
 from castable.cli.reads import reads_app
 from castable.cli.tables import tables_app
 
-app = typer.Typer(
+app = commands(
     help="ACID tables on S3 or a local directory: create, append, delete, scan, time travel.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

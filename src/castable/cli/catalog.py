@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from castable.cli.common import StorageOption, console, parse_options
+from castable.cli.common import StorageOption, commands, console, parse_options
 from castable.errors import InvalidInputError
 
-catalog_app = typer.Typer(
+catalog_app = commands(
     help="An Iceberg REST catalog of the castable tables under a folder: every Iceberg engine writes them.",
     no_args_is_help=True,
 )

@@ -17,7 +17,6 @@ from rich.text import Text
 
 import castable
 from castable.errors import CastableError, InvalidInputError
-from castable.inputs.sources import json_value
 
 # Printed values (types such as ``timestamp[us, tz=UTC]``, predicates, paths) are never read as
 # rich markup, and lines are never hard-wrapped, so piped JSON stays one parseable line. Piped
@@ -26,12 +25,27 @@ _PIPED_WIDTH = 1_000_000
 console = Console(markup=False, highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPED_WIDTH)
 err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
+
+def commands(**settings: Any) -> typer.Typer:
+    """A group of commands, its help in plain text: fast to print (rich's help imports more than
+    a command's own work takes), and what it says is printed as written (``timestamp[us]``, no markup)."""
+    return typer.Typer(rich_markup_mode=None, **settings)
+
+
 StorageOption = Annotated[
     list[str] | None,
-    typer.Option("--storage-option", "-o", help="KEY=VALUE for S3 (endpoint_url, region, ...)."),
+    typer.Option("--storage-option", "-o", metavar="KEY=VALUE", help="For S3: endpoint_url, region, ... (repeatable)."),
 ]
-CommitId = Annotated[str | None, typer.Option(help="Idempotency key: a repeated id commits nothing twice.")]
+CommitId = Annotated[
+    str | None, typer.Option(metavar="ID", help="Idempotency key: a repeated id commits nothing twice.")
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of text.")]
+PrimaryKey = Annotated[
+    str | None, typer.Option("--primary-key", "-k", metavar="COLUMN", help="The primary key column.")
+]
+Properties = Annotated[
+    list[str] | None, typer.Option("--property", "-p", metavar="KEY=VALUE", help="A table property (repeatable).")
+]
 Count = Annotated[
     bool,
     typer.Option(
@@ -41,6 +55,9 @@ Count = Annotated[
 
 
 def dumps(doc: object) -> str:
+    """``doc`` as JSON, values JSON has no type for as ``castable scan --output x.jsonl`` writes them."""
+    from castable.inputs.sources import json_value
+
     return json.dumps(doc, default=json_value)
 
 

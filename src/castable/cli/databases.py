@@ -8,11 +8,21 @@ import typer
 from rich.table import Table as RichTable
 
 import castable
-from castable.cli.common import AsJson, CommitId, StorageOption, console, dumps, emit, parse_options
+from castable.cli.common import (
+    AsJson,
+    CommitId,
+    PrimaryKey,
+    Properties,
+    StorageOption,
+    commands,
+    console,
+    dumps,
+    emit,
+    parse_options,
+)
 from castable.cli.reads import show_changes
-from castable.inputs.types import parse_schema
 
-db_app = typer.Typer(help="Databases: several tables, one commit point, one snapshot.", no_args_is_help=True)
+db_app = commands(help="Databases: several tables, one commit point, one snapshot.", no_args_is_help=True)
 
 
 def _open_db(uri: str, options: list[str] | None) -> castable.Database:
@@ -31,13 +41,15 @@ def create_table(
     uri: str,
     name: str,
     schema: Annotated[str, typer.Option(help="NAME:TYPE,... e.g. 'id:int64, amount:decimal128(10, 2)'.")],
-    primary_key: Annotated[str | None, typer.Option("--primary-key", "-k")] = None,
-    prop: Annotated[list[str] | None, typer.Option("--property", "-p", help="KEY=VALUE table property.")] = None,
+    primary_key: PrimaryKey = None,
+    prop: Properties = None,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
 ) -> None:
     """Add an empty table to the database (read and write it as <uri>/<name>)."""
+    from castable.inputs.types import parse_schema
+
     db = _open_db(uri, storage_option)
     table = db.create_table(
         name, parse_schema(schema), primary_key=primary_key, properties=parse_options(prop), commit_id=commit_id

@@ -7,12 +7,10 @@ from typing import Annotated
 import typer
 
 import castable
-from castable.cli.common import AsJson, StorageOption, emit, parse_options
+from castable.cli.common import AsJson, StorageOption, commands, emit, parse_options
 from castable.errors import InvalidInputError
 
-iceberg_app = typer.Typer(
-    help="Iceberg metadata beside castable's, for engines that read Iceberg.", no_args_is_help=True
-)
+iceberg_app = commands(help="Iceberg metadata beside castable's, for engines that read Iceberg.", no_args_is_help=True)
 
 
 @iceberg_app.command()

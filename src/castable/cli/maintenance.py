@@ -13,6 +13,7 @@ from castable.cli.common import (
     AsJson,
     CommitId,
     StorageOption,
+    commands,
     console,
     dumps,
     emit,
@@ -20,7 +21,7 @@ from castable.cli.common import (
     spinner,
 )
 
-maintenance_app = typer.Typer()
+maintenance_app = commands()
 
 
 def _print_summary(title: str, summary: Mapping[str, object], as_json: bool) -> None:
@@ -87,6 +88,12 @@ def gc(
         for key in report.objects:
             console.print(key)
     _print_summary("gc (dry run: nothing removed)" if dry_run else "gc", report.summary(), as_json)
+    if report.orphans_in_grace:
+        console.print(
+            f"kept {report.orphans_in_grace} unreferenced object(s) younger than the grace period "
+            f"({timedelta(seconds=report.orphan_grace_seconds)}): a writer may still commit them; "
+            "--grace-hours sets it"
+        )
 
 
 @maintenance_app.command()

@@ -8,11 +8,8 @@ import uuid
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import typer
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -20,6 +17,7 @@ from rich.text import Text
 from castable.cli.common import (
     AsJson,
     StorageOption,
+    commands,
     console,
     dumps,
     emit,
@@ -28,14 +26,18 @@ from castable.cli.common import (
     progress_bar,
 )
 from castable.errors import InvalidInputError
-from castable.format.evolution import field_id
-from castable.inputs.sources import json_rows, to_json_lines
-from castable.read.changes import ChangeScan
-from castable.read.results import ArrowResult
 
-reads_app = typer.Typer()
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from castable.read.changes import ChangeScan
+    from castable.read.results import ArrowResult
+
+reads_app = commands()
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+"""What a file name ending says of its format: the names ``--format`` takes, as ``append``'s."""
+FORMAT_NAMES = ("parquet", "csv", "jsonl")
 
 
 @reads_app.command()
@@ -52,7 +54,8 @@ def scan(
         str | None, typer.Option(help="Write every row to a .parquet, .csv or .jsonl file, or to stdout with '-'.")
     ] = None,
     fmt: Annotated[
-        str | None, typer.Option("--format", help="parquet, csv or jsonl (default: by extension; csv for '-').")
+        str | None,
+        typer.Option("--format", metavar="FORMAT", help="parquet, csv or jsonl [default: by extension; csv for '-']"),
     ] = None,
     count: Annotated[bool, typer.Option("--count", help="Print only the number of rows.")] = False,
     storage_option: StorageOption = None,
@@ -84,6 +87,8 @@ class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
         self.sink: IO[bytes] = open(sink, "wb") if isinstance(sink, str) else sink  # noqa: SIM115
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
+        from castable.inputs.sources import to_json_lines
+
         self.sink.write(to_json_lines(batch))
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
@@ -92,6 +97,9 @@ class _JsonLinesWriter(AbstractContextManager["_JsonLinesWriter"]):
 
 def _writer(kind: str, sink: str | IO[bytes], schema: pa.Schema) -> Any:
     """A Parquet, CSV or JSON Lines writer with ``write_batch``, used as a context manager."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
     if kind == "parquet":
         return pq.ParquetWriter(sink, schema)
     if kind == "csv":
@@ -103,9 +111,13 @@ def _write_output(rows: ArrowResult, output: str, fmt: str | None, what: str, to
     """Every row to a file (written under a hidden name and renamed when complete, so a failed
     or interrupted read never leaves a file that looks whole) or to stdout; ``what`` names the
     rows in the closing line, ``total`` (if known) sizes the progress bar."""
+    import pyarrow as pa
+
     to_stdout = output == "-"
+    if fmt is not None and fmt not in FORMAT_NAMES:
+        raise InvalidInputError(f"--format must be one of {', '.join(FORMAT_NAMES)}, not {fmt!r}")
     kind = fmt or ("csv" if to_stdout else OUTPUT_FORMATS.get(Path(output).suffix.lower()))
-    if kind not in ("parquet", "csv", "jsonl"):
+    if kind is None:
         raise InvalidInputError(
             f"cannot tell the output format of {output!r}: name a .parquet, .csv or .jsonl file, or give --format"
         )
@@ -135,6 +147,8 @@ def _write_output(rows: ArrowResult, output: str, fmt: str | None, what: str, to
 def _first_rows(rows: ArrowResult, limit: int) -> tuple[list[dict[str, Any]], bool]:
     """The first ``limit`` rows as JSON-ready dicts, and whether more follow (one row more is
     read to know, no further)."""
+    from castable.inputs.sources import json_rows
+
     out: list[dict[str, Any]] = []
     for batch in rows.to_batches():
         out += json_rows(batch.slice(0, limit + 1 - len(out)))
@@ -152,7 +166,7 @@ def _print_rows(names: list[str], rows: list[dict[str, Any]], more: bool, title:
     console.print(shown)
 
 
-CHANGE_FORMATS = ("table", "json", "jsonl", "csv", "parquet")
+CHANGE_FORMATS = ("table", *FORMAT_NAMES)
 
 
 @reads_app.command()
@@ -173,7 +187,7 @@ def changes(
         str | None, typer.Option(help="Write every change to a .parquet, .csv or .jsonl file, or to stdout with '-'.")
     ] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="table, json (JSON Lines), csv or parquet (with --output).")
+        str, typer.Option("--format", metavar="FORMAT", help="table, or parquet, csv or jsonl (as scan's).")
     ] = "table",
     count: Annotated[bool, typer.Option("--count", help="Print only the number of change rows.")] = False,
     storage_option: StorageOption = None,
@@ -205,9 +219,8 @@ def show_changes(
         n = s.count()
         emit(as_json, str(n), {"from": s.versions.start, "to": s.versions.stop - 1, "count": n})
         return
-    kind = {"json": "jsonl"}.get(fmt, fmt)
-    if output is not None or kind != "table":
-        _write_output(s, output or "-", None if kind == "table" else kind, f"the changes of {versions}")
+    if output is not None or fmt != "table":
+        _write_output(s, output or "-", None if fmt == "table" else fmt, f"the changes of {versions}")
         return
     rows, more = _first_rows(s, limit)
     if as_json:
@@ -257,6 +270,8 @@ def info(
     as_json: AsJson = False,
 ) -> None:
     """Describe a table: version, schema, files, tombstones, properties."""
+    from castable.format.evolution import field_id
+
     table = open_table(uri, storage_option)
     m = table.manifest if version is None else table.manifest_at(version)
     size = m.data_files.total("size")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pyarrow as pa
 import typer
 
 import castable
@@ -14,8 +13,11 @@ from castable.cli.common import (
     AsJson,
     CommitId,
     Count,
+    PrimaryKey,
+    Properties,
     StorageOption,
     already_committed,
+    commands,
     emit,
     open_table,
     parse_options,
@@ -24,16 +26,21 @@ from castable.cli.common import (
     spinner,
 )
 from castable.errors import InvalidInputError
-from castable.format.manifest import LATEST_FORMAT_VERSION
-from castable.inputs.sources import CsvOptions, Source, format_of, open_source
-from castable.inputs.types import parse_schema, parse_type
-from castable.maintenance.gc import retained_versions
 
-tables_app = typer.Typer()
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from castable.inputs.sources import CsvOptions, Source
+
+# The commands import the library where they use it, so that --help and --version import none
+# of it (pyarrow, the store, the commit protocol): they answer at once.
+tables_app = commands()
 
 
 def _read_source(path: Path, fmt: str | None, schema: pa.Schema | None = None, csv: CsvOptions | None = None) -> Source:
     """One input file (Parquet, CSV or JSON Lines), parsed with ``schema``'s types when given."""
+    from castable.inputs.sources import format_of, open_source
+
     format_of(path.name, fmt)  # an unknown --format is named before a missing file
     if not path.exists():
         raise InvalidInputError(f"{path} does not exist")
@@ -48,15 +55,21 @@ def create(
         typer.Option(help="NAME:TYPE,... e.g. 'id:int64, at:timestamp[us, tz=UTC], amount:decimal128(10, 2)'."),
     ] = None,
     like: Annotated[Path | None, typer.Option(help="Take the schema of this Parquet or CSV file.")] = None,
-    primary_key: Annotated[str | None, typer.Option("--primary-key", "-k")] = None,
-    prop: Annotated[list[str] | None, typer.Option("--property", "-p", help="KEY=VALUE table property.")] = None,
+    primary_key: PrimaryKey = None,
+    prop: Properties = None,
     format_version: Annotated[
-        int, typer.Option(help="2 (segmented manifests), or 1 for readers older than castable 0.2.")
-    ] = LATEST_FORMAT_VERSION,
+        int | None,
+        typer.Option(
+            help="2 (segmented manifests), or 1 for readers older than castable 0.2 [default: the latest]",
+            show_default=False,
+        ),
+    ] = None,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
 ) -> None:
     """Create an empty table (not inside another table's location, nor above one)."""
+    from castable.inputs.types import parse_schema
+
     if (schema is None) == (like is None):
         raise InvalidInputError("give exactly one of --schema and --like")
     arrow_schema = parse_schema(schema) if schema else _read_source(like, None).schema  # type: ignore[arg-type]
@@ -66,13 +79,16 @@ def create(
         primary_key=primary_key,
         properties=parse_options(prop),
         storage_options=parse_options(storage_option),
-        format_version=format_version,
+        **({} if format_version is None else {"format_version": format_version}),
     )
     emit(as_json, f"created {table.uri} (version {table.version})", {"uri": table.uri, "version": table.version})
 
 
 InputFiles = Annotated[list[Path], typer.Argument(help="Parquet, CSV or JSON Lines files (.gz too), in one commit.")]
-InputFormat = Annotated[str | None, typer.Option("--format", help="parquet, csv or jsonl (default: by extension).")]
+InputFormat = Annotated[
+    str | None,
+    typer.Option("--format", metavar="FORMAT", help="parquet, csv or jsonl [default: by extension]"),
+]
 Delimiter = Annotated[str | None, typer.Option(help="CSV delimiter (default: tab for .tsv, else comma).")]
 Header = Annotated[bool, typer.Option(help="CSV files start with a header naming the columns.")]
 NullValue = Annotated[
@@ -91,6 +107,10 @@ def _inputs(
 ) -> tuple[Iterator[pa.RecordBatch], int | None]:
     """The rows of local files, read as the table's types and ``extra`` columns (every file is
     opened, so checked, first), and their count when the formats tell it up front."""
+    import pyarrow as pa
+
+    from castable.inputs.sources import CsvOptions
+
     csv = CsvOptions(delimiter, header, tuple(nulls) if nulls else CsvOptions.null_values)
     schema = pa.schema([*table.schema, *(extra or [])])
     opened = [_read_source(p, fmt, schema, csv) for p in files]
@@ -158,6 +178,8 @@ def upsert(
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
+    import pyarrow as pa
+
     extra = None if op_column is None else [pa.field(op_column, pa.string())]
     batches, _ = _inputs(table, files, fmt, delimiter, header, null_value, extra)
     report_commit(
@@ -282,6 +304,8 @@ def erase(
 def _confirm_purge(table: castable.Table, predicate: str) -> None:
     """Ask before an erase's purge expires history: when it erases anything, the purge expires
     every retained version before the erase (each lists a file the erase replaces)."""
+    from castable.maintenance.gc import retained_versions
+
     if table.scan(filter=predicate).count() == 0:
         return
     first, last = retained_versions(table.store)[0], table.version
@@ -339,6 +363,10 @@ def alter(
 
     Changes apply in this order: add, rename, widen, nullable, drop, order.
     """
+    import pyarrow as pa
+
+    from castable.inputs.types import parse_type
+
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return
@@ -371,6 +399,8 @@ def upgrade(
     as_json: AsJson = False,
 ) -> None:
     """Rewrite a format-version-1 table in the latest format, in one commit (no data copied)."""
+    from castable.format.manifest import LATEST_FORMAT_VERSION
+
     table = open_table(uri, storage_option)
     if already_committed(table, commit_id, as_json):
         return

@@ -17,7 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from castable.commit.log import read_manifest
@@ -205,6 +204,8 @@ def noncurrent_copies(store: ObjectStore) -> list[str]:
 
 def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
     """Physical rows (tombstones ignored) still matching in any file of any retained version."""
+    import pyarrow.dataset as ds  # imported where used: it imports pandas, when installed
+
     remaining: dict[str, int] = {}
     checked: set[str] = set()
     expression = predicate.to_expression()

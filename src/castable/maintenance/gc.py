@@ -57,6 +57,10 @@ class GcReport:
     versions_scanned: int = 0
     segments_scanned: int = 0
     """Distinct manifest segments read (format version 2): each once, however many versions list it."""
+    orphan_grace_seconds: float = 0.0
+    """How old an unreferenced object must be to go: a younger one may be a writer's, not yet committed."""
+    orphans_in_grace: int = 0
+    """Unreferenced objects kept because they are younger than the grace period."""
 
     def summary(self) -> dict[str, object]:
         """Counts, named for what was done, or for a dry run what would be done."""
@@ -71,6 +75,8 @@ class GcReport:
             "objects_referenced": self.objects_referenced,
             "versions_scanned": self.versions_scanned,
             "segments_scanned": self.segments_scanned,
+            "orphan_grace_seconds": self.orphan_grace_seconds,
+            "orphans_in_grace": self.orphans_in_grace,
         }
 
 
@@ -140,10 +146,16 @@ def gc(store: ObjectStore, *, orphan_grace: timedelta, dry_run: bool, now: datet
     versions = retained_versions(store)
     referenced, segments = _marked(store, versions)
     report = GcReport(
-        dry_run=dry_run, objects_scanned=len(objects), versions_scanned=len(versions), segments_scanned=len(segments)
+        dry_run=dry_run,
+        objects_scanned=len(objects),
+        versions_scanned=len(versions),
+        segments_scanned=len(segments),
+        orphan_grace_seconds=orphan_grace.total_seconds(),
     )
     report.objects_referenced = sum(o.key in referenced for o in objects)
-    doomed = [o for o in objects if o.key not in referenced and _older(o, cutoff)]
+    orphans = [o for o in objects if o.key not in referenced]
+    doomed = [o for o in orphans if _older(o, cutoff)]
+    report.orphans_in_grace = len(orphans) - len(doomed)
     report.objects = [o.key for o in doomed]
     report.bytes = sum(o.size for o in doomed)
     uploads = [u for u in store.list_multipart_uploads() if u.initiated is not None and u.initiated < cutoff]

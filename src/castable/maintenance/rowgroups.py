@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, UnsupportedFileError
@@ -144,6 +143,8 @@ def _timestamp_leaves(array: pa.Array) -> Iterator[pa.Array]:
 
 def matching_rows(table: pa.Table, expression: pc.Expression) -> np.ndarray:
     """Which rows of a decoded row group satisfy the predicate (NULL counts as no)."""
+    import pyarrow.dataset as ds  # imported where used: it imports pandas, when installed
+
     return rows_mask(ds.dataset(table).to_table(columns={"m": expression}).column("m"))
 
 

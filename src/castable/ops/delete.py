@@ -19,7 +19,6 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
@@ -230,6 +229,8 @@ def _read_columns(
     projection: dict[str, pc.Expression],
 ) -> pa.Table | None:
     """The projected columns of one row group (reading ``needed``); ``None`` when nothing needs reading."""
+    import pyarrow.dataset as ds  # imported where used: it imports pandas, when installed
+
     if not projection:
         return None
     return ds.dataset(snapshot.read(f, footer, needed, [rg])).to_table(columns=projection)

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from castable.errors import InvalidInputError
 from castable.format.stats import value_type
@@ -52,6 +51,8 @@ def parse_value(value: object, schema: pa.Schema, *, what: str = "value", like: 
     """``value`` (SQL text, an Arrow expression, or a Python literal) checked against rows of
     ``schema``: every column known and every operation defined for its types. A value that is
     a text literal alone is read as type ``like`` (``'2026-11-21'`` for a date column)."""
+    import pyarrow.dataset as ds  # imported where used: it imports pandas, when installed
+
     if isinstance(value, pc.Expression):
         expression = value
         text, evaluate = str(value), lambda rows: ds.dataset(rows).to_table(columns={"v": expression}).column("v")

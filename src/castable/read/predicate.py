@@ -116,12 +116,19 @@ def _judge(s: ColumnStats | None, rows: int) -> Match | tuple[Any, Any, bool]:
     return Match.SOME if b is None else b
 
 
-_CODE = {m: pa.scalar(i, pa.int8()) for i, m in enumerate((Match.NONE, Match.SOME, Match.ALL))}
+_VERDICTS = (Match.NONE, Match.SOME, Match.ALL)
+
+
+@functools.cache
+def _code(verdict: Match) -> pa.Scalar:
+    """A verdict as the int8 scalar the vectorised judges combine (made on first use: converting a
+    Python value is where pyarrow imports pandas, which a command that never prunes need not pay)."""
+    return pa.scalar(_VERDICTS.index(verdict), pa.int8())
 
 
 def _full(verdict: Match, n: int) -> pa.Array:
     """The same verdict for ``n`` units."""
-    return pa.repeat(_CODE[verdict], n)
+    return pa.repeat(_code(verdict), n)
 
 
 def _exact_many(s: StatsColumns) -> pa.Array:
@@ -133,8 +140,8 @@ def _judge_many(s: StatsColumns, rows: pa.Array, none: pa.Array, every: pa.Array
     """:func:`_judge` per unit, then NONE where ``none``, ALL where ``every`` (exactness included), else SOME."""
     all_null = pc.fill_null(pc.greater_equal(s.nulls, rows), False)
     unknown = pc.or_(pc.is_null(s.min), pc.is_null(s.max))
-    by_bounds = pc.if_else(none, _CODE[Match.NONE], pc.if_else(every, _CODE[Match.ALL], _CODE[Match.SOME]))
-    return pc.if_else(all_null, _CODE[Match.NONE], pc.if_else(unknown, _CODE[Match.SOME], by_bounds))
+    by_bounds = pc.if_else(none, _code(Match.NONE), pc.if_else(every, _code(Match.ALL), _code(Match.SOME)))
+    return pc.if_else(all_null, _code(Match.NONE), pc.if_else(unknown, _code(Match.SOME), by_bounds))
 
 
 def _as_type(values: pa.Array, t: pa.DataType) -> pa.Array | None:
@@ -155,7 +162,7 @@ def _one_by_one(predicate: Compare | InList, s: StatsColumns, rows: pa.Array) ->
     for i, n in enumerate(rows.to_pylist()):
         lo, hi = s.min[i], s.max[i]
         unit = ColumnStats(lo if lo.is_valid else None, hi if hi.is_valid else None, s.nulls[i].as_py())
-        verdicts.append(_CODE[predicate.match({predicate.column: unit}.get, n)])
+        verdicts.append(_code(predicate.match({predicate.column: unit}.get, n)))
     return pa.array(verdicts, pa.int8())
 
 
@@ -346,9 +353,9 @@ class IsNull(Predicate):
         if s is None:
             return _full(Match.SOME, len(rows))
         no_null, all_null = (Match.ALL, Match.NONE) if self.negated else (Match.NONE, Match.ALL)
-        some_null = pc.if_else(pc.greater_equal(s.nulls, rows), _CODE[all_null], _CODE[Match.SOME])
-        verdict = pc.if_else(pc.equal(s.nulls, 0), _CODE[no_null], some_null)
-        return pc.fill_null(verdict, _CODE[Match.SOME])  # an unknown null count
+        some_null = pc.if_else(pc.greater_equal(s.nulls, rows), _code(all_null), _code(Match.SOME))
+        verdict = pc.if_else(pc.equal(s.nulls, 0), _code(no_null), some_null)
+        return pc.fill_null(verdict, _code(Match.SOME))  # an unknown null count
 
 
 @dataclass(frozen=True)
@@ -458,8 +465,8 @@ class Not(Predicate):
         return Match.NONE if self.part.match(stats, rows) is Match.ALL else Match.SOME
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        every = pc.equal(self.part.match_many(stats, rows), _CODE[Match.ALL])
-        return pc.if_else(every, _CODE[Match.NONE], _CODE[Match.SOME])
+        every = pc.equal(self.part.match_many(stats, rows), _code(Match.ALL))
+        return pc.if_else(every, _code(Match.NONE), _code(Match.SOME))
 
 
 @dataclass(frozen=True)
@@ -487,4 +494,4 @@ def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
 
 def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
     """Boolean mask of the units the predicate's statistics do not rule out (verdict not NONE)."""
-    return pc.not_equal(predicate.match_many(stats, rows), _CODE[Match.NONE])
+    return pc.not_equal(predicate.match_many(stats, rows), _code(Match.NONE))

@@ -596,7 +596,7 @@ def test_changes(tmp_path: Path) -> None:
     assert "update_postimage" in run("changes", uri, "--from", "1")
     doc = json.loads(run("changes", uri, "--from", "2", "--json"))
     assert [r["_change_type"] for r in doc["rows"]] == ["update_preimage", "update_postimage", "insert"]
-    lines = run("changes", uri, "--from", "1", "--format", "json", "--filter", "id = 8").splitlines()
+    lines = run("changes", uri, "--from", "1", "--format", "jsonl", "--filter", "id = 8").splitlines()
     assert [json.loads(line)["_change_type"] for line in lines] == ["insert"]
     out = tmp_path / "c.parquet"
     run("changes", uri, "--from", "1", "--to", "2", "--output", str(out), "--columns", "id")

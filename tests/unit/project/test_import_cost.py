@@ -1,6 +1,9 @@
 """What importing castable costs a command that does not need it: boto3 and sqlglot are imported
-on the first S3 store and the first SQL text, not with the library, so ``castable --help`` and a
-command on a local table start in about half the time they took when both came with it."""
+on the first S3 store and the first SQL text, not with the library; ``import castable`` imports
+none of the library (each name on first use), and the command line imports it only in the command
+that runs, so ``castable --version`` and ``--help`` import no pyarrow at all; pyarrow.dataset,
+which imports pandas when installed, only where a dataset is evaluated (bench/cli_startup.py
+has the times)."""
 
 from __future__ import annotations
 
@@ -9,17 +12,40 @@ import sys
 from pathlib import Path
 
 HEAVY = ("boto3", "botocore.config", "sqlglot")
+ARROW = ("pyarrow", "numpy", "pandas", "pyarrow.dataset", "castable.table", "castable.commit")
 
 
-def loaded_after(code: str, cwd: Path) -> set[str]:
-    """The heavy modules a fresh interpreter holds after running ``code``."""
-    probe = f"{code}\nimport sys\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+def loaded_after(code: str, cwd: Path, heavy: tuple[str, ...] = HEAVY) -> set[str]:
+    """The ``heavy`` modules a fresh interpreter holds after running ``code``."""
+    probe = f"{code}\nimport sys\nprint('\\n' + ','.join(m for m in {heavy!r} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)
-    return set(filter(None, done.stdout.strip().split(",")))
+    return set(filter(None, done.stdout.splitlines()[-1].split(",")))
 
 
 def test_the_library_and_its_command_line_import_neither_boto3_nor_sqlglot(tmp_path: Path) -> None:
     assert loaded_after("import castable, castable.cli, castable.store", tmp_path) == set()
+
+
+def command(*args: str) -> str:
+    """Code that runs the command line as the installed ``castable`` does, with ``args``."""
+    run = "from castable.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    return f"import sys\nsys.argv = ['castable', *{list(args)!r}]\n{run}"
+
+
+def test_version_and_help_import_no_arrow_and_no_library(tmp_path: Path) -> None:
+    assert loaded_after("import castable", tmp_path, ARROW) == set()
+    for args in (["--version"], ["--help"], ["scan", "--help"], ["db", "create-table", "--help"]):
+        assert loaded_after(command(*args), tmp_path, ARROW) == set(), args
+
+
+def test_a_cli_append_of_a_parquet_file_imports_neither_pandas_nor_datasets(tmp_path: Path) -> None:
+    setup = (
+        "import castable, pyarrow as pa, pyarrow.parquet as pq\n"
+        "castable.create_table('t', pa.schema([('id', pa.int64())]))\n"
+        "pq.write_table(pa.table({'id': [1, 2]}), 'f.parquet')\n"
+    )
+    subprocess.run([sys.executable, "-c", setup], cwd=tmp_path, check=True)
+    assert loaded_after(command("append", "t", "f.parquet"), tmp_path, ("pyarrow.dataset", "sqlglot")) == set()
 
 
 def test_a_local_table_written_and_read_by_arrow_expression_needs_neither(tmp_path: Path) -> None:
