@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import uuid
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from types import FrameType
 from typing import Annotated, Any
 
@@ -105,34 +107,81 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise _Interrupted()
 
 
+@dataclass
+class _Commit:
+    """The commit this command makes: the table, the id it commits under, its version once known."""
+
+    table: castable.Table
+    commit_id: str
+    version: int | None = None
+
+    def outcome(self) -> str:
+        """What became of it, for a Ctrl-C: committed as version N (from this command, or from
+        the table's log), or not in the log, with the id to re-run it with (at most once)."""
+        version = self.version
+        if version is None:
+            try:
+                version = self.table.refresh().committed_version(self.commit_id)
+            except (Exception, KeyboardInterrupt, _Interrupted):  # the log cannot be read: say so below
+                return (
+                    f"interrupted; whether it committed is unknown: re-run with --commit-id {self.commit_id}, "
+                    "which commits it at most once"
+                )
+        if version is not None:
+            return f"interrupted: committed as version {version} (commit id {self.commit_id})"
+        return (
+            f"interrupted: not committed (commit id {self.commit_id} is not in the table's log; if Ctrl-C fell "
+            f"in its final write it may still land): re-run with --commit-id {self.commit_id}, "
+            "which commits it at most once"
+        )
+
+
+class _Commits:
+    """The commit of the command running, if it makes one (commands that only read make none)."""
+
+    current: _Commit | None = None
+
+
+def start_commit(table: castable.Table, commit_id: str | None, as_json: bool) -> str | None:
+    """The id this command's write commits under: the one given, or a new one, so that Ctrl-C
+    can say what became of it. ``None`` when the id given was committed before: that is
+    reported, and the write would commit nothing."""
+    done = None if commit_id is None else table.committed_version(commit_id)
+    if done is not None:
+        report_commit(castable.WriteResult.of(table.manifest_at(done), retried=True), as_json)
+        return None
+    _Commits.current = _Commit(table, commit_id or f"cli-{uuid.uuid4()}")
+    return _Commits.current.commit_id
+
+
+def committed(version: int) -> None:
+    """The command's commit landed as ``version``."""
+    if _Commits.current is not None:
+        _Commits.current.version = version
+
+
 def run(app: typer.Typer) -> None:
     """Run ``app``, turning castable errors into one line and exit status 1, and Ctrl-C into
-    one line saying what became of a commit in flight and exit status 130."""
+    exit status 130 and, for a command that commits, one line saying what became of its commit."""
     signal.signal(signal.SIGINT, _interrupt)
+    _Commits.current = None
     try:
         app()
     except CastableError as e:
         err_console.print(Text.assemble(("error:", "red"), f" {e}"))
         raise SystemExit(1) from None
     except (_Interrupted, KeyboardInterrupt):
-        err_console.print(
-            "interrupted: a commit in flight either landed whole or not at all "
-            "(re-run with the same --commit-id to be sure)"
-        )
+        if _Commits.current is not None:
+            err_console.print(_Commits.current.outcome())
         raise SystemExit(130) from None
-
-
-def already_committed(table: castable.Table, commit_id: str | None, as_json: bool) -> bool:
-    """Report and return True when ``commit_id`` was committed before: the write would commit nothing."""
-    done = None if commit_id is None else table.committed_version(commit_id)
-    if done is None:
-        return False
-    report_commit(castable.WriteResult.of(table.manifest_at(done), retried=True), as_json)
-    return True
+    finally:
+        _Commits.current = None
 
 
 def report_commit(result: castable.WriteResult, as_json: bool) -> None:
     """What a write did, in words for people or as a JSON document (``WriteResult.to_dict``)."""
+    if result.committed:
+        committed(result.version)
     emit(as_json, str(result), result.to_dict())
 
 

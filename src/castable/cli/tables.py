@@ -16,14 +16,15 @@ from castable.cli.common import (
     PrimaryKey,
     Properties,
     StorageOption,
-    already_committed,
     commands,
+    committed,
     emit,
     open_table,
     parse_options,
     progress_bar,
     report_commit,
     spinner,
+    start_commit,
 )
 from castable.errors import InvalidInputError
 
@@ -136,7 +137,8 @@ def append(
 ) -> None:
     """Append the rows of local files in one commit; CSV and JSON are read as the table's types."""
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     if schema_mode not in ("strict", "merge"):
         raise InvalidInputError(f"--schema-mode must be strict or merge, not {schema_mode!r}")
@@ -176,7 +178,8 @@ def upsert(
 ) -> None:
     """Insert the rows of local files, replacing the rows with their primary keys, in one commit."""
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     import pyarrow as pa
 
@@ -205,7 +208,8 @@ def overwrite(
 ) -> None:
     """Replace the whole table, or the rows matching --where, with the rows of local files, in one commit."""
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     batches, _ = _inputs(table, files, fmt, delimiter, header, null_value)
     report_commit(table.overwrite(batches, where=where, commit_id=commit_id, count=count), as_json)
@@ -233,7 +237,8 @@ def update(
             raise castable.InvalidInputError(f"write each change as column=expression, not {item!r}")
         values[column.strip()] = expression
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     report_commit(table.update(values, where=where, commit_id=commit_id), as_json)
 
@@ -254,7 +259,8 @@ def add_files(
     Only footers are read; nothing is copied. To load files from elsewhere, use append.
     """
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     report_commit(table.add_files(paths, commit_id=commit_id), as_json)
 
@@ -270,7 +276,8 @@ def delete(
 ) -> None:
     """Soft-delete the rows matching a SQL predicate (one tombstone file)."""
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     report_commit(table.delete(predicate, commit_id=commit_id, count=count), as_json)
 
@@ -292,12 +299,14 @@ def erase(
     """Physically remove rows (hard delete) and say what was erased, expired and deleted
     (--json: the report, every object named)."""
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     if purge and not yes:
         _confirm_purge(table, predicate)
     with spinner("erasing"):
         report = table.erase(predicate, commit_id=commit_id, mode=mode, purge=purge)  # type: ignore[arg-type]
+    committed(report.version)
     emit(as_json, report.described(), report.summary())
 
 
@@ -328,7 +337,8 @@ def restore(
 ) -> None:
     """Commit a new version with an older version's files (no data copied; later versions stay in history)."""
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     report_commit(table.restore(version, as_of=as_of, commit_id=commit_id), as_json)
 
@@ -368,7 +378,8 @@ def alter(
     from castable.inputs.types import parse_type
 
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     defaults = dict(_pairs(default, "=", "--default"))
     update = table.alter(commit_id=commit_id)
@@ -402,7 +413,8 @@ def upgrade(
     from castable.format.manifest import LATEST_FORMAT_VERSION
 
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     if table.manifest.format_version == LATEST_FORMAT_VERSION:
         doc: dict[str, Any] = {"version": table.version, "committed": False, "format_version": LATEST_FORMAT_VERSION}
@@ -423,6 +435,7 @@ def set_properties(
 ) -> None:
     """Set table properties in one commit (the others keep their values); no data is touched."""
     table = open_table(uri, storage_option)
-    if already_committed(table, commit_id, as_json):
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
         return
     report_commit(table.set_properties(dict(_pairs(setting, "=", "NAME=VALUE")), commit_id=commit_id), as_json)

@@ -478,6 +478,59 @@ def test_cli_interrupt_says_what_happened(tmp_path: Path) -> None:
     assert castable.open_table(uri).version == 0
 
 
+def _interrupt(*_: object, **__: object) -> None:
+    """Ctrl-C here: the SIGINT a terminal sends, handled as the entry point handles it."""
+    signal.raise_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize(
+    ("stage", "target", "says", "version"),
+    [
+        ("before the commit (writing files)", "castable.ops.writes.write_files", "interrupted: not committed", 0),
+        (
+            "during it, once its manifest landed",
+            "castable.commit.protocol.advance_pointer",
+            "interrupted: committed as version 1",
+            1,
+        ),
+        ("after it, while printing", "castable.cli.common.emit", "interrupted: committed as version 1", 1),
+    ],
+)
+def test_ctrl_c_at_each_stage_of_an_append_says_the_truth(
+    tmp_path: Path,
+    inputs: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    stage: str,
+    target: str,
+    says: str,
+    version: int,
+) -> None:
+    """Ctrl-C says what became of the command's commit, from its own knowledge or the table's log;
+    the commit id it names (one the command made up when none was given) commits it once."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    with monkeypatch.context() as patched:
+        patched.setattr(target, _interrupt)
+        err = cli("append", uri, str(inputs[0]), code=130).stderr
+    assert err.startswith(says) and err.count("\n") == 1, (stage, err)
+    assert castable.open_table(uri).version == version
+    commit_id = err.split("commit id ")[1].split()[0].rstrip(");")
+    assert castable.open_table(uri).committed_version(commit_id) == (1 if version else None)
+    run("append", uri, str(inputs[0]), "--commit-id", commit_id)
+    run("append", uri, str(inputs[0]), "--commit-id", commit_id)
+    assert castable.open_table(uri).version == 1 and run("scan", uri, "--count").strip() == "500"
+
+
+def test_ctrl_c_on_a_command_that_commits_nothing_says_nothing(
+    tmp_path: Path, inputs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id")
+    run("append", uri, str(inputs[0]))
+    monkeypatch.setattr("castable.cli.reads._print_rows", _interrupt)
+    assert cli("scan", uri, code=130).stderr == ""
+
+
 def test_cli_restore(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     uri = str(tmp_path / "t")
     run("create", uri, "--like", str(inputs[0]), "-k", "id")
