@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class CastableError(Exception):
     """Base class of every error castable raises on purpose."""
@@ -86,3 +89,13 @@ class TransactionClosedError(CastableError):
 class ObjectLockedError(CastableError):
     """The bucket has S3 Object Lock, which keeps object versions until their retention ends: an
     erasure could not remove the erased rows, so erase is refused before anything is written."""
+
+
+def columns_hint(names: str | Iterable[str], known: Iterable[str]) -> str:
+    """What a refusal of unknown column ``names`` adds: the nearest known names, then all of
+    them: ``(did you mean 'carrier'? columns: carrier, flight, time_hour)``."""
+    known = list(known)
+    wanted = [names] if isinstance(names, str) else list(names)
+    guesses = dict.fromkeys(g for n in wanted for g in difflib.get_close_matches(n, known, n=1, cutoff=0.6))
+    asked = f"did you mean {' or '.join(map(repr, guesses))}? " if guesses else ""
+    return f"({asked}columns: {', '.join(known)})"

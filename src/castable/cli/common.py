@@ -68,13 +68,14 @@ def emit(as_json: bool, text: str, doc: Mapping[str, Any]) -> None:
     console.print(dumps(doc) if as_json else text)
 
 
-def spinner(what: str) -> AbstractContextManager[object]:
-    """A spinner on a terminal; nothing when stderr is piped."""
-    return err_console.status(what) if err_console.is_terminal else nullcontext()
+def spinner(what: str, quiet: bool = False) -> AbstractContextManager[object]:
+    """A spinner on a terminal; nothing when stderr is piped, or ``quiet`` (``--json``)."""
+    return err_console.status(what) if err_console.is_terminal and not quiet else nullcontext()
 
 
-def progress_bar() -> Progress:
-    """A progress bar on a terminal; nothing when stderr is piped."""
+def progress_bar(quiet: bool = False) -> Progress:
+    """A progress bar (rows done, of how many when known, and the time taken) on a terminal;
+    nothing when stderr is piped, or ``quiet`` (``--json``)."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -82,7 +83,7 @@ def progress_bar() -> Progress:
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
-        disable=not err_console.is_terminal,
+        disable=quiet or not err_console.is_terminal,
     )
 
 

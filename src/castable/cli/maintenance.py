@@ -47,7 +47,7 @@ def compact(
 ) -> None:
     """Bin-pack small files, rewrite delete-heavy ones and merge tombstones."""
     table = open_table(uri, storage_option)
-    with spinner("compacting"):
+    with spinner("compacting", as_json):
         report = table.compact(sort_by=sort_by, min_file_size=min_file_size, delete_ratio=delete_ratio)
     _print_summary("compaction", report.summary(), as_json)
 
@@ -79,7 +79,7 @@ def gc(
     """Remove files no retained version references, and stale multipart uploads."""
     table = open_table(uri, storage_option)
     grace = None if grace_hours is None else timedelta(hours=grace_hours)
-    with spinner("collecting garbage"):
+    with spinner("collecting garbage", as_json):
         report = table.gc(orphan_grace=grace, dry_run=dry_run)
     if as_json:
         console.print(dumps({**report.summary(), "objects": report.objects}))

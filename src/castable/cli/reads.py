@@ -70,7 +70,7 @@ def scan(
         emit(as_json, str(n), {"version": s.version, "count": n})
         return
     if output is not None:
-        _write_output(s, output, fmt, f"version {s.version}", sum(f.rows for f in s.files()))
+        _write_output(s, output, fmt, f"version {s.version}", sum(f.rows for f in s.files()), quiet=as_json)
         return
     rows, more = _first_rows(s, limit)
     if as_json:
@@ -107,7 +107,9 @@ def _writer(kind: str, sink: str | IO[bytes], schema: pa.Schema) -> Any:
     return _JsonLinesWriter(sink)
 
 
-def _write_output(rows: ArrowResult, output: str, fmt: str | None, what: str, total: int | None = None) -> None:
+def _write_output(
+    rows: ArrowResult, output: str, fmt: str | None, what: str, total: int | None = None, *, quiet: bool = False
+) -> None:
     """Every row to a file (written under a hidden name and renamed when complete, so a failed
     or interrupted read never leaves a file that looks whole) or to stdout; ``what`` names the
     rows in the closing line, ``total`` (if known) sizes the progress bar."""
@@ -128,7 +130,7 @@ def _write_output(rows: ArrowResult, output: str, fmt: str | None, what: str, to
     sink: str | IO[bytes] = sys.stdout.buffer if to_stdout else str(partial)
     written = 0
     try:
-        with progress_bar() as progress, _writer(kind, sink, rows.schema) as writer:
+        with progress_bar(quiet) as progress, _writer(kind, sink, rows.schema) as writer:
             task = progress.add_task("reading rows", total=total)
             for batch in rows.to_batches():
                 try:
@@ -220,7 +222,7 @@ def show_changes(
         emit(as_json, str(n), {"from": s.versions.start, "to": s.versions.stop - 1, "count": n})
         return
     if output is not None or fmt != "table":
-        _write_output(s, output or "-", None if fmt == "table" else fmt, f"the changes of {versions}")
+        _write_output(s, output or "-", None if fmt == "table" else fmt, f"the changes of {versions}", quiet=as_json)
         return
     rows, more = _first_rows(s, limit)
     if as_json:

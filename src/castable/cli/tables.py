@@ -143,7 +143,7 @@ def append(
     if schema_mode not in ("strict", "merge"):
         raise InvalidInputError(f"--schema-mode must be strict or merge, not {schema_mode!r}")
     batches, total = _inputs(table, files, fmt, delimiter, header, null_value)
-    with progress_bar() as progress:
+    with progress_bar(as_json) as progress:
         task = progress.add_task("appending rows", total=total)
         result = table.append(
             batches,
@@ -304,7 +304,7 @@ def erase(
         return
     if purge and not yes:
         _confirm_purge(table, predicate)
-    with spinner("erasing"):
+    with spinner("erasing", as_json):
         report = table.erase(predicate, commit_id=commit_id, mode=mode, purge=purge)  # type: ignore[arg-type]
     committed(report.version)
     emit(as_json, report.described(), report.summary())

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.errors import InvalidInputError, SchemaMismatchError, columns_hint
 from castable.format.conversions import widens
 from castable.format.stats import decode_value, encode_value, supports_stats
 
@@ -221,7 +221,7 @@ class SchemaUpdate(Generic[R]):
             for i, f in enumerate(fields):
                 if f.name == name:
                     return i
-            raise InvalidInputError(f"unknown column {name!r} (columns: {', '.join(f.name for f in fields)})")
+            raise InvalidInputError(f"unknown column {name!r} {columns_hint(name, (f.name for f in fields))}")
 
         def fresh(name: str) -> None:
             if not name or any(f.name == name for f in fields):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from castable.errors import CorruptObjectError, SchemaMismatchError
+from castable.errors import CorruptObjectError, SchemaMismatchError, columns_hint
 from castable.format.conversions import convert, refusal, same_values
 from castable.format.evolution import LAST_ID, check_ids, field_id
 
@@ -91,5 +91,5 @@ def _mismatch(
             problems.append(problem)
     extra = sorted(names - set(expected.names))
     if extra:
-        problems.append(f"unknown columns {extra}")
+        problems.append(f"unknown columns {extra} {columns_hint(extra, expected.names)}")
     return problems

@@ -16,6 +16,8 @@ so memory stays about one block or row group whatever the size of the file.
 from __future__ import annotations
 
 import base64
+import csv as pycsv
+import gzip
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -110,7 +112,7 @@ def open_source(
             return Source(pf.schema_arrow, _located(file_batches(pf), name), file_rows(pf.metadata))
         stream = _text_stream(source, name)
         if kind == "csv":
-            return _open_csv(stream, name, schema, csv or CsvOptions())
+            return _open_csv(stream, name, schema, csv or CsvOptions(), source if isinstance(source, str) else None)
         return _open_json(stream, name, schema)
     except (pa.ArrowInvalid, OSError) as e:
         raise InvalidInputError(f"cannot read {name} as {kind}: {e}") from None
@@ -162,19 +164,78 @@ def _text_stream(source: pa.NativeFile | str, name: str) -> pa.NativeFile:
     return pa.CompressedInputStream(source, "gzip") if name.lower().endswith(".gz") else source
 
 
-def _open_csv(stream: pa.NativeFile, name: str, schema: pa.Schema | None, options: CsvOptions) -> Source:
+class _BadRow:
+    """Keeps the first CSV row with too few or too many fields (pyarrow's error names it only by
+    its text), so that the error can give its row number (read from the file at ``path`` again,
+    on that error only)."""
+
+    def __init__(self, name: str, path: str | None, delimiter: str, header: bool) -> None:
+        self.name, self.path, self.delimiter, self.header = name, path, delimiter, header
+        self.row: pacsv.InvalidRow | None = None
+
+    def __call__(self, row: pacsv.InvalidRow) -> Literal["error"]:
+        self.row = self.row or row
+        return "error"
+
+    def error(self, e: Exception, rows_before: int | None = None) -> InvalidInputError:
+        if self.row is None:
+            after = "" if rows_before is None else f" after row {rows_before}"
+            return InvalidInputError(f"cannot read {self.name}{after}: {e}")
+        number = self._number()
+        where = f"row {number}" if number is not None else f"a row after row {rows_before or 0}"
+        return InvalidInputError(
+            f"{self.name}, {where}: expected {self.row.expected_columns} fields, got {self.row.actual_columns}: "
+            f"{self.row.text!r}"
+        )
+
+    def _number(self) -> int | None:
+        """The row number (1 for the first row after the header) of the first row of another width."""
+        if self.path is None or self.row is None:
+            return None
+        opener = gzip.open if self.path.lower().endswith(".gz") else open
+        with opener(self.path, "rt", newline="") as text:
+            records = (r for r in pycsv.reader(text, delimiter=self.delimiter) if r)
+            for number, record in enumerate(records, start=0 if self.header else 1):
+                if number and len(record) != self.row.expected_columns:
+                    return number
+        return None
+
+
+def _open_csv(
+    stream: pa.NativeFile, name: str, schema: pa.Schema | None, options: CsvOptions, path: str | None
+) -> Source:
     """With a schema, every column is read as text and converted here, so a bad value is
-    reported with its row (pyarrow's own converter names only the column)."""
+    reported with its row (pyarrow's own converter names only the column); so is a row with
+    too few or too many fields."""
     delimiter = options.delimiter or ("\t" if name.lower().removesuffix(".gz").endswith(".tsv") else ",")
     if not options.header and schema is None:
         raise InvalidInputError(f"{name}: a CSV file without a header needs the table's schema")
-    reader = pacsv.open_csv(
+    bad = _BadRow(name, path, delimiter, options.header)
+    try:
+        reader = _csv_reader(stream, schema, options, delimiter, bad)
+    except pa.ArrowInvalid as e:
+        raise bad.error(e) from None
+    if schema is None:
+        return _inferred(reader, name, bad)
+    missing = [n for n in schema.names if n not in reader.schema.names]
+    extra = [n for n in reader.schema.names if n not in schema.names]
+    if missing or extra:
+        problems = [f"missing column(s) {missing}"] if missing else []
+        problems += [f"unknown column(s) {extra}"] if extra else []
+        raise SchemaMismatchError(f"{name} does not match the table schema: " + "; ".join(problems))
+    return Source(schema, _converted(reader, schema, name, bad=bad), None)
+
+
+def _csv_reader(
+    stream: pa.NativeFile, schema: pa.Schema | None, options: CsvOptions, delimiter: str, bad: _BadRow
+) -> pacsv.CSVStreamingReader:
+    return pacsv.open_csv(
         stream,
         read_options=pacsv.ReadOptions(
             block_size=_BLOCK_SIZE,
             column_names=None if options.header else schema.names,  # type: ignore[union-attr]
         ),
-        parse_options=pacsv.ParseOptions(delimiter=delimiter),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=bad),
         convert_options=pacsv.ConvertOptions(
             null_values=list(options.null_values),
             strings_can_be_null=True,
@@ -182,15 +243,6 @@ def _open_csv(stream: pa.NativeFile, name: str, schema: pa.Schema | None, option
             column_types=None if schema is None else {n: pa.string() for n in schema.names},
         ),
     )
-    if schema is None:
-        return _inferred(reader, name)
-    missing = [n for n in schema.names if n not in reader.schema.names]
-    extra = [n for n in reader.schema.names if n not in schema.names]
-    if missing or extra:
-        problems = [f"missing column(s) {missing}"] if missing else []
-        problems += [f"unknown column(s) {extra}"] if extra else []
-        raise SchemaMismatchError(f"{name} does not match the table schema: " + "; ".join(problems))
-    return Source(schema, _converted(reader, schema, name), None)
 
 
 def _open_json(stream: pa.NativeFile, name: str, schema: pa.Schema | None) -> Source:
@@ -210,13 +262,13 @@ def _open_json(stream: pa.NativeFile, name: str, schema: pa.Schema | None) -> So
     return Source(schema, _converted(reader, schema, name, _from_json), None)
 
 
-def _inferred(reader: pa.RecordBatchReader, name: str) -> Source:
+def _inferred(reader: pa.RecordBatchReader, name: str, bad: _BadRow | None = None) -> Source:
     """A text file read with the types pyarrow infers, but timestamps in microseconds, the unit
     Iceberg, Delta and Spark hold (pyarrow infers seconds for ``2013-01-01 05:00:00``, which no
     Parquet file can hold, so a table created so would refuse every Parquet file, its own
     exports included)."""
     schema = pa.schema([f.with_type(_inferred_type(f.type)) for f in reader.schema])
-    return Source(schema, _converted(reader, schema, name), None)
+    return Source(schema, _converted(reader, schema, name, bad=bad), None)
 
 
 def _inferred_type(t: pa.DataType) -> pa.DataType:
@@ -290,11 +342,11 @@ def _cast(column: pa.Array, to: pa.DataType) -> pa.Array:
 
 
 def _converted(
-    reader: pa.RecordBatchReader, schema: pa.Schema, name: str, convert: Convert = _cast
+    reader: pa.RecordBatchReader, schema: pa.Schema, name: str, convert: Convert = _cast, bad: _BadRow | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Batches as read converted to ``schema``'s types; the first bad value named by row and column."""
     rows = 0
-    for batch in _located(reader, name):
+    for batch in _located(reader, name, bad):
         columns = []
         for field in schema:
             column = batch.column(field.name)
@@ -323,9 +375,9 @@ def _first_bad(column: pa.Array, to: pa.DataType, convert: Convert = _cast) -> i
     return lo
 
 
-def _located(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
+def _located(batches: Iterable[pa.RecordBatch], name: str, bad: _BadRow | None = None) -> Iterator[pa.RecordBatch]:
     """The batches; one that does not parse or decode is reported with the file and the rows
-    read before it."""
+    read before it (a CSV row of another width by ``bad``, with its own number)."""
     rows = 0
     it = iter(batches)
     while True:
@@ -334,6 +386,10 @@ def _located(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa.Record
         except StopIteration:
             return
         except (pa.ArrowInvalid, OSError) as e:
-            raise InvalidInputError(f"cannot read {name} after row {rows}: {e}") from None
+            raise (
+                bad.error(e, rows)
+                if bad is not None
+                else InvalidInputError(f"cannot read {name} after row {rows}: {e}")
+            ) from None
         rows += batch.num_rows
         yield batch

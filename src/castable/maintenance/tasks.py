@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from castable.commit.handle import Handle, WriteSession, write_operation
-from castable.errors import InvalidInputError
+from castable.errors import InvalidInputError, columns_hint
 from castable.format.manifest import Manifest
 from castable.format.times import now
 from castable.maintenance.compact import CompactChange, CompactOptions, CompactReport, plan_groups
@@ -48,7 +48,7 @@ def compact_options(
     """A compaction's options, the ``compaction.*`` properties standing in for those not given."""
     props = t.settings
     if sort_by is not None and sort_by not in t.schema.names:
-        raise InvalidInputError(f"sort_by names unknown column {sort_by!r}")
+        raise InvalidInputError(f"sort_by names unknown column {sort_by!r} {columns_hint(sort_by, t.schema.names)}")
     return CompactOptions(
         min_file_size=props.compact_min_file_size if min_file_size is None else min_file_size,
         delete_ratio=props.compact_delete_ratio if delete_ratio is None else delete_ratio,

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from castable.errors import InvalidInputError
+from castable.errors import InvalidInputError, columns_hint
 from castable.format.manifest import DataFile, Manifest
 from castable.format.tombstone import FileDeletes
 from castable.read.predicate import And, Compare, Constant, InList, Or, Predicate
@@ -253,7 +253,7 @@ class ChangeScan(ArrowResult):
         if columns is not None:
             unknown = [c for c in columns if c not in snapshot.schema.names]
             if unknown:
-                raise InvalidInputError(f"unknown columns {unknown} (columns: {', '.join(snapshot.schema.names)})")
+                raise InvalidInputError(f"unknown columns {unknown} {columns_hint(unknown, snapshot.schema.names)}")
         if not manifests:
             raise InvalidInputError("a change range needs the version before it")
         self.snapshot = snapshot

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from castable.errors import InvalidInputError
+from castable.errors import InvalidInputError, columns_hint
 from castable.format.stats import value_type
 from castable.read.values import Evaluate
 
@@ -135,7 +135,7 @@ class Assignments:
         checked = {}
         for name, value in values.items():
             if name not in table.names:
-                raise InvalidInputError(f"cannot set unknown column {name!r} (columns: {', '.join(table.names)})")
+                raise InvalidInputError(f"cannot set unknown column {name!r} {columns_hint(name, table.names)}")
             if name == key:
                 raise InvalidInputError(f"cannot set the primary key {key!r}: delete the row and insert another")
             field = table.field(name)

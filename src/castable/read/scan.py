@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from castable.errors import CorruptObjectError, InvalidInputError
+from castable.errors import CorruptObjectError, InvalidInputError, columns_hint
 from castable.format import inline
 from castable.format.manifest import DataFile
 from castable.format.tombstone import FileDeletes
@@ -79,7 +79,7 @@ class Scan(ArrowResult):
         if columns is not None:
             unknown = [c for c in columns if c not in schema.names]
             if unknown:
-                raise InvalidInputError(f"unknown columns {unknown} (columns: {', '.join(schema.names)})")
+                raise InvalidInputError(f"unknown columns {unknown} {columns_hint(unknown, schema.names)}")
         self.snapshot = snapshot
         self.columns = list(schema.names) if columns is None else list(columns)
         self.predicate = predicate

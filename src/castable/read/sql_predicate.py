@@ -16,7 +16,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from castable.errors import InvalidPredicateError
+from castable.errors import InvalidPredicateError, columns_hint
 from castable.format.stats import compared_type, value_type
 from castable.read.predicate import And, Compare, Constant, InList, IsNull, Like, Not, Or, Predicate
 from castable.read.values import coerce_literal, columns_named
@@ -133,7 +133,7 @@ class _SqlConverter:
         if node.name in self.schema.names:
             return self.fail(f"comparing two columns ({node.sql()} is a column too) is not supported")
         return InvalidPredicateError(
-            f"unknown column {node.name!r} in predicate {self.text!r} (columns: {', '.join(self.schema.names)}); "
+            f"unknown column {node.name!r} in predicate {self.text!r} {columns_hint(node.name, self.schema.names)}; "
             f"a text value needs single quotes: '{node.name}'"
         )
 
@@ -144,7 +144,7 @@ class _SqlConverter:
         found = columns_named(name, self.schema.names)
         if len(found) == 1:
             return found[0]
-        raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)})")
+        raise self.fail(f"unknown column {name!r} {columns_hint(name, self.schema.names)}")
 
     def literal(self, node: exp.Expression, column: str) -> pa.Scalar:
         target = compared_type(self.schema.field(column).type)

@@ -15,7 +15,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from castable.errors import InvalidInputError
+from castable.errors import InvalidInputError, columns_hint
 from castable.format.stats import value_type
 from castable.read.sql_predicate import parse_problem
 from castable.read.values import Datum, Evaluate, aligned, as_array, as_text, cast_like, coerce_literal, columns_named
@@ -149,7 +149,7 @@ class _Compiler:
         if len(found) > 1:
             raise self.fail(f"column {name!r} is ambiguous (write one of {', '.join(found)})")
         hint = f"; a text value needs single quotes: '{node.name}'" if not node.table else ""
-        raise self.fail(f"unknown column {name!r} (columns: {', '.join(self.schema.names)}){hint}")
+        raise self.fail(f"unknown column {name!r} {columns_hint(name, self.schema.names)}{hint}")
 
     def literal(self, node: exp.Expr) -> Evaluate:
         value = node.to_py()

@@ -66,11 +66,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from castable.commit.log import read_manifest
-from castable.errors import (
-    CastableError,
-    CommitStateUnknownError,
-    InvalidInputError,
-)
+from castable.errors import CastableError, CommitStateUnknownError, InvalidInputError, columns_hint
 from castable.format.manifest import DataFile, Manifest, RecentCommits
 from castable.ops.feed import change_start
 from castable.read.changes import CHANGE_TYPE, METADATA, ChangeTask, changes_schema
@@ -139,7 +135,7 @@ def _columns(options: Mapping[str, str], schema: pa.Schema) -> list[str] | None:
     columns = [c.strip() for c in text.split(",") if c.strip()]
     unknown = [c for c in columns if c not in schema.names]
     if unknown or not columns:
-        raise InvalidInputError(f"columns option names unknown columns {unknown} (columns: {', '.join(schema.names)})")
+        raise InvalidInputError(f"columns option names unknown columns {unknown} {columns_hint(unknown, schema.names)}")
     return columns
 
 

@@ -215,3 +215,17 @@ def test_parquet_is_streamed_a_row_group_at_a_time(tmp_path: Path) -> None:
     pq.write_table(pa.table({"x": list(range(1000))}), path, row_group_size=300)
     batches = list(file_batches(pq.ParquetFile(path), batch_size=200))
     assert [b.num_rows for b in batches] == [200, 100, 200, 100, 200, 100, 100]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("header", [True, False])
+def test_a_csv_row_of_another_width_is_named_by_its_row_number(tmp_path: Path, gz: bool, header: bool) -> None:
+    """pyarrow names such a row by its text only, and only in the block it parses: the row number
+    is found in the file itself (quoted fields spanning lines counted as one row)."""
+    rows = [f'{i},"x\n{"y" * 60}",3' for i in range(1, 70_000)] + ["70000,short"] + ["70001,a,3"]  # past a block
+    text = ("a,b,c\n" if header else "") + "\n".join(rows) + "\n"
+    path = tmp_path / ("f.csv.gz" if gz else "f.csv")
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    schema = pa.schema([("a", pa.int64()), ("b", pa.string()), ("c", pa.int64())])
+    with pytest.raises(InvalidInputError, match=r"row 70000: expected 3 fields, got 2: '70000,short'"):
+        list(open_source(str(path), path.name, schema=schema, csv=CsvOptions(header=header)).batches)

@@ -382,3 +382,18 @@ def test_manifest_format_version_messages(table: Table, change: dict, message: s
     table.store.put(key, json.dumps(doc).encode())
     with pytest.raises(CorruptObjectError, match=message):
         castable.open_table(table.uri, storage_options=_options(table)).scan()
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda t: t.scan(filter="categroy = 'a'"),
+        lambda t: t.scan(["id", "categroy"]),
+        lambda t: t.update({"categroy": "'b'"}),
+        lambda t: t.append(pa.table({"id": [1], "categroy": ["a"], "value": [1.0]})),
+        lambda t: t.alter().rename_column("categroy", "kind").commit(),
+    ],
+    ids=["filter", "columns", "update", "append", "alter"],
+)
+def test_an_unknown_column_is_named_with_the_nearest_known_one(table: Table, action) -> None:  # type: ignore[no-untyped-def]
+    unchanged(table, lambda: action(table), CastableError, "did you mean 'category'")
