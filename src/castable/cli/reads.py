@@ -271,12 +271,20 @@ def info(
     storage_option: StorageOption = None,
     as_json: AsJson = False,
 ) -> None:
-    """Describe a table: version, schema, files, tombstones, properties."""
+    """Describe a table: version, schema, files, tombstones, and the settings in force (those
+    its properties set, the rest their defaults)."""
     from castable.format.evolution import field_id
+    from castable.format.properties import DEFAULTS
 
     table = open_table(uri, storage_option)
     m = table.manifest if version is None else table.manifest_at(version)
     size = m.data_files.total("size")
+    settings = dict(sorted({**DEFAULTS, **m.properties}.items()))
+    columns = [
+        # a primary key column holds no NULL, whatever its field says: a write refuses one
+        {"name": f.name, "type": str(f.type), "nullable": f.nullable and f.name not in m.primary_key, "id": field_id(f)}
+        for f in m.schema
+    ]
     if as_json:
         doc = {
             "uri": table.uri,
@@ -286,14 +294,13 @@ def info(
             "created_at": m.created_at,
             "table_uuid": m.table_uuid,
             "primary_key": list(m.primary_key),
-            "schema": [
-                {"name": f.name, "type": str(f.type), "nullable": f.nullable, "id": field_id(f)} for f in m.schema
-            ],
+            "schema": columns,
             "data_files": len(m.data_files),
             "bytes": size,
             "rows_before_deletes": m.total_rows,
             "tombstone_files": len(m.tombstones),
             "properties": m.properties,
+            "settings": settings,
             "damage": table.damage,
         }
         console.print(dumps(doc))
@@ -306,11 +313,14 @@ def info(
         f"format version: {m.format_version}"
     )
     schema = RichTable("id", "column", "type", "nullable", title="schema")
-    for f in m.schema:
-        schema.add_row(str(field_id(f) or "-"), f.name, str(f.type), str(f.nullable))
+    for c in columns:
+        schema.add_row(str(c["id"] or "-"), str(c["name"]), str(c["type"]), "yes" if c["nullable"] else "no")
     console.print(schema)
     console.print(
         f"data files: {len(m.data_files)} ({size:,} bytes, {m.total_rows:,} rows before deletes)    "
         f"tombstone files: {len(m.tombstones)}"
     )
-    console.print(f"properties: {dumps(m.properties)}")
+    shown = RichTable("setting", "value", "", title="settings in force")
+    for name, value in settings.items():
+        shown.add_row(name, value, "set" if name in m.properties else "default")
+    console.print(shown)

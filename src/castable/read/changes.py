@@ -276,7 +276,7 @@ class ChangeScan(ArrowResult):
     def schema(self) -> pa.Schema:
         """The table columns asked for, then ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
         table = self.snapshot.schema
-        return pa.schema([table.field(c) for c in self.columns] + list(METADATA))
+        return pa.schema([table.field(c).remove_metadata() for c in self.columns] + list(METADATA))
 
     def plan_tasks(self) -> list[ChangeTask]:
         """The range as tasks, version by version: one for each file's deletes, then one for each

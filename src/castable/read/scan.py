@@ -96,8 +96,10 @@ class Scan(ArrowResult):
 
     @property
     def schema(self) -> pa.Schema:
-        """The schema of the rows this scan returns (the projection of the table schema)."""
-        return pa.schema([self.snapshot.schema.field(c) for c in self.columns])
+        """The schema of the rows this scan returns: the projection of the table schema, without
+        castable's field metadata (ids and former names), which would otherwise travel into
+        whatever the rows are written to next."""
+        return pa.schema([self.snapshot.schema.field(c).remove_metadata() for c in self.columns])
 
     def files(self) -> list[DataFile]:
         """The data files the scan will read, after pruning by manifest statistics."""
@@ -219,8 +221,8 @@ class Scan(ArrowResult):
         if expression is not None:
             table = table.filter(expression)
         table = table.select(columns)
-        expected = pa.schema([schema.field(c) for c in columns])
-        if not table.schema.equals(expected):
+        expected = pa.schema([schema.field(c).remove_metadata() for c in columns])
+        if not table.schema.equals(expected, check_metadata=True):  # inline rows hold their field ids
             table = table.cast(expected)
         yield from (b for b in table.to_batches(max_chunksize=self.batch_size) if b.num_rows)
 

@@ -478,6 +478,17 @@ def test_cli_interrupt_says_what_happened(tmp_path: Path) -> None:
     assert castable.open_table(uri).version == 0
 
 
+def test_info_shows_the_settings_in_force_and_the_key_as_not_null(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    uri = str(tmp_path / "t")
+    run("create", uri, "--like", str(inputs[0]), "-k", "id", "-p", "history.retain-versions=7")
+    doc = run_json("info", uri)
+    assert doc["properties"] == {"history.retain-versions": "7"}
+    assert doc["settings"]["history.retain-versions"] == "7" and doc["settings"]["gc.orphan-grace-seconds"] == "86400"
+    assert [c["nullable"] for c in doc["schema"] if c["name"] == "id"] == [False]
+    text = run("info", uri)
+    assert "settings in force" in text and "history.retain-versions" in text and "default" in text
+
+
 def _interrupt(*_: object, **__: object) -> None:
     """Ctrl-C here: the SIGINT a terminal sends, handled as the entry point handles it."""
     signal.raise_signal(signal.SIGINT)

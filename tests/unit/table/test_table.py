@@ -326,3 +326,24 @@ def test_count_of_inline_rows_reads_no_data_object(table_uri: tuple[str, dict | 
     counting = load_table(FaultyStore(t.store, lambda op, key: seen.append(key)))
     assert counting.count() == 389 and counting.count(filter="id >= 390") == 10
     assert not [key for key in seen if key.startswith("data/")]
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_results_carry_none_of_castables_field_metadata(tmp_path: Path, inline: bool) -> None:
+    """Ids and former names are the table's own: rows read out and written elsewhere (Parquet,
+    another table) must not take them along."""
+    props = {} if inline else FILES_ONLY
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id", properties=props)
+    t.append(events(0, 10))
+    t.alter().rename_column("value", "amount").commit()
+    schemas = [
+        t.scan().schema,
+        t.scan().to_arrow().schema,
+        t.to_arrow().schema,
+        t.scan().to_reader().schema,
+        next(iter(t.scan().to_batches())).schema,
+        t.changes(0).to_arrow().schema,
+    ]
+    for schema in schemas:
+        assert not schema.metadata and all(f.metadata is None for f in schema), schema
+    assert t.schema.field("amount").metadata, "the table's own schema keeps them"
