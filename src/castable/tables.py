@@ -3,6 +3,7 @@ here, the table's own log, or for a table of a database the database (docs/forma
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,8 +12,9 @@ import pyarrow as pa
 from castable.commit.create import create, initial_manifest
 from castable.commit.log import newest_manifest
 from castable.database import Database
-from castable.errors import CorruptObjectError
+from castable.errors import CorruptObjectError, EmptyWriteError
 from castable.format.manifest import LATEST_FORMAT_VERSION
+from castable.inputs.batches import DataLike, schema_of
 from castable.maintenance.damage import assess
 from castable.store import ObjectStore, store_from_uri
 from castable.table import Table
@@ -21,17 +23,29 @@ from castable.table.iceberg import own_log
 
 def create_table(
     uri: str,
-    schema: pa.Schema,
+    schema: pa.Schema | DataLike,
     *,
     primary_key: str | list[str] | None = None,
     properties: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
 ) -> Table:
-    """Create an empty table at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path);
+    """Create a table at ``uri`` (``s3://bucket/prefix``, ``file:///path`` or a path): empty,
+    of a ``schema``, or from data (Arrow, a reader, pandas, polars...), which is its first append
+    (version 1) in the schema the data has, timestamps in microseconds
+    (:func:`~castable.inputs.batches.schema_of`); the table's history says what it wrote.
     ``format_version=1`` writes a table that castable releases before version 2 can read."""
     store = store_from_uri(uri, storage_options)
-    return create_table_at(store, schema, primary_key=primary_key, properties=properties, format_version=format_version)
+    data = None
+    if not isinstance(schema, pa.Schema):
+        schema, data = schema_of(schema)
+    table = create_table_at(
+        store, schema, primary_key=primary_key, properties=properties, format_version=format_version
+    )
+    if data is not None:
+        with contextlib.suppress(EmptyWriteError):  # a schema and no rows: the table stays empty, as asked
+            table.append(data)
+    return table
 
 
 def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:

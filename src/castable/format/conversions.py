@@ -120,6 +120,18 @@ def _how(name: str, given: pa.DataType, expected: pa.DataType) -> str:
     return f"cast it to {expected} first if that is what its values mean"
 
 
+def inferred_type(t: pa.DataType) -> pa.DataType:
+    """The type a table created from data or a text file gives a column of type ``t``:
+    timestamps in microseconds, the unit Parquet, Iceberg, Delta and Spark hold (pandas gives
+    nanoseconds, pyarrow's CSV reader seconds), a dictionary as its values, text and bytes in
+    their plain layouts (pandas gives large_string, polars string_view); others as they are."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", t.tz)
+    if pa.types.is_dictionary(t):
+        return inferred_type(t.value_type)
+    return next((plain for plain, group in zip((pa.string(), pa.binary()), _LAYOUTS, strict=True) if t in group), t)
+
+
 def convert(column: pa.Array | pa.ChunkedArray, name: str, to: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """``column`` as ``to`` by the rule above; ``SchemaMismatchError`` naming the column and the
     first value that would change, or why the types do not convert. A dictionary is decoded to

@@ -5,6 +5,7 @@ of a table's schema, or a change feed's rows and operations."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.format.conversions import inferred_type
 from castable.format.schema import conform
 
 if TYPE_CHECKING:
@@ -70,6 +72,33 @@ def conforming_batches(
             raise SchemaMismatchError(f"primary key column {key!r} holds NULLs; a row needs a key")
         batches = conformed.to_batches() if isinstance(conformed, pa.Table) else [conformed]
         yield from (b for b in batches if b.num_rows)
+
+
+def schema_of(data: DataLike) -> tuple[pa.Schema, DataLike]:
+    """The schema a table created from ``data`` takes (:func:`~castable.format.conversions.inferred_type`
+    for each column, no metadata), and ``data`` to read its rows from: a reader or iterable is
+    read no further than its first piece. ``InvalidInputError`` for a column of NULLs alone,
+    whose type nothing says."""
+    if is_dataframe(data):
+        data = from_pandas(data)
+    pieces = arrow_pieces(data)
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        given = data.schema
+    elif isinstance(data, pa.RecordBatchReader) or hasattr(data, "__arrow_c_stream__"):
+        data = data if isinstance(data, pa.RecordBatchReader) else pa.RecordBatchReader.from_stream(data)
+        given, pieces = data.schema, arrow_pieces(data)
+    else:
+        first = next(pieces, None)
+        if first is None:
+            raise InvalidInputError("the data holds no batch to take a schema from; give a pyarrow Schema")
+        given, pieces = first.schema, itertools.chain([first], pieces)
+    untyped = [f.name for f in given if pa.types.is_null(f.type)]
+    if untyped:
+        raise InvalidInputError(
+            f"columns {untyped} hold only NULLs, so nothing says their type; give them a type, or a schema"
+        )
+    schema = pa.schema([pa.field(f.name, inferred_type(f.type), f.nullable) for f in given])
+    return schema, (data if isinstance(data, pa.Table | pa.RecordBatch) else pieces)
 
 
 def from_pandas(df: pd.DataFrame) -> pa.Table:

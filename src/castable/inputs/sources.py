@@ -32,6 +32,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from castable.errors import InvalidInputError, SchemaMismatchError
+from castable.format.conversions import inferred_type
 from castable.format.stats import file_rows
 
 Format = Literal["parquet", "csv", "jsonl"]
@@ -267,12 +268,8 @@ def _inferred(reader: pa.RecordBatchReader, name: str, bad: _BadRow | None = Non
     Iceberg, Delta and Spark hold (pyarrow infers seconds for ``2013-01-01 05:00:00``, which no
     Parquet file can hold, so a table created so would refuse every Parquet file, its own
     exports included)."""
-    schema = pa.schema([f.with_type(_inferred_type(f.type)) for f in reader.schema])
+    schema = pa.schema([f.with_type(inferred_type(f.type)) for f in reader.schema])
     return Source(schema, _converted(reader, schema, name, bad=bad), None)
-
-
-def _inferred_type(t: pa.DataType) -> pa.DataType:
-    return pa.timestamp("us", t.tz) if pa.types.is_timestamp(t) else t
 
 
 def _json_type(to: pa.DataType) -> pa.DataType:

@@ -347,3 +347,24 @@ def test_results_carry_none_of_castables_field_metadata(tmp_path: Path, inline: 
     for schema in schemas:
         assert not schema.metadata and all(f.metadata is None for f in schema), schema
     assert t.schema.field("amount").metadata, "the table's own schema keeps them"
+
+
+def test_a_table_is_created_from_data_in_the_types_other_engines_hold(tmp_path: Path) -> None:
+    import pandas as pd
+    import polars as pl
+
+    frame = pd.DataFrame(
+        {"id": [1, 2], "at": pd.to_datetime(["2024-01-01", "2024-01-02"]), "kind": pd.Categorical(["x", "y"])}
+    )
+    t = castable.create_table(str(tmp_path / "pandas"), frame, primary_key="id")
+    assert (t.version, t.scan().count(), t.history()[0].result.rows_added) == (1, 2, 2)
+    assert [str(f.type) for f in t.schema] == ["int64", "timestamp[us]", "string"]
+    streamed = castable.create_table(str(tmp_path / "stream"), iter(events(0, 30).to_batches(max_chunksize=7)))
+    assert streamed.scan().count() == 30 and streamed.schema.names == EVENTS.names
+    polars = castable.create_table(str(tmp_path / "polars"), pl.DataFrame({"s": ["a", None]}))
+    assert polars.schema.field("s").type == pa.string()
+    empty = castable.create_table(str(tmp_path / "empty"), EVENTS.empty_table())
+    assert empty.version == 0 and empty.schema.names == EVENTS.names
+    with pytest.raises(castable.InvalidInputError, match=r"\['x'\] hold only NULLs"):
+        castable.create_table(str(tmp_path / "nulls"), pa.table({"x": [None]}))
+    assert not (tmp_path / "nulls").exists()
