@@ -55,3 +55,17 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     """The docstrings' Sphinx roles as the code they name (``~`` keeps only the last part of a
     dotted name, as Sphinx does): mkdocstrings' Sphinx style reads their fields, not their roles."""
     return ROLE.sub(lambda m: f"<code>{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}</code>", html)
+
+
+ROOTED = re.compile(r'((?:href|src)=")/(?!/)')
+"""A link from the site's root (``href="/assets/..."``), as mkdocs writes them in the 404 page."""
+BASE = "<script>if (location.protocol !== 'file:') document.write('<base href=\"/\">');</script>"
+"""Served, the 404 page answers at any depth, so its links resolve from the site's root."""
+
+
+def on_post_template(output: str, template_name: str, config: MkDocsConfig) -> str:
+    """The 404 page with links relative to itself (it lies at the site's root), so that it also
+    renders opened from the built files; served, a ``<base>`` set before any link keeps them rooted."""
+    if template_name != "404.html":
+        return output
+    return ROOTED.sub(r"\1", output).replace("<head>", "<head>" + BASE, 1)

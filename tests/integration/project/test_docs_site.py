@@ -121,3 +121,19 @@ def test_benchmark_page_plots_load(browser: Browser, server: str, tmp_path: Path
     page.locator("article img").first.scroll_into_view_if_needed()
     assert colours(page, tmp_path / "benchmarks.png") > MIN_COLOURS
     assert all(url.startswith(server) for url in requests), requests
+
+
+def test_the_404_page_renders_served_and_opened_from_the_files(
+    browser: Browser, server: str, build: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """mkdocs roots the 404 page's links at ``/`` (it is served at any depth), which from the
+    files is the file system's root: its stylesheets and links are made relative, and rooted
+    again by a ``<base>`` when served."""
+    site, _ = build
+    for url, within in ((f"{server}404.html", server), ((site / "404.html").as_uri(), site.as_uri())):
+        page, requests = visit(browser, url)
+        assert page.evaluate("document.styleSheets.length") >= 2, url
+        assert colours(page, tmp_path / "404.png") > MIN_COLOURS, url
+        assert all(r.startswith(within) for r in requests), requests
+        home = page.evaluate("document.querySelector('a.md-header__button.md-logo').href")
+        assert home.startswith(within), home
