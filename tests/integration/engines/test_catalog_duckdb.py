@@ -8,11 +8,15 @@ The tests here need a server, a JVM, a side venv or minutes; the rest are the un
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from helpers import HELPERS, ROOT
+from helpers.docs import Section
 from helpers.rest_catalog import Served
 from unit.catalog.test_catalog import ROWS, iceberg_rows, rows
 
@@ -87,3 +91,24 @@ def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
     assert shop.version == 3 and shop.history()[0].operation == "transaction"
     assert rows(shop.table("a")) == [(1,), (2,)] and rows(shop.table("b")) == [(3,)]
     assert served.castable("db", "v").version == 0
+
+
+DUCKDB_SECTION = Section("docs/catalog.md", "### DuckDB", "python")
+"""The docs' DuckDB example: run here by DuckDB 1.5.5's side venv against a served catalog."""
+DUCKDB_INSTALL = Section("docs/catalog.md", "### DuckDB", "text")
+
+
+def test_the_docs_duckdb_example_runs_with_the_wheels_it_names(served: Served, tmp_path: Path) -> None:
+    """The page's install line names the wheels the side venv is built from (the Makefile's
+    pins), and its script, run there, writes through the catalog a table castable reads."""
+    pins = re.findall(r'"(duckdb(?:-extension-\w+)?==[\d.]+)"', DUCKDB_INSTALL.block().code)
+    made = re.findall(r'"(duckdb(?:-extension-\w+)?==[\d.]+)"', (ROOT / "Makefile").read_text())
+    assert pins and set(pins) <= set(made), (pins, made)
+    script = tmp_path / "duckdb_example.py"
+    script.write_text(DUCKDB_SECTION.block().code)
+    env = {**os.environ, "CASTABLE_CATALOG_URI": served.uri}
+    done = subprocess.run([str(DUCKDB), str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[(12.5,)]"]
+    orders = served.castable("shop", "orders")
+    assert sorted(orders.scan().to_arrow().column("amount").to_pylist()) == [3.0, 9.5]

@@ -12,6 +12,7 @@ import pytest
 from helpers import ROOT
 from helpers.docs import NOT_CODE, Block, blocks, pages, run
 
+from integration.engines.test_catalog_duckdb import DUCKDB_SECTION
 from integration.project.test_docs_examples import EXAMPLES
 from integration.project.test_packaging import INSTALL
 
@@ -25,8 +26,9 @@ LINK = re.compile(r"\]\(([^)#\s]+)")
 
 
 def checked() -> set[Block]:
-    """The blocks tests/integration/project/test_docs_examples.py and test_packaging.py run."""
-    return {example.block() for example in [*EXAMPLES, INSTALL]}
+    """The blocks tests/integration/project/test_docs_examples.py and test_packaging.py run, and
+    the DuckDB example (tests/integration/engines/test_catalog_duckdb.py, in DuckDB's side venv)."""
+    return {example.block() for example in [*EXAMPLES, INSTALL, DUCKDB_SECTION]}
 
 
 def left_to_run(page: str) -> list[Block]:
