@@ -47,6 +47,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "small-appends": Benchmark("reads and writes", "reads/small_appends.py", "many small appends, against DuckLake"),
     "erase": Benchmark("reads and writes", "reads/erase.py", "erasing one row: splice against rewrite"),
     "register": Benchmark("reads and writes", "reads/register.py", "add_files: every page decoded or footers only"),
+    "cli": Benchmark(
+        "reads and writes",
+        "reads/cli.py",
+        "the command line's start, a one-file append and make demo, against deltalake",
+    ),
     "changes": Benchmark(
         "reads and writes",
         "reads/changes.py",

@@ -61,6 +61,14 @@ def command(benchmark: str) -> list[str]:
             ("Every acknowledged commit exactly once, none twice: **met**",),
         ),
         (
+            "cli",
+            "cli.md",
+            ("| ",),
+            ("castable --version", "castable append (one file)", "make demo, fresh clone"),
+            (),
+            ("deltalake, Python: write_deltalake(mode='append')",),
+        ),
+        (
             "schema",
             "schema.md",
             ("| local |", "| moto |"),

@@ -2,7 +2,7 @@
 on the first S3 store and the first SQL text, not with the library; ``import castable`` imports
 none of the library (each name on first use), and the command line imports it only in the command
 that runs, so ``castable --version`` and ``--help`` import no pyarrow at all; pyarrow.dataset,
-which imports pandas when installed, only where a dataset is evaluated (bench/cli_startup.py
+which imports pandas when installed, only where a dataset is evaluated (``python -m bench cli``
 has the times)."""
 
 from __future__ import annotations
