@@ -147,9 +147,12 @@ def start_commit(table: castable.Table, commit_id: str | None, as_json: bool) ->
     """The id this command's write commits under: the one given, or a new one, so that Ctrl-C
     can say what became of it. ``None`` when the id given was committed before: that is
     reported, and the write would commit nothing."""
-    done = None if commit_id is None else table.committed_version(commit_id)
-    if done is not None:
-        report_commit(castable.WriteResult.of(table.manifest_at(done), retried=True), as_json)
+    if commit_id is not None and (done := table.committed_version(commit_id)) is not None:  # input left unread
+        try:
+            earlier = castable.WriteResult.of(table.manifest_at(done), retried=True)
+        except castable.VersionNotFoundError:  # expired since: what it did is no longer known
+            earlier = castable.WriteResult.unknown(done, commit_id, "write")
+        report_commit(earlier, as_json)
         return None
     _Commits.current = _Commit(table, commit_id or f"cli-{uuid.uuid4()}")
     return _Commits.current.commit_id

@@ -273,6 +273,7 @@ def info(
 ) -> None:
     """Describe a table: version, schema, files, tombstones, and the settings in force (those
     its properties set, the rest their defaults)."""
+    from castable.format.conversions import unit_note
     from castable.format.evolution import field_id
     from castable.format.properties import DEFAULTS
 
@@ -280,6 +281,7 @@ def info(
     m = table.manifest if version is None else table.manifest_at(version)
     size = m.data_files.total("size")
     settings = dict(sorted({**DEFAULTS, **m.properties}.items()))
+    notes = [n for f in m.schema if (n := unit_note(f.name, f.type)) is not None]
     columns = [
         # a primary key column holds no NULL, whatever its field says: a write refuses one
         {"name": f.name, "type": str(f.type), "nullable": f.nullable and f.name not in m.primary_key, "id": field_id(f)}
@@ -301,12 +303,15 @@ def info(
             "tombstone_files": len(m.tombstones),
             "properties": m.properties,
             "settings": settings,
+            "notes": notes,
             "damage": table.damage,
         }
         console.print(dumps(doc))
         return
     if table.damage:
         err_console.print(f"warning: {table.damage}")
+    for note in notes:
+        err_console.print(f"note: {note}")
     console.print(Text.assemble((table.uri, "bold"), f"  version {m.version}  created {m.created_at.isoformat()}"))
     console.print(
         f"primary key: {', '.join(m.primary_key) or '-'}    table uuid: {m.table_uuid}    "

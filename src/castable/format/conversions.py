@@ -132,6 +132,24 @@ def inferred_type(t: pa.DataType) -> pa.DataType:
     return next((plain for plain, group in zip((pa.string(), pa.binary()), _LAYOUTS, strict=True) if t in group), t)
 
 
+def unit_note(name: str, t: pa.DataType) -> str | None:
+    """What to say of a column whose timestamp unit other engines do not hold, and how to move
+    off it; ``None`` for any other column."""
+    if not pa.types.is_timestamp(t) or t.unit == "us":
+        return None
+    finer = pa.timestamp("us", t.tz)
+    if t.unit in ("s", "ms"):
+        return (
+            f"column {name!r} is {t}: Parquet, Iceberg, Delta and Spark hold microseconds (castable stores it so, "
+            f"and takes files of finer units only where each value is whole); "
+            f"castable alter TABLE --widen '{name}:{finer}' makes microseconds its type, no file rewritten"
+        )
+    return (
+        f"column {name!r} is {t}: Iceberg v2, Delta and Spark hold microseconds, so they cannot read it as it is; "
+        f"a table with a {finer} column takes these rows where each value is a whole microsecond"
+    )
+
+
 def convert(column: pa.Array | pa.ChunkedArray, name: str, to: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """``column`` as ``to`` by the rule above; ``SchemaMismatchError`` naming the column and the
     first value that would change, or why the types do not convert. A dictionary is decoded to

@@ -487,6 +487,13 @@ def test_info_shows_the_settings_in_force_and_the_key_as_not_null(tmp_path: Path
     assert [c["nullable"] for c in doc["schema"] if c["name"] == "id"] == [False]
     text = run("info", uri)
     assert "settings in force" in text and "history.retain-versions" in text and "default" in text
+    assert doc["notes"] == []
+    seconds = str(tmp_path / "seconds")
+    run("create", seconds, "--schema", "id:int64, at:timestamp[s, tz=UTC]")
+    assert "castable alter TABLE --widen 'at:timestamp[us, tz=UTC]'" in run_json("info", seconds)["notes"][0]
+    assert cli("info", seconds).stderr.startswith("note: column 'at' is timestamp[s, tz=UTC]")
+    run("alter", seconds, "--widen", "at:timestamp[us, tz=UTC]")
+    assert run_json("info", seconds)["notes"] == []
 
 
 def _interrupt(*_: object, **__: object) -> None:
