@@ -65,3 +65,23 @@ def test_sql_text_brings_sqlglot_and_an_s3_store_brings_boto3(tmp_path: Path) ->
     assert loaded_after(sql, tmp_path) == {"sqlglot"}
     s3 = "from castable.store import make_s3_client\nmake_s3_client({'region_name': 'us-east-1'})"
     assert loaded_after(s3, tmp_path) >= {"boto3", "botocore.config"}
+
+
+def test_every_public_name_is_exported_lazily_from_where_it_is_defined() -> None:
+    """``castable``'s three lists of its names agree: what type checkers import, what the first
+    use imports (the table in its source) and ``__all__``; each name resolves to the object its
+    module defines."""
+    import ast
+    import importlib
+
+    import castable
+
+    tree = ast.parse(Path(castable.__file__).read_text())
+    checked = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    typed = {(node.module, a.name) for node in checked.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    table = next(n.value for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "_EXPORTS")
+    exports: dict[str, str] = ast.literal_eval(table)
+    assert typed == {(module, name) for name, module in exports.items()}
+    assert set(castable.__all__) == set(exports)
+    for name, module in exports.items():
+        assert getattr(castable, name) is getattr(importlib.import_module(module), name), name
