@@ -66,6 +66,12 @@ class CommitStateUnknownError(CastableError):
         self.commit_id = commit_id
 
 
+class OutsideStoreError(InvalidInputError):
+    """An object of a local store resolves, through a symbolic link, outside the folder the store
+    may reach (its table's, or the warehouse of the catalog that opened it): castable reads,
+    writes and deletes nothing there."""
+
+
 class UnsafeStoreError(CastableError):
     """The store does not honour the conditional writes the commit protocol relies on.
 

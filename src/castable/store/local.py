@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 from filelock import FileLock
 
+from castable.errors import OutsideStoreError
 from castable.store.base import (
     MIN_PART_SIZE,
     Blob,
@@ -41,13 +42,21 @@ def _etag(st: os.stat_result) -> str:
 
 
 class LocalStore(ObjectStore):
-    """Objects are files under ``root``; keys are relative paths."""
+    """Objects are files under ``root``; keys are relative paths.
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    Nothing outside the store's *fence* is reached: the real path (links resolved) of its root,
+    or for a :meth:`child` its parent's fence (a catalog's tables stay within its warehouse). A
+    key whose path resolves outside, through a linked folder or file, is refused
+    (:class:`~castable.errors.OutsideStoreError`); a delete removes the entry itself, never what
+    a link names; listings leave out links that lead outside and do not descend into linked folders.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, fence: str | None = None) -> None:
         super().__init__()
         self.root = Path(root).absolute()
         self._uri = self.root.as_uri()
         self._prefix = f"{self.root}{os.sep}"
+        self._fence = fence
 
     @property
     def uri(self) -> str:
@@ -57,11 +66,36 @@ class LocalStore(ObjectStore):
         return [LocalStore(p) for p in self.root.parents]
 
     def child(self, name: str) -> ObjectStore:
-        store = LocalStore(self._path(name))
+        store = LocalStore(self._path(name), fence=self.fence)
         store.stats = self.stats
         return store
 
+    @property
+    def fence(self) -> str:
+        """The real path nothing this store reaches may lie outside of."""
+        if self._fence is None:
+            self._fence = os.path.realpath(self.root)
+        return self._fence
+
+    def _within(self, path: str | Path, key: str) -> None:
+        real = os.path.realpath(path)
+        if real != self.fence and not real.startswith(os.path.join(self.fence, "")):
+            raise OutsideStoreError(f"{key} resolves to {real}, outside {self.fence}: castable follows no link out")
+
     def _path(self, key: str) -> Path:
+        """The path of ``key``, which must resolve within the fence."""
+        path = self._unchecked(key)
+        self._within(path, key)
+        return path
+
+    def _entry(self, key: str) -> Path:
+        """The path of ``key`` in a folder within the fence (the entry itself may be a link: a
+        delete removes the link, not what it names)."""
+        path = self._unchecked(key)
+        self._within(path.parent, key)
+        return path
+
+    def _unchecked(self, key: str) -> Path:
         if not key or key.startswith("/") or ".." in key.split("/"):
             raise ValueError(f"invalid object key {key!r}")
         return self.root / key
@@ -169,7 +203,9 @@ class LocalStore(ObjectStore):
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self.root / directory if directory else self.root
         found: list[ObjectInfo] = []
-        for dirpath, dirnames, filenames in os.walk(start):
+        if os.path.islink(start):
+            self._within(start, directory)
+        for dirpath, dirnames, filenames in os.walk(start):  # linked folders are not descended into
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             for name in filenames:
@@ -177,9 +213,12 @@ class LocalStore(ObjectStore):
                     continue
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 if key.startswith(prefix):
+                    path = os.path.join(dirpath, name)
                     try:
-                        found.append(self._info(key, os.stat(os.path.join(dirpath, name))))
-                    except (FileNotFoundError, NotADirectoryError):
+                        if os.path.islink(path):
+                            self._within(path, key)
+                        found.append(self._info(key, os.stat(path)))
+                    except (FileNotFoundError, NotADirectoryError, OutsideStoreError):
                         continue
         yield from sorted(found, key=lambda info: info.key)
 
@@ -189,14 +228,18 @@ class LocalStore(ObjectStore):
             entries = list(os.scandir(self.root / prefix if prefix else self.root))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith(".") and _holds_objects(e.path))
+        return sorted(
+            e.name
+            for e in entries
+            if e.is_dir(follow_symlinks=False) and not e.name.startswith(".") and _holds_objects(e.path)
+        )
 
     def delete(self, key: str) -> None:
         self.stats.record("DELETE")
-        self._path(key).unlink(missing_ok=True)
+        self._entry(key).unlink(missing_ok=True)
 
     def purge(self, key: str) -> int:
-        existed = self._path(key).exists()
+        existed = os.path.lexists(self._entry(key))
         self.delete(key)
         return int(existed)
 
