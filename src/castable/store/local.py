@@ -57,6 +57,7 @@ class LocalStore(ObjectStore):
         self._uri = self.root.as_uri()
         self._prefix = f"{self.root}{os.sep}"
         self._fence = fence
+        self._real_folders: dict[str, str] = {}
 
     @property
     def uri(self) -> str:
@@ -78,7 +79,17 @@ class LocalStore(ObjectStore):
         return self._fence
 
     def _within(self, path: str | Path, key: str) -> None:
-        real = os.path.realpath(path)
+        """Refuse ``path`` unless it resolves within the fence. Its folder's real path is kept
+        (a scan opens thousands of files in a few folders: resolving each path afresh cost 50 us);
+        the entry itself is looked at every time."""
+        path = os.fspath(path)
+        folder, name = os.path.split(path)
+        real_folder = self._real_folders.get(folder)
+        if real_folder is None:
+            if len(self._real_folders) > 4096:
+                self._real_folders.clear()
+            real_folder = self._real_folders[folder] = os.path.realpath(folder)
+        real = os.path.realpath(path) if os.path.islink(path) else os.path.join(real_folder, name)
         if real != self.fence and not real.startswith(os.path.join(self.fence, "")):
             raise OutsideStoreError(f"{key} resolves to {real}, outside {self.fence}: castable follows no link out")
 
