@@ -63,11 +63,17 @@ class Request:
     headers: Mapping[str, str]
     body: bytes = b""
 
-    def json(self) -> Any:
+    def json(self) -> dict[str, Any]:
+        """The body, which every route that takes one needs as a JSON object."""
         try:
-            return json.loads(self.body or b"{}")
+            doc = json.loads(self.body or b"{}")
         except ValueError as e:
             raise BadRequestError(f"the request body is not JSON: {e}") from e
+        except RecursionError:
+            raise BadRequestError("the request body nests too deep") from None
+        if not isinstance(doc, dict):
+            raise BadRequestError(f"the request body must be a JSON object, not {type(doc).__name__}")
+        return doc
 
     def header(self, name: str) -> str | None:
         return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)

@@ -10,6 +10,8 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -513,3 +515,21 @@ def test_a_transaction_over_a_databases_tables_is_one_version_all_or_nothing(ser
     assert snapshot_of(db.store) == before
     assert served.raw("POST", "/v1/transactions/commit", {"table-changes": plain[:1]}) == (204, None)
     assert rows(served.castable("plain", "x")) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_body_that_is_not_a_json_object_is_a_client_error(served: Served) -> None:
+    """Every POST route reads an object: anything else, or JSON nested past what a parser
+    holds, is a 400 with the error model, never a 500 (the server is left as it was)."""
+    served.client().create_namespace("db")
+    routes = ["/v1/namespaces", "/v1/namespaces/db/tables", "/v1/namespaces/db/properties", "/v1/transactions/commit"]
+    bodies = [b"[]", b'"x"', b"1", b"null", b"[" * 100_000 + b"]" * 100_000]
+    for route in routes:
+        for body in bodies:
+            request = urllib.request.Request(f"{served.uri}{route}", data=body, method="POST")
+            try:
+                urllib.request.urlopen(request)
+                raise AssertionError(f"{route} accepted {body[:10]!r}")
+            except urllib.error.HTTPError as e:
+                answer = json.loads(e.read())
+                assert e.code == 400 and answer["error"]["type"] == "BadRequestException", (route, body[:10], answer)
+    assert served.client().list_namespaces() == [("db",)]
