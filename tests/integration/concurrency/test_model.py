@@ -64,18 +64,24 @@ def _predicates() -> st.SearchStrategy[tuple[str, object]]:
     )
 
 
-def _rows(got: pa.Table) -> list[Row]:
-    """The model's columns (id, category, value, whatever their names and order now) as sorted rows."""
-    ids = [field_id(f) for f in got.schema]
-    columns = [got.column(ids.index(i)) for i in (1, 2, 3)] if None not in ids else got.columns
-    return sorted(zip(*(c.to_pylist() for c in columns), strict=True))
+def _columns(got: pa.Table, schema: pa.Schema) -> list[pa.ChunkedArray]:
+    """The model's columns (id, category, value) of rows read under ``schema``, the table's
+    schema at the version read: found by their field ids (1, 2, 3), whatever their names and
+    order then (results carry no ids), or by their first names in a table without ids."""
+    names = {field_id(f): f.name for f in schema}
+    if None in names:
+        return got.select(EVENTS.names).columns
+    return [got.column(names[i]) for i in (1, 2, 3)]
 
 
-def _changed_rows(got: pa.Table) -> list[Row]:
-    """The model's columns of change rows, in order (found by field id as :func:`_rows` does)."""
-    ids = [field_id(f) for f in got.schema]
-    columns = [got.column(ids.index(i)) for i in (1, 2, 3)] if 1 in ids else got.select(EVENTS.names).columns
-    return list(zip(*(c.to_pylist() for c in columns), strict=True))
+def _rows(got: pa.Table, schema: pa.Schema) -> list[Row]:
+    """The model's columns as sorted rows."""
+    return sorted(zip(*(c.to_pylist() for c in _columns(got, schema)), strict=True))
+
+
+def _changed_rows(got: pa.Table, schema: pa.Schema) -> list[Row]:
+    """The model's columns of change rows, in order."""
+    return list(zip(*(c.to_pylist() for c in _columns(got, schema)), strict=True))
 
 
 def _iceberg_rows(scan: DataScan) -> list[Row]:
@@ -318,7 +324,9 @@ class TableModel(RuleBasedStateMachine):
             self.check_version(v)
 
     def check_version(self, v: int) -> None:
-        assert _rows(self.table.scan(version=v).to_arrow()) == sorted(self.versions[v].values())
+        assert _rows(self.table.scan(version=v).to_arrow(), self.table.snapshot(v).schema) == sorted(
+            self.versions[v].values()
+        )
 
     @precondition(lambda self: len(self.versions) > 1)
     @rule(data=st.data())
@@ -341,7 +349,7 @@ class TableModel(RuleBasedStateMachine):
         versions = got.column("_commit_version").to_pylist()
         assert versions == sorted(versions) and set(versions) <= set(times)
         assert [times[v] for v in versions] == got.column("_commit_timestamp").to_pylist()
-        rows = _changed_rows(got)
+        rows = _changed_rows(got, self.table.snapshot(b).schema)
         for i, (kind, row) in enumerate(zip(kinds, rows, strict=True)):
             if row in self.erased:  # only as a row some retained version holds again
                 assert any(row in v.values() for v in self.versions[self.oldest :]), "a change row holds a purged row"
@@ -391,7 +399,8 @@ class TableModel(RuleBasedStateMachine):
     def latest_matches(self) -> None:
         if not self.versions:
             return
-        assert _rows(castable.open_table(str(self.dir / "t")).scan().to_arrow()) == sorted(self.versions[-1].values())
+        reopened = castable.open_table(str(self.dir / "t"))
+        assert _rows(reopened.scan().to_arrow(), reopened.schema) == sorted(self.versions[-1].values())
 
     def teardown(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
