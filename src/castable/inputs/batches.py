@@ -81,24 +81,23 @@ def schema_of(data: DataLike) -> tuple[pa.Schema, DataLike]:
     whose type nothing says."""
     if is_dataframe(data):
         data = from_pandas(data)
-    pieces = arrow_pieces(data)
-    if isinstance(data, pa.Table | pa.RecordBatch):
+    elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, pa.Table | pa.RecordBatch):
+        data = pa.RecordBatchReader.from_stream(data)  # a reader knows its schema before any row
+    if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         given = data.schema
-    elif isinstance(data, pa.RecordBatchReader) or hasattr(data, "__arrow_c_stream__"):
-        data = data if isinstance(data, pa.RecordBatchReader) else pa.RecordBatchReader.from_stream(data)
-        given, pieces = data.schema, arrow_pieces(data)
     else:
+        pieces = arrow_pieces(data)
         first = next(pieces, None)
         if first is None:
             raise InvalidInputError("the data holds no batch to take a schema from; give a pyarrow Schema")
-        given, pieces = first.schema, itertools.chain([first], pieces)
+        given, data = first.schema, itertools.chain([first], pieces)
     untyped = [f.name for f in given if pa.types.is_null(f.type)]
     if untyped:
         raise InvalidInputError(
             f"columns {untyped} hold only NULLs, so nothing says their type; give them a type, or a schema"
         )
     schema = pa.schema([pa.field(f.name, inferred_type(f.type), f.nullable) for f in given])
-    return schema, (data if isinstance(data, pa.Table | pa.RecordBatch) else pieces)
+    return schema, data
 
 
 def from_pandas(df: pd.DataFrame) -> pa.Table:
