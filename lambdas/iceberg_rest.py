@@ -1,88 +1,68 @@
-"""Iceberg REST catalog Lambda: ``castable.catalog`` behind API Gateway, which authorizes every
-request with IAM (SigV4: Iceberg clients set ``rest.sigv4-enabled``, signing name
-``execute-api``).
+"""Iceberg REST catalog Lambda: castable's catalog application (``castable.catalog.application``,
+the same ASGI object ``castable catalog serve`` runs on uvicorn) behind API Gateway, which
+authorizes every request with IAM (SigV4: Iceberg clients set ``rest.sigv4-enabled``, signing
+name ``execute-api``), through Mangum, which makes the proxy event an ASGI request and the
+answer a proxy result. The warehouse is the deployment's bucket, whose namespaces are ``tables``
+(the deployment's tables) and ``databases`` (its databases, each a namespace whose tables commit
+through its log), the only prefixes the function's role may use.
 
-API Gateway's proxy event is made a :class:`castable.catalog.Request` and the catalog's answer a
-proxy result; nothing else happens here. The warehouse is the deployment's bucket, whose
-namespaces are ``tables`` (the deployment's tables) and ``databases`` (its databases, each a
-namespace whose tables commit through its log), the only prefixes the function's role may use.
-
-Lambda answers at most 6 MB: an answer that is larger (the metadata of a table with many
-thousands of retained versions) is sent gzip-compressed to a client that accepts it, and is
-refused with 500 and a message saying so otherwise, never cut short.
+Lambda answers at most 6 MB: the application gzip-compresses large answers for a client that
+accepts it, and an answer still larger (the metadata of a table with many thousands of retained
+versions) is refused with 500 and a message saying so, never cut short.
 
 Environment: ``CASTABLE_WAREHOUSE`` (``s3://bucket``), ``CASTABLE_NAMESPACES`` (``tables,databases``).
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import gzip
 import json
 import os
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from mangum import Mangum
 
-from castable.catalog import Catalog, Request, Response, Warehouse
+from castable.catalog import Catalog, Warehouse, application
 from lambdas.runtime import logger, metrics, tracer
 
 ANSWER_LIMIT = 6 * 1024 * 1024
 """Lambda's limit on a synchronous invocation's response (the proxy result's JSON)."""
-COMPRESS_OVER = 64 * 1024
-"""Answers larger than this are gzip-compressed for a client that accepts it."""
 
 
 @functools.cache
-def catalog() -> Catalog:
-    """One catalog per process, over the deployment's warehouse."""
+def adapter() -> Mangum:
+    """One catalog application per process, over the deployment's warehouse."""
     tops = os.environ.get("CASTABLE_NAMESPACES", "tables,databases").split(",")
-    return Catalog(Warehouse.at(os.environ["CASTABLE_WAREHOUSE"], tops=tops))
+    catalog = Catalog(Warehouse.at(os.environ["CASTABLE_WAREHOUSE"], tops=tops))
+    return Mangum(application(catalog), lifespan="off")
 
 
-def request_of(event: APIGatewayProxyEvent) -> Request:
-    """The catalog's request for an API Gateway proxy event (a REST API's ``{proxy+}`` resource)."""
-    body = event.body or ""
-    data = base64.b64decode(body) if event.is_base64_encoded else body.encode()
-    return Request(event.http_method, event.path, event.query_string_parameters or {}, event.headers or {}, data)
-
-
-def proxy_result(response: Response, accepts: str) -> dict[str, Any]:
-    """The proxy result of ``response``: JSON, gzip-compressed when large and ``accepts`` allows."""
-    if response.body is None:
-        return {"statusCode": response.status, "headers": {}, "body": ""}
-    text = json.dumps(response.body)
-    headers = {"Content-Type": "application/json"}
-    if len(text) > COMPRESS_OVER and "gzip" in accepts.lower():
-        packed = base64.b64encode(gzip.compress(text.encode(), compresslevel=6)).decode()
-        headers["Content-Encoding"] = "gzip"
-        result = {"statusCode": response.status, "headers": headers, "body": packed, "isBase64Encoded": True}
-    else:
-        result = {"statusCode": response.status, "headers": headers, "body": text}
-    if len(json.dumps(result)) > ANSWER_LIMIT:
-        message = (
-            f"the answer is {len(text)} bytes of JSON, more than Lambda returns (6 MB"
-            f"{'' if 'gzip' in accepts.lower() else ', and the client does not accept gzip'}); "
-            "expire the table's old versions (castable expire) to make its metadata smaller"
-        )
-        error = {"error": {"message": message, "type": "ServerErrorException", "code": 500}}
-        return {"statusCode": 500, "headers": {"Content-Type": "application/json"}, "body": json.dumps(error)}
-    return result
+def within_limit(result: dict[str, Any]) -> dict[str, Any]:
+    """``result``, or a 500 saying why when it is more than Lambda returns."""
+    size = len(json.dumps(result))
+    if size <= ANSWER_LIMIT:
+        return result
+    compressed = "gzip" in str(result.get("headers", {}).get("content-encoding", ""))
+    message = (
+        f"the answer is {size} bytes, more than Lambda returns (6 MB"
+        f"{'' if compressed else ', and the client does not accept gzip'}); "
+        "expire the table's old versions (castable expire) to make its metadata smaller"
+    )
+    error = {"error": {"message": message, "type": "ServerErrorException", "code": 500}}
+    return {"statusCode": 500, "headers": {"Content-Type": "application/json"}, "body": json.dumps(error)}
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-@event_source(data_class=APIGatewayProxyEvent)
-def handler(event: APIGatewayProxyEvent, context: LambdaContext) -> dict[str, Any]:
-    request = request_of(event)
-    response = catalog().handle(request)
-    if response.status >= 400:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    result = within_limit(adapter()(event, context))  # type: ignore[arg-type]
+    if result["statusCode"] >= 400:
         metrics.add_metric(name="Failures", unit=MetricUnit.Count, value=1)
         logger.warning(
-            "request refused", extra={"path": request.path, "status": response.status, "error": response.body}
+            "request refused",
+            extra={"path": event.get("path"), "status": result["statusCode"], "error": result["body"][:2000]},
         )
-    return proxy_result(response, request.header("Accept-Encoding") or "")
+    return result

@@ -53,7 +53,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 import castable
 from bench.common.benchlib import RESULTS, ROOT, SCHEMA, event_batches, log, publish, report_header
 from bench.common.shaped_s3 import ShapedS3, shaped_s3
-from castable.catalog import Catalog, Request, Response, Warehouse, make_server
+from castable.catalog import Catalog, Request, Response, Warehouse
+from castable.catalog.server import make_server
 
 BUCKET = "bench-catalog"
 OWN, OWN_FILES = "castable `Table.append`", "castable `Table.append`, inlining off"
@@ -109,13 +110,13 @@ def served(
     """The catalog of ``warehouse`` served on a free port in a thread; it and its URI."""
     catalog = TimedCatalog(Warehouse.at(warehouse, options), probe)
     server = make_server(catalog, port=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = server.start()
     try:
-        yield catalog, f"http://127.0.0.1:{server.server_address[1]}"
+        yield catalog, f"http://127.0.0.1:{server.port}"
     finally:
         server.shutdown()
-        server.server_close()
+        thread.join(timeout=10)
+        server.close()
 
 
 def one_row(i: int) -> pa.Table:

@@ -28,7 +28,8 @@ WRITER_HEADER = "X-Writer"
 
 
 def serve(warehouse: str, log: str) -> None:
-    from castable.catalog import Catalog, Request, Response, Warehouse, make_server
+    from castable.catalog import Catalog, Request, Response, Warehouse
+    from castable.catalog.server import make_server
 
     lock = threading.Lock()
 
@@ -43,7 +44,7 @@ def serve(warehouse: str, log: str) -> None:
             return response
 
     server = make_server(Recording(Warehouse.at(warehouse)), port=0)
-    print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
+    print(f"http://127.0.0.1:{server.port}", flush=True)
     server.serve_forever()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from typing import Any
@@ -12,22 +11,29 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 import castable
-from castable.catalog import Catalog, Warehouse, make_server
+from castable.catalog import Access, Catalog, Warehouse
+from castable.catalog.server import make_server
 
 
 class Served:
-    """A catalog served on a free port over ``warehouse``, and a pyiceberg client of it."""
+    """A catalog served on a free port over ``warehouse`` (with ``access``, tokens needed), and
+    pyiceberg clients of it."""
 
-    def __init__(self, warehouse: str, storage_options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, warehouse: str, storage_options: dict[str, str] | None = None, access: Access | None = None
+    ) -> None:
         self.warehouse = warehouse
         self.options = storage_options
-        self.server = make_server(Catalog(Warehouse.at(warehouse, storage_options)), port=0)
-        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = make_server(Catalog(Warehouse.at(warehouse, storage_options)), port=0, access=access)
+        self.uri = f"http://127.0.0.1:{self.server.port}"
+        self.thread = self.server.start()
 
-    def client(self) -> RestCatalog:
-        props = {"uri": self.uri}
+    def client(self, **auth: str) -> RestCatalog:
+        """A pyiceberg client, with ``auth`` (``token=`` or ``credential=``) as its properties,
+        and the token endpoint named as pyiceberg's docs ask."""
+        props = {"uri": self.uri, **auth}
+        if auth:
+            props["oauth2-server-uri"] = f"{self.uri}/v1/oauth/tokens"
         if self.options:
             props |= {"s3.endpoint": self.options["endpoint_url"], "s3.region": "us-east-1"}
             props |= {"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
@@ -36,9 +42,10 @@ class Served:
     def castable(self, *path: str) -> castable.Table:
         return castable.open_table("/".join([self.warehouse.rstrip("/"), *path]), storage_options=self.options)
 
-    def raw(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def raw(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.uri}{path}", data=data, method=method)
+        sent = {"Content-Type": "application/json"} | (headers or {})
+        request = urllib.request.Request(f"{self.uri}{path}", data=data, method=method, headers=sent)
         try:
             with urllib.request.urlopen(request) as answer:
                 text = answer.read()
@@ -48,7 +55,8 @@ class Served:
 
     def close(self) -> None:
         self.server.shutdown()
-        self.server.server_close()
+        self.thread.join(timeout=10)
+        self.server.close()
 
 
 class Held(Exception):

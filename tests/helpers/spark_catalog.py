@@ -7,12 +7,15 @@ as soon as it has run: {"rows": [[...], ...]} or {"error": "<exception>: <messag
 them all. The catalog class is castable.rest.JdkRESTCatalog (tests/helpers/java, built into
 <jars dir>/castable-iceberg-rest.jar by tools/iceberg_jars.sh): Iceberg's RESTCatalog talking HTTP
 through the JDK, since the PyPI runtime jar leaves out the shaded Apache HttpClient 5 (EMR's has
-it). Files go through Spark's default HadoopFileIO; no authorization.
+it). Files go through Spark's default HadoopFileIO. No authorization, or with
+``CASTABLE_CATALOG_CREDENTIAL=id:secret`` set, OAuth2 client credentials as Iceberg's docs
+configure them (``credential`` and ``oauth2-server-uri``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -23,14 +26,23 @@ def main() -> None:
     jars, uri = sys.argv[1:]
     names = ["iceberg-spark-runtime", "iceberg-spark-extensions", "iceberg-jackson", "iceberg-httpcore5"]
     catalog = "spark.sql.catalog.rest"
+    credential = os.environ.get("CASTABLE_CATALOG_CREDENTIAL")
+    auth = {f"{catalog}.rest.auth.type": "none"}
+    if credential:
+        auth = {
+            f"{catalog}.rest.auth.type": "oauth2",
+            f"{catalog}.credential": credential,
+            f"{catalog}.oauth2-server-uri": f"{uri}/v1/oauth/tokens",
+        }
+    builder = SparkSession.builder.master("local[2]")
+    for key, value in auth.items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.jars", ",".join(f"{jars}/{name}.jar" for name in [*names, "castable-iceberg-rest"]))
+        builder.config("spark.jars", ",".join(f"{jars}/{name}.jar" for name in [*names, "castable-iceberg-rest"]))
         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
         .config(catalog, "org.apache.iceberg.spark.SparkCatalog")
         .config(f"{catalog}.catalog-impl", "castable.rest.JdkRESTCatalog")
         .config(f"{catalog}.uri", uri)
-        .config(f"{catalog}.rest.auth.type", "none")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")

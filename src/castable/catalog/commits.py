@@ -53,7 +53,7 @@ from castable.iceberg.publication import INLINE, METADATA
 from castable.ops import writes
 from castable.ops.register import check_files, table_key
 from castable.read.predicate import InList, Predicate
-from castable.store import canonical_location
+from castable.store import ObjectNotFoundError, canonical_location
 from castable.table import Table, handle_of
 
 SNAPSHOT_COMMIT = "iceberg-snapshot-{}"
@@ -460,17 +460,30 @@ def _positions(table: Table, delete_file: IcebergDataFile) -> dict[str, list[int
 
 
 def _entries(stored: StoredFileIO, snapshot: Snapshot) -> list[tuple[ManifestEntryStatus, IcebergDataFile]]:
-    """The data files ``snapshot`` added or removed, from the manifests it wrote."""
+    """The data files ``snapshot`` added or removed, from the manifests it wrote. A manifest
+    list or manifest outside the table, or missing, refuses the commit (400): the client named
+    it, and nothing was committed."""
     found: list[tuple[ManifestEntryStatus, IcebergDataFile]] = []
-    for manifest in read_manifest_list(stored.new_input(snapshot.manifest_list)):
-        own = canonical_location(manifest.manifest_path).removeprefix(f"{stored.root}/").startswith(PUBLISHED)
-        if manifest.added_snapshot_id != snapshot.snapshot_id or own:
-            continue  # a manifest of an earlier snapshot, carried on
-        for entry in manifest.fetch_manifest_entry(stored, discard_deleted=False):
-            if entry.status == ManifestEntryStatus.EXISTING:
-                continue
-            found.append((entry.status, entry.data_file))
+    try:
+        for manifest in read_manifest_list(stored.new_input(_own(stored, snapshot.manifest_list))):
+            own = canonical_location(manifest.manifest_path).removeprefix(f"{stored.root}/").startswith(PUBLISHED)
+            if manifest.added_snapshot_id != snapshot.snapshot_id or own:
+                continue  # a manifest of an earlier snapshot, carried on
+            _own(stored, manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(stored, discard_deleted=False):
+                if entry.status == ManifestEntryStatus.EXISTING:
+                    continue
+                found.append((entry.status, entry.data_file))
+    except ObjectNotFoundError as e:
+        raise BadRequestError(f"snapshot {snapshot.snapshot_id} names a file that does not exist: {e}") from e
     return found
+
+
+def _own(stored: StoredFileIO, location: str) -> str:
+    """``location``, if it is under the table's own; a commit names its own table's files only."""
+    if not canonical_location(location).startswith(f"{stored.root}/"):
+        raise BadRequestError(f"{location} is not under the table's location {stored.root}")
+    return location
 
 
 def _data_key(table: Table, location: str) -> str:

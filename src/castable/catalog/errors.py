@@ -66,6 +66,30 @@ class UnsupportedError(CatalogError):
     status, kind = 406, "UnsupportedOperationException"
 
 
+class NotAuthorizedError(CatalogError):
+    """No credentials, or credentials the catalog does not know (or a token that expired)."""
+
+    status, kind = 401, "NotAuthorizedException"
+
+
+class ForbiddenError(CatalogError):
+    """Credentials the catalog knows, of a principal that may not do what was asked."""
+
+    status, kind = 403, "ForbiddenException"
+
+
+class TooLargeError(CatalogError):
+    status, kind = 413, "BadRequestException"
+
+
+class UnsupportedMediaError(CatalogError):
+    status, kind = 415, "BadRequestException"
+
+
+class MethodNotAllowedError(CatalogError):
+    status, kind = 405, "BadRequestException"
+
+
 _INVALID = (InvalidInputError, SchemaMismatchError, InvalidPredicateError, EmptyWriteError, UnsupportedFileError)
 _MAPPED: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], int, str], ...] = (
     (CommitConflictError, 409, "CommitFailedException"),
@@ -87,5 +111,13 @@ def answer_for(error: BaseException) -> tuple[int, dict[str, Any]]:
         status, kind = error.status, error.kind
     else:
         status, kind = next(((s, k) for t, s, k in _MAPPED if isinstance(error, t)), (500, "InternalServerError"))
-    message = str(error) or type(error).__name__
+    message = _described(error) if isinstance(error, ValidationError) else str(error) or type(error).__name__
     return status, {"error": {"message": message, "type": kind, "code": status}}
+
+
+def _described(error: ValidationError) -> str:
+    """A request model's refusal in one line: where each mistake is and what was expected."""
+    found = error.errors(include_url=False)
+    parts = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in found[:5]]
+    more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
+    return f"the request does not match the Iceberg REST spec's {error.title}: {'; '.join(parts)}{more}"

@@ -1,6 +1,8 @@
 """The Iceberg REST catalog's routes over a :class:`~castable.catalog.warehouse.Warehouse`: one
-implementation, which the local HTTP server and the Lambda handler both call with a request's
-method, path, query, headers and body. Bodies are parsed with pyiceberg's models."""
+implementation, which the ASGI application (:mod:`castable.catalog.app`, served locally and on
+Lambda) calls with a request's method, path, query, headers, body and principal. Bodies are
+validated by the spec's models (:mod:`castable.catalog.models`) before use, and each route says
+whether it changes the catalog, so a principal's access is checked in one place."""
 
 from __future__ import annotations
 
@@ -11,15 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from pyiceberg.catalog.rest import CreateTableRequest
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import assign_fresh_schema_ids
-from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate
 
 import castable.catalog.commits as commits
+from castable.catalog.access import Principal
 from castable.catalog.errors import (
     BadRequestError,
     NoSuchNamespaceError,
@@ -29,6 +30,14 @@ from castable.catalog.errors import (
     answer_for,
 )
 from castable.catalog.metadata import commit_result, load_result, stored_properties
+from castable.catalog.models import (
+    CreateNamespaceRequest,
+    TableChanges,
+    UpdateNamespacePropertiesRequest,
+    commit_table_request,
+    create_table_request,
+    parsed,
+)
 from castable.catalog.schemas import arrow_schema
 from castable.catalog.warehouse import Namespace, Warehouse
 from castable.store import canonical_location
@@ -55,13 +64,16 @@ ENDPOINTS = [
 
 @dataclass(frozen=True)
 class Request:
-    """One HTTP request as the catalog reads it."""
+    """One HTTP request as the catalog reads it. ``principal``: who asks, as the server
+    authenticated them; ``None`` where the server checks no one (served without authentication,
+    or behind API Gateway, whose IAM authorizes each request)."""
 
     method: str
     path: str
     query: Mapping[str, str]
     headers: Mapping[str, str]
     body: bytes = b""
+    principal: Principal | None = None
 
     def json(self) -> dict[str, Any]:
         """The body, which every route that takes one needs as a JSON object."""
@@ -88,12 +100,16 @@ class Response:
 
 
 Handler = Callable[["Catalog", Request, list[str]], Response]
-_ROUTES: list[tuple[str, re.Pattern[str], Handler]] = []
+_ROUTES: list[tuple[str, re.Pattern[str], bool, Handler]] = []
 
 
-def _route(method: str, pattern: str) -> Callable[[Handler], Handler]:
+def _route(method: str, pattern: str, *, writes: bool = False) -> Callable[[Handler], Handler]:
+    """Register a route; ``writes``: it changes the catalog (a read-only principal is refused).
+    A route under ``namespaces/{namespace}`` is checked against that namespace; the others that
+    name namespaces in their bodies check them themselves."""
+
     def register(handler: Handler) -> Handler:
-        _ROUTES.append((method, re.compile(f"/v1/{pattern}"), handler))
+        _ROUTES.append((method, re.compile(f"/v1/{pattern}"), writes, handler))
         return handler
 
     return register
@@ -109,10 +125,13 @@ class Catalog:
         """The answer to ``request``: a route's, or the Iceberg error body of what it raised."""
         path = request.path.split("?", 1)[0].rstrip("/")
         try:
-            for method, pattern, handler in _ROUTES:
+            for method, pattern, writes, handler in _ROUTES:
                 found = pattern.fullmatch(path)
                 if found and (method == request.method or (method == "GET" and request.method == "HEAD")):
-                    return handler(self, request, [unquote(g) for g in found.groups()])
+                    groups = [unquote(g) for g in found.groups()]
+                    if request.principal is not None:
+                        request.principal.check(_namespace(groups[0]) if groups else None, writes)
+                    return handler(self, request, groups)
             raise RouteNotFoundError(f"no route {request.method} {path}")
         except Exception as e:
             status, body = answer_for(e)
@@ -129,13 +148,18 @@ class Catalog:
     @_route("GET", "namespaces")
     def list_namespaces(self, request: Request, _: list[str]) -> Response:
         parent = _namespace(request.query["parent"]) if request.query.get("parent") else ()
-        return Response(200, {"namespaces": [list(ns) for ns in self.warehouse.namespaces(parent)]})
+        found = self.warehouse.namespaces(parent)
+        if request.principal is not None:
+            found = [ns for ns in found if request.principal.sees(ns)]
+        return Response(200, {"namespaces": [list(ns) for ns in found]})
 
-    @_route("POST", "namespaces")
+    @_route("POST", "namespaces", writes=True)
     def create_namespace(self, request: Request, _: list[str]) -> Response:
-        body = request.json()
-        namespace = tuple(str(level) for level in body.get("namespace") or [])
-        properties = self.warehouse.create_namespace(namespace, body.get("properties") or {})
+        asked = parsed(CreateNamespaceRequest, request.json())
+        namespace = tuple(asked.namespace)
+        if request.principal is not None:
+            request.principal.check(namespace, writes=True)
+        properties = self.warehouse.create_namespace(namespace, asked.properties)
         return Response(200, {"namespace": list(namespace), "properties": properties})
 
     @_route("GET", "namespaces/([^/]+)")
@@ -146,20 +170,20 @@ class Catalog:
             return Response(204)
         return Response(200, {"namespace": list(namespace), "properties": properties})
 
-    @_route("DELETE", "namespaces/([^/]+)")
+    @_route("DELETE", "namespaces/([^/]+)", writes=True)
     def drop_namespace(self, request: Request, groups: list[str]) -> Response:
         self.warehouse.drop_namespace(_namespace(groups[0]))
         return Response(204)
 
-    @_route("POST", "namespaces/([^/]+)/properties")
+    @_route("POST", "namespaces/([^/]+)/properties", writes=True)
     def update_namespace(self, request: Request, groups: list[str]) -> Response:
-        body = request.json()
+        asked = parsed(UpdateNamespacePropertiesRequest, request.json())
         updated, removed, missing = self.warehouse.update_properties(
-            _namespace(groups[0]), list(body.get("removals") or []), body.get("updates") or {}
+            _namespace(groups[0]), asked.removals, asked.updates
         )
         return Response(200, {"updated": updated, "removed": removed, "missing": missing})
 
-    @_route("POST", "namespaces/([^/]+)/register")
+    @_route("POST", "namespaces/([^/]+)/register", writes=True)
     def register_table(self, request: Request, groups: list[str]) -> Response:
         raise UnsupportedError(
             "register is refused: a castable table is created by castable; register Parquet files "
@@ -174,13 +198,10 @@ class Catalog:
         names = self.warehouse.tables(namespace)
         return Response(200, {"identifiers": [{"namespace": list(namespace), "name": n} for n in names]})
 
-    @_route("POST", "namespaces/([^/]+)/tables")
+    @_route("POST", "namespaces/([^/]+)/tables", writes=True)
     def create_table(self, request: Request, groups: list[str]) -> Response:
         namespace = _namespace(groups[0])
-        body = request.json()
-        for optional in ("location", "partition-spec", "write-order"):
-            body.setdefault(optional, None)
-        created = CreateTableRequest.model_validate(body)
+        created = create_table_request(request.json())
         if created.partition_spec is not None and created.partition_spec.fields:
             raise BadRequestError("castable tables are not partitioned: create it without a partition spec")
         if created.write_order is not None and created.write_order.fields:
@@ -220,12 +241,10 @@ class Catalog:
         """A client's scan and commit report: taken, and not kept (castable's history records commits)."""
         return Response(204)
 
-    @_route("POST", "namespaces/([^/]+)/tables/([^/]+)")
+    @_route("POST", "namespaces/([^/]+)/tables/([^/]+)", writes=True)
     def commit_table(self, request: Request, groups: list[str]) -> Response:
         namespace = _namespace(groups[0])
-        body = request.json()
-        body.setdefault("identifier", {"namespace": list(namespace), "name": groups[1]})
-        asked = CommitTableRequest.model_validate(body)
+        asked = commit_table_request(request.json(), namespace, groups[1])
         key = request.header("Idempotency-Key")
         if any(isinstance(r, AssertCreate) for r in asked.requirements) and not self.warehouse.exists(
             namespace, groups[1]
@@ -235,22 +254,25 @@ class Catalog:
         committed = commits.commit(self.warehouse.table(namespace, groups[1]), asked, key)
         return Response(200, commit_result(*committed))
 
-    @_route("DELETE", "namespaces/([^/]+)/tables/([^/]+)")
+    @_route("DELETE", "namespaces/([^/]+)/tables/([^/]+)", writes=True)
     def drop_table(self, request: Request, groups: list[str]) -> Response:
         purge = request.query.get("purgeRequested", "false").lower() == "true"
         self.warehouse.drop_table(_namespace(groups[0]), groups[1], purge=purge)
         return Response(204)
 
-    @_route("POST", "tables/rename")
+    @_route("POST", "tables/rename", writes=True)
     def rename_table(self, request: Request, _: list[str]) -> Response:
         raise UnsupportedError("rename is refused: a castable table is its folder, and castable does not move it")
 
-    @_route("POST", "transactions/commit")
+    @_route("POST", "transactions/commit", writes=True)
     def commit_transaction(self, request: Request, _: list[str]) -> Response:
-        changes = request.json().get("table-changes")
-        if not isinstance(changes, list):
-            raise BadRequestError('a transaction\'s body is {"table-changes": [...]}')
-        requests = [CommitTableRequest.model_validate(change) for change in changes]
+        changes = parsed(TableChanges, request.json()).table_changes
+        requests = [commit_table_request(change, (), "") for change in changes]
+        for asked in requests:
+            if asked.identifier is None or not asked.identifier.name:
+                raise BadRequestError("each of a transaction's table changes names its table (identifier)")
+            if request.principal is not None:
+                request.principal.check(tuple(asked.identifier.namespace.root), writes=True)
         commits.commit_transaction(self.warehouse, requests, request.header("Idempotency-Key"))
         return Response(204)
 

@@ -20,6 +20,7 @@ from castable.catalog.errors import (
     NoSuchTableError,
     UnsupportedError,
 )
+from castable.catalog.models import MAX_LEVELS
 from castable.commit.create import holds_database, holds_table
 from castable.commit.dbcommitters import DatabaseLog
 from castable.commit.dblog import LOG_PREFIX, NAME
@@ -70,6 +71,10 @@ class Warehouse:
         """The store of ``namespace``'s folder (whether or not it exists)."""
         if not namespace:
             raise BadRequestError("a namespace has at least one level")
+        if len(namespace) > MAX_LEVELS:
+            raise BadRequestError(
+                f"a namespace has at most {MAX_LEVELS} levels, and {'.'.join(namespace)[:200]} has {len(namespace)}"
+            )
         if self.tops is not None and namespace[0] not in self.tops:
             raise NoSuchNamespaceError(
                 f"namespace {'.'.join(namespace)} does not exist: this catalog's namespaces are "
@@ -109,6 +114,8 @@ class Warehouse:
             pass
         if len(namespace) == 1 and self.tops is not None:
             return {}
+        if len(namespace) > 1:
+            self.properties(namespace[:-1])  # a folder is a namespace only inside one (not in a table)
         parent = self.folder(namespace[:-1]) if len(namespace) > 1 else self.root
         if namespace[-1] not in parent.folders() or holds_table(store):
             raise NoSuchNamespaceError(f"namespace {'.'.join(namespace)} does not exist")

@@ -375,21 +375,37 @@ def test_the_iceberg_rest_catalog_serves_engines_under_its_role(bundle: Path, de
 
 def test_a_large_catalog_answer_is_compressed_or_refused_whole() -> None:
     """Lambda returns at most 6 MB: a larger answer goes gzip-compressed to a client that
-    accepts it, and is refused with a clear 500 to one that does not, never cut short."""
-    from castable.catalog import Response
-    from lambdas.iceberg_rest import ANSWER_LIMIT, proxy_result
+    accepts it, and is refused with a clear 500 to one that does not, never cut short: the
+    catalog's application through Mangum, as the handler runs it."""
+    from mangum import Mangum
 
-    big = Response(
-        200, {"snapshots": [{"snapshot-id": i, "manifest-list": f"s3://b/t/metadata/{i}.avro"} for i in range(120_000)]}
-    )
-    assert len(json.dumps(big.body)) > ANSWER_LIMIT
-    packed = proxy_result(big, "gzip, deflate")
-    assert packed["headers"]["Content-Encoding"] == "gzip" and len(json.dumps(packed)) < ANSWER_LIMIT
-    assert json.loads(gzip.decompress(base64.b64decode(packed["body"]))) == big.body
-    refused = proxy_result(big, "identity")
+    from castable.catalog import Catalog, Request, Response, Warehouse, application
+    from lambdas.iceberg_rest import ANSWER_LIMIT, within_limit
+
+    answers: dict[str, Any] = {
+        "big": {"snapshots": [{"snapshot-id": i, "manifest-list": f"s3://b/t/{i}.avro"} for i in range(120_000)]},
+        "small": {"a": 1},
+    }
+
+    class Answering(Catalog):
+        def handle(self, request: Request) -> Response:
+            return Response(200, answers[request.path.rsplit("/", 1)[-1]])
+
+    adapter = Mangum(application(Answering(Warehouse.at("/nowhere"))), lifespan="off")
+
+    def run(name: str, encodings: str) -> dict[str, Any]:
+        event = api_gateway_event("GET", f"/v1/namespaces/t/tables/{name}")
+        event["headers"]["Accept-Encoding"] = encodings
+        return within_limit(adapter(event, object()))  # type: ignore[arg-type]
+
+    assert len(json.dumps(answers["big"])) > ANSWER_LIMIT
+    packed = run("big", "gzip, deflate")
+    assert packed["headers"]["content-encoding"] == "gzip" and len(json.dumps(packed)) < ANSWER_LIMIT
+    assert packed["isBase64Encoded"] and json.loads(gzip.decompress(base64.b64decode(packed["body"]))) == answers["big"]
+    refused = run("big", "identity")
     assert refused["statusCode"] == 500 and "6 MB" in json.loads(refused["body"])["error"]["message"]
-    small = proxy_result(Response(200, {"a": 1}), "gzip")
-    assert small == {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": '{"a": 1}'}
+    small = run("small", "gzip")
+    assert (small["statusCode"], json.loads(small["body"]), small["isBase64Encoded"]) == (200, {"a": 1}, False)
 
 
 ADMINISTRATOR = Principal(

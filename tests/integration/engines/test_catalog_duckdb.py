@@ -25,10 +25,13 @@ import castable
 DUCKDB = ROOT / ".venv-duckdb15" / "bin" / "python"
 
 
-def duckdb_sql(uri: str, *statements: str) -> list[Any]:
-    """Each statement's rows (or ``{"error": ...}``), run by DuckDB 1.5.5 attached to the catalog."""
+def duckdb_sql(uri: str, *statements: str, credential: str | None = None) -> list[Any]:
+    """Each statement's rows (or ``{"error": ...}``), run by DuckDB 1.5.5 attached to the catalog
+    (with ``credential``, ``id:secret``, by OAuth2 client credentials)."""
     script = HELPERS / "duckdb_catalog.py"
-    done = subprocess.run([str(DUCKDB), str(script), uri, *statements], capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "CASTABLE_CATALOG_CREDENTIAL": credential or ""}
+    command = [str(DUCKDB), str(script), uri, *statements]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -112,3 +115,38 @@ def test_the_docs_duckdb_example_runs_with_the_wheels_it_names(served: Served, t
     assert done.stdout.splitlines() == ["[(12.5,)]"]
     orders = served.castable("shop", "orders")
     assert sorted(orders.scan().to_arrow().column("amount").to_pylist()) == [3.0, 9.5]
+
+
+def test_duckdb_authenticates_with_client_credentials(tmp_path: Path) -> None:
+    """A catalog served with principals: DuckDB configured as its docs say (an iceberg secret
+    with CLIENT_ID, CLIENT_SECRET and OAUTH2_SERVER_URI) writes with a write principal's
+    credentials; a read principal's INSERT is refused (403) and changes nothing; wrong
+    credentials do not attach."""
+    from unit.catalog.test_access import ACCESS, READER, WRITER
+
+    from castable.catalog import Access
+
+    (tmp_path / "access.toml").write_text(ACCESS)
+    (tmp_path / "wh").mkdir()
+    served = Served(str(tmp_path / "wh"), access=Access.from_file(tmp_path / "access.toml"))
+    try:
+        served.client(token=WRITER).create_namespace("db")
+        wrote = duckdb_sql(
+            served.uri,
+            "CREATE TABLE c.db.t (id BIGINT)",
+            "INSERT INTO c.db.t VALUES (1), (2)",
+            "SELECT count(*) FROM c.db.t",
+            credential=f"etl:{WRITER}",
+        )
+        assert wrote[2] == {"rows": [[2]]}, wrote
+        read = duckdb_sql(
+            served.uri, "SELECT count(*) FROM c.db.t", "INSERT INTO c.db.t VALUES (3)", credential=f"analyst:{READER}"
+        )
+        assert read[0] == {"rows": [[2]]} and "403" in read[1]["error"], read
+        assert served.castable("db", "t").count() == 2
+        script = HELPERS / "duckdb_catalog.py"
+        env = {**os.environ, "CASTABLE_CATALOG_CREDENTIAL": f"etl:{READER}"}
+        refused = subprocess.run([str(DUCKDB), str(script), served.uri], capture_output=True, text=True, env=env)
+        assert refused.returncode != 0 and "invalid_client" in refused.stderr + refused.stdout, refused.stderr
+    finally:
+        served.close()

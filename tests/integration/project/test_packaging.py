@@ -74,6 +74,22 @@ from castable.iceberg import publish
 from pyiceberg.table import StaticTable
 assert StaticTable.from_metadata(publish(t)).scan().to_arrow().num_rows == 100
 """,
+    "catalog": TABLE
+    + """
+import os
+from pyiceberg.catalog.rest import RestCatalog
+from castable.catalog import Access, Catalog, Warehouse
+from castable.catalog.server import make_server
+os.makedirs("wh/db")
+os.rename("table", "wh/db/t")
+server = make_server(Catalog(Warehouse.at("wh")), port=0, access=Access.from_token("a-secret-of-24-characters"))
+server.start()
+uri = f"http://127.0.0.1:{server.port}"
+tokens = {"oauth2-server-uri": f"{uri}/v1/oauth/tokens"}
+client = RestCatalog("c", uri=uri, credential="token:a-secret-of-24-characters", **tokens)
+assert client.load_table("db.t").scan().to_arrow().num_rows == 100
+server.shutdown()
+""",
     "spark": TABLE
     + """
 import os

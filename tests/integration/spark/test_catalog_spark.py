@@ -9,9 +9,9 @@ new tables' field ids are the catalog's."""
 from __future__ import annotations
 
 import json
+import os
 import select
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,8 @@ import pytest
 from helpers import HELPERS, ROOT
 
 import castable
-from castable.catalog import Catalog, Warehouse, make_server
+from castable.catalog import Catalog, Warehouse
+from castable.catalog.server import make_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -32,9 +33,10 @@ MODES = ("write.delete.mode", "write.update.mode", "write.merge.mode")
 class SparkSQL:
     """Spark 3.5 with the catalog ``rest`` at ``uri``, answering one statement at a time."""
 
-    def __init__(self, uri: str, log: Path) -> None:
+    def __init__(self, uri: str, log: Path, credential: str | None = None) -> None:
         self.log = log
         script = HELPERS / "spark_catalog.py"
+        env = {**os.environ, "CASTABLE_CATALOG_CREDENTIAL": credential or ""}
         with log.open("w") as err:
             self.process = subprocess.Popen(
                 [str(SPARK35), str(script), str(JARS), uri],
@@ -42,6 +44,7 @@ class SparkSQL:
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
+                env=env,
             )
 
     def __call__(self, statement: str, timeout: float = 300) -> dict[str, Any]:
@@ -75,14 +78,15 @@ def spark(tmp_path: Path) -> Iterator[tuple[SparkSQL, str]]:
     warehouse = tmp_path / "wh"
     warehouse.mkdir()
     server = make_server(Catalog(Warehouse.at(str(warehouse))), port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    sql = SparkSQL(f"http://127.0.0.1:{server.server_address[1]}", tmp_path / "spark.log")
+    thread = server.start()
+    sql = SparkSQL(f"http://127.0.0.1:{server.port}", tmp_path / "spark.log")
     try:
         yield sql, str(warehouse)
     finally:
         sql.close()
         server.shutdown()
-        server.server_close()
+        thread.join(timeout=10)
+        server.close()
 
 
 def castable_rows(table: castable.Table, version: int | None = None) -> list[tuple[Any, ...]]:
@@ -140,3 +144,39 @@ def test_spark_writes_through_the_catalog_and_castable_reads_what_it_wrote(spark
     ctas = castable.open_table(f"{warehouse}/db/ctas")
     assert castable_rows(ctas) == sql.rows("SELECT id, s FROM rest.db.ctas") == [(3, "C"), (4, "d"), (5, "e")]
     assert [h.operation for h in ctas.history()] == ["append", "create"]
+
+
+def test_spark_authenticates_with_client_credentials(tmp_path: Path) -> None:
+    """A catalog served with principals, Spark 3.5 (Iceberg 1.10.2) configured as Iceberg's docs
+    say (``credential``, ``oauth2-server-uri``): a write principal creates, inserts and deletes,
+    and a read principal reads, while its INSERT is refused (403, ForbiddenException) and
+    leaves the table as it was."""
+    from unit.catalog.test_access import ACCESS, READER, WRITER
+
+    from castable.catalog import Access
+
+    (tmp_path / "access.toml").write_text(ACCESS)
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    server = make_server(
+        Catalog(Warehouse.at(str(warehouse))), port=0, access=Access.from_file(tmp_path / "access.toml")
+    )
+    thread = server.start()
+    uri = f"http://127.0.0.1:{server.port}"
+    writer = SparkSQL(uri, tmp_path / "writer.log", credential=f"etl:{WRITER}")
+    reader = SparkSQL(uri, tmp_path / "reader.log", credential=f"analyst:{READER}")
+    try:
+        assert writer("CREATE NAMESPACE rest.db") == {"rows": []}
+        assert writer("CREATE TABLE rest.db.t (id bigint) USING iceberg") == {"rows": []}
+        assert writer("INSERT INTO rest.db.t VALUES (1), (2), (3)") == {"rows": []}
+        assert writer("DELETE FROM rest.db.t WHERE id = 1") == {"rows": []}
+        assert reader.rows("SELECT id FROM rest.db.t") == [(2,), (3,)]
+        refused = reader("INSERT INTO rest.db.t VALUES (4)")
+        assert "ForbiddenException" in refused["error"], refused
+        assert sorted(castable.open_table(f"{warehouse}/db/t").to_arrow()["id"].to_pylist()) == [2, 3]
+    finally:
+        writer.close()
+        reader.close()
+        server.shutdown()
+        thread.join(timeout=10)
+        server.close()

@@ -40,6 +40,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 import castable
 
+JSON = {"Content-Type": "application/json"}
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "s": pa.array(["a", "b", "c"], pa.string())})
 
 
@@ -318,7 +319,7 @@ def test_castable_catalog_serve(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     # an access log line per request: the client, the request line, the status
-    assert re.search(r"127\.0\.0\.1 \"GET /v1/namespaces/db/tables HTTP/1\.1\" 200", err), err
+    assert re.search(r"127\.0\.0\.1:\d+ - \"GET /v1/namespaces/db/tables HTTP/1\.1\" 200", err), err
     assert re.search(r"\"POST /v1/namespaces/db/tables/t HTTP/1\.1\" 200", err), err
 
 
@@ -525,7 +526,7 @@ def test_a_body_that_is_not_a_json_object_is_a_client_error(served: Served) -> N
     bodies = [b"[]", b'"x"', b"1", b"null", b"[" * 100_000 + b"]" * 100_000]
     for route in routes:
         for body in bodies:
-            request = urllib.request.Request(f"{served.uri}{route}", data=body, method="POST")
+            request = urllib.request.Request(f"{served.uri}{route}", data=body, method="POST", headers=JSON)
             try:
                 urllib.request.urlopen(request)
                 raise AssertionError(f"{route} accepted {body[:10]!r}")

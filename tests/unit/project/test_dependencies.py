@@ -17,9 +17,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 PACKAGE = ROOT / "src" / "castable"
-EXTRA_OF_PACKAGE = {"spark": "spark", "catalog": "iceberg", "iceberg": "iceberg"}
+EXTRA_OF_PACKAGE = {"spark": "spark", "catalog": "catalog", "iceberg": "iceberg"}
 """The library's packages that only an extra's users import, and that extra."""
-LIBRARY_EXTRAS = ("pandas", "polars", "duckdb", "iceberg", "spark")
+LIBRARY_EXTRAS = ("pandas", "polars", "duckdb", "iceberg", "catalog", "spark")
 """The extras that add to what the library itself can do (the others serve the checkout's
 ``lambdas/``, ``infra/``, ``jobs/`` and ``bench/``)."""
 

@@ -104,8 +104,7 @@ def test_a_warehouse_folder_that_links_to_a_table_elsewhere_is_no_table_of_the_c
             status, body = served.raw(method, path)
             assert 400 <= status < 500, (method, status, body)
     finally:
-        served.server.shutdown()
-        served.server.server_close()
+        served.close()
     assert fingerprint(outside) == before, "nothing written there (not even a lock file) nor deleted"
 
 
