@@ -4,8 +4,9 @@ serve, so HTTP framing, chunked bodies, keep-alive and compression are a well-ke
 and what is the catalog's own is checked here before :meth:`Catalog.handle` sees a request:
 
 - the body's size (``Content-Length`` and the bytes that come), 413 past :data:`MAX_BODY`;
-- that a ``POST`` is ``application/json`` (415 otherwise): a browser page cannot send that
-  without the catalog's consent (a CORS preflight it never gives), so it cannot drive it;
+- that a ``POST`` body is ``application/json`` (400 otherwise, as the spec lists no 415): a
+  browser page cannot send that to another origin without the catalog's consent (a CORS
+  preflight it never gives), so it cannot drive it;
 - the ``Host`` header, against the names the server answers to (DNS rebinding);
 - with an :class:`~castable.catalog.access.Access`, the bearer token (401 without one that
   the catalog knows), and ``POST /v1/oauth/tokens`` for OAuth2 client credentials.
@@ -34,7 +35,6 @@ from castable.catalog.errors import (
     MethodNotAllowedError,
     NotAuthorizedError,
     TooLargeError,
-    UnsupportedMediaError,
     answer_for,
 )
 from castable.catalog.service import Catalog, Request
@@ -57,7 +57,7 @@ def application(catalog: Catalog, *, access: Access | None = None, hosts: Collec
         try:
             _check_host(http, allowed)
             body = await _body(http)
-            if http.method == "POST":
+            if http.method == "POST" and body:
                 _check_json(http)
             principal = _principal(http, access)
             request = Request(
@@ -141,7 +141,7 @@ async def _body(http: HttpRequest) -> bytes:
 def _check_json(http: HttpRequest) -> None:
     media = http.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/json":
-        raise UnsupportedMediaError(f"a POST to this catalog is application/json, not {media or 'untyped'}")
+        raise BadRequestError(f"a POST body to this catalog is application/json, not {media or 'untyped'}")
 
 
 def _principal(http: HttpRequest, access: Access | None) -> Principal | None:

@@ -82,10 +82,6 @@ class TooLargeError(CatalogError):
     status, kind = 413, "BadRequestException"
 
 
-class UnsupportedMediaError(CatalogError):
-    status, kind = 415, "BadRequestException"
-
-
 class MethodNotAllowedError(CatalogError):
     status, kind = 405, "BadRequestException"
 

@@ -159,7 +159,10 @@ class Catalog:
         namespace = tuple(asked.namespace)
         if request.principal is not None:
             request.principal.check(namespace, writes=True)
-        properties = self.warehouse.create_namespace(namespace, asked.properties)
+        try:
+            properties = self.warehouse.create_namespace(namespace, asked.properties)
+        except NoSuchNamespaceError as e:  # the spec answers a create with 400, not 404
+            raise BadRequestError(f"{e}: create it first") from e
         return Response(200, {"namespace": list(namespace), "properties": properties})
 
     @_route("GET", "namespaces/([^/]+)")
@@ -185,7 +188,7 @@ class Catalog:
 
     @_route("POST", "namespaces/([^/]+)/register", writes=True)
     def register_table(self, request: Request, groups: list[str]) -> Response:
-        raise UnsupportedError(
+        raise BadRequestError(
             "register is refused: a castable table is created by castable; register Parquet files "
             "with castable add-files, or create the table and append"
         )
