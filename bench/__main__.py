@@ -85,6 +85,9 @@ BENCHMARKS: dict[str, Benchmark] = {
         "commits through castable's REST catalog",
         not_in_all="needs Spark 3.5 and Java",
     ),
+    "catalog-load": Benchmark(
+        "iceberg", "iceberg/catalog_load.py", "loadTable requests per second the served catalog answers"
+    ),
     "filelist-check": Benchmark(
         "deployment", "deployment/filelist_check.py", "checking a file list against footers", args=("--files", "20000")
     ),
@@ -130,6 +133,7 @@ HELPERS = {
     "format/scale_measure.py": "one configuration of scale.py, in a process of its own",
     "format/scale_tables.py": "the synthetic tables of scale.py",
     "iceberg/catalog_spark.py": "catalog.py's Spark side, in the Spark 3.5 venv",
+    "iceberg/catalog_load_clients.py": "catalog_load.py's clients, in a process of their own",
     "deployment/deployment_ingest.py": "deployment.py's ingest under one load, in a process of either revision's tree",
 }
 

@@ -14,6 +14,12 @@ class TableNotFoundError(CastableError):
     """No table exists at the given location."""
 
 
+class TableDroppedError(TableNotFoundError):
+    """The table at the location was dropped from its catalog with its files kept
+    (docs/format.md section 9, ``castable.dropped``): it is no table until it is registered
+    again (the catalog's ``register``) or purged."""
+
+
 class TableAlreadyExistsError(CastableError):
     """``create_table`` found a table already at the location."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -12,8 +13,10 @@ import pyarrow as pa
 from castable.commit.create import create, initial_manifest
 from castable.commit.log import newest_manifest
 from castable.database import Database
-from castable.errors import CorruptObjectError, EmptyWriteError
+from castable.errors import CorruptObjectError, EmptyWriteError, TableDroppedError
+from castable.format.layout import DROPPED_KEY
 from castable.format.manifest import LATEST_FORMAT_VERSION
+from castable.format.properties import DROPPED
 from castable.inputs.batches import DataLike, schema_of
 from castable.maintenance.damage import assess
 from castable.store import ObjectStore, store_from_uri
@@ -72,10 +75,43 @@ def create_table_at(
     return load_table(store)
 
 
-def load_table(store: ObjectStore) -> Table:
+def load_table(store: ObjectStore, *, dropped: bool = False) -> Table:
     """The newest version of the table at ``store``; if it (or the pointer) cannot be read, a
     handle on the newest readable version that reads older versions and refuses writes until
-    ``repair()``. A table of a database is opened through its database, so its writes commit there."""
+    ``repair()``. A table of a database is opened through its database, so its writes commit there.
+    A table dropped with its files kept is refused (``TableDroppedError``), unless ``dropped``
+    (a catalog that registers or purges it)."""
+    table = _newest(store)
+    if not dropped and DROPPED in table.manifest.properties:
+        raise TableDroppedError(
+            f"the table at {store.uri} was dropped at {table.manifest.properties[DROPPED]} (its files are kept): "
+            "register it in its catalog to bring it back, or purge it"
+        )
+    return table
+
+
+def mark_dropped(table: Table) -> None:
+    """Drop ``table`` and keep its files: a version that records the drop (every later open is
+    refused, and gc, which opens the table, deletes nothing of it), then the listing's marker."""
+    table.set_properties({DROPPED: datetime.now(UTC).isoformat(timespec="seconds")})
+    table.store.put(DROPPED_KEY, b"{}")
+
+
+def unmark_dropped(store: ObjectStore) -> Table:
+    """Bring back the table dropped at ``store``: its marker goes, then a version without the drop."""
+    table = load_table(store, dropped=True)
+    store.delete(DROPPED_KEY)
+    if DROPPED in table.manifest.properties:
+        table.set_properties({}, remove=[DROPPED])
+    return load_table(store)
+
+
+def is_dropped(store: ObjectStore) -> bool:
+    """Whether the table at ``store`` is dropped, as a listing tells it: by its marker alone."""
+    return store.exists(DROPPED_KEY)
+
+
+def _newest(store: ObjectStore) -> Table:
     try:
         manifest, pointer = newest_manifest(store)
     except CorruptObjectError as e:

@@ -74,6 +74,8 @@ class Plan:
     removals: list[str] = field(default_factory=list)
     schema: Schema | None = None
     snapshots: list[Snapshot] = field(default_factory=list)
+    restore: int | None = None
+    """The older version ``main`` is rolled back to (set-snapshot-ref to an earlier snapshot)."""
 
 
 class Committed(NamedTuple):
@@ -95,7 +97,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         reading = pool.submit(_written, StoredFileIO(table.store), snapshots)
         plan = _checked_plan(table, request)
         written = reading.result()
-    parts = [p for p in ("properties", "schema", "data") if _asks(plan, p)]
+    parts = [p for p in ("properties", "schema", "restore", "data") if _asks(plan, p)]
 
     def part_id(name: str) -> str | None:
         if commit_id is None:
@@ -110,6 +112,8 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         update = table.alter(commit_id=part_id("schema"))
         update.changes.extend(schema.changes)
         update.commit()
+    if plan.restore is not None:
+        table.restore(plan.restore, commit_id=part_id("restore"))
     if plan.snapshots:
         change = data or _translate(table, written, plan.base)  # files of a new schema are checked now
         writes.replace_files(
@@ -254,6 +258,8 @@ def create(
 def _asks(plan: Plan, part: str) -> bool:
     if part == "properties":
         return bool(plan.properties or plan.removals)
+    if part == "restore":
+        return plan.restore is not None
     return plan.schema is not None if part == "schema" else bool(plan.snapshots)
 
 
@@ -281,6 +287,8 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
             _check_other(base, update)
     if plan.schema is not None and plan.schema.fields == base.schema().fields:
         plan.schema = None
+    if plan.restore is not None and (plan.snapshots or plan.schema is not None):
+        raise BadRequestError("a rollback of main is a commit of its own: it adds no snapshot and no schema")
     return plan
 
 
@@ -299,11 +307,15 @@ def _check_ref(base: TableMetadata, plan: Plan, update: SetSnapshotRefUpdate) ->
     if update.ref_name != MAIN or update.type != "branch":
         raise UnsupportedError(f"castable tables have one branch, main: {update.type} {update.ref_name!r} is refused")
     ids = [s.snapshot_id for s in plan.snapshots]
-    if update.snapshot_id not in ids[-1:] and update.snapshot_id != base.current_snapshot_id:
-        raise UnsupportedError(
-            f"main moves to the snapshot a commit adds, or stays: snapshot {update.snapshot_id} is refused "
-            "(castable restores an older version with castable restore)"
-        )
+    if update.snapshot_id in ids[-1:] or update.snapshot_id == base.current_snapshot_id:
+        return
+    if not ids and any(s.snapshot_id == update.snapshot_id for s in base.snapshots):
+        plan.restore = update.snapshot_id  # a rollback: castable restores that version as a new one
+        return
+    raise UnsupportedError(
+        f"main moves to the snapshot a commit adds, to an older snapshot of the table (a rollback), or stays: "
+        f"snapshot {update.snapshot_id} is refused"
+    )
 
 
 def _check_other(base: TableMetadata, update: Any) -> None:

@@ -23,6 +23,8 @@ WRITE_PATHS = frozenset(
     {"write.data.path", "write.metadata.path", "write.object-storage.path", "write.folder-storage.path"}
 )
 """The table properties that tell Iceberg engines where to write files."""
+INTERNAL = "castable."
+"""The prefix of castable's own properties (its publication's, a drop's): kept out of a client's view."""
 KEPT_AS = "iceberg."
 """The prefix of a client's property that would otherwise read as an unknown castable setting."""
 
@@ -40,7 +42,7 @@ def client_properties(properties: Mapping[str, str]) -> dict[str, str]:
 def published_property(name: str) -> bool:
     """Whether castable's publication sets property ``name`` (the name mapping, ``castable.*``):
     a client's value of it is not kept, since the publication derives it from the table."""
-    return name == NAME_MAPPING or name.startswith("castable.")
+    return name == NAME_MAPPING or name.startswith(INTERNAL)
 
 
 def stored_properties(properties: Mapping[str, object]) -> dict[str, str]:
@@ -74,7 +76,8 @@ def current_metadata(table: Table, previous: TableMetadata | None = None) -> tup
         previous=previous if isinstance(previous, TableMetadataV2) else None,
     )
     properties = {**client_properties(table.properties), **published.metadata.properties}
-    return published.location, published.metadata.model_copy(update={"properties": properties})
+    shown = {k: v for k, v in properties.items() if not k.startswith(INTERNAL)}
+    return published.location, published.metadata.model_copy(update={"properties": shown})
 
 
 def load_result(table: Table, *, refs_only: bool = False) -> dict[str, Any]:

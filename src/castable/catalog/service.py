@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from pyiceberg.catalog.rest import RegisterTableRequest
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table.metadata import new_table_metadata
@@ -51,6 +52,7 @@ ENDPOINTS = [
     "HEAD /v1/{prefix}/namespaces/{namespace}",
     "DELETE /v1/{prefix}/namespaces/{namespace}",
     "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
     "GET /v1/{prefix}/namespaces/{namespace}/tables",
     "POST /v1/{prefix}/namespaces/{namespace}/tables",
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
@@ -188,10 +190,13 @@ class Catalog:
 
     @_route("POST", "namespaces/([^/]+)/register", writes=True)
     def register_table(self, request: Request, groups: list[str]) -> Response:
-        raise BadRequestError(
-            "register is refused: a castable table is created by castable; register Parquet files "
-            "with castable add-files, or create the table and append"
-        )
+        """Bring back a table dropped with its files kept (castable creates its tables; it
+        registers no other)."""
+        asked = parsed(RegisterTableRequest, {"overwrite": False, **request.json()})
+        if asked.overwrite:
+            raise BadRequestError("register with overwrite is refused: a castable table is never replaced by another")
+        table = self.warehouse.register(_namespace(groups[0]), asked.name, asked.metadata_location)
+        return Response(200, load_result(table))
 
     # ------------------------------------------------------------------- tables
 

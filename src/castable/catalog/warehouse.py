@@ -27,9 +27,16 @@ from castable.commit.dblog import LOG_PREFIX, NAME
 from castable.database import Database
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
 from castable.format.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
-from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError, store_from_uri
+from castable.format.properties import DROPPED
+from castable.store import (
+    ObjectNotFoundError,
+    ObjectStore,
+    PreconditionFailedError,
+    canonical_location,
+    store_from_uri,
+)
 from castable.table import Table, handle_of
-from castable.tables import create_table_at, load_table
+from castable.tables import create_table_at, is_dropped, load_table, mark_dropped, unmark_dropped
 
 Namespace = tuple[str, ...]
 MARKER = "_namespace.json"
@@ -41,12 +48,17 @@ ENGINES = (DATA_PREFIX.rstrip("/"), ICEBERG_PREFIX.rstrip("/"))
 _HEADS = 16
 
 
-def _own_table(store: ObjectStore) -> Table | None:
-    """The table in folder ``store``, if one is there."""
+def _own_table(store: ObjectStore, dropped: bool = False) -> Table | None:
+    """The table in folder ``store``, if one is there (with ``dropped``, one dropped too)."""
     try:
-        return load_table(store)
+        return load_table(store, dropped=dropped)
     except TableNotFoundError:
         return None
+
+
+def _listed(store: ObjectStore) -> bool:
+    """Whether folder ``store`` holds a table a listing shows: one that is not dropped."""
+    return holds_table(store) and not is_dropped(store)
 
 
 class Warehouse:
@@ -188,19 +200,20 @@ class Warehouse:
         store = self.folder(namespace)
         names = [n for n in store.folders() if NAME.fullmatch(n)]
         with ThreadPoolExecutor(_HEADS) as pool:
-            found = list(pool.map(lambda n: holds_table(store.child(n)), names))
+            found = list(pool.map(lambda n: _listed(store.child(n)), names))
         return [n for n, table in zip(names, found, strict=True) if table]
 
-    def table(self, namespace: Namespace, name: str) -> Table:
-        """Table ``name`` of ``namespace`` at its newest version. Whether the namespace is a
-        database and the table in its folder are looked up at once (each is a round trip or two
-        to an object store, and most requests start here); a table found is in a namespace, so
-        the namespace is looked up only to tell which of the two is missing."""
+    def table(self, namespace: Namespace, name: str, *, dropped: bool = False) -> Table:
+        """Table ``name`` of ``namespace`` at its newest version (with ``dropped``, also one
+        dropped with its files kept). Whether the namespace is a database and the table in its
+        folder are looked up at once (each is a round trip or two to an object store, and most
+        requests start here); a table found is in a namespace, so the namespace is looked up
+        only to tell which of the two is missing."""
         store = self.folder((*namespace, name))
         pool = ThreadPoolExecutor(2)
         try:
             database = pool.submit(self.database, namespace)
-            own = pool.submit(_own_table, store)
+            own = pool.submit(_own_table, store, dropped)
             holder = database.result()
             found = holder.table(name) if holder is not None else own.result()
         except TableNotFoundError as e:
@@ -228,6 +241,26 @@ class Warehouse:
         """``AlreadyExistsError`` unless a table ``name`` can be created in ``namespace``."""
         if self.exists(namespace, name):
             raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
+        if is_dropped(self.folder((*namespace, name))):
+            raise AlreadyExistsError(_dropped_there((*namespace, name)))
+
+    def register(self, namespace: Namespace, name: str, metadata_location: str) -> Table:
+        """Bring back table ``name`` of ``namespace``, dropped with its files kept, from the
+        metadata a client kept of it (which must be under its own folder)."""
+        location = self.location((*namespace, name))
+        if not canonical_location(metadata_location).startswith(f"{location}/"):
+            raise BadRequestError(
+                f"{metadata_location} is not under {location}: castable registers its own dropped tables "
+                "only (create a table and append, or castable add-files, for others)"
+            )
+        self.properties(namespace)
+        store = self.folder((*namespace, name))
+        table = _own_table(store, dropped=True)
+        if table is None:
+            raise BadRequestError(f"no castable table was dropped at {location}")
+        if DROPPED not in table.properties and not is_dropped(store):
+            raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
+        return unmark_dropped(store)
 
     def create_table(
         self,
@@ -248,7 +281,12 @@ class Warehouse:
             return database.create_table(name, schema, primary_key=key, properties=properties, table_uuid=table_uuid)
         store = self.folder((*namespace, name))
         if holds_table(store):
-            raise AlreadyExistsError(f"table {'.'.join((*namespace, name))} already exists")
+            dropped = is_dropped(store)
+            raise AlreadyExistsError(
+                _dropped_there((*namespace, name))
+                if dropped
+                else f"table {'.'.join((*namespace, name))} already exists"
+            )
         if set(store.folders()) - set(ENGINES) or store.exists(MARKER):
             raise AlreadyExistsError(f"{'.'.join((*namespace, name))} is a namespace")
         return create_table_at(
@@ -256,15 +294,19 @@ class Warehouse:
         )
 
     def drop_table(self, namespace: Namespace, name: str, *, purge: bool) -> None:
-        """Delete table ``name`` and every object of it (a database's table leaves the database
-        in one database version first). A castable table is its folder, so a drop that keeps
-        the files has nothing to remove: it is refused."""
-        table = self.table(namespace, name)
+        """Drop table ``name``. With ``purge``, delete every object of it (a database's table
+        leaves the database in one database version first), dropped before or not; without,
+        keep its files and mark it dropped (``castable.tables.mark_dropped``), so that it is
+        no table until ``register`` brings it back. A database's table is dropped with purge only."""
+        table = self.table(namespace, name, dropped=purge)
         if not purge:
-            raise BadRequestError(
-                "a castable table is its folder: dropping it deletes its files; ask for a purge "
-                "(DROP TABLE ... PURGE, catalog.purge_table) to drop it"
-            )
+            if isinstance(handle_of(table).committer, DatabaseLog):
+                raise BadRequestError(
+                    "a table of a castable database leaves it with its files: ask for a purge "
+                    "(DROP TABLE ... PURGE, catalog.purge_table)"
+                )
+            mark_dropped(table)
+            return
         committer = handle_of(table).committer
         if isinstance(committer, DatabaseLog):  # the table was read through its database
             Database(committer).drop_table(name)
@@ -272,3 +314,10 @@ class Warehouse:
         store = table.store
         store.delete_many([POINTER_KEY, manifest_key(0)])  # no longer a table before its files go
         store.delete_many([info.key for info in store.list()])
+
+
+def _dropped_there(table: Namespace) -> str:
+    return (
+        f"table {'.'.join(table)} was dropped with its files kept: register it to bring it back, "
+        "or drop it with a purge before creating another"
+    )

@@ -28,6 +28,9 @@ versions, never read by castable, and removed whole by a purge (its manifests ho
 bounds and its inline files rows; the next publication writes it again)."""
 ICEBERG_HINT = f"{ICEBERG_PREFIX}version-hint.text"
 """Names the newest published Iceberg version; its presence says the table publishes."""
+DROPPED_KEY = "_dropped"
+"""Present while the table is dropped with its files kept (docs/format.md section 1): a listing's
+hint, beside the ``castable.dropped`` property that readers go by."""
 MAINTENANCE_PLAN_PREFIX = "maintenance/plans/"
 """Where a maintenance run keeps the groups of files it plans to compact."""
 _VERSION_DIGITS = 20

@@ -32,6 +32,9 @@ INGEST_MODE = "ingest.mode"
 INGEST_SCHEMA_MODE = "ingest.schema-mode"
 INGEST_OP_COLUMN = "ingest.op-column"
 MAINTENANCE_SCHEDULE = "maintenance.schedule"
+DROPPED = "castable.dropped"
+"""Set (to the time of the drop) by a catalog's drop that keeps the files: opening the table is
+refused until it is registered again or purged (docs/format.md section 9)."""
 AFTER_COMMIT = "CASTABLE_ICEBERG_AFTER_COMMIT"
 """Environment variable: ``false`` where a process leaves the publication of its commits
 (``publish.iceberg``) to another that publishes every commit, such as the deployment's catalog

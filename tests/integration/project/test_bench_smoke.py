@@ -69,6 +69,14 @@ def command(benchmark: str) -> list[str]:
             ("deltalake, Python: write_deltalake(mode='append')",),
         ),
         (
+            "catalog-load",
+            "catalog_load.md",
+            ("| ",),
+            ("Starlette on uvicorn (castable catalog serve)", "bearer token required", "threading server (before)"),
+            (),
+            ("answers/s",),
+        ),
+        (
             "schema",
             "schema.md",
             ("| local |", "| moto |"),

@@ -124,7 +124,11 @@ def test_tokens_are_signed_short_lived_and_can_be_exchanged(guarded: Served) -> 
     token = issued["access_token"]
     assert WRITER not in token and jwt.decode(token, options={"verify_signature": False})["sub"] == "etl"
     assert guarded.raw("GET", "/v1/namespaces", headers={"Authorization": f"Bearer {token}"})[0] == 200
-    forged = jwt.encode({"sub": "etl", "iss": "castable-catalog", "exp": int(time.time()) + 60}, "guessed", "HS256")
+    forged = jwt.encode(
+        {"sub": "etl", "iss": "castable-catalog", "exp": int(time.time()) + 60},
+        "a-guessed-key-of-thirty-two-bytes!",
+        "HS256",
+    )
     assert guarded.raw("GET", "/v1/namespaces", headers={"Authorization": f"Bearer {forged}"})[0] == 401
     code, exchanged = post({"grant_type": "urn:ietf:params:oauth:grant-type:token-exchange", "subject_token": token})
     assert code == 200 and exchanged["access_token"]

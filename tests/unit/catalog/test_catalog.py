@@ -98,7 +98,7 @@ def test_namespaces_are_folders(served: Served, tmp_path: Path) -> None:
     assert cat.list_tables("shop") == [("shop", "orders")]
     # ... and a drop is one database version, its files going with it
     cat.create_table("shop.gone", schema=ROWS.schema).append(ROWS)
-    with pytest.raises(Exception, match="a castable table is its folder"):
+    with pytest.raises(Exception, match="a table of a castable database leaves it with its files"):
         cat.drop_table("shop.gone")
     cat.purge_table("shop.gone")
     assert cat.list_tables("shop") == [("shop", "orders")] and not cat.table_exists("shop.gone")
@@ -258,13 +258,66 @@ def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.Mon
         cat.rename_table("db.t", "db.u")
     status, answer = served.raw("POST", "/v1/tables/rename", {"source": {}, "destination": {}})
     assert status == 406 and "rename is refused" in answer["error"]["message"]
-    with pytest.raises(Exception, match="a castable table is its folder"):
-        cat.drop_table("db.t")
     unchanged()
     cat.purge_table("db.t")
     with pytest.raises(NoSuchTableError):
         cat.load_table("db.t")
     assert cat.list_tables("db") == []
+
+
+def test_a_drop_keeps_the_files_until_a_purge_and_register_brings_the_table_back(served: Served) -> None:
+    """DROP TABLE without PURGE: the table leaves the catalog (404, not listed, its name not
+    free), castable's own opens refuse it, gc deletes nothing of it, and its files stay to the
+    byte; register with its metadata brings it back with every version; a purge then deletes it."""
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema)
+    t.append(ROWS)
+    location = f"{served.warehouse}/db/t"
+    kept = {p: p.read_bytes() for p in Path(location).rglob("*") if p.is_file()}
+    cat.drop_table("db.t")
+    assert cat.list_tables("db") == [] and not cat.table_exists("db.t")
+    with pytest.raises(NoSuchTableError):
+        cat.load_table("db.t")
+    with pytest.raises(castable.TableDroppedError, match="register it in its catalog to bring it back, or purge it"):
+        castable.open_table(location)
+    with pytest.raises(Exception, match="was dropped with its files kept"):
+        cat.create_table("db.t", schema=ROWS.schema)
+    assert (
+        subprocess.run(
+            [str(Path(sys.executable).with_name("castable")), "gc", location], capture_output=True
+        ).returncode
+        != 0
+    )
+    changed = [str(p.relative_to(location)) for p, data in kept.items() if not p.exists() or p.read_bytes() != data]
+    assert changed == ["_latest_manifest"], "a dropped table's files are kept (its pointer names the drop's version)"
+    with pytest.raises(Exception, match="castable registers its own dropped tables only"):
+        cat.register_table("db.t", "file:///elsewhere/metadata/v1.metadata.json")
+    back = cat.register_table("db.t", f"file://{location}/metadata/v1.metadata.json")
+    assert iceberg_rows(back) == [(1, "a"), (2, "b"), (3, "c")] and cat.list_tables("db") == [("db", "t")]
+    assert rows(castable.open_table(location)) == [(1, "a"), (2, "b"), (3, "c")]
+    assert not any(k.startswith("castable.") for k in back.properties), "castable's own properties stay hidden"
+    with pytest.raises(Exception, match="already exists"):
+        cat.register_table("db.t", f"file://{location}/metadata/v1.metadata.json")
+    cat.drop_table("db.t")
+    cat.purge_table("db.t")  # a dropped table can still be purged
+    left = [p for p in Path(location).rglob("*") if p.is_file() and ".castable-locks" not in p.parts]
+    assert left == [] and not cat.table_exists("db.t")
+
+
+def test_a_rollback_of_main_restores_the_older_version(served: Served) -> None:
+    cat = served.client()
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=ROWS.schema)
+    t.append(ROWS)
+    first = t.current_snapshot().snapshot_id
+    t.append(ROWS)
+    assert len(iceberg_rows(t)) == 6
+    t.manage_snapshots().rollback_to_snapshot(first).commit()
+    assert iceberg_rows(t) == [(1, "a"), (2, "b"), (3, "c")]
+    table = served.castable("db", "t")
+    assert table.count() == 3 and table.history()[0].operation == "restore"
+    assert t.current_snapshot().snapshot_id == table.version
 
 
 ROWS_FIELDS = [
