@@ -35,6 +35,7 @@ from castable.store import (
     canonical_location,
     store_from_uri,
 )
+from castable.store.threads import shared_pool
 from castable.table import Table, handle_of
 from castable.tables import create_table_at, is_dropped, load_table, mark_dropped, unmark_dropped
 
@@ -210,17 +211,15 @@ class Warehouse:
         requests start here); a table found is in a namespace, so the namespace is looked up
         only to tell which of the two is missing."""
         store = self.folder((*namespace, name))
-        pool = ThreadPoolExecutor(2)
+        pool = shared_pool("catalog-lookups", 32)  # its tasks open a table or a database, never wait on it
         try:
             database = pool.submit(self.database, namespace)
-            own = pool.submit(_own_table, store, dropped)
+            own = pool.submit(_own_table, store, dropped)  # not awaited for a database's table, read through it
             holder = database.result()
             found = holder.table(name) if holder is not None else own.result()
         except TableNotFoundError as e:
             self.properties(namespace)
             raise NoSuchTableError(str(e)) from e
-        finally:
-            pool.shutdown(wait=False)  # a database's table is read through it: the folder's look is not awaited
         if found is None:
             self.properties(namespace)
             raise NoSuchTableError(f"no table {name!r} in namespace {'.'.join(namespace)}")

@@ -75,6 +75,7 @@ from castable.iceberg.schema import (
 from castable.read.snapshot import Snapshot as CastableSnapshot
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 from castable.store.readahead import read_ahead
+from castable.store.threads import shared_pool
 
 log = logging.getLogger(__name__)
 
@@ -162,11 +163,11 @@ def publish_through(
 def _read_state(store: ObjectStore, version: int) -> _State:
     """The hint, ``version``'s metadata and the retention floor, read concurrently (each is a
     round trip to an object store, and a catalog's commit waits for them)."""
-    with ThreadPoolExecutor(3) as pool:
-        hint = pool.submit(read_hint, store)
-        found = pool.submit(_read_metadata, store, metadata_key(version))
-        floor = pool.submit(retention_floor, store)
-        return _State(*hint.result(), found.result(), floor.result())
+    pool = shared_pool("publication-reads", 24)  # its tasks are GETs and LISTs; none waits on this pool
+    hint = pool.submit(read_hint, store)
+    found = pool.submit(_read_metadata, store, metadata_key(version))
+    floor = pool.submit(retention_floor, store)
+    return _State(*hint.result(), found.result(), floor.result())
 
 
 def _location(store: ObjectStore, key: str) -> str:

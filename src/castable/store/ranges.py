@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
-import threading
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from castable.errors import CorruptObjectError
 from castable.store.base import ObjectStore
 from castable.store.errors import ObjectNotFoundError, PreconditionFailedError
+from castable.store.threads import shared_pool
 
 _COALESCE_GAP = 1024 * 1024
 """Ranges to be read closer than this are fetched in one GET: a request costs S3 about as much
@@ -23,25 +21,7 @@ _PIECE = 8 * 1024 * 1024
 """A range longer than this is fetched as parallel GETs of about this size: one S3 connection
 gives tens of MB/s, so a large range read in one GET waits on a single connection."""
 _FETCHERS = 32
-_fetchers: ThreadPoolExecutor | None = None
-_fetchers_lock = threading.Lock()
-
-
-def _fetch_pool() -> ThreadPoolExecutor:
-    """The process's threads for the pieces of ranged reads (they only wait on GETs)."""
-    global _fetchers
-    with _fetchers_lock:
-        if _fetchers is None:
-            _fetchers = ThreadPoolExecutor(_FETCHERS, thread_name_prefix="castable-fetch")
-        return _fetchers
-
-
-def _forget_fetchers_after_fork() -> None:
-    global _fetchers, _fetchers_lock
-    _fetchers, _fetchers_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_fetchers_after_fork)
+"""The threads for the pieces of ranged reads (they only wait on GETs)."""
 
 
 class RangeReader(io.RawIOBase):
@@ -64,7 +44,7 @@ class RangeReader(io.RawIOBase):
         if len(pieces) == 1:
             got = iter([self._get(*pieces[0])])
         else:
-            got = _fetch_pool().map(lambda piece: self._get(*piece), pieces)
+            got = shared_pool("fetch", _FETCHERS).map(lambda piece: self._get(*piece), pieces)
         for span in spans:
             parts = [next(got) for _ in span]
             self._fetched.append((span[0][0], parts[0] if len(parts) == 1 else b"".join(parts)))
