@@ -240,7 +240,8 @@ def create(
     if schema is None:
         raise BadRequestError("a create's commit adds the table's schema and makes it current")
     arrow, key = arrow_schema(schema)
-    properties = {k: v for k, v in properties.items() if k != "format-version"}
+    if properties.pop("format-version", "2") != "2":
+        raise BadRequestError("castable publishes Iceberg format version 2: create the table without format-version")
     table = warehouse.create_table(
         namespace, name, arrow, primary_key=key, properties=stored_properties(properties), table_uuid=table_uuid
     )

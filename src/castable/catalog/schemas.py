@@ -27,10 +27,10 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
     """The castable schema changes that make ``current`` into ``wanted``: columns dropped,
     renamed, added (under the ids castable gives them next, which must be the client's),
     widened, made optional and reordered. Anything else is a ``BadRequestError``."""
-    key = [wanted.find_column_name(i) for i in wanted.identifier_field_ids]
-    if key != list(primary_key):
-        raise BadRequestError(f"the identifier fields are castable's primary key {list(primary_key)}, not {key}")
     have = iceberg_schema(current, list(primary_key), 0)
+    if sorted(wanted.identifier_field_ids) != sorted(have.identifier_field_ids):  # by id: a renamed key is the key
+        key = [wanted.find_column_name(i) for i in wanted.identifier_field_ids]
+        raise BadRequestError(f"the identifier fields are castable's primary key {list(primary_key)}, not {key}")
     old = {f.field_id: f for f in have.fields}
     new = {f.field_id: f for f in wanted.fields}
     update: SchemaUpdate[Any] = SchemaUpdate()
@@ -60,7 +60,7 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
             update.make_nullable(f.name)
         elif f.required and not was.required:
             raise BadRequestError(f"column {f.name!r} cannot become required: its rows may hold NULL")
-    kept = [fid for fid in old if fid in new]
-    if [fid for fid in new if fid in old] != kept:
+    made = [fid for fid in old if fid in new] + [fid for fid in new if fid not in old]  # adds come last
+    if list(new) != made:
         update.reorder([f.name for f in wanted.fields])
     return update

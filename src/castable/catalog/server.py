@@ -30,6 +30,9 @@ HEAD_TIMEOUT = 10
 """Seconds a new connection has to send its first request's head."""
 MAX_CONNECTIONS = 512
 """Connections and requests in flight beyond which uvicorn answers 503."""
+SHUTDOWN_GRACE = 5
+"""Seconds a stopping server gives requests in flight and connections closing (a TLS client that
+never answers the close) before it stops anyway."""
 
 
 class _Protocol(H11Protocol):
@@ -63,6 +66,7 @@ class CatalogServer:
             lifespan="off",
             timeout_keep_alive=KEEP_ALIVE,
             limit_concurrency=MAX_CONNECTIONS,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE,
             log_config=None,
             **options,
         )

@@ -215,8 +215,10 @@ class Catalog:
         if created.write_order is not None and created.write_order.fields:
             raise BadRequestError("castable tables have no sort order: create it without one")
         properties = dict(created.properties)
-        if properties.pop("format-version", "2") not in ("1", "2"):
-            raise BadRequestError("castable publishes Iceberg format version 2")
+        if properties.pop("format-version", "2") != "2":
+            raise BadRequestError(
+                "castable publishes Iceberg format version 2: create the table without format-version"
+            )
         schema = assign_fresh_schema_ids(created.table_schema)  # as Iceberg's catalogs do
         location = self.warehouse.location((*namespace, created.name))
         if created.location is not None and canonical_location(created.location).rstrip("/") != location:

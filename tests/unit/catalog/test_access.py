@@ -237,3 +237,66 @@ def test_a_served_catalog_logs_no_token(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=30)
     assert "POST /v1/oauth/tokens" in err and "GET /v1/namespaces" in err, err
     assert WRITER not in err and "Bearer" not in err
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made here (as an operator's own CA would)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "castable catalog")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return folder / "cert.pem", folder / "key.pem"
+
+
+def test_the_catalog_serves_https_with_a_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--ssl-certfile and --ssl-keyfile: pyiceberg, trusting the certificate (its ``ssl.cabundle``),
+    reaches the catalog over HTTPS; plain HTTP on the same port gets no catalog answer. (requests
+    lets REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE, set on this machine, win over a session's own
+    bundle, so the test clears them as a user's shell would not have them.)"""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    import urllib.error
+    import urllib.request
+
+    from pyiceberg.catalog.rest import RestCatalog
+
+    cert, key = self_signed(tmp_path)
+    (tmp_path / "wh").mkdir()
+    proc = serving(
+        str(tmp_path / "wh"), "--port", "0", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key), "--quiet"
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        uri = line.strip().rsplit(" ", 1)[-1]
+        assert uri.startswith("https://127.0.0.1:"), line
+        client = RestCatalog("c", uri=uri, ssl={"cabundle": str(cert)})  # type: ignore[arg-type]
+        client.create_namespace("db")
+        assert client.list_namespaces() == [("db",)]
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(uri.replace("https://", "http://") + "/v1/config", timeout=5)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -587,3 +587,26 @@ def test_a_body_that_is_not_a_json_object_is_a_client_error(served: Served) -> N
                 answer = json.loads(e.read())
                 assert e.code == 400 and answer["error"]["type"] == "BadRequestException", (route, body[:10], answer)
     assert served.client().list_namespaces() == [("db",)]
+
+
+def test_schema_changes_are_matched_by_field_id(served: Served) -> None:
+    """A column added and moved in one update lands where the client put it; the primary key
+    (the identifier field) renamed is still the key; a table asked for as format version 1 is
+    refused, not silently made version 2."""
+    cat = served.client()
+    cat.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True), NestedField(2, "s", StringType()), identifier_field_ids=[1]
+    )
+    t = cat.create_table("db.t", schema=schema)
+    with t.update_schema() as update:
+        update.add_column("x", LongType())
+        update.move_first("x")
+    assert [f.name for f in t.refresh().schema().fields] == ["x", "id", "s"] == served.castable("db", "t").schema.names
+    with t.update_schema() as update:
+        update.rename_column("id", "key")
+    assert served.castable("db", "t").manifest.primary_key == ("key",)
+    assert t.refresh().schema().identifier_field_names() == {"key"}
+    with pytest.raises(BadRequestError, match="format version 2"):
+        cat.create_table("db.v1", schema=schema, properties={"format-version": "1"})
+    assert not cat.table_exists("db.v1")
