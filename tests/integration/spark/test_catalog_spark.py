@@ -150,7 +150,7 @@ def test_spark_authenticates_with_client_credentials(tmp_path: Path) -> None:
     """A catalog served with principals, Spark 3.5 (Iceberg 1.10.2) configured as Iceberg's docs
     say (``credential``, ``oauth2-server-uri``): a write principal creates, inserts and deletes,
     and a read principal reads, while its INSERT is refused (403, ForbiddenException) and
-    leaves the table as it was."""
+    leaves the table as it was; refused commits are refusals to the Java client."""
     from unit.catalog.test_access import ACCESS, READER, WRITER
 
     from castable.catalog import Access
@@ -170,6 +170,15 @@ def test_spark_authenticates_with_client_credentials(tmp_path: Path) -> None:
         assert writer("CREATE TABLE rest.db.t (id bigint) USING iceberg") == {"rows": []}
         assert writer("INSERT INTO rest.db.t VALUES (1), (2), (3)") == {"rows": []}
         assert writer("DELETE FROM rest.db.t WHERE id = 1") == {"rows": []}
+        # Iceberg's Java client reports the catalog's definite refusals as refusals, never as
+        # "commit state unknown" (a 5xx): a 406 (Java's RESTException "Unable to process") and a
+        # 400 (BadRequestException), each naming what was refused.
+        for statement, kind in [
+            ("ALTER TABLE rest.db.t WRITE ORDERED BY id", "Unable to process: add-sort-order is refused"),
+            ("ALTER TABLE rest.db.t SET TBLPROPERTIES ('write.data.path' = '/tmp/elsewhere')", "BadRequestException"),
+        ]:
+            refused = writer(statement)
+            assert kind in refused["error"] and "CommitStateUnknown" not in refused["error"], refused
         assert reader.rows("SELECT id FROM rest.db.t") == [(2,), (3,)]
         refused = reader("INSERT INTO rest.db.t VALUES (4)")
         assert "ForbiddenException" in refused["error"], refused
