@@ -9,7 +9,6 @@ second, which every command on a local table would otherwise pay.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from castable.store.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from castable.store.process import ProcessCache
 
 _CONNECTIONS = 96
 """Connections a client keeps: one client serves a process's reader threads (32) and fetch
@@ -88,10 +88,8 @@ def make_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
     return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
 
 
-_CLIENTS: dict[tuple[tuple[tuple[str, str], ...], tuple[str | None, ...]], Any] = {}
+_CLIENTS: ProcessCache[Any] = ProcessCache(kept=64)
 """Clients by storage options and the AWS environment they were made under (see ``shared_s3_client``)."""
-_CLIENTS_KEPT = 64
-_CLIENTS_LOCK = threading.Lock()
 _ENVIRONMENT = (
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
@@ -121,23 +119,7 @@ def shared_s3_client(storage_options: Mapping[str, Any] | None = None) -> Any:
     across processes; a store opened before the fork keeps the parent's)."""
     options = dict(storage_options or {})
     key = (tuple(sorted((k, repr(v)) for k, v in options.items())), tuple(os.environ.get(n) for n in _ENVIRONMENT))
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            client = make_s3_client(options)
-            if len(_CLIENTS) >= _CLIENTS_KEPT:
-                del _CLIENTS[next(iter(_CLIENTS))]
-            _CLIENTS[key] = client
-        return client
-
-
-def _forget_clients_after_fork() -> None:
-    global _CLIENTS_LOCK
-    _CLIENTS.clear()
-    _CLIENTS_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_clients_after_fork)
+    return _CLIENTS.get(key, lambda: make_s3_client(options))
 
 
 def single_writer_option(storage_options: Mapping[str, Any] | None) -> bool:

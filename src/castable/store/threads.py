@@ -8,27 +8,13 @@ on a task queued behind it in a full pool would wait for ever); a fork gives the
 
 from __future__ import annotations
 
-import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
-_pools: dict[str, ThreadPoolExecutor] = {}
-_lock = threading.Lock()
+from castable.store.process import ProcessCache
+
+_POOLS: ProcessCache[ThreadPoolExecutor] = ProcessCache()
 
 
 def shared_pool(name: str, workers: int) -> ThreadPoolExecutor:
     """The process's pool ``name`` (made on first use with ``workers`` threads)."""
-    with _lock:
-        pool = _pools.get(name)
-        if pool is None:
-            pool = _pools[name] = ThreadPoolExecutor(workers, thread_name_prefix=f"castable-{name}")
-        return pool
-
-
-def _forget_after_fork() -> None:
-    global _lock
-    _pools.clear()
-    _lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
+    return _POOLS.get(name, lambda: ThreadPoolExecutor(workers, thread_name_prefix=f"castable-{name}"))
