@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import io
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -54,6 +53,7 @@ from castable.ops import writes
 from castable.ops.register import check_files, table_key
 from castable.read.predicate import InList, Predicate
 from castable.store import ObjectNotFoundError, canonical_location
+from castable.store.threads import shared_pool
 from castable.table import Table, handle_of
 
 SNAPSHOT_COMMIT = "iceberg-snapshot-{}"
@@ -93,10 +93,10 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
     commit_id = _commit_id([s.snapshot_id for s in snapshots[-1:]], idempotency_key)
     if commit_id is not None and table.committed_version(commit_id) is not None:
         return Committed(table, None)  # a repeat of a commit that landed (its answer was lost)
-    with ThreadPoolExecutor(1) as pool:  # the client's manifests are read while its requirements are checked
-        reading = pool.submit(_written, StoredFileIO(table.store), snapshots)
-        plan = _checked_plan(table, request)
-        written = reading.result()
+    # the client's manifests are read while its requirements are checked (the task only reads files)
+    reading = shared_pool("catalog-reads", 16).submit(_written, StoredFileIO(table.store), snapshots)
+    plan = _checked_plan(table, request)
+    written = reading.result()
     parts = [p for p in ("properties", "schema", "restore", "data") if _asks(plan, p)]
 
     def part_id(name: str) -> str | None:

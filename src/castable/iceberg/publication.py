@@ -22,7 +22,6 @@ import io
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -338,8 +337,8 @@ class _Publication:
     def _put_pending(self) -> None:
         """Put every object of this publication, many at once: none is read before the hint
         names the version (and the catalog answers), so their order does not matter."""
-        with ThreadPoolExecutor(max(1, min(PUTS_IN_FLIGHT, len(self._pending)))) as pool:
-            list(pool.map(lambda item: self.store.put(*item), self._pending.items()))
+        pool = shared_pool("publication-writes", PUTS_IN_FLIGHT)  # its tasks are PUTs; none waits on this pool
+        list(pool.map(lambda item: self.store.put(*item), self._pending.items()))
         self._pending.clear()
 
     def _data_file(self, f: DataFile) -> tuple[str, int]:
