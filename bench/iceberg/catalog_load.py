@@ -92,7 +92,7 @@ def load(uri: str, clients: int, seconds: float, token: str | None) -> dict[str,
     command = [sys.executable, "-m", "bench.iceberg.catalog_load_clients", uri, PATH, str(clients), str(seconds)]
     done = subprocess.run([*command, *([token] if token else [])], capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(done.stdout)
-    assert result["errors"] == 0 and result["answers"] > 0, result
+    assert result["answers"] > 0, result
     return result
 
 
@@ -141,6 +141,17 @@ def main() -> None:
         rate = statistics.median(rates[name])
         lines.append(f"| {name} | {rate:,.0f} | {rate / baseline:.2f}x | {p50:.1f} ms | {p99:.1f} ms |")
         print(f"{name}: {rate:,.0f} answers/s ({rate / baseline:.2f}x before), p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    failed = sum(r["errors"] for found in rounds.values() for r in found)
+    answered = sum(r["answers"] for found in rounds.values() for r in found)
+    new = statistics.median(rates[UVICORN]) / baseline
+    lines += [
+        "",
+        "## Targets",
+        "",
+        f"- Every loadTable answered 200 under {args.clients} concurrent clients, on every server: "
+        f"**{'met' if failed == 0 else 'missed'}** ({failed} of {answered:,} failed).",
+        f"- Answers per second on the new stack, beside the former server's (a figure, with no threshold): {new:.2f}x.",
+    ]
     publish("catalog_load", lines, args.out)
 
 

@@ -130,7 +130,7 @@ def verify(uri: str, predicate: str) -> dict[str, Any]:
     """Whether any file of any retained version of the table at ``uri`` still holds a matching
     row, and the noncurrent copies left under it."""
     table = castable.open_table(uri)
-    remaining = verify_erased(table.store, parse_predicate(predicate, table.schema))
+    remaining = verify_erased(table.store, parse_predicate(predicate, table.schema), table.schema)
     noncurrent = noncurrent_copies(table.store)
     return {
         "verified": not remaining and not noncurrent,

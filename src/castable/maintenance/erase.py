@@ -24,7 +24,7 @@ from castable.commit.pointer import raise_floor
 from castable.commit.written import many
 from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFoundError
 from castable.format import inline
-from castable.format.evolution import conform_read, resolve
+from castable.format.evolution import conform_read, field_id, resolve
 from castable.format.layout import (
     DATA_PREFIX,
     ERASURE_PLAN_PREFIX,
@@ -42,7 +42,7 @@ from castable.maintenance.gc import referenced_objects, retained_versions
 from castable.maintenance.rowgroups import Transfer, file_columns, matching_row_groups, matching_rows, read_footer
 from castable.maintenance.splice import FileErasure
 from castable.maintenance.traces import find_traces, needles
-from castable.read.predicate import Predicate
+from castable.read.predicate import Predicate, renamed
 from castable.read.snapshot import Snapshot
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 
@@ -202,29 +202,48 @@ def noncurrent_copies(store: ObjectStore) -> list[str]:
     return [key for prefix in ROW_PREFIXES for key in store.noncurrent_copies(prefix)]
 
 
-def verify_erased(store: ObjectStore, predicate: Predicate) -> dict[str, int]:
-    """Physical rows (tombstones ignored) still matching in any file of any retained version."""
+def verify_erased(store: ObjectStore, predicate: Predicate, schema: pa.Schema) -> dict[str, int]:
+    """Physical rows (tombstones ignored) still matching in any file of any retained version.
+    ``predicate`` names the columns as ``schema`` does; a version that named them otherwise is
+    searched under its own names, found by field id; one without one of those columns (added
+    since) holds no value of it, and is not searched."""
     import pyarrow.dataset as ds  # imported where used: it imports pandas, when installed
 
     remaining: dict[str, int] = {}
     checked: set[str] = set()
-    expression = predicate.to_expression()
     for version in retained_versions(store):
         try:
             snapshot = Snapshot(store, read_manifest(store, version))
         except VersionNotFoundError:
             continue
-        for f in snapshot.prune_files(predicate):
+        asked = _as_named_in(predicate, schema, snapshot.schema)
+        if asked is None:
+            continue
+        expression = asked.to_expression()
+        for f in snapshot.prune_files(asked):
             if f.path in checked:
                 continue
             checked.add(f.path)
             footer = snapshot.footer(f)
-            groups = snapshot.row_groups_matching(f, footer, predicate)
-            needed = snapshot.columns_for(predicate)
+            groups = snapshot.row_groups_matching(f, footer, asked)
+            needed = snapshot.columns_for(asked)
             count = ds.dataset(snapshot.read(f, footer, needed, groups)).count_rows(filter=expression)
             if count:
                 remaining[f.path] = count
     return remaining
+
+
+def _as_named_in(predicate: Predicate, schema: pa.Schema, version: pa.Schema) -> Predicate | None:
+    """``predicate`` (on ``schema``'s names) on ``version``'s names, by field id; ``None`` when
+    ``version`` lacks one of its columns."""
+    used = predicate.columns()
+    if used is None:
+        return predicate
+    ids = {f.name: field_id(f) for f in schema}
+    names = {field_id(f): f.name for f in version}
+    if any(names.get(ids.get(c)) is None for c in used):
+        return None
+    return renamed(predicate, {c: names[ids[c]] for c in used})
 
 
 def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
@@ -271,7 +290,7 @@ def purge_objects(store: ObjectStore, old: dict[str, int], version: int, predica
     removed = sum(store.purge(path) for path in old)
     # No version references a noncurrent copy, and each can hold rows (erased ones among them).
     noncurrent_deleted = sum(store.delete_noncurrent(prefix) for prefix in ROW_PREFIXES)
-    remaining = verify_erased(store, predicate) if predicate is not None else {}
+    remaining = verify_erased(store, predicate, latest.schema) if predicate is not None else {}
     traces = {}
     lost = {path for path, rows in erased.items() if rows is None}
     unchecked = sorted(new.path for new, ancestors in produced.items() if ancestors & lost)

@@ -14,8 +14,8 @@ import enum
 import functools
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -495,3 +495,15 @@ def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
 def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
     """Boolean mask of the units the predicate's statistics do not rule out (verdict not NONE)."""
     return pc.not_equal(predicate.match_many(stats, rows), _code(Match.NONE))
+
+
+def renamed(predicate: Predicate, names: Mapping[str, str]) -> Predicate:
+    """``predicate`` with the columns ``names`` maps renamed (the others as they are): the same
+    test, put to a version of the table whose schema named those columns otherwise."""
+    if isinstance(predicate, _Junction):
+        return replace(predicate, parts=tuple(renamed(p, names) for p in predicate.parts))
+    if isinstance(predicate, Not):
+        return Not(renamed(predicate.part, names))
+    if isinstance(predicate, Compare | InList | IsNull | Like) and predicate.column in names:
+        return replace(predicate, column=names[predicate.column])
+    return predicate

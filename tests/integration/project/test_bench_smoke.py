@@ -72,7 +72,11 @@ def command(benchmark: str) -> list[str]:
             "catalog-load",
             "catalog_load.md",
             ("| ",),
-            ("Starlette on uvicorn (castable catalog serve)", "bearer token required", "threading server (before)"),
+            (
+                "Starlette on uvicorn (castable catalog serve)",
+                "Starlette on uvicorn, bearer token required",
+                "standard library threading server (before)",
+            ),
             (),
             ("answers/s",),
         ),

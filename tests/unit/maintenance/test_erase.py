@@ -360,3 +360,26 @@ def test_an_erasure_and_its_purge_say_in_words_what_they_did(tmp_path: Path) -> 
     assert "expired versions 0-3, time travel now starts at 4; deleted 1 data file and " in words, words
     assert words.endswith("; verified: no trace")
     assert t.erase("id = 7").described() == "nothing erased: no row matched (the table stays at version 4)"
+
+
+@pytest.mark.parametrize(("mode", "threshold"), [("rewrite", 0.5), ("splice", 0.5), ("rewrite", -1.0)])
+def test_an_erase_purges_and_verifies_across_versions_that_named_its_column_otherwise(
+    tmp_path: Path, mode: str, threshold: float
+) -> None:
+    """The erase's predicate names the column as the table names it now; retained versions from
+    before a rename (and back) named it otherwise (an erase that matches nothing expires none of
+    them). The purge's search for remaining rows reads each version under its own names, by
+    field id, and finds none: it failed with "No match for FieldRef" on the versions that said
+    `amount` (found by the model-based test)."""
+    t = castable.create_table(str(tmp_path / "t"), EVENTS, primary_key="id")
+    t.append(events(0, 50))
+    column = "value"
+    t.alter().rename_column(column, "amount").commit()
+    t.append(events(50, 100).rename_columns(["id", "category", "amount"]))
+    t.alter().rename_column("amount", column).commit()
+    before = t.count()
+    matching = t.scan(["id"], f"{column} < {threshold}").to_arrow().num_rows
+    report = t.erase(f"{column} < {threshold}", mode=mode, purge=True)  # type: ignore[arg-type]
+    assert report.purge is not None and report.purge.verified, report.purge
+    assert t.refresh().count() == before - matching
+    assert t.scan(["id"], f"{column} < {threshold}").to_arrow().num_rows == 0
