@@ -14,7 +14,7 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV2
 
 from castable.catalog.errors import BadRequestError
-from castable.catalog.models import MAX_KEY, MAX_PROPERTIES, MAX_VALUE
+from castable.catalog.models import BOUNDED
 from castable.format.properties import unknown_setting
 from castable.iceberg.publication import NAME_MAPPING, publish_through
 from castable.table import Table
@@ -48,17 +48,12 @@ def published_property(name: str) -> bool:
 def stored_properties(properties: Mapping[str, object]) -> dict[str, str]:
     """A client's properties as castable keeps them; ``BadRequestError`` for one that would
     send an engine's writes elsewhere (a castable table's files are under its folder) or that is
-    larger than :mod:`castable.catalog.models` allows."""
-    if len(properties) > MAX_PROPERTIES:
-        raise BadRequestError(f"{len(properties)} properties: a table holds at most {MAX_PROPERTIES}")
-    for k, v in properties.items():
-        if str(k) in WRITE_PATHS:
+    larger than :mod:`castable.catalog.models` allows (a 400 naming it)."""
+    bounded = BOUNDED.validate_python({str(k): str(v) for k, v in properties.items()})
+    for k in bounded:
+        if k in WRITE_PATHS:
             raise BadRequestError(f"{k} is refused: a castable table's files are written under its own folder")
-        if not 0 < len(str(k)) <= MAX_KEY or len(str(v)) > MAX_VALUE:
-            raise BadRequestError(
-                f"property {str(k)[:64]!r}: names are 1 to {MAX_KEY} characters, values at most {MAX_VALUE}"
-            )
-    return {stored_name(str(k)): str(v) for k, v in properties.items() if not published_property(str(k))}
+    return {stored_name(k): v for k, v in bounded.items() if not published_property(k)}
 
 
 def stored_names(names: Iterable[str]) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 from pyiceberg.catalog.rest import CreateTableRequest
 from pyiceberg.table import CommitTableRequest
 
@@ -26,6 +26,8 @@ Level = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=2
 Key = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_KEY)]
 Value = Annotated[str, StringConstraints(strict=True, max_length=MAX_VALUE)]
 Properties = Annotated[dict[Key, Value], Field(max_length=MAX_PROPERTIES)]
+BOUNDED = TypeAdapter(Properties, config=ConfigDict(title="properties"))
+"""The bounds of :data:`Properties` for properties a pyiceberg model parsed (a table's)."""
 
 
 class _Body(BaseModel):

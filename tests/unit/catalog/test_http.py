@@ -245,3 +245,15 @@ def test_a_nested_field_default_is_a_client_error(served: Served) -> None:
     code, answer = served.raw("POST", "/v1/namespaces/db/tables", {"name": "t", "schema": schema})
     assert 400 <= code < 500, answer
     assert not served.client().table_exists("db.t")
+
+
+def test_table_properties_past_the_bounds_are_refused(served: Served) -> None:
+    """A table's properties are held to the namespace's bounds: 1,000 of them, values of 64 KiB."""
+    cat = served.client()
+    cat.create_namespace("db")
+    cat.create_table("db.t", schema=ROWS.schema)
+    for props in ({"k": "v" * 70_000}, {f"k{i}": "v" for i in range(1001)}):
+        body = {"requirements": [], "updates": [{"action": "set-properties", "updates": props}]}
+        code, answer = served.raw("POST", "/v1/namespaces/db/tables/t", body)
+        assert code == 400 and "properties" in answer["error"]["message"], answer
+    assert "k" not in cat.load_table("db.t").properties
