@@ -205,7 +205,7 @@ def noncurrent_copies(store: ObjectStore) -> list[str]:
 def verify_erased(store: ObjectStore, predicate: Predicate, schema: pa.Schema) -> dict[str, int]:
     """Physical rows (tombstones ignored) still matching in any file of any retained version.
     ``predicate`` names the columns as ``schema`` does; a version that named them otherwise is
-    searched under its own names, found by field id; one without one of those columns (added
+    searched under its own names, found by field id (or, before ids, by name); one without one of those columns (added
     since) holds no value of it, and is not searched."""
     import pyarrow.dataset as ds  # imported where used: it imports pandas, when installed
 
@@ -216,7 +216,7 @@ def verify_erased(store: ObjectStore, predicate: Predicate, schema: pa.Schema) -
             snapshot = Snapshot(store, read_manifest(store, version))
         except VersionNotFoundError:
             continue
-        asked = _as_named_in(predicate, schema, snapshot.schema)
+        asked = _as_named_in(predicate, schema, snapshot.schema, version)
         if asked is None:
             continue
         expression = asked.to_expression()
@@ -233,17 +233,18 @@ def verify_erased(store: ObjectStore, predicate: Predicate, schema: pa.Schema) -
     return remaining
 
 
-def _as_named_in(predicate: Predicate, schema: pa.Schema, version: pa.Schema) -> Predicate | None:
-    """``predicate`` (on ``schema``'s names) on ``version``'s names, by field id; ``None`` when
+def _as_named_in(predicate: Predicate, schema: pa.Schema, version: pa.Schema, number: int) -> Predicate | None:
+    """``predicate`` (on ``schema``'s names) on the names of version ``number`` of schema
+    ``version``, found as a read finds a file's columns (``evolution.resolve``: by field id,
+    or by the name a column had then where that version has no ids); ``None`` when
     ``version`` lacks one of its columns."""
     used = predicate.columns()
     if used is None:
         return predicate
-    ids = {f.name: field_id(f) for f in schema}
-    names = {field_id(f): f.name for f in version}
-    if any(names.get(ids.get(c)) is None for c in used):
+    where = resolve(version, schema, number)
+    if any(where.get(c) is None for c in used):
         return None
-    return renamed(predicate, {c: names[ids[c]] for c in used})
+    return renamed(predicate, {c: name for c in used if (name := where[c]) is not None})
 
 
 def purge(store: ObjectStore, report: EraseReport) -> PurgeReport:
