@@ -21,6 +21,7 @@ from castable.cli.common import (
     parse_options,
 )
 from castable.cli.reads import show_changes
+from castable.inputs.names import parse_names
 
 db_app = commands(help="Databases: several tables, one commit point, one snapshot.", no_args_is_help=True)
 
@@ -160,6 +161,6 @@ def changes(
 ) -> None:
     """Row changes of one table committed in database versions --from..--to, numbered by database version."""
     db = _open_db(uri, storage_option)
-    cols = [c.strip() for c in columns.split(",")] if columns else None
+    cols = parse_names(columns) if columns else None
     s = db.changes(table, start, end, columns=cols, filter=filter)
     show_changes(s, f"{db.uri}/{table}", count=count, output=output, fmt=fmt, limit=limit, as_json=as_json)

@@ -26,6 +26,7 @@ from castable.cli.common import (
     progress_bar,
 )
 from castable.errors import InvalidInputError
+from castable.inputs.names import parse_names
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,7 +64,7 @@ def scan(
 ) -> None:
     """Read rows (latest version, or --version / --as-of)."""
     table = open_table(uri, storage_option)
-    cols = [c.strip() for c in columns.split(",")] if columns else None
+    cols = parse_names(columns) if columns else None
     s = table.scan(cols, filter, version=version, as_of=as_of)
     if count:
         n = s.count()
@@ -197,7 +198,7 @@ def changes(
 ) -> None:
     """Row changes (insert, delete, update_preimage, update_postimage) committed in versions --from..--to."""
     table = open_table(uri, storage_option)
-    cols = [c.strip() for c in columns.split(",")] if columns else None
+    cols = parse_names(columns) if columns else None
     show_changes(
         table.changes(start, end, start_time=since, end_time=until, columns=cols, filter=filter),
         table.uri,

@@ -27,6 +27,7 @@ from castable.cli.common import (
     start_commit,
 )
 from castable.errors import InvalidInputError
+from castable.inputs.names import parse_names, split_pair
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -232,10 +233,11 @@ def update(
     """Set columns of the rows matching --where (every row without it) to SQL expressions of their old values."""
     values = {}
     for item in assignments:
-        column, sep, expression = item.partition("=")
-        if not sep or not column.strip():
-            raise castable.InvalidInputError(f"write each change as column=expression, not {item!r}")
-        values[column.strip()] = expression
+        try:
+            column, expression = split_pair(item, "=", "column=expression")
+        except InvalidInputError as e:
+            raise InvalidInputError(f"write each change as column=expression: {e}") from None
+        values[column] = expression
     table = open_table(uri, storage_option)
     commit_id = start_commit(table, commit_id, as_json)
     if commit_id is None:
@@ -344,12 +346,13 @@ def restore(
 
 
 def _pairs(items: list[str] | None, sep: str, what: str) -> list[tuple[str, str]]:
+    shape = "NAME" + sep + ("TYPE" if sep == ":" else "NEW") + ' (a name with "quotes" if it holds ' + sep + ")"
     out = []
     for item in items or []:
-        left, found, right = item.partition(sep)
-        if not found or not left.strip() or not right.strip():
-            raise InvalidInputError(f"{what} {item!r} is not {'NAME' + sep + ('TYPE' if sep == ':' else 'NEW')}")
-        out.append((left.strip(), right.strip()))
+        try:
+            out.append(split_pair(item, sep, shape))
+        except InvalidInputError as e:
+            raise InvalidInputError(f"{what} {e}") from None
     return out
 
 
@@ -398,7 +401,7 @@ def alter(
     for name in drop or []:
         update.drop_column(name)
     if order:
-        update.reorder([n.strip() for n in order.split(",")])
+        update.reorder(parse_names(order))
     report_commit(update.commit(), as_json)
 
 

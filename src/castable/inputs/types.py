@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from castable.errors import InvalidInputError
+from castable.inputs.names import QUOTES, read_name, split_pair, split_top_level
 
 EXAMPLES = "int64, double, string, date32, timestamp[us, tz=UTC], decimal128(10, 2), list<item: string>"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -28,7 +29,6 @@ _DECIMALS: dict[str, Callable[[int, int], pa.DataType]] = {
 _LISTS: dict[str, Callable[[pa.Field], pa.DataType]] = {
     "list": pa.list_, "large_list": pa.large_list, "list_view": pa.list_view, "large_list_view": pa.large_list_view,
 }  # fmt: skip
-_CLOSING = {"[": "]", "(": ")", "<": ">"}
 
 
 class _Parser:
@@ -72,13 +72,17 @@ class _Parser:
             raise self.fail("the end of the type")
 
     def field(self) -> pa.Field:
-        """``name: type [not null]``; a bare type is a field named ``item`` (as in ``list<string>``)."""
-        named = _FIELD_NAME.match(self.text, self.pos)
-        if named:
-            self.pos = named.end()
+        """``name: type [not null]``, the name bare or quoted (:mod:`castable.inputs.names`); a
+        bare type is a field named ``item`` (as in ``list<string>``)."""
+        name = "item"
+        if self.text[self._skip() :].startswith(QUOTES):
+            name, self.pos = read_name(self.text, self.pos, "")
+            self.expect(":")
+        elif named := _FIELD_NAME.match(self.text, self.pos):
+            name, self.pos = named.group(1), named.end()
         value = self.type()
         nullable = not self.eat("not null")
-        return pa.field(named.group(1) if named else "item", value, nullable=nullable)
+        return pa.field(name, value, nullable=nullable)
 
     def type(self) -> pa.DataType:
         start = self._skip()
@@ -163,31 +167,19 @@ def parse_type(text: str) -> pa.DataType:
     return parsed
 
 
-def _split_top_level(spec: str) -> list[str]:
-    """``spec`` split at the commas outside brackets, parentheses and angle brackets."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(spec):
-        if ch in _CLOSING:
-            depth += 1
-        elif ch in _CLOSING.values():
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(spec[start:i])
-            start = i + 1
-    return [*parts, spec[start:]]
-
-
 def parse_schema(spec: str) -> pa.Schema:
-    """``NAME:TYPE, NAME:TYPE, ...`` as a schema of nullable columns (commas inside a type belong to it)."""
+    """``NAME:TYPE, NAME:TYPE, ...`` as a schema of nullable columns (commas inside a type belong
+    to it; a name with a ``:`` or ``,`` in it is quoted: ``"a:b":int64``)."""
     fields = []
-    for part in _split_top_level(spec):
-        name, sep, type_text = part.partition(":")
-        if not sep or not name.strip() or not type_text.strip():
-            raise InvalidInputError(f"schema field {part.strip()!r} is not NAME:TYPE (e.g. 'id:int64')")
+    for part in split_top_level(spec):
         try:
-            fields.append(pa.field(name.strip(), parse_type(type_text)))
+            name, type_text = split_pair(part, ":", "NAME:TYPE (e.g. 'id:int64')")
         except InvalidInputError as e:
-            raise InvalidInputError(f"schema field {name.strip()!r}: {e}") from None
+            raise InvalidInputError(f"schema field {e}") from None
+        try:
+            fields.append(pa.field(name, parse_type(type_text)))
+        except InvalidInputError as e:
+            raise InvalidInputError(f"schema field {name!r}: {e}") from None
     names = [f.name for f in fields]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:

@@ -12,13 +12,13 @@ import re
 from dataclasses import replace
 
 import pyarrow as pa
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from castable.errors import InvalidPredicateError, columns_hint
 from castable.format.stats import compared_type, value_type
 from castable.read.predicate import And, Compare, Constant, InList, IsNull, Like, Not, Or, Predicate
+from castable.read.sql_dialect import parse_sql
 from castable.read.values import coerce_literal, columns_named
 
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -27,7 +27,7 @@ _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 def predicate_from_sql(text: str, schema: pa.Schema) -> Predicate:
     """``text``, a SQL boolean expression, as a checked predicate on rows of ``schema``."""
     try:
-        tree = sqlglot.parse_one(text)
+        tree = parse_sql(text)
     except SqlglotError as e:
         raise InvalidPredicateError(f"cannot parse predicate {text!r}: {parse_problem(e)}") from None
     if not isinstance(tree, exp.Expression):
@@ -138,6 +138,10 @@ class _SqlConverter:
         )
 
     def column(self, node: exp.Expression) -> str:
+        if isinstance(node, exp.Column) and node.table:
+            dotted = ".".join(part.name for part in node.parts)
+            if columns_named(dotted, self.schema.names):
+                raise self.fail(f"{node.sql()} is not a column name; quote the column named {dotted!r}: \"{dotted}\"")
         if not isinstance(node, exp.Column) or node.table:
             raise self.fail(f"expected a column name, got {node.sql()!r}")
         name = node.name

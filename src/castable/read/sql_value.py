@@ -11,12 +11,12 @@ from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from castable.errors import InvalidInputError, columns_hint
 from castable.format.stats import value_type
+from castable.read.sql_dialect import parse_sql
 from castable.read.sql_predicate import parse_problem
 from castable.read.values import Datum, Evaluate, aligned, as_array, as_text, cast_like, coerce_literal, columns_named
 
@@ -64,7 +64,7 @@ def compile_value(text: str, schema: pa.Schema, what: str, now: datetime, like: 
     """``text`` compiled against rows of ``schema``; a text literal alone read as type ``like``,
     ``CURRENT_DATE`` and ``CURRENT_TIMESTAMP`` as ``now``."""
     try:
-        tree = sqlglot.parse_one(text)
+        tree = parse_sql(text)
     except SqlglotError as e:
         raise InvalidInputError(f"cannot parse {what} {text!r}: {parse_problem(e)}") from None
     compiler = _Compiler(schema, text, what, now)

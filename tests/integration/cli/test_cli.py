@@ -429,6 +429,25 @@ def test_cli_schema_types_with_commas(tmp_path: Path) -> None:
     assert "timestamp[us, tz=UTC]" in out and "decimal128(10, 2)" in out
 
 
+def test_cli_takes_names_as_data_has_them_quoted_as_sql_quotes_them(tmp_path: Path) -> None:
+    """Names with dots, spaces, separators and a leading `_` through --schema, a CSV's header,
+    --filter, --columns, alter's --rename and --order: quoted in double quotes or backticks
+    where they hold a separator, bare where they do not."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", 'id:int64, "a.b":string, `my col`:double, "x:y, z":int64, _meta:string')
+    assert [c["name"] for c in run_json("info", uri)["schema"]] == ["id", "a.b", "my col", "x:y, z", "_meta"]
+    (tmp_path / "rows.csv").write_text('id,a.b,my col,"x:y, z",_meta\n1,p,1.5,7,m\n2,q,2.5,8,n\n')
+    run("append", uri, str(tmp_path / "rows.csv"))
+    got = run_json("scan", uri, "--columns", 'id,"x:y, z",`a.b`', "--filter", '"my col" > 2 AND `a.b` = \'q\'')["rows"]
+    assert got == [{"id": 2, "x:y, z": 8, "a.b": "q"}]
+    run("alter", uri, "--rename", '"my col"=amount', "--rename", "_meta=meta data", "--order", '"x:y, z",id')
+    table = castable.open_table(uri)
+    assert table.schema.names == ["x:y, z", "id", "a.b", "amount", "meta data"]
+    assert table.scan(filter='"meta data" = \'n\'').to_arrow().column("amount").to_pylist() == [2.5]
+    assert "a.b is not a column name; quote the column named 'a.b'" in fails("scan", uri, "--filter", "a.b = 'p'")
+    assert "has no closing" in fails("scan", uri, "--columns", '"a.b')
+
+
 def test_cli_refuses_tables_inside_tables(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     outer = str(tmp_path / "outer")
     run("create", outer, "--like", str(inputs[0]))

@@ -191,3 +191,26 @@ def test_a_timestamp_literal_with_zeros_past_the_column_unit_is_read_exactly() -
     for text in ("ms = TIMESTAMP '1970-01-01 00:16:40.226001'", "s = '1970-01-01 00:16:41.5'"):
         with pytest.raises(InvalidPredicateError, match="is not a valid timestamp"):
             parse_predicate(text, schema)
+
+
+NAMED = pa.schema([("id", pa.int64()), ("a.b", pa.string()), ("my col", pa.float64()), ('say "hi"', pa.int64())])
+
+
+@pytest.mark.parametrize(
+    ("sql", "column"),
+    [
+        ("\"a.b\" = 'x'", "a.b"),
+        ("`a.b` = 'x'", "a.b"),
+        ('"my col" > 1', "my col"),
+        ("`my col` > 1", "my col"),
+        ('"say ""hi""" = 3', 'say "hi"'),
+        ('`say "hi"` = 3', 'say "hi"'),
+    ],
+)
+def test_a_quoted_name_is_one_column_whatever_it_holds(sql: str, column: str) -> None:
+    assert parse_predicate(sql, NAMED).columns() == {column}
+
+
+def test_an_unquoted_dotted_name_is_refused_with_the_quoting_that_names_the_column() -> None:
+    with pytest.raises(ValueError, match="a.b is not a column name; quote the column named 'a.b': \"a.b\""):
+        parse_predicate("a.b = 'x'", NAMED)
