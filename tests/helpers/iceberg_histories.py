@@ -1,5 +1,6 @@
 """Seeded random histories of a castable table published as Iceberg after every commit, with what
-strict readers stumble on: renames that reuse and swap names, widenings (int to long), drops and
+strict readers stumble on: renames that reuse and swap names, names as data has them (a leading
+``_``, dots, spaces, letters beyond ASCII), widenings (int to long), drops and
 re-adds, inline rows, files registered without field ids, deletes, upserts, updates, compaction,
 erase, purge and expiry; and the readers
 that check them: Java Iceberg (Spark 3.5 with iceberg-spark-runtime, in .venv-spark35) and
@@ -125,7 +126,8 @@ class History:
                 c.rename_column("a", "tmp").rename_column("b", "a")
             t.alter().rename_column("tmp", "b").commit()
         elif change == 1 and "a" in names:
-            t.alter().rename_column("a", f"a{self.renames}").add_column("a", pa.string()).commit()
+            renamed = f"_a.{self.renames} é"  # a name as data has them: leading _, a dot, a space, not ASCII
+            t.alter().rename_column("a", renamed).add_column("a", pa.string()).commit()
         elif change == 2 and "n" in names and t.schema.field("n").type == pa.int32():
             t.alter().widen_column("n", pa.int64()).commit()
         elif "b" in names:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 from pyiceberg.catalog.rest import RegisterTableRequest
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
@@ -130,7 +130,7 @@ class Catalog:
             for method, pattern, writes, handler in _ROUTES:
                 found = pattern.fullmatch(path)
                 if found and (method == request.method or (method == "GET" and request.method == "HEAD")):
-                    groups = [unquote(g) for g in found.groups()]
+                    groups = [unquote_plus(g) for g in found.groups()]  # Java's client sends ' ' as '+'
                     if request.principal is not None:
                         request.principal.check(_namespace(groups[0]) if groups else None, writes)
                     return handler(self, request, groups)
@@ -149,11 +149,27 @@ class Catalog:
 
     @_route("GET", "namespaces")
     def list_namespaces(self, request: Request, _: list[str]) -> Response:
-        parent = _namespace(request.query["parent"]) if request.query.get("parent") else ()
+        parent = self._parent(request.query.get("parent"))
         found = self.warehouse.namespaces(parent)
         if request.principal is not None:
             found = [ns for ns in found if request.principal.sees(ns)]
         return Response(200, {"namespaces": [list(ns) for ns in found]})
+
+    def _parent(self, given: str | None) -> Namespace:
+        """The namespace a listing names as its ``parent``: levels joined by the unit separator,
+        as the spec says and Java's client sends them. pyiceberg (0.11) %-encodes each level
+        before its HTTP layer encodes the query again; a parent that names no namespace and
+        holds %-escapes is therefore read decoded once more, if that names one."""
+        if not given:
+            return ()
+        parent = _namespace(given)
+        decoded = tuple(unquote(level) for level in parent)
+        if decoded != parent and all(decoded):
+            try:
+                self.warehouse.properties(parent)
+            except (NoSuchNamespaceError, BadRequestError):
+                return decoded
+        return parent
 
     @_route("POST", "namespaces", writes=True)
     def create_namespace(self, request: Request, _: list[str]) -> Response:

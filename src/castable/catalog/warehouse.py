@@ -21,9 +21,10 @@ from castable.catalog.errors import (
     UnsupportedError,
 )
 from castable.catalog.models import MAX_LEVELS
+from castable.catalog.names import folder_path, name_of
 from castable.commit.create import holds_database, holds_table
 from castable.commit.dbcommitters import DatabaseLog
-from castable.commit.dblog import LOG_PREFIX, NAME
+from castable.commit.dblog import LOG_PREFIX
 from castable.database import Database
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
 from castable.format.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
@@ -55,6 +56,12 @@ def _own_table(store: ObjectStore, dropped: bool = False) -> Table | None:
         return load_table(store, dropped=dropped)
     except TableNotFoundError:
         return None
+
+
+def _named_folders(store: ObjectStore) -> dict[str, str]:
+    """The folders directly in ``store`` that hold a name (:mod:`castable.catalog.names`),
+    each with the name it holds."""
+    return {f: name for f in store.folders() if (name := name_of(f)) is not None}
 
 
 def _listed(store: ObjectStore) -> bool:
@@ -94,13 +101,8 @@ class Warehouse:
                 f"{', '.join(self.tops)} and those under them"
             )
         store = self.root
-        for level in namespace:
-            if not NAME.fullmatch(level):
-                raise BadRequestError(
-                    f"namespace level {level!r} is not a castable name (letters, digits, '_' and '-', "
-                    "starting with a letter or digit, at most 128 characters)"
-                )
-            store = store.child(level)
+        for folder in folder_path(namespace):
+            store = store.child(folder)
         return store
 
     def namespaces(self, parent: Namespace = ()) -> list[Namespace]:
@@ -112,10 +114,10 @@ class Warehouse:
             if self.database(parent) is not None:
                 return []
         store = self.folder(parent) if parent else self.root
-        names = [n for n in store.folders() if NAME.fullmatch(n)]
+        named = _named_folders(store)
         with ThreadPoolExecutor(_HEADS) as pool:
-            tables = list(pool.map(lambda n: holds_table(store.child(n)), names))
-        return [(*parent, n) for n, table in zip(names, tables, strict=True) if not table]
+            tables = list(pool.map(lambda f: holds_table(store.child(f)), named))
+        return [(*parent, n) for n, table in zip(named.values(), tables, strict=True) if not table]
 
     def properties(self, namespace: Namespace) -> dict[str, str]:
         """``namespace``'s properties; ``NoSuchNamespaceError`` if it is not one."""
@@ -199,10 +201,10 @@ class Warehouse:
         if database is not None:
             return database.tables()
         store = self.folder(namespace)
-        names = [n for n in store.folders() if NAME.fullmatch(n)]
+        named = _named_folders(store)
         with ThreadPoolExecutor(_HEADS) as pool:
-            found = list(pool.map(lambda n: _listed(store.child(n)), names))
-        return [n for n, table in zip(names, found, strict=True) if table]
+            found = list(pool.map(lambda f: _listed(store.child(f)), named))
+        return [n for n, table in zip(named.values(), found, strict=True) if table]
 
     def table(self, namespace: Namespace, name: str, *, dropped: bool = False) -> Table:
         """Table ``name`` of ``namespace`` at its newest version (with ``dropped``, also one

@@ -321,17 +321,38 @@ def name_at(f: pa.Field, version: int) -> str | None:
     return found
 
 
+def iceberg_file_name(name: str) -> str:
+    """The name Iceberg's writers give column ``name`` in the Parquet files they write (Java's
+    ``AvroSchemaUtil.makeCompatibleName``, pyiceberg's ``make_compatible_name``): a name that
+    starts with a letter or ``_`` and holds only letters, digits and ``_`` stays as it is; in any
+    other, a digit that starts it becomes ``_`` and the digit, and every other character that is
+    not a letter, digit or ``_`` becomes ``_x`` and its code point in upper-case hex
+    (``a.b`` -> ``a_x2Eb``, ``1st`` -> ``_1st``). Such files are read by field id."""
+    if name and (name[0].isalpha() or name[0] == "_") and all(c.isalnum() or c == "_" for c in name[1:]):
+        return name
+
+    def kept(c: str, first: bool) -> str:
+        if c.isalpha() or c == "_" or (c.isdigit() and not first):
+            return c
+        return "_" + c if c.isdigit() else f"_x{ord(c):X}"
+
+    return "".join(kept(c, i == 0) for i, c in enumerate(name))
+
+
 def resolve(file: pa.Schema, schema: pa.Schema, added_version: int) -> dict[str, str | None]:
     """Where each column of ``schema`` is in a data file of schema ``file``: the file column's
     name, or ``None`` when the file has no such column (it reads as the column's default).
 
     By field id when the file carries castable's ids (each id naming a column under a name
-    it has had); otherwise by the name each column had at the version the file was added."""
+    it has had, or under the name Iceberg's writers give it, :func:`iceberg_file_name`);
+    otherwise by the name each column had at the version the file was added."""
     if not has_ids(schema):
         return {n: (n if n in file.names else None) for n in schema.names}
     by_id = {fid: f.name for f in file if (fid := field_id(f)) is not None}
     ours = bool(by_id) and all(
-        by_id[fid] in {n for n, _ in names_of(f)} for f in schema if (fid := field_id(f)) in by_id
+        by_id[fid] in {m for n, _ in names_of(f) for m in (n, iceberg_file_name(n))}
+        for f in schema
+        if (fid := field_id(f)) in by_id
     )
     if ours:
         return {f.name: by_id.get(field_id(f)) for f in schema}  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from castable.commit.pointer import raise_floor
 from castable.commit.written import many
 from castable.errors import CorruptObjectError, ObjectLockedError, VersionNotFoundError
 from castable.format import inline
-from castable.format.evolution import conform_read, field_id, resolve
+from castable.format.evolution import conform_read, resolve
 from castable.format.layout import (
     DATA_PREFIX,
     ERASURE_PLAN_PREFIX,

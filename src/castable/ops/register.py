@@ -74,20 +74,28 @@ processes), so they are not read again; paths are still described from their foo
 VERIFY_MODES: tuple[str, ...] = get_args(Verify)
 
 
-def check_schema(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
-    """Refuse a file whose columns are not the table's (layouts of the same type are fine)."""
-    problems = describe_mismatch(file_schema, schema)
+def check_schema(path: str, file_schema: pa.Schema, schema: pa.Schema) -> dict[str, str | None]:
+    """Refuse a file whose columns are not the table's (layouts of the same type are fine), and
+    say where each column is in it: found as a scan finds them, by field id where the file
+    carries the table's ids (under the names Iceberg's writers give columns such as ``a.b``),
+    else by name."""
+    where = resolve(file_schema, schema, sys.maxsize)
+    named = {held: name for name, held in where.items() if held is not None}
+    as_named = pa.schema([f.with_name(named.get(f.name, f.name)) for f in file_schema])
+    problems = describe_mismatch(as_named, schema)
     if problems:
         raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))
+    return where
 
 
-def check_readable(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None:
+def check_readable(path: str, file_schema: pa.Schema, schema: pa.Schema) -> dict[str, str | None]:
     """Refuse a file written for the table that a scan could not read as its schema. Columns are
     found as a scan finds them (by field id, else by name); one the file lacks reads as its
     default or NULL, as for a Spark job's files that a concurrent ``add_columns`` outran; one
     of a narrower type widens; timestamps in the unit castable's writer stores them in
     (:func:`castable.format.evolution.stored_type`) read back in the column's. Only a column the file
-    lacks that has neither, or holds values of another type, refuses it."""
+    lacks that has neither, or holds values of another type, refuses it. Says where each
+    column is in the file."""
     where = resolve(file_schema, schema, sys.maxsize)
     problems = []
     for f in schema:
@@ -99,6 +107,7 @@ def check_readable(path: str, file_schema: pa.Schema, schema: pa.Schema) -> None
             problems.append(f"column {f.name!r} is {held}, expected {f.type}")
     if problems:
         raise SchemaMismatchError(f"{path} does not match the table schema: " + "; ".join(problems))
+    return where
 
 
 def check_key(path: str, key: str, stats: ColumnStats | None, decoded_nulls: int | None = None) -> None:
@@ -280,8 +289,8 @@ def read_described(store: ObjectStore, info: ObjectInfo, schema: pa.Schema) -> t
         file_schema = metadata.schema.to_arrow_schema()
     except (CorruptObjectError, OSError, ValueError) as e:
         raise InvalidInputError(f"{info.key} is not valid Parquet: {e}") from None
-    check_schema(info.key, file_schema, schema)
-    entry = data_file_from_metadata(info, metadata, schema)
+    where = check_schema(info.key, file_schema, schema)
+    entry = data_file_from_metadata(info, metadata, schema, where)
     remember_footer(store, entry, metadata)
     return entry, footer
 
@@ -300,8 +309,8 @@ def footer_entry(store: ObjectStore, info: ObjectInfo, schema: pa.Schema) -> Dat
         raise InvalidInputError(_missing(store, info.key)) from None
     except (CorruptObjectError, OSError, ValueError) as e:
         raise InvalidInputError(f"{info.key} is not valid Parquet: {e}") from None
-    check_readable(info.key, file_schema, schema)
-    entry = data_file_from_metadata(info, metadata, schema)
+    where = check_readable(info.key, file_schema, schema)
+    entry = data_file_from_metadata(info, metadata, schema, where)
     if any(metadata.schema.column(i).physical_type == "INT96" for i in range(metadata.num_columns)):
         check_int96_file(store, entry, read_footer(store, entry, Transfer()), Transfer())
     return entry

@@ -141,7 +141,7 @@ class _SqlConverter:
         if isinstance(node, exp.Column) and node.table:
             dotted = ".".join(part.name for part in node.parts)
             if columns_named(dotted, self.schema.names):
-                raise self.fail(f"{node.sql()} is not a column name; quote the column named {dotted!r}: \"{dotted}\"")
+                raise self.fail(f'{node.sql()} is not a column name; quote the column named {dotted!r}: "{dotted}"')
         if not isinstance(node, exp.Column) or node.table:
             raise self.fail(f"expected a column name, got {node.sql()!r}")
         name = node.name

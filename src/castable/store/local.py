@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import pyarrow as pa
 from filelock import FileLock
@@ -54,7 +55,10 @@ class LocalStore(ObjectStore):
     def __init__(self, root: str | os.PathLike[str], *, fence: str | None = None) -> None:
         super().__init__()
         self.root = Path(root).absolute()
-        self._uri = self.root.as_uri()
+        # A location's characters are taken as they are by Iceberg's readers (pyiceberg, Java's
+        # Hadoop paths), so '=' (the catalog's folder names hold it, RFC 3986 allows it in a
+        # path) is spelled as it is; what a URI cannot hold (blanks, '%', '#', '?') is %-escaped.
+        self._uri = "file://" + quote(self.root.as_posix(), safe="/=")
         self._prefix = f"{self.root}{os.sep}"
         self._fence = fence
         self._real_folders: dict[str, str] = {}

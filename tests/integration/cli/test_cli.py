@@ -438,12 +438,12 @@ def test_cli_takes_names_as_data_has_them_quoted_as_sql_quotes_them(tmp_path: Pa
     assert [c["name"] for c in run_json("info", uri)["schema"]] == ["id", "a.b", "my col", "x:y, z", "_meta"]
     (tmp_path / "rows.csv").write_text('id,a.b,my col,"x:y, z",_meta\n1,p,1.5,7,m\n2,q,2.5,8,n\n')
     run("append", uri, str(tmp_path / "rows.csv"))
-    got = run_json("scan", uri, "--columns", 'id,"x:y, z",`a.b`', "--filter", '"my col" > 2 AND `a.b` = \'q\'')["rows"]
+    got = run_json("scan", uri, "--columns", 'id,"x:y, z",`a.b`', "--filter", "\"my col\" > 2 AND `a.b` = 'q'")["rows"]
     assert got == [{"id": 2, "x:y, z": 8, "a.b": "q"}]
     run("alter", uri, "--rename", '"my col"=amount', "--rename", "_meta=meta data", "--order", '"x:y, z",id')
     table = castable.open_table(uri)
     assert table.schema.names == ["x:y, z", "id", "a.b", "amount", "meta data"]
-    assert table.scan(filter='"meta data" = \'n\'').to_arrow().column("amount").to_pylist() == [2.5]
+    assert table.scan(filter="\"meta data\" = 'n'").to_arrow().column("amount").to_pylist() == [2.5]
     assert "a.b is not a column name; quote the column named 'a.b'" in fails("scan", uri, "--filter", "a.b = 'p'")
     assert "has no closing" in fails("scan", uri, "--columns", '"a.b')
 

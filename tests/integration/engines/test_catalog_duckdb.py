@@ -100,6 +100,23 @@ def test_duckdb_reads_and_writes_through_the_catalog(served: Served) -> None:
     assert served.castable("db", "v").version == 0
 
 
+def test_duckdb_names_namespaces_tables_and_columns_as_data_has_them(served: Served) -> None:
+    """DuckDB creates a namespace and a table named with a dot, a blank and a leading `_`, with
+    such columns, writes and reads them through the catalog; castable reads what it wrote (its
+    files' columns found by field id) and finds the table in the documented folder."""
+    results = duckdb_sql(
+        served.uri,
+        'CREATE SCHEMA c."_raw data"',
+        'CREATE TABLE c."_raw data"."events.v2" (id BIGINT, "a.b" VARCHAR, "my col" DOUBLE)',
+        """INSERT INTO c."_raw data"."events.v2" VALUES (1, 'x', 0.5), (2, 'y', 2.5)""",
+        'SELECT id, "a.b" FROM c."_raw data"."events.v2" WHERE "my col" > 1',
+    )
+    assert all("error" not in r for r in results), results
+    assert results[-1] == {"rows": [[2, "y"]]}
+    table = served.castable("=5Fraw=20data", "events=2Ev2")
+    assert table.scan(filter="`my col` < 1").to_arrow().to_pylist() == [{"id": 1, "a.b": "x", "my col": 0.5}]
+
+
 DUCKDB_SECTION = Section("docs/catalog.md", "### DuckDB", "python")
 """The docs' DuckDB example: run here by DuckDB 1.5.5's side venv against a served catalog."""
 DUCKDB_INSTALL = Section("docs/catalog.md", "### DuckDB", "text")

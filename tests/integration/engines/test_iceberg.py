@@ -26,6 +26,8 @@ from castable.iceberg import publish
 from castable.store.s3 import S3Store
 
 DUCKDB = ROOT / ".venv-duckdb15" / "bin" / "python"
+KIND = "_kind of.event"
+"""What ``category`` is renamed to: a name as data has them (a leading ``_``, a space, a dot)."""
 
 
 def _iceberg_rows_or_none(table: castable.Table) -> int:
@@ -85,7 +87,7 @@ class History:
         """``rows`` as the table's schema now: renamed, dropped and added columns followed."""
         out = {}
         for f in self.table.schema:
-            source = {"kind": "category", "amount": "value"}.get(f.name, f.name)
+            source = {KIND: "category", "amount": "value"}.get(f.name, f.name)
             out[f.name] = (
                 rows.column(source).cast(f.type) if source in rows.column_names else pa.nulls(len(rows), f.type)
             )
@@ -94,7 +96,7 @@ class History:
     def alter(self) -> None:
         t, names = self.table, self.table.schema.names
         if "category" in names:
-            t.alter().rename_column("category", "kind").commit()
+            t.alter().rename_column("category", KIND).commit()
         elif "note" not in names:
             t.alter().add_column("note", pa.string()).commit()
         elif "value" in names:
@@ -147,4 +149,5 @@ def test_pyiceberg_and_duckdb_read_exactly_castables_rows_at_every_retained_vers
         history.check_newest()
         if step == 15:
             table.expire(retain_versions=6)
+    assert KIND in table.schema.names, "the history renamed a column to a name as data has it"
     history.check_retained(tmp_path)

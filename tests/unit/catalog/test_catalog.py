@@ -610,3 +610,43 @@ def test_schema_changes_are_matched_by_field_id(served: Served) -> None:
     with pytest.raises(BadRequestError, match="format version 2"):
         cat.create_table("db.v1", schema=schema, properties={"format-version": "1"})
     assert not cat.table_exists("db.v1")
+
+
+NAMED = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("a.b", pa.string()), ("my col", pa.float64()), ("_1st é", pa.int32())]
+)
+"""Column names as data has them: a dot, a space, a leading `_`, a letter beyond ASCII."""
+
+
+def test_names_as_data_has_them_through_the_catalog(served: Served) -> None:
+    """Namespaces and tables named with dots, spaces, a leading `_`, `=` and letters beyond
+    ASCII, with such columns: pyiceberg creates, lists, appends (its Parquet files name the
+    columns as Iceberg's writers do, `a_x2Eb`, and castable reads them by field id, with their
+    statistics), castable appends, each reads what the other wrote; each name is one folder
+    of the documented spelling, and a folder not spelled so is no namespace."""
+    cat = served.client()
+    cat.create_namespace(("_raw data",))
+    cat.create_namespace(("_raw data", "été=2026"))
+    namespace = ("_raw data", "été=2026")
+    t = cat.create_table((*namespace, "events.v2"), schema=NAMED)
+    first = pa.table({"id": [1, 2], "a.b": ["x", "y"], "my col": [0.5, 2.5], "_1st é": [7, 8]}, schema=NAMED)
+    t.append(first)
+    ct = served.castable("=5Fraw=20data", "=C3=A9t=C3=A9=3D2026", "events=2Ev2")
+    assert ct.scan(filter='"my col" > 1').to_arrow().to_pylist() == first.slice(1).to_pylist()
+    stats = ct.manifest.data_files[0].stats
+    assert {"a.b", "my col", "_1st é"} <= set(stats), stats
+    ct.append(pa.table({"id": [3], "a.b": ["z"], "my col": [9.0], "_1st é": [9]}, schema=NAMED))
+    # (pyiceberg's Arrow filter reads a dotted name as a nested path: filtered by another column)
+    got = cat.load_table((*namespace, "events.v2")).scan(row_filter=EqualTo("my col", 9.0)).to_arrow()
+    assert got.column("id").to_pylist() == [3] and got.schema.names == NAMED.names
+    assert cat.list_namespaces() == [("_raw data",)] and cat.list_namespaces(("_raw data",)) == [namespace]
+    assert cat.list_tables(namespace) == [(*namespace, "events.v2")]
+    (Path(served.warehouse) / "=5fraw").mkdir()  # a lower-case escape: no name is spelled so
+    (Path(served.warehouse) / "=5fraw" / "_namespace.json").write_text('{"properties": {}}')
+    assert cat.list_namespaces() == [("_raw data",)]
+    # Java's client sends a level's blanks as '+' in a path, and a listing's parent unencoded
+    status, answer = served.raw("GET", "/v1/namespaces/_raw+data%1F%C3%A9t%C3%A9%3D2026/tables/events.v2")
+    assert status == 200 and answer["metadata"]["location"].endswith("/=5Fraw=20data/=C3=A9t=C3=A9=3D2026/events=2Ev2")
+    assert served.raw("GET", "/v1/namespaces?parent=_raw+data") == (200, {"namespaces": [list(namespace)]})
+    cat.drop_table((*namespace, "events.v2"), purge_requested=True)
+    assert cat.list_tables(namespace) == []
