@@ -1,8 +1,8 @@
 """castable's Iceberg REST catalog driven by Spark 3.5 with Apache Iceberg 1.10.2's Spark runtime
 (what EMR 7 runs), in one JVM (helpers/spark_catalog.py in .venv-spark35): CREATE NAMESPACE,
 CREATE TABLE, INSERT, DELETE, UPDATE and MERGE INTO in copy-on-write and in merge-on-read mode,
-time travel by castable's versions, the snapshots metadata table and CREATE TABLE AS SELECT (a
-staged create). After each write castable reads the table as Spark does, and its history says
+time travel by castable's versions, the snapshots metadata table, CREATE TABLE AS SELECT (a
+staged create), and names with blanks, dots and a leading ``_``. After each write castable reads the table as Spark does, and its history says
 what Spark did. Spark's files go through its default HadoopFileIO (``file:/`` locations) and the
 new tables' field ids are the catalog's."""
 
@@ -144,6 +144,16 @@ def test_spark_writes_through_the_catalog_and_castable_reads_what_it_wrote(spark
     ctas = castable.open_table(f"{warehouse}/db/ctas")
     assert castable_rows(ctas) == sql.rows("SELECT id, s FROM rest.db.ctas") == [(3, "C"), (4, "d"), (5, "e")]
     assert [h.operation for h in ctas.history()] == ["append", "create"]
+
+    # names as data has them (Java's client sends a blank in a path as '+'): a namespace, a
+    # table and columns with blanks, dots and a leading _, each in its documented folder
+    named = "rest.`_raw data`.`events.v2`"
+    assert sql("CREATE NAMESPACE rest.`_raw data`") == {"rows": []}
+    assert sql(f"CREATE TABLE {named} (id bigint, `a.b` string, `my col` double) USING iceberg") == {"rows": []}
+    assert sql(f"INSERT INTO {named} VALUES (1, 'x', 0.5), (2, 'y', 2.5)") == {"rows": []}
+    assert sql.rows(f"SELECT id, `a.b` FROM {named} WHERE `my col` > 1") == [(2, "y")]
+    events = castable.open_table(f"{warehouse}/=5Fraw=20data/events=2Ev2")
+    assert events.scan(filter="`my col` < 1").to_arrow().to_pylist() == [{"id": 1, "a.b": "x", "my col": 0.5}]
 
 
 def test_spark_authenticates_with_client_credentials(tmp_path: Path) -> None:
