@@ -82,7 +82,7 @@ def main() -> None:
             java = java_reads(out, [read for plan in plans for read in plan])
             at = 0
             for seed, h, plan in zip(seeds, histories, plans, strict=True):
-                rust = rust_reads(Path(tmp) / f"rust{seed}", h)
+                rust = rust_reads(Path(tmp) / f"rust{seed}", h.table, h.retained())
                 found = differences(h, java[at : at + len(plan)], rust)
                 at += len(plan)
                 for line in found:

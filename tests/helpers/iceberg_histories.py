@@ -205,13 +205,12 @@ def _read_all(out: Path, count: int) -> list[pa.Table]:
     return found
 
 
-def rust_reads(out: Path, history: History) -> list[pa.Table]:
-    """What iceberg-rust reads at every retained version of ``history`` (each from its own
-    metadata file, whose current snapshot it is), in order."""
+def rust_reads(out: Path, table: castable.Table, versions: list[int]) -> list[pa.Table]:
+    """What iceberg-rust reads at each of ``versions`` of ``table`` (each from its own metadata
+    file, whose current snapshot it is), in order."""
     helper = Path(__file__).parent / "rust_iceberg.py"
     out.mkdir(parents=True, exist_ok=True)
-    uri = history.table.uri
-    locations = [f"{uri}/{ICEBERG_PREFIX}v{v}.metadata.json" for v in history.retained()]
+    locations = [f"{table.uri}/{ICEBERG_PREFIX}v{v}.metadata.json" for v in versions]
     subprocess.run([str(READERS), str(helper), str(out), *locations], check=True, timeout=600)
     return _read_all(out, len(locations))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 
 
 def main() -> None:
@@ -36,7 +37,9 @@ def main() -> None:
             reader = reader.option("start-snapshot-id", start).option("end-snapshot-id", end)
         else:
             reader = reader.option("snapshot-id", at)
-        rows = pa.Table.from_pandas(reader.load(location).toPandas(), preserve_index=False)
+        frame = reader.load(location)
+        batches = frame._collect_as_arrow()  # type: ignore[operator]  # Spark's own Arrow form: nested values as they are
+        rows = pa.Table.from_batches(batches) if batches else to_arrow_schema(frame.schema).empty_table()
         with pa.OSFile(str(Path(out) / f"{i}.arrow"), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as w:
             w.write_table(rows)
     spark.stop()

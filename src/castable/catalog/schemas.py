@@ -9,9 +9,11 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField
 
-from castable.catalog.errors import BadRequestError
+from castable.catalog.errors import BadRequestError, UnsupportedError
 from castable.format.evolution import SchemaUpdate, last_column_id
+from castable.format.nested import nested_ids, with_nested_ids, without_nested_metadata
 from castable.iceberg.schema import iceberg_schema
 
 
@@ -21,6 +23,20 @@ def arrow_schema(schema: Schema) -> tuple[pa.Schema, list[str]]:
     if any("." in k for k in key):
         raise BadRequestError(f"castable's primary key columns are top-level columns, not {key}")
     return schema_to_pyarrow(schema, include_field_ids=True), key
+
+
+def _check_nested_ids(f: NestedField, column_id: int) -> int:
+    """The last id inside new column ``f`` (id ``column_id``); ``BadRequestError`` unless its
+    nested fields have the ids castable gives them, in Iceberg's order after the column's."""
+    theirs = schema_to_pyarrow(f.field_type, include_field_ids=True)
+    ids = iter(range(column_id + 1, column_id + 1 + len(nested_ids(theirs))))
+    ours = with_nested_ids(without_nested_metadata(theirs), lambda: next(ids))
+    if nested_ids(ours) != nested_ids(theirs):
+        raise BadRequestError(
+            f"the fields inside new column {f.name!r} have ids {nested_ids(theirs)}; castable gives them "
+            f"{nested_ids(ours)}"
+        )
+    return max([column_id, *(i for i in nested_ids(ours) if i is not None)])
 
 
 def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Schema) -> SchemaUpdate[Any]:
@@ -49,11 +65,17 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
             raise BadRequestError(f"new column {f.name!r} has field id {fid}; castable gives it {next_id}")
         if f.required:
             raise BadRequestError(f"a new column is optional: {f.name!r} is required, and older rows have no value")
+        next_id = _check_nested_ids(f, next_id)
         update.add_column(f.name, schema_to_pyarrow(f.field_type))
     for fid, f in new.items():
         was = old.get(fid)
         if was is None:
             continue
+        if was.field_type != f.field_type and (not was.field_type.is_primitive or not f.field_type.is_primitive):
+            raise UnsupportedError(
+                f"column {f.name!r}: castable does not yet change the fields inside a nested column "
+                f"({was.field_type} to {f.field_type}); add a new column instead"
+            )
         if was.field_type != f.field_type:
             update.widen_column(f.name, schema_to_pyarrow(f.field_type))
         if was.required and not f.required:

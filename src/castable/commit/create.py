@@ -14,7 +14,7 @@ from castable.commit.log import read_manifest
 from castable.commit.pointer import encode_pointer
 from castable.errors import InvalidInputError, TableAlreadyExistsError
 from castable.format.entries import CommitInfo
-from castable.format.evolution import with_ids
+from castable.format.evolution import with_all_ids
 from castable.format.filelist import DATA, TOMBSTONES, FileList
 from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import FORMAT_VERSIONS, Manifest, Membership
@@ -53,7 +53,7 @@ def initial_manifest(
     props = checked(properties, schema)
     schema = schema.remove_metadata()
     if format_version >= 2:
-        schema = with_ids(schema)
+        schema = with_all_ids(schema)
     return Manifest(
         table_uuid=str(uuid.uuid4() if table_uuid is None else uuid.UUID(table_uuid)),
         version=0,

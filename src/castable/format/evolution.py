@@ -21,9 +21,10 @@ import pyarrow as pa
 
 from castable.errors import InvalidInputError, SchemaMismatchError, columns_hint
 from castable.format.conversions import widens
+from castable.format.nested import FIELD_ID as FIELD_ID  # re-exported: the key of every id
+from castable.format.nested import children, nested_ids, rebuilt, with_nested_ids, without_nested_metadata
 from castable.format.stats import decode_value, encode_value, supports_stats
 
-FIELD_ID = b"PARQUET:field_id"
 NAMES = b"castable:names"
 DEFAULT = b"castable:default"
 LAST_ID = b"castable:last_column_id"
@@ -48,8 +49,17 @@ def check_ids(schema: pa.Schema) -> None:
         if not history or history[-1][0] != f.name:
             raise ValueError(f"column {f.name!r}: its name history does not end in its name")
         default_of(f)
-    if has_ids(schema) and last_column_id(schema) < max(i for i in ids if i is not None):
-        raise ValueError("the last column id is below a column's id")
+    if has_ids(schema):
+        every = [i for f in schema for i in (field_id(f), *nested_ids(f.type))]
+        for f in schema:
+            inner = nested_ids(f.type)
+            if None in inner and any(i is not None for i in inner):
+                raise ValueError(f"column {f.name!r}: some of its nested fields have ids and some do not")
+        given = [i for i in every if i is not None]
+        if len(set(given)) != len(given):
+            raise ValueError(f"field ids repeat: {sorted(given)}")
+        if last_column_id(schema) < max(given):
+            raise ValueError("the last column id is below a column's id")
 
 
 def same_schema(a: pa.Schema, b: pa.Schema) -> bool:
@@ -68,9 +78,10 @@ def names_of(f: pa.Field) -> list[tuple[str, int]]:
 
 
 def last_column_id(schema: pa.Schema) -> int:
-    """The highest id ever given in this table (dropped columns' ids are never reused)."""
+    """The highest id ever given in this table, nested fields' included (dropped columns' ids are
+    never reused)."""
     raw = (schema.metadata or {}).get(LAST_ID)
-    ids = [i for f in schema if (i := field_id(f)) is not None]
+    ids = [i for f in schema for i in (field_id(f), *nested_ids(f.type)) if i is not None]
     return max([int(raw) if raw is not None else 0, *ids])
 
 
@@ -94,18 +105,47 @@ def _with_last(fields: Sequence[pa.Field], last: int) -> pa.Schema:
 
 
 def with_ids(schema: pa.Schema, version: int = 0) -> pa.Schema:
-    """``schema`` with an id for each column that has none (1, 2, ... in order for a new table)."""
+    """``schema`` with an id for each column that has none (1, 2, ... in order for a new table),
+    then for every field inside its nested columns (:mod:`castable.format.nested`, Iceberg's
+    order); a schema whose columns have ids already is returned as it is."""
     if has_ids(schema):
         return schema
     last = last_column_id(schema)
-    fields = []
+    ids = []
     for f in schema:
         fid = field_id(f)
         if fid is None:
             last += 1
             fid = last
-        fields.append(_field(f.name, f.type, f.nullable, fid, [(f.name, version)]))
-    return _with_last(fields, last)
+        ids.append(fid)
+    counter = _Counter(last)
+    fields = [
+        _field(f.name, with_nested_ids(without_nested_metadata(f.type), counter), f.nullable, fid, [(f.name, version)])
+        for f, fid in zip(schema, ids, strict=True)
+    ]
+    return _with_last(fields, counter.last)
+
+
+def with_all_ids(schema: pa.Schema) -> pa.Schema:
+    """:func:`with_ids`, then an id for every nested field still without one, after the last
+    id given: a new table's schema given with its columns' ids only, or the schema a change
+    makes of one whose nested columns predate their fields' ids (they have them from that
+    version on; earlier versions keep none, so no version's ids ever change)."""
+    named = with_ids(schema)
+    counter = _Counter(last_column_id(named))
+    fields = [f.with_type(with_nested_ids(f.type, counter)) for f in named]
+    return named if counter.last == last_column_id(named) else _with_last(fields, counter.last)
+
+
+class _Counter:
+    """The ids given after ``last``, one a call: nested fields' ids for :func:`with_nested_ids`."""
+
+    def __init__(self, last: int) -> None:
+        self.last = last
+
+    def __call__(self) -> int:
+        self.last += 1
+        return self.last
 
 
 def file_schema(schema: pa.Schema) -> pa.Schema:
@@ -121,9 +161,17 @@ def file_schema(schema: pa.Schema) -> pa.Schema:
 def stored_type(t: pa.DataType) -> pa.DataType:
     """The type a Parquet file castable writes holds a column of type ``t`` in: a timestamp of
     seconds or milliseconds as microseconds, the unit of Iceberg's and Delta's timestamps
-    (iceberg-rust refuses others); reads cast it back, exactly. Any other type as itself."""
-    if pa.types.is_timestamp(t) and t.unit in ("s", "ms"):
-        return pa.timestamp("us", t.tz)
+    (iceberg-rust refuses others), and an instant in any zone as one in UTC (Parquet keeps
+    instants in UTC whatever the zone; the zone Arrow's schema in the file would name stops
+    pyiceberg); reads cast it back, exactly. The fields of a nested type likewise. Any other
+    type as itself."""
+    inner = children(t)
+    if inner:
+        stored = [c.with_type(stored_type(c.type)) for c in inner]
+        same = all(s.type.equals(c.type) for s, c in zip(stored, inner, strict=True))
+        return t if same else rebuilt(t, stored)
+    if pa.types.is_timestamp(t) and (t.unit in ("s", "ms") or t.tz not in (None, "UTC")):
+        return pa.timestamp("us" if t.unit in ("s", "ms") else t.unit, None if t.tz is None else "UTC")
     return t
 
 
@@ -212,7 +260,7 @@ class SchemaUpdate(Generic[R]):
         that is lossy, names an unknown column, or touches the primary key's values is refused."""
         if not self.changes:
             raise InvalidInputError("the schema update has no changes")
-        identified = with_ids(schema)
+        identified = with_all_ids(schema)
         fields = list(identified)
         last = last_column_id(identified)
         pk = list(primary_key)
@@ -234,7 +282,10 @@ class SchemaUpdate(Generic[R]):
                 if not isinstance(t, pa.DataType):
                     raise InvalidInputError(f"the type of {name!r} must be a pyarrow.DataType")
                 last += 1
-                fields.append(_field(name, t, True, last, [(name, version)], _encode_default(name, t, default)))
+                counter = _Counter(last)
+                typed = with_nested_ids(without_nested_metadata(t), counter)
+                fields.append(_field(name, typed, True, last, [(name, version)], _encode_default(name, t, default)))
+                last = counter.last
             elif kind == "rename":
                 old, new = args
                 i = find(old)
@@ -378,7 +429,12 @@ def conform_read(table: pa.Table, where: Mapping[str, str | None], schema: pa.Sc
             continue
         column = table.column(source)
         arrays.append(column if column.type.equals(f.type) else column.cast(f.type))
-    return pa.Table.from_arrays(arrays, schema=pa.schema([f.remove_metadata() for f in schema]))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([bare_field(f) for f in schema]))
+
+
+def bare_field(f: pa.Field) -> pa.Field:
+    """Column ``f`` as a scan returns it: without castable's metadata, nested fields' ids included."""
+    return f.remove_metadata().with_type(without_nested_metadata(f.type))
 
 
 def translate_stats(stats: Mapping[str, Any], old: pa.Schema, new: pa.Schema) -> dict[str, Any]:

@@ -4,9 +4,10 @@ castable does.
 castable's column ids are Iceberg field ids (``PARQUET:field_id`` in the manifest schema and in
 every file castable writes), so renames, drops and re-added names read correctly by id. What
 Iceberg v2 cannot say is refused, naming the column, rather than published to read wrong:
-nested columns (castable gives ids to top-level columns only), unsigned integers, 16-bit floats,
+nested fields without ids (a table's nested columns made before castable gave them ids, until
+its next schema change gives them theirs), unsigned integers, 16-bit floats,
 nanosecond timestamps, times not in microseconds (seconds and milliseconds timestamps are
-written in microseconds, Iceberg's unit), durations, decimals past 38 digits, a widening v2
+written in microseconds, Iceberg's unit, and instants in UTC), durations, decimals past 38 digits, a widening v2
 does not promote (date to timestamp), a column default that files written before the column
 would have to supply, and a file without ids whose names now belong to other columns.
 """
@@ -24,6 +25,7 @@ from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, Int
 
 from castable.errors import CastableError
 from castable.format.evolution import FIELD_ID, default_of, field_id, file_schema, names_of, stored_type, with_ids
+from castable.format.nested import children, nested_ids
 
 
 class IcebergPublishError(CastableError):
@@ -50,8 +52,12 @@ def _as_stored(f: pa.Field) -> pa.DataType:
     ``IcebergPublishError`` naming the column and why."""
     t = f.type
     refused = _refusal(t)
+    if refused is None and None in nested_ids(t):
+        refused = "its nested fields have no ids yet (any schema change gives them theirs: castable alter)"
     if refused is not None:
         raise IcebergPublishError(f"column {f.name!r} is {t}: {refused}")
+    if children(t):
+        return stored_type(t)
     if pa.types.is_date64(t):  # Parquet holds dates as days whatever Arrow's unit
         return pa.date32()
     if pa.types.is_timestamp(t):  # in castable's files microseconds; instants in UTC (the zone is Arrow's)
@@ -59,11 +65,24 @@ def _as_stored(f: pa.Field) -> pa.DataType:
     return t
 
 
-@lru_cache(maxsize=256)
 def _refusal(t: pa.DataType) -> str | None:
-    """Why Iceberg v2 readers cannot read a column of type ``t`` as castable does (``None``: they can)."""
-    if pa.types.is_nested(t):
-        return "a nested column (castable gives ids to top-level columns only)"
+    """Why Iceberg v2 readers cannot read a column of type ``t`` as castable does (``None``:
+    they can); for a nested column, the first of its fields that they cannot."""
+    inner = children(t)
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        for c in inner:
+            why = _refusal(c.type)
+            if why is not None:
+                return f"its field {c.name!r} is {c.type}: {why}"
+        return None
+    if inner:
+        return "Iceberg has no fixed-size or view lists (cast it to a list)"
+    return _leaf_refusal(t)
+
+
+@lru_cache(maxsize=256)
+def _leaf_refusal(t: pa.DataType) -> str | None:
+    """Why Iceberg v2 readers cannot read a value of primitive type ``t`` as castable does."""
     if pa.types.is_unsigned_integer(t):
         return "Iceberg has no unsigned integers"
     if pa.types.is_float16(t):
@@ -77,7 +96,7 @@ def _refusal(t: pa.DataType) -> str | None:
     if pa.types.is_decimal(t) and (t.precision > 38 or not pa.types.is_decimal128(t)):
         return "Iceberg decimals are decimal128, of 38 digits at most"
     try:
-        _iceberg_type(t)
+        _iceberg_type(stored_type(t))
     except (ValueError, TypeError, UnsupportedPyArrowTypeException) as e:
         return f"it has no Iceberg type ({e})"
     return None
@@ -157,7 +176,14 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
                 f"data file {path} holds column {f.name!r} as {source!r} under another field id: "
                 "Iceberg readers would not find it"
             )
-        if (held := file.field(source).type) != f.type:
+        held = file.field(source).type
+        if children(f.type) and nested_ids(held) != nested_ids(f.type):
+            raise IcebergPublishError(
+                f"data file {path} holds nested column {f.name!r} without the ids of its fields that the table "
+                "gives them (it was written before they had ids): Iceberg readers would not find them; compact "
+                "the table to rewrite it"
+            )
+        if held != f.type:
             _check_promotion(path, f, held)
     misread = None if ids else maps_otherwise(file, schema, found, mapped_names(schema))
     if misread is not None:

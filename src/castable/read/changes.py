@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from castable.errors import InvalidInputError, columns_hint
+from castable.format.evolution import bare_field
 from castable.format.manifest import DataFile, Manifest
 from castable.format.tombstone import FileDeletes
 from castable.read.predicate import And, Compare, Constant, InList, Or, Predicate
@@ -276,7 +277,7 @@ class ChangeScan(ArrowResult):
     def schema(self) -> pa.Schema:
         """The table columns asked for, then ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
         table = self.snapshot.schema
-        return pa.schema([table.field(c).remove_metadata() for c in self.columns] + list(METADATA))
+        return pa.schema([bare_field(table.field(c)) for c in self.columns] + list(METADATA))
 
     def plan_tasks(self) -> list[ChangeTask]:
         """The range as tasks, version by version: one for each file's deletes, then one for each

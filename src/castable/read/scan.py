@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError, InvalidInputError, columns_hint
 from castable.format import inline
+from castable.format.evolution import bare_field
 from castable.format.manifest import DataFile
 from castable.format.tombstone import FileDeletes
 from castable.read.predicate import Predicate
@@ -99,7 +100,7 @@ class Scan(ArrowResult):
         """The schema of the rows this scan returns: the projection of the table schema, without
         castable's field metadata (ids and former names), which would otherwise travel into
         whatever the rows are written to next."""
-        return pa.schema([self.snapshot.schema.field(c).remove_metadata() for c in self.columns])
+        return pa.schema([bare_field(self.snapshot.schema.field(c)) for c in self.columns])
 
     def files(self) -> list[DataFile]:
         """The data files the scan will read, after pruning by manifest statistics."""
@@ -221,7 +222,7 @@ class Scan(ArrowResult):
         if expression is not None:
             table = table.filter(expression)
         table = table.select(columns)
-        expected = pa.schema([schema.field(c).remove_metadata() for c in columns])
+        expected = pa.schema([bare_field(schema.field(c)) for c in columns])
         if not table.schema.equals(expected, check_metadata=True):  # inline rows hold their field ids
             table = table.cast(expected)
         yield from (b for b in table.to_batches(max_chunksize=self.batch_size) if b.num_rows)

@@ -2,9 +2,9 @@
 (what EMR 7 runs), in one JVM (helpers/spark_catalog.py in .venv-spark35): CREATE NAMESPACE,
 CREATE TABLE, INSERT, DELETE, UPDATE and MERGE INTO in copy-on-write and in merge-on-read mode,
 time travel by castable's versions, the snapshots metadata table, CREATE TABLE AS SELECT (a
-staged create), and names with blanks, dots and a leading ``_``. After each write castable reads the table as Spark does, and its history says
-what Spark did. Spark's files go through its default HadoopFileIO (``file:/`` locations) and the
-new tables' field ids are the catalog's."""
+staged create), and names with blanks, dots and a leading ``_``. After each write castable
+reads the table as Spark does, and its history says what Spark did. Spark's files go through its
+default HadoopFileIO (``file:/`` locations) and the new tables' field ids are the catalog's."""
 
 from __future__ import annotations
 

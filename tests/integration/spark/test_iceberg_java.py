@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.iceberg_histories import History, differences, java_plan, java_reads, rust_reads, static
+from helpers.iceberg_histories import History, differences, java_plan, java_reads, rust_reads, same, static
+from helpers.nested import nested_history
 
 
 @pytest.mark.slow
@@ -20,9 +21,16 @@ def test_java_rust_and_pyiceberg_read_every_version_of_a_random_history_as_casta
     history.run(40, expire_at=30)
     assert len(history.retained()) >= 8 and history.choose_spans(6), "versions retained and runs of appends"
     assert {"register", "purge", "erase", "refused"} <= history.kinds and history.renames >= 4
-    java = java_reads(tmp_path / "java", java_plan(history))
-    rust = rust_reads(tmp_path / "rust", history)
-    assert differences(history, java, rust) == []
+    nested = nested_history(str(tmp_path / "nested"))
+    versions = list(range(1, nested.version + 1))
+    plan = java_plan(history)
+    java = java_reads(tmp_path / "java", plan + [(nested.uri, str(v)) for v in versions])  # one JVM for both
+    rust = rust_reads(tmp_path / "rust", history.table, history.retained())
+    assert differences(history, java[: len(plan)], rust) == []
+    for v, got in zip(versions, java[len(plan) :], strict=True):
+        same(got, nested.scan(version=v).to_arrow(), f"Java, nested v{v}")
+    for v, got in zip(versions, rust_reads(tmp_path / "rust-nested", nested, versions), strict=True):
+        same(got, nested.scan(version=v).to_arrow(), f"iceberg-rust, nested v{v}")
     inspect = static(history.table).inspect
     for read in (inspect.entries, inspect.files, inspect.manifests, inspect.all_manifests, inspect.all_files):
         assert read().num_rows > 0, read.__name__

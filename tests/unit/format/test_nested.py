@@ -1,0 +1,110 @@
+"""Field ids inside nested columns (castable.format.nested, docs/format.md section 4.1): given as
+Iceberg gives them, kept by every change, written into Parquet files, never shown in a scan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.schema import Schema, assign_fresh_schema_ids, index_by_id
+from pyiceberg.types import NestedField
+
+import castable
+from castable.format.evolution import FIELD_ID, SchemaUpdate, check_ids, last_column_id, with_all_ids, with_ids
+from castable.format.nested import nested_ids, without_nested_metadata
+
+PRIMITIVES = st.sampled_from([pa.int32(), pa.int64(), pa.string(), pa.float64(), pa.bool_(), pa.date32()])
+
+
+def _types(depth: int) -> st.SearchStrategy[pa.DataType]:
+    if depth == 0:
+        return PRIMITIVES
+    inner = _types(depth - 1)
+    names = st.lists(st.sampled_from("abcdef"), min_size=1, max_size=3, unique=True)
+    structs = st.builds(lambda ns, ts: pa.struct(list(zip(ns, ts, strict=False))), names, st.lists(inner, min_size=3))
+    return st.one_of(PRIMITIVES, structs, inner.map(pa.list_), st.builds(pa.map_, PRIMITIVES, inner))
+
+
+SCHEMAS = st.lists(_types(3), min_size=1, max_size=4).map(
+    lambda ts: pa.schema([(f"c{i}", t) for i, t in enumerate(ts)])
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(SCHEMAS)
+def test_a_new_tables_ids_are_the_ones_iceberg_gives(schema: pa.Schema) -> None:
+    ours = with_ids(schema)
+    iceberg = pyarrow_to_schema(ours, format_version=2)
+    assert iceberg == assign_fresh_schema_ids(iceberg)
+    given_ids = [f.field_id for f in _all_fields(iceberg)]
+    assert sorted(given_ids) == list(range(1, len(given_ids) + 1)) and last_column_id(ours) == len(given_ids)
+    check_ids(ours)
+
+
+def _all_fields(schema: Schema) -> list[NestedField]:
+    return list(index_by_id(schema).values())
+
+
+def test_a_column_added_takes_its_id_then_its_fields_ids() -> None:
+    schema = with_ids(pa.schema([("id", pa.int64()), ("p", pa.struct([("a", pa.int64())]))]))
+    assert last_column_id(schema) == 3
+    added, _ = (
+        SchemaUpdate()
+        .add_column("q", pa.list_(pa.struct([("x", pa.int32()), ("y", pa.string())])))
+        .apply(schema, (), 1)
+    )
+    assert [_id(added.field("q")), *nested_ids(added.field("q").type)] == [4, 5, 6, 7]
+    assert nested_ids(added.field("p").type) == [3] and last_column_id(added) == 7
+
+
+def test_nested_fields_made_before_ids_get_theirs_at_the_next_change_and_keep_them() -> None:
+    """A schema whose columns have ids and whose nested fields have none (a table made before
+    castable gave them): the next schema change gives them ids after the last one, and every
+    later change keeps them."""
+    old = pa.schema(
+        [
+            pa.field("id", pa.int64(), metadata={FIELD_ID: b"1"}),
+            pa.field("p", pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))]), metadata={FIELD_ID: b"2"}),
+        ]
+    )
+    assert nested_ids(with_ids(old).field("p").type) == [None, None, None], "reads give no ids of their own"
+    changed, _ = SchemaUpdate().add_column("n", pa.int32()).apply(old, (), 5)
+    assert nested_ids(changed.field("p").type) == [3, 4, 5] and _id(changed.field("n")) == 6
+    again, _ = SchemaUpdate().rename_column("n", "m").apply(changed, (), 6)
+    assert nested_ids(again.field("p").type) == [3, 4, 5] and with_all_ids(again) is again
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ([("a", pa.struct([pa.field("x", pa.int32(), metadata={FIELD_ID: b"1"})]), 1)], "field ids repeat"),
+        (
+            [("a", pa.struct([pa.field("x", pa.int32(), metadata={FIELD_ID: b"2"}), ("y", pa.int32())]), 1)],
+            "some of its nested fields have ids and some do not",
+        ),
+    ],
+)
+def test_ids_that_repeat_or_are_missing_inside_a_column_are_malformed(fields: list, problem: str) -> None:
+    schema = pa.schema([pa.field(n, t, metadata={FIELD_ID: str(i).encode()}) for n, t, i in fields])
+    with pytest.raises(ValueError, match=problem):
+        check_ids(schema)
+
+
+def test_files_hold_the_nested_ids_and_scans_show_none(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("p", pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))]))])
+    table = castable.create_table(str(tmp_path / "t"), schema, properties={"write.inline.max-bytes": 0})
+    table.append(pa.table({"id": [1], "p": [{"a": 2, "b": ["x"]}]}, schema=schema))
+    written = pq.read_schema(next((tmp_path / "t" / "data").rglob("*.parquet")))
+    assert nested_ids(written.field("p").type) == [3, 4, 5]
+    got = table.scan().to_arrow()
+    assert got.schema.equals(schema, check_metadata=True) and nested_ids(got.schema.field("p").type) == [None] * 3
+    assert without_nested_metadata(table.schema.field("p").type).equals(schema.field("p").type)
+
+
+def _id(f: pa.Field) -> int:
+    return int(f.metadata[FIELD_ID])
