@@ -205,26 +205,33 @@ def _any_within(values: pa.Array, lo: pa.Array, hi: pa.Array) -> pa.Array:
     return pa.array(rank(lo, "left") < rank(hi, "right"))
 
 
-def _ref(column: str, compared: pa.DataType) -> pc.Expression:
-    """``column`` as compared with values of type ``compared``: a float column is cast to it, which
-    widens float16 (Arrow cannot compare it) and leaves any other float column as it is."""
-    field = pc.field(column)
+def _ref(column: str, path: tuple[str, ...], compared: pa.DataType) -> pc.Expression:
+    """``column`` (its field at ``path`` inside it, for a nested column) as compared with values
+    of type ``compared``: a float column is cast to it, which widens float16 (Arrow cannot
+    compare it) and leaves any other float column as it is."""
+    field = pc.field(column, *path)
     return field.cast(compared) if pa.types.is_floating(compared) else field
 
 
 @dataclass(frozen=True)
 class Compare(Predicate):
+    """``column op value``; with a ``path``, of the field at that path inside nested column
+    ``column`` (``payload.user.id``), which statistics do not judge (every unit may match)."""
+
     column: str
     op: str
     value: pa.Scalar
+    path: tuple[str, ...] = ()
 
     def to_expression(self) -> pc.Expression:
-        return _OPS[self.op](_ref(self.column, self.value.type), pc.scalar(self.value))
+        return _OPS[self.op](_ref(self.column, self.path, self.value.type), pc.scalar(self.value))
 
     def columns(self) -> set[str]:
         return {self.column}
 
     def match(self, stats: StatsLookup, rows: int) -> Match:
+        if self.path:
+            return Match.SOME
         b = _judge(stats(self.column), rows)
         if isinstance(b, Match):
             return b
@@ -243,7 +250,7 @@ class Compare(Predicate):
         return Match.ALL if every and exact else Match.SOME
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        s = stats(self.column)
+        s = None if self.path else stats(self.column)
         if s is None:
             return _full(Match.SOME, len(rows))
         value = _as_type(pa.repeat(self.value, 1), s.min.type)
@@ -254,10 +261,10 @@ class Compare(Predicate):
         return _judge_many(s, rows, none, pc.and_(every, exact))
 
     def ruled_out(self, lacks: Lacks) -> bool:
-        return self.op == "=" and lacks(self.column, pa.repeat(self.value, 1))
+        return not self.path and self.op == "=" and lacks(self.column, pa.repeat(self.value, 1))
 
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
-        if self.column != key or self.op == "!=":
+        if self.column != key or self.path or self.op == "!=":
             return None
         v = self.value
         if self.op in ("<", ">"):
@@ -271,12 +278,15 @@ class Compare(Predicate):
 
 @dataclass(frozen=True)
 class InList(Predicate):
+    """``column [NOT] IN values``; ``path`` as for :class:`Compare`."""
+
     column: str
     values: pa.Array
     negated: bool = False
+    path: tuple[str, ...] = ()
 
     def to_expression(self) -> pc.Expression:
-        field = _ref(self.column, self.values.type)
+        field = _ref(self.column, self.path, self.values.type)
         inside = field.isin(self.values)
         return (~inside if self.negated else inside) & field.is_valid()
 
@@ -284,6 +294,8 @@ class InList(Predicate):
         return {self.column}
 
     def match(self, stats: StatsLookup, rows: int) -> Match:
+        if self.path:
+            return Match.SOME
         b = _judge(stats(self.column), rows)
         if isinstance(b, Match):
             return b
@@ -298,7 +310,7 @@ class InList(Predicate):
         return Match.ALL if self.negated and exact else (Match.SOME if self.negated else Match.NONE)
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        s = stats(self.column)
+        s = None if self.path else stats(self.column)
         if s is None:
             return _full(Match.SOME, len(rows))
         values = _as_type(pc.drop_null(self.values), s.min.type)
@@ -317,28 +329,32 @@ class InList(Predicate):
         return sorted(ordered_values(self.values))
 
     def key_points(self, key: str) -> pa.Array | None:
-        if self.column != key or self.negated:
+        if self.column != key or self.path or self.negated:
             return None
         return pc.unique(pc.drop_null(self.values))
 
     def ruled_out(self, lacks: Lacks) -> bool:
-        return not self.negated and lacks(self.column, pc.drop_null(self.values))
+        return not self.path and not self.negated and lacks(self.column, pc.drop_null(self.values))
 
 
 @dataclass(frozen=True)
 class IsNull(Predicate):
+    """``column IS [NOT] NULL``; ``path`` as for :class:`Compare` (a field inside a NULL struct
+    is NULL, as in SQL)."""
+
     column: str
     negated: bool = False
+    path: tuple[str, ...] = ()
 
     def to_expression(self) -> pc.Expression:
-        field = pc.field(self.column)
+        field = pc.field(self.column, *self.path)
         return field.is_valid() if self.negated else field.is_null()
 
     def columns(self) -> set[str]:
         return {self.column}
 
     def match(self, stats: StatsLookup, rows: int) -> Match:
-        s = stats(self.column)
+        s = None if self.path else stats(self.column)
         if s is None or s.null_count is None:
             return Match.SOME
         nulls = s.null_count
@@ -349,7 +365,7 @@ class IsNull(Predicate):
         return Match.SOME
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        s = stats(self.column)
+        s = None if self.path else stats(self.column)
         if s is None:
             return _full(Match.SOME, len(rows))
         no_null, all_null = (Match.ALL, Match.NONE) if self.negated else (Match.NONE, Match.ALL)
@@ -360,14 +376,18 @@ class IsNull(Predicate):
 
 @dataclass(frozen=True)
 class Like(Predicate):
+    """``column [NOT] [I]LIKE pattern``; ``path`` as for :class:`Compare`."""
+
     column: str
     pattern: str
     negated: bool = False
     ignore_case: bool = False
+    path: tuple[str, ...] = ()
 
     def to_expression(self) -> pc.Expression:
-        like = pc.match_like(pc.field(self.column), self.pattern, ignore_case=self.ignore_case)
-        return (~like if self.negated else like) & pc.field(self.column).is_valid()
+        field = pc.field(self.column, *self.path)
+        like = pc.match_like(field, self.pattern, ignore_case=self.ignore_case)
+        return (~like if self.negated else like) & field.is_valid()
 
     def columns(self) -> set[str]:
         return {self.column}

@@ -9,7 +9,7 @@ evaluate on statistics and rows is accepted (comparisons, ``BETWEEN``, ``IN``, `
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from sqlglot import exp
@@ -43,6 +43,29 @@ def parse_problem(error: SqlglotError) -> str:
     first = found[0]
     why = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", first["description"])
     return f"{why}, at column {first['col']} near {first['highlight']!r}"
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a predicate tests: a column, or the field at ``path`` inside a nested one."""
+
+    column: str
+    path: tuple[str, ...]
+    type: pa.DataType
+
+    @property
+    def shown(self) -> str:
+        return ".".join((self.column, *self.path))
+
+
+def _dotted(node: exp.Expression) -> list[str] | None:
+    """The names of ``a.b.c`` (a column, then fields inside it), or ``None`` if ``node`` is not one."""
+    if isinstance(node, exp.Column):
+        return [part.name for part in node.parts]
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+        inner = _dotted(node.this)
+        return None if inner is None else [*inner, node.expression.name]
+    return None
 
 
 class _SqlConverter:
@@ -79,34 +102,35 @@ class _SqlConverter:
             if isinstance(node, cls):
                 return self._comparison(node.this, op, node.expression)
         if isinstance(node, exp.Between):
-            column = self.column(node.this)
+            t = self.column(node.this)
             return And(
                 (
-                    Compare(column, ">=", self.literal(node.args["low"], column)),
-                    Compare(column, "<=", self.literal(node.args["high"], column)),
+                    Compare(t.column, ">=", self.literal(node.args["low"], t), t.path),
+                    Compare(t.column, "<=", self.literal(node.args["high"], t), t.path),
                 )
             )
         if isinstance(node, exp.In):
-            column = self.column(node.this)
+            t = self.column(node.this)
             if node.args.get("query") is not None:
                 raise self.fail("subqueries are not supported")
-            values = [self.literal(v, column) for v in node.expressions]
+            values = [self.literal(v, t) for v in node.expressions]
             if not values:
                 raise self.fail("IN needs at least one value")
-            return InList(column, pa.array(values, type=values[0].type))
+            return InList(t.column, pa.array(values, type=values[0].type), path=t.path)
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
                 raise self.fail("only IS NULL / IS NOT NULL are supported")
-            return IsNull(self.column(node.this))
+            t = self.column(node.this, leaf=False)
+            return IsNull(t.column, path=t.path)
         if isinstance(node, exp.Like | exp.ILike):
-            column = self.column(node.this)
-            if not pa.types.is_string(value_type(self.schema.field(column).type)):
-                raise self.fail(f"LIKE needs a string column, {column!r} is not")
+            t = self.column(node.this)
+            if not pa.types.is_string(value_type(t.type)):
+                raise self.fail(f"LIKE needs a string column, {t.shown!r} is not")
             pattern = node.expression
             if not (isinstance(pattern, exp.Literal) and pattern.is_string):
                 raise self.fail("LIKE needs a string pattern")
             negated = bool(node.args.get("negate"))
-            return Like(column, pattern.this, negated=negated, ignore_case=isinstance(node, exp.ILike))
+            return Like(t.column, pattern.this, negated=negated, ignore_case=isinstance(node, exp.ILike), path=t.path)
         raise self.fail(f"unsupported expression {node.sql()!r}")
 
     def _negate(self, node: exp.Expression) -> Predicate:
@@ -116,17 +140,17 @@ class _SqlConverter:
         return Not(inner)
 
     def _comparison(self, left: exp.Expression, op: str, right: exp.Expression) -> Predicate:
-        if isinstance(left, exp.Column):
-            column, value = self.column(left), right
-        elif isinstance(right, exp.Column):
-            column, value, op = self.column(right), left, _FLIP[op]
+        if isinstance(left, exp.Column | exp.Dot):
+            t, value = self.column(left), right
+        elif isinstance(right, exp.Column | exp.Dot):
+            t, value, op = self.column(right), left, _FLIP[op]
         else:
             raise self.fail("a comparison needs a column on one side")
         if isinstance(value, exp.Column):
             raise self._second_column(value)
         if isinstance(value, exp.Null):
             raise self.fail("comparing with NULL is never true; use IS NULL")
-        return Compare(column, op, self.literal(value, column))
+        return Compare(t.column, op, self.literal(value, t), t.path)
 
     def _second_column(self, node: exp.Column) -> InvalidPredicateError:
         """Why ``column <op> name`` fails: usually a text value written without quotes."""
@@ -137,21 +161,34 @@ class _SqlConverter:
             f"a text value needs single quotes: '{node.name}'"
         )
 
-    def column(self, node: exp.Expression) -> str:
-        if isinstance(node, exp.Column) and node.table:
-            dotted = ".".join(part.name for part in node.parts)
-            if columns_named(dotted, self.schema.names):
-                raise self.fail(f'{node.sql()} is not a column name; quote the column named {dotted!r}: "{dotted}"')
-        if not isinstance(node, exp.Column) or node.table:
+    def column(self, node: exp.Expression, leaf: bool = True) -> _Target:
+        """The column (or, for ``a.b.c``, the field inside nested column ``a``) ``node`` names;
+        with ``leaf``, one that holds values to compare (not a struct, list or map)."""
+        names = _dotted(node)
+        if names is None:
             raise self.fail(f"expected a column name, got {node.sql()!r}")
-        name = node.name
-        found = columns_named(name, self.schema.names)
-        if len(found) == 1:
-            return found[0]
-        raise self.fail(f"unknown column {name!r} {columns_hint(name, self.schema.names)}")
+        found = columns_named(names[0], self.schema.names)
+        if len(found) != 1:
+            dotted = ".".join(names)
+            if len(names) > 1 and columns_named(dotted, self.schema.names):
+                raise self.fail(f'{node.sql()} is not a column name; quote the column named {dotted!r}: "{dotted}"')
+            raise self.fail(f"unknown column {names[0]!r} {columns_hint(names[0], self.schema.names)}")
+        target = _Target(found[0], (), self.schema.field(found[0]).type)
+        for name in names[1:]:
+            if not pa.types.is_struct(target.type):
+                raise self.fail(f"{target.shown} is {target.type}, not a struct: it has no field {name!r}")
+            fields = [target.type.field(i).name for i in range(target.type.num_fields)]
+            inner = columns_named(name, fields)
+            if len(inner) != 1:
+                raise self.fail(f"{target.shown} has no field {name!r} {columns_hint(name, fields)}")
+            target = _Target(target.column, (*target.path, inner[0]), target.type.field(inner[0]).type)
+        if leaf and pa.types.is_nested(target.type):
+            raise self.fail(f"{target.shown} is {target.type}: compare one of its fields (a.b = 1)")
+        return target
 
-    def literal(self, node: exp.Expression, column: str) -> pa.Scalar:
-        target = compared_type(self.schema.field(column).type)
+    def literal(self, node: exp.Expression, t: _Target) -> pa.Scalar:
+        column = t.shown
+        target = compared_type(t.type)
         if isinstance(node, exp.Cast):
             node = node.this
         try:
