@@ -1,12 +1,14 @@
 """A castable table of nested columns (struct in struct, list, map, list of structs) with a short
-history that every write touches (append, delete, upsert, a nested column added, compaction),
-published as Iceberg after each commit, and the rows each version holds."""
+history that every write touches (append, delete, upsert, a nested column added, fields inside
+a struct renamed, added, dropped and widened, compaction), published as Iceberg after each
+commit, and the rows each version holds."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
 import castable
+from castable.format.evolution import bare_field
 from castable.iceberg import publish
 
 USER = pa.struct([("id", pa.int64()), ("name", pa.string())])
@@ -55,6 +57,26 @@ def null_lists_empty(rows: pa.Table) -> pa.Table:
     return rows.set_column(rows.column_names.index("extra"), "extra", pa.array(lists, rows.schema.field("extra").type))
 
 
+def evolved(table: castable.Table, ids: list[int]) -> pa.Table:
+    """Rows with ``ids`` in the table's schema after :func:`nested_history`'s changes inside
+    ``payload`` (``user`` renamed ``person``, with an ``age``; ``tags`` dropped)."""
+    out = []
+    for row in rows(ids, extra=True).to_pylist():
+        payload = row["payload"]
+        if payload is not None:
+            person = payload.pop("user")
+            payload.pop("tags")
+            payload["person"] = None if person is None else {**person, "age": row["id"] % 90}
+        out.append(row)
+    return pa.Table.from_pylist(out, schema=pa.schema([bare_field(f) for f in table.schema]))
+
+
+def _evolve(table: castable.Table) -> None:
+    with table.alter() as change:
+        change.rename_column(("payload", "user"), "person").add_column(("payload", "person", "age"), pa.int32())
+        change.drop_column(("payload", "tags"))
+
+
 def nested_history(uri: str) -> castable.Table:
     """The table at ``uri`` after its history, each version published."""
     table = castable.create_table(uri, SCHEMA, primary_key="id", properties={"write.inline.max-bytes": 1024})
@@ -65,6 +87,10 @@ def nested_history(uri: str) -> castable.Table:
         lambda t: t.upsert(rows([4, 40])),
         lambda t: t.alter().add_column("extra", EXTRA).commit(),
         lambda t: t.append(rows(list(range(50, 60)), extra=True)),
+        _evolve,
+        lambda t: t.append(evolved(t, list(range(60, 70)))),
+        lambda t: t.alter().widen_column(("payload", "person", "age"), pa.int64()).commit(),
+        lambda t: t.upsert(evolved(t, [5, 61, 80])),
         lambda t: t.compact(min_file_size=1 << 30),
     ]
     for step in steps:

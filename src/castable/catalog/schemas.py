@@ -4,12 +4,13 @@ field id (castable's column ids are Iceberg's field ids)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
-from pyiceberg.types import NestedField
+from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from castable.catalog.errors import BadRequestError, UnsupportedError
 from castable.format.evolution import SchemaUpdate, last_column_id
@@ -26,63 +27,114 @@ def arrow_schema(schema: Schema) -> tuple[pa.Schema, list[str]]:
 
 
 def _check_nested_ids(f: NestedField, column_id: int) -> int:
-    """The last id inside new column ``f`` (id ``column_id``); ``BadRequestError`` unless its
-    nested fields have the ids castable gives them, in Iceberg's order after the column's."""
+    """The last id inside new field ``f`` (id ``column_id``); ``BadRequestError`` unless its
+    nested fields have the ids castable gives them, in Iceberg's order after the field's."""
     theirs = schema_to_pyarrow(f.field_type, include_field_ids=True)
     ids = iter(range(column_id + 1, column_id + 1 + len(nested_ids(theirs))))
     ours = with_nested_ids(without_nested_metadata(theirs), lambda: next(ids))
     if nested_ids(ours) != nested_ids(theirs):
         raise BadRequestError(
-            f"the fields inside new column {f.name!r} have ids {nested_ids(theirs)}; castable gives them "
+            f"the fields inside new field {f.name!r} have ids {nested_ids(theirs)}; castable gives them "
             f"{nested_ids(ours)}"
         )
     return max([column_id, *(i for i in nested_ids(ours) if i is not None)])
 
 
+@dataclass
+class _Diff:
+    """The changes found between two schemas, by field id, in the order they are made: drops
+    (paths in the old names), renames (each path in its ancestors' new names, parents first),
+    adds (by the client's new ids), widenings and NULLs allowed (paths in the new names)."""
+
+    drops: list[tuple[str, ...]] = field(default_factory=list)
+    renames: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    adds: list[tuple[int, tuple[str, ...], NestedField]] = field(default_factory=list)
+    widens: list[tuple[tuple[str, ...], pa.DataType]] = field(default_factory=list)
+    nullable: list[tuple[str, ...]] = field(default_factory=list)
+
+    def struct(self, old_path: tuple[str, ...], path: tuple[str, ...], was: StructType, now: StructType) -> None:
+        """The changes inside a struct (the schema itself at the path ``()``)."""
+        old = {f.field_id: f for f in was.fields}
+        new = {f.field_id: f for f in now.fields}
+        self.drops += [(*old_path, f.name) for fid, f in old.items() if fid not in new]
+        self.renames += [
+            ((*path, old[fid].name), f.name) for fid, f in new.items() if fid in old and old[fid].name != f.name
+        ]
+        self.adds += [(fid, path, f) for fid, f in new.items() if fid not in old]
+        kept = [f for f in now.fields if f.field_id in old]
+        if path and [f.field_id for f in kept] != [fid for fid in old if fid in new]:
+            raise UnsupportedError(f"{'.'.join(path)}: castable does not reorder the fields inside a struct")
+        for f in kept:
+            self.field((*old_path, old[f.field_id].name), (*path, f.name), old[f.field_id], f)
+
+    def field(self, old_path: tuple[str, ...], path: tuple[str, ...], was: NestedField, now: NestedField) -> None:
+        if was.required and not now.required:
+            self.nullable.append(path)
+        elif now.required and not was.required:
+            raise BadRequestError(f"{'.'.join(path)} cannot become required: its rows may hold NULL")
+        self.type(old_path, path, was.field_type, now.field_type)
+
+    def type(self, old_path: tuple[str, ...], path: tuple[str, ...], was: IcebergType, now: IcebergType) -> None:
+        shown = ".".join(path)
+        if was.is_primitive and now.is_primitive:
+            if was != now:
+                if len(path) > 1 and path[-1] in ("element", "key", "value"):
+                    raise UnsupportedError(f"{shown}: castable does not widen a list's element or a map's key or value")
+                self.widens.append((path, schema_to_pyarrow(now)))
+        elif isinstance(was, StructType) and isinstance(now, StructType):
+            self.struct(old_path, path, was, now)
+        elif isinstance(was, ListType) and isinstance(now, ListType) and was.element_id == now.element_id:
+            if was.element_required != now.element_required:
+                raise UnsupportedError(f"{shown}: castable does not change whether a list's elements may be NULL")
+            self.type((*old_path, "element"), (*path, "element"), was.element_type, now.element_type)
+        elif (
+            isinstance(was, MapType)
+            and isinstance(now, MapType)
+            and (was.key_id, was.value_id) == (now.key_id, now.value_id)
+        ):
+            if was.value_required != now.value_required:
+                raise UnsupportedError(f"{shown}: castable does not change whether a map's values may be NULL")
+            self.type((*old_path, "key"), (*path, "key"), was.key_type, now.key_type)
+            self.type((*old_path, "value"), (*path, "value"), was.value_type, now.value_type)
+        else:
+            raise BadRequestError(f"{shown} cannot change from {was} to {now}")
+
+
 def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Schema) -> SchemaUpdate[Any]:
-    """The castable schema changes that make ``current`` into ``wanted``: columns dropped,
-    renamed, added (under the ids castable gives them next, which must be the client's),
-    widened, made optional and reordered. Anything else is a ``BadRequestError``."""
+    """The castable schema changes that make ``current`` into ``wanted``, found by field id at
+    every depth: columns and fields inside structs dropped, renamed, added (under the ids
+    castable gives them next, which must be the client's), widened and made optional, and
+    columns reordered. Anything else is a ``BadRequestError`` (406 for what castable does not
+    do yet: reordering or retyping the fields of a struct, a list's element or a map's value)."""
     have = iceberg_schema(current, list(primary_key), 0)
     if sorted(wanted.identifier_field_ids) != sorted(have.identifier_field_ids):  # by id: a renamed key is the key
         key = [wanted.find_column_name(i) for i in wanted.identifier_field_ids]
         raise BadRequestError(f"the identifier fields are castable's primary key {list(primary_key)}, not {key}")
-    old = {f.field_id: f for f in have.fields}
-    new = {f.field_id: f for f in wanted.fields}
+    diff = _Diff()
+    diff.struct((), (), have.as_struct(), wanted.as_struct())
     update: SchemaUpdate[Any] = SchemaUpdate()
-    for fid, f in old.items():
-        if fid not in new:
-            update.drop_column(f.name)
-    for fid, f in new.items():
-        if fid in old and old[fid].name != f.name:
-            update.rename_column(old[fid].name, f.name)
+    for path in diff.drops:
+        update.drop_column(path)
+    for path, name in diff.renames:
+        update.rename_column(path, name)
     next_id = last_column_id(current)
-    for fid, f in new.items():
-        if fid in old:
-            continue
+    for fid, parent, f in sorted(diff.adds, key=lambda a: a[0]):
         next_id += 1
         if fid != next_id:
-            raise BadRequestError(f"new column {f.name!r} has field id {fid}; castable gives it {next_id}")
-        if f.required:
-            raise BadRequestError(f"a new column is optional: {f.name!r} is required, and older rows have no value")
-        next_id = _check_nested_ids(f, next_id)
-        update.add_column(f.name, schema_to_pyarrow(f.field_type))
-    for fid, f in new.items():
-        was = old.get(fid)
-        if was is None:
-            continue
-        if was.field_type != f.field_type and (not was.field_type.is_primitive or not f.field_type.is_primitive):
-            raise UnsupportedError(
-                f"column {f.name!r}: castable does not yet change the fields inside a nested column "
-                f"({was.field_type} to {f.field_type}); add a new column instead"
+            raise BadRequestError(
+                f"new field {'.'.join((*parent, f.name))!r} has id {fid}; castable gives it {next_id}"
             )
-        if was.field_type != f.field_type:
-            update.widen_column(f.name, schema_to_pyarrow(f.field_type))
-        if was.required and not f.required:
-            update.make_nullable(f.name)
-        elif f.required and not was.required:
-            raise BadRequestError(f"column {f.name!r} cannot become required: its rows may hold NULL")
-    made = [fid for fid in old if fid in new] + [fid for fid in new if fid not in old]  # adds come last
-    if list(new) != made:
+        if f.required:
+            raise BadRequestError(f"a new field is optional: {f.name!r} is required, and older rows have no value")
+        next_id = _check_nested_ids(f, next_id)
+        update.add_column((*parent, f.name), schema_to_pyarrow(f.field_type))
+    for path, t in diff.widens:
+        update.widen_column(path, t)
+    for path in diff.nullable:
+        update.make_nullable(path)
+    old_ids = [f.field_id for f in have.fields]
+    new_ids = [f.field_id for f in wanted.fields]
+    made = [i for i in old_ids if i in new_ids] + [i for i in new_ids if i not in old_ids]  # adds come last
+    if new_ids != made:
         update.reorder([f.name for f in wanted.fields])
     return update

@@ -27,7 +27,7 @@ from castable.cli.common import (
     start_commit,
 )
 from castable.errors import InvalidInputError
-from castable.inputs.names import parse_names, split_pair
+from castable.inputs.names import parse_names, parse_path, split_pair
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -356,6 +356,26 @@ def _pairs(items: list[str] | None, sep: str, what: str) -> list[tuple[str, str]
     return out
 
 
+def _path(text: str, what: str) -> str | tuple[str, ...]:
+    """A column, or a field inside one (``payload.user``), as ``--drop`` and the like name it."""
+    path, end = parse_path(text)
+    if text[end:].strip():
+        raise InvalidInputError(f"{what} {text!r} is not a column or field name (quote a name that holds a '.')")
+    return path
+
+
+def _paths(items: list[str] | None, sep: str, what: str, shape: str) -> list[tuple[str | tuple[str, ...], str]]:
+    """``PATH<sep>REST`` items: a column or a field inside one (``payload.user``), then the rest."""
+    out = []
+    for item in items or []:
+        path, end = parse_path(item, sep)
+        rest = item[end:].lstrip()
+        if not rest.startswith(sep) or not rest[len(sep) :].strip():
+            raise InvalidInputError(f"{what} {item!r} is not {shape} (quote a name that holds {sep!r} or '.')")
+        out.append((path, rest[len(sep) :].strip()))
+    return out
+
+
 @tables_app.command()
 def alter(
     uri: str,
@@ -386,20 +406,20 @@ def alter(
         return
     defaults = dict(_pairs(default, "=", "--default"))
     update = table.alter(commit_id=commit_id)
-    for name, spec in _pairs(add, ":", "--add"):
+    for name, spec in _paths(add, ":", "--add", "NAME:TYPE"):
         t = parse_type(spec)
-        value = defaults.pop(name, None)
+        value = defaults.pop(name, None) if isinstance(name, str) else None
         update.add_column(name, t, default=None if value is None else pa.array([value]).cast(t)[0].as_py())
     if defaults:
         raise InvalidInputError(f"--default names columns that --add does not add: {sorted(defaults)}")
-    for old, new in _pairs(rename, "=", "--rename"):
+    for old, new in _paths(rename, "=", "--rename", "OLD=NEW"):
         update.rename_column(old, new)
-    for name, spec in _pairs(widen, ":", "--widen"):
+    for name, spec in _paths(widen, ":", "--widen", "NAME:TYPE"):
         update.widen_column(name, parse_type(spec))
     for name in nullable or []:
-        update.make_nullable(name)
+        update.make_nullable(_path(name, "--nullable"))
     for name in drop or []:
-        update.drop_column(name)
+        update.drop_column(_path(name, "--drop"))
     if order:
         update.reorder(parse_names(order))
     report_commit(update.commit(), as_json)

@@ -13,6 +13,7 @@ never come from the old one.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -194,6 +195,9 @@ def to_stored(rows: pa.Table, stored: pa.Schema) -> pa.Table:
 
 
 R = TypeVar("R")
+Path = str | tuple[str, ...]
+"""A column's name, or a tuple: a column's name, then the names of fields inside it (a list's
+element is ``element``, a map's key and value ``key`` and ``value``)."""
 
 
 @dataclass
@@ -207,25 +211,31 @@ class SchemaUpdate(Generic[R]):
     _commit: Callable[[SchemaUpdate[R]], R] | None = field(default=None, repr=False)
     changes: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
 
-    def add_column(self, name: str, type: pa.DataType, *, default: object = None) -> SchemaUpdate[R]:
-        """A new nullable column at the end; rows written before it read as ``default`` (or NULL)."""
+    def add_column(self, name: Path, type: pa.DataType, *, default: object = None) -> SchemaUpdate[R]:
+        """A new nullable column at the end (a tuple path: a field at the end of a struct inside a
+        column, ``("payload", "note")``); rows written before it read as ``default`` (or NULL;
+        top-level columns only)."""
         self.changes.append(("add", (name, type, default)))
         return self
 
-    def rename_column(self, name: str, new_name: str) -> SchemaUpdate[R]:
+    def rename_column(self, name: Path, new_name: str) -> SchemaUpdate[R]:
+        """Rename a column, or the field at a tuple path inside one (``("payload", "user")``)."""
         self.changes.append(("rename", (name, new_name)))
         return self
 
-    def drop_column(self, name: str) -> SchemaUpdate[R]:
+    def drop_column(self, name: Path) -> SchemaUpdate[R]:
+        """Drop a column, or the field at a tuple path inside one (a struct keeps one field)."""
         self.changes.append(("drop", (name,)))
         return self
 
-    def widen_column(self, name: str, type: pa.DataType) -> SchemaUpdate[R]:
-        """Change a column's type to one that holds every old value exactly (see :func:`widens`)."""
+    def widen_column(self, name: Path, type: pa.DataType) -> SchemaUpdate[R]:
+        """Change a column's type (or a field's, at a tuple path) to one that holds every old
+        value exactly (see :func:`widens`)."""
         self.changes.append(("widen", (name, type)))
         return self
 
-    def make_nullable(self, name: str) -> SchemaUpdate[R]:
+    def make_nullable(self, name: Path) -> SchemaUpdate[R]:
+        """Let a column (or a field, at a tuple path) hold NULLs."""
         self.changes.append(("nullable", (name,)))
         return self
 
@@ -238,9 +248,7 @@ class SchemaUpdate(Generic[R]):
         """The changes in words, as the commit summary records them."""
         words = {"add": "add {0} {1}", "rename": "rename {0} to {1}", "drop": "drop {0}", "widen": "widen {0} to {1}"}
         words |= {"nullable": "make {0} nullable", "reorder": "reorder {0}"}
-        return [
-            words[kind].format(*(list(a) if isinstance(a, tuple) else a for a in args)) for kind, args in self.changes
-        ]
+        return [words[kind].format(*(_shown(a, kind) for a in args)) for kind, args in self.changes]
 
     def commit(self) -> R:
         """Commit the changes as one version; what the commit returns."""
@@ -276,6 +284,12 @@ class SchemaUpdate(Generic[R]):
                 raise InvalidInputError(f"column name {name!r} is empty or already taken")
 
         for kind, args in self.changes:
+            target = args[0]
+            if kind != "reorder" and isinstance(target, tuple) and len(target) == 1:
+                args = (target[0], *args[1:])
+            elif kind != "reorder" and isinstance(target, tuple):
+                last = _change_inside(kind, args, fields, find, last, version)
+                continue
             if kind == "add":
                 name, t, default = args
                 fresh(name)
@@ -328,6 +342,96 @@ class SchemaUpdate(Generic[R]):
             else:  # pragma: no cover - the methods above are the only producers
                 raise AssertionError(kind)
         return _with_last(fields, last), tuple(pk)
+
+
+def _change_inside(
+    kind: str, args: tuple[Any, ...], fields: list[pa.Field], find: Callable[[str], int], last: int, version: int
+) -> int:
+    """Apply change ``kind`` to the field at path ``args[0]`` inside one of ``fields`` (in
+    place); the last id given after it. A field added takes the next id, then its type's
+    fields theirs (Iceberg's order); a rename adds to the field's name history."""
+    path: tuple[str, ...] = args[0]
+    shown = ".".join(map(str, path))
+    if not all(isinstance(p, str) and p for p in path):
+        raise InvalidInputError(f"a field's path is a tuple of names, not {path!r}")
+    counter = _Counter(last)
+    leaf = path[-1]
+
+    def edit(kids: list[pa.Field]) -> list[pa.Field]:
+        names = [k.name for k in kids]
+        if kind == "add":
+            _, t, default = args
+            if default is not None:
+                raise InvalidInputError(f"{shown}: a field inside a column is added without a default (NULL)")
+            if not isinstance(t, pa.DataType):
+                raise InvalidInputError(f"the type of {shown!r} must be a pyarrow.DataType")
+            if leaf in names:
+                raise InvalidInputError(f"field name {leaf!r} is already taken in {'.'.join(path[:-1])}")
+            fid = counter()
+            typed = with_nested_ids(without_nested_metadata(t), counter)
+            return [*kids, _field(leaf, typed, True, fid, [(leaf, version)])]
+        if leaf not in names:
+            raise InvalidInputError(f"unknown field {shown!r} {columns_hint(leaf, names)}")
+        j = names.index(leaf)
+        k = kids[j]
+        if kind == "rename":
+            new = args[1]
+            if not new or new in names:
+                raise InvalidInputError(f"field name {new!r} is empty or already taken in {'.'.join(path[:-1])}")
+            kids[j] = k.with_name(new).with_metadata({**(k.metadata or {}), NAMES: _json_names(k, new, version)})
+        elif kind == "drop":
+            if len(kids) == 1:
+                raise InvalidInputError(f"{'.'.join(path[:-1])} keeps at least one field: {shown} is its last")
+            del kids[j]
+        elif kind == "widen":
+            t = args[1]
+            if not isinstance(t, pa.DataType) or not widens(k.type, t):
+                raise SchemaMismatchError(
+                    f"field {shown!r} cannot change from {k.type} to {t}: only widening keeps every value"
+                )
+            kids[j] = k.with_type(t)
+        else:
+            kids[j] = k.with_nullable(True)
+        return kids
+
+    i = find(path[0])
+    fields[i] = fields[i].with_type(_inside(fields[i].type, path[1:-1], edit, path[0]))
+    return counter.last
+
+
+def _inside(
+    t: pa.DataType, steps: tuple[str, ...], edit: Callable[[list[pa.Field]], list[pa.Field]], at: str
+) -> pa.DataType:
+    """``t`` with ``edit`` applied to the fields of the struct at ``steps`` inside it (``at``:
+    the path so far, for errors): a struct's field by name, a list's ``element``, a map's
+    ``key`` or ``value``."""
+    kids = children(t)
+    if not steps:
+        if not pa.types.is_struct(t):
+            raise InvalidInputError(f"{at} is {t}, not a struct: fields are added, renamed and dropped in structs")
+        return rebuilt(t, edit(list(kids)))
+    step = steps[0]
+    if pa.types.is_struct(t):
+        names = [k.name for k in kids]
+    elif pa.types.is_map(t):
+        names = ["key", "value"]
+    elif kids:
+        names = [step] if step in ("element", "item") else ["element"]
+    else:
+        raise InvalidInputError(f"{at} is {t}: it has no field {step!r}")
+    if step not in names:
+        raise InvalidInputError(f"unknown field {at}.{step} {columns_hint(step, names)}")
+    j = names.index(step)
+    kids = list(kids)
+    kids[j] = kids[j].with_type(_inside(kids[j].type, steps[1:], edit, f"{at}.{step}"))
+    return rebuilt(t, kids)
+
+
+def _shown(arg: object, kind: str) -> object:
+    """A change's argument as the summary says it: a path dotted, a reorder's names listed."""
+    if isinstance(arg, tuple):
+        return list(arg) if kind == "reorder" else ".".join(arg)
+    return arg
 
 
 def restored(schema: pa.Schema, current: pa.Schema) -> pa.Schema:
@@ -390,13 +494,27 @@ def iceberg_file_name(name: str) -> str:
     return "".join(kept(c, i == 0) for i, c in enumerate(name))
 
 
-def resolve(file: pa.Schema, schema: pa.Schema, added_version: int) -> dict[str, str | None]:
+class Where(dict[str, "str | None"]):
+    """:func:`resolve`'s answer: each column's name in the file (``None``: the file lacks it),
+    and the version the file was added at, by which its nested fields are found likewise."""
+
+    def __init__(self, found: Mapping[str, str | None], added_version: int) -> None:
+        super().__init__(found)
+        self.added_version = added_version
+
+
+def resolve(file: pa.Schema, schema: pa.Schema, added_version: int) -> Where:
     """Where each column of ``schema`` is in a data file of schema ``file``: the file column's
     name, or ``None`` when the file has no such column (it reads as the column's default).
 
     By field id when the file carries castable's ids (each id naming a column under a name
     it has had, or under the name Iceberg's writers give it, :func:`iceberg_file_name`);
-    otherwise by the name each column had at the version the file was added."""
+    otherwise by the name each column had at the version the file was added. The fields
+    inside a nested column are found by the same rules (:func:`conform_read`)."""
+    return Where(_found(file, schema, added_version), added_version)
+
+
+def _found(file: pa.Schema, schema: pa.Schema, added_version: int) -> dict[str, str | None]:
     if not has_ids(schema):
         return {n: (n if n in file.names else None) for n in schema.names}
     by_id = {fid: f.name for f in file if (fid := field_id(f)) is not None}
@@ -420,6 +538,7 @@ def conform_read(table: pa.Table, where: Mapping[str, str | None], schema: pa.Sc
     if len(schema) == 0:
         return table.select([])  # keeps the row count
     rows = table.num_rows
+    version = where.added_version if isinstance(where, Where) else sys.maxsize
     arrays = []
     for f in schema:
         source = where[f.name]
@@ -428,8 +547,52 @@ def conform_read(table: pa.Table, where: Mapping[str, str | None], schema: pa.Sc
             arrays.append(pa.nulls(rows, f.type) if default is None else pa.array([default.as_py()] * rows, f.type))
             continue
         column = table.column(source)
+        held = table.schema.field(source).type
+        if children(f.type) and not _same_nested(held, f.type):
+            column = pa.chunked_array(
+                [_conformed(c, held, f.type, version) for c in column.chunks], without_nested_metadata(f.type)
+            )
         arrays.append(column if column.type.equals(f.type) else column.cast(f.type))
     return pa.Table.from_arrays(arrays, schema=pa.schema([bare_field(f) for f in schema]))
+
+
+def _same_nested(held: pa.DataType, wanted: pa.DataType) -> bool:
+    """Whether a file's nested column of type ``held`` is read as it is as ``wanted``: the same
+    fields, by name and type, with the same ids (or none in either: a table never changed since
+    before nested ids)."""
+    return held.equals(wanted) and nested_ids(held) == nested_ids(wanted)
+
+
+def _conformed(array: pa.Array, held: pa.DataType, wanted: pa.DataType, version: int) -> pa.Array:
+    """A file's nested ``array`` (type ``held``) as type ``wanted``: each field found by
+    :func:`resolve`'s rules among the fields inside it (added ones NULL, renamed, dropped,
+    reordered and widened ones as the table has them), nulls kept at every level."""
+    if not children(wanted) or not children(held):
+        return array if array.type.equals(wanted) else array.cast(without_nested_metadata(wanted))
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(wanted):
+        inside, kids = pa.schema(children(held)), children(wanted)
+        where = _found(inside, pa.schema(kids), version)
+        parts = {f.name: part for f, part in zip(children(held), array.flatten(), strict=True)}
+        arrays = [
+            pa.nulls(len(array), without_nested_metadata(k.type))
+            if where[k.name] is None
+            else _conformed(parts[where[k.name]], inside.field(where[k.name]).type, k.type, version)
+            for k in kids
+        ]
+        return pa.StructArray.from_arrays(arrays, fields=[bare_field(k) for k in kids], mask=mask)
+    if pa.types.is_map(wanted):
+        keys = _conformed(array.keys, held.key_type, wanted.key_type, version)
+        items = _conformed(array.items, held.item_type, wanted.item_type, version)
+        return pa.MapArray.from_arrays(array.offsets, keys, items, type=without_nested_metadata(wanted), mask=mask)
+    made = without_nested_metadata(wanted)
+    if pa.types.is_fixed_size_list(wanted):
+        size = wanted.list_size
+        inner = array.values.slice(array.offset * size, len(array) * size)
+        values = _conformed(inner, held.value_type, wanted.value_type, version)
+        return pa.FixedSizeListArray.from_arrays(values, type=made, mask=mask)
+    values = _conformed(array.values, held.value_type, wanted.value_type, version)
+    return type(array).from_arrays(array.offsets, values, type=made, mask=mask)
 
 
 def bare_field(f: pa.Field) -> pa.Field:

@@ -25,7 +25,7 @@ from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, Int
 
 from castable.errors import CastableError
 from castable.format.evolution import FIELD_ID, default_of, field_id, file_schema, names_of, stored_type, with_ids
-from castable.format.nested import children, nested_ids
+from castable.format.nested import children, nested_fields, nested_ids
 
 
 class IcebergPublishError(CastableError):
@@ -177,13 +177,9 @@ def check_file(path: str, file: pa.Schema, schema: pa.Schema, found: dict[str, s
                 "Iceberg readers would not find it"
             )
         held = file.field(source).type
-        if children(f.type) and nested_ids(held) != nested_ids(f.type):
-            raise IcebergPublishError(
-                f"data file {path} holds nested column {f.name!r} without the ids of its fields that the table "
-                "gives them (it was written before they had ids): Iceberg readers would not find them; compact "
-                "the table to rewrite it"
-            )
-        if held != f.type:
+        if children(f.type):
+            _check_nested(path, f, held)
+        elif held != f.type:
             _check_promotion(path, f, held)
     misread = None if ids else maps_otherwise(file, schema, found, mapped_names(schema))
     if misread is not None:
@@ -206,6 +202,32 @@ def maps_otherwise(
         return None
     read = {found[f.name]: field_id(n) for f, n in zip(schema, with_ids(schema), strict=True)}
     return next((held.name for held in file if mapped.get(held.name) != read.get(held.name)), None)
+
+
+def _check_nested(path: str, f: pa.Field, held: pa.DataType) -> None:
+    """Refuse a data file whose nested column ``f`` (held as ``held``) Iceberg readers would
+    read otherwise than castable: fields without ids (written before the table gave them ids,
+    or by another writer), or a field whose type the table widened further than v2 promotes.
+    Fields added or dropped since the file was written are found by id, as castable does."""
+    if None in nested_ids(held):
+        raise IcebergPublishError(
+            f"data file {path} holds nested column {f.name!r} without the ids of its fields (it was written "
+            "before they had ids, or by another writer): Iceberg readers would not find them; compact the "
+            "table to rewrite it"
+        )
+    had = {i: t for i, t in _leaf_types(held)}
+    for fid, t in _leaf_types(f.type):
+        old = had.get(fid)
+        if old is not None and not old.equals(t) and not _promotes(_iceberg_type(old), _iceberg_type(t)):
+            raise IcebergPublishError(
+                f"data file {path} holds a field of {f.name!r} as {old}, which Iceberg v2 readers cannot read as "
+                f"{t} (v2 promotes int to long, float to double and decimal precision only): compact the table"
+            )
+
+
+def _leaf_types(t: pa.DataType) -> list[tuple[int | None, pa.DataType]]:
+    """The id and the type, as Iceberg sees it, of each primitive field inside nested type ``t``."""
+    return [(field_id(c), stored_type(c.type)) for c in nested_fields(t) if not children(c.type)]
 
 
 def _check_promotion(path: str, f: pa.Field, held: pa.DataType) -> None:

@@ -66,6 +66,22 @@ def parse_names(text: str) -> list[str]:
     return names
 
 
+def parse_path(text: str, stops: str = "") -> tuple[str | tuple[str, ...], int]:
+    """A column, or a field inside one, named at the start of ``text`` (up to the first of
+    ``stops`` outside quotes): names joined by ``.`` as in SQL, each bare or quoted
+    (``payload.user``, ``"a.b".c``); a lone name as it is, several as a tuple path. The
+    position just after it."""
+    parts, pos = [], 0
+    while True:
+        name, pos = read_name(text, pos, stops + ".")
+        if not name:
+            raise InvalidInputError(f"{text.strip()!r}: a column or field name is empty")
+        parts.append(name)
+        if not text.startswith(".", pos):
+            return (parts[0] if len(parts) == 1 else tuple(parts)), pos
+        pos += 1
+
+
 def split_pair(item: str, sep: str, what: str) -> tuple[str, str]:
     """``NAME<sep>REST`` (the name bare or quoted) as ``(name, rest)``, the rest stripped."""
     name, end = read_name(item, 0, sep)

@@ -448,6 +448,21 @@ def test_cli_takes_names_as_data_has_them_quoted_as_sql_quotes_them(tmp_path: Pa
     assert "has no closing" in fails("scan", uri, "--columns", '"a.b')
 
 
+def test_cli_alter_changes_fields_inside_a_struct_named_by_their_paths(tmp_path: Path) -> None:
+    """``payload.user`` is a field inside column ``payload`` (as in SQL); ``"a.b"`` quoted is the
+    column named so."""
+    uri = str(tmp_path / "t")
+    run("create", uri, "--schema", 'id:int64, payload:struct<user: struct<id: int64>, tags: list<string>>, "a.b":int32')
+    run(
+        "alter", uri, "--rename", "payload.user=person", "--add", "payload.user.name:string",  # adds come first
+        "--drop", "payload.tags", "--widen", '"a.b":int64',
+    )  # fmt: skip
+    table = castable.open_table(uri)
+    assert str(table.schema.field("payload").type) == "struct<person: struct<id: int64, name: string>>"
+    assert table.schema.field("a.b").type == pa.int64()
+    assert "unknown field 'payload.nope'" in fails("alter", uri, "--drop", "payload.nope")
+
+
 def test_cli_refuses_tables_inside_tables(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
     outer = str(tmp_path / "outer")
     run("create", outer, "--like", str(inputs[0]))

