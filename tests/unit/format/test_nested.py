@@ -180,3 +180,14 @@ def test_a_change_that_cannot_be_made_inside_a_struct_is_refused_and_changes_not
     with pytest.raises((castable.CastableError, ValueError), match=message):
         change(t.alter()).commit()  # type: ignore[operator]
     assert t.refresh().version == 1
+
+
+def test_a_field_dropped_and_added_again_under_its_name_and_type_never_shows_the_old_values(tmp_path: Path) -> None:
+    """The struct's type is the same by names and types before and after; only the ids tell
+    the new field from the old, so a file of the old one reads NULL in it."""
+    t = _table(tmp_path)
+    t.alter().drop_column(("payload", "user", "name")).commit()
+    t.alter().add_column(("payload", "user", "name"), pa.string()).commit()
+    assert t.schema.field("payload").type.equals(PAYLOAD)
+    users = [p and p["user"] for p in t.scan().to_arrow().sort_by("id").column("payload").to_pylist()]
+    assert users == [{"id": 7, "name": None}, None, None]
