@@ -68,6 +68,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         not_in_all="a design study, run by name",
     ),
     "schema": Benchmark("format", "format/schema.py", "schema evolution costs", not_in_all="run by name"),
+    "nested": Benchmark("format", "format/nested.py", "appends and scans of nested columns, against pyarrow"),
     "maintenance": Benchmark("maintenance", "maintenance/maintenance.py", "scans before and after compaction, gc cost"),
     "contention": Benchmark("concurrency", "concurrency/contention.py", "concurrent writers, against deltalake"),
     "faults": Benchmark("concurrency", "concurrency/faults.py", "commits over a lossy network"),

@@ -81,6 +81,14 @@ def command(benchmark: str) -> list[str]:
             ("answers/s",),
         ),
         (
+            "nested",
+            "nested.md",
+            ("| ",),
+            ("castable append", "pyarrow write_table", "castable scan().to_arrow()", "pyarrow read_table"),
+            (),
+            ("append within 1.2x of pyarrow", "scan within 1.2x of pyarrow"),
+        ),
+        (
             "schema",
             "schema.md",
             ("| local |", "| moto |"),
