@@ -4,7 +4,7 @@ same rows as the same Parquet (castable's defaults: zstd, page indexes, row grou
 Arrow data) directly, side by side in one run, on the local store; pyarrow's own defaults
 (snappy, one row group of up to a million rows) are shown beside.
 
-Target (issue 65): castable's append and scan within 1.2x of pyarrow's write and read.
+Target: castable's append and scan within 1.2x of pyarrow's write and read.
 
 Usage: python -m bench nested [--rows 1000000] [--repeats 5] [--quick] [--out DIR]
 Writes bench/results/nested.md as well as printing it.
