@@ -24,16 +24,12 @@ from castable.errors import InvalidInputError, SchemaMismatchError, columns_hint
 from castable.format.conversions import widens
 from castable.format.nested import FIELD_ID as FIELD_ID  # re-exported: the key of every id
 from castable.format.nested import children, nested_ids, rebuilt, with_nested_ids, without_nested_metadata
+from castable.format.nested import field_id as field_id  # re-exported: columns' ids are read as nested fields' are
 from castable.format.stats import decode_value, encode_value, supports_stats
 
 NAMES = b"castable:names"
 DEFAULT = b"castable:default"
 LAST_ID = b"castable:last_column_id"
-
-
-def field_id(f: pa.Field) -> int | None:
-    raw = (f.metadata or {}).get(FIELD_ID)
-    return None if raw is None else int(raw)
 
 
 def check_ids(schema: pa.Schema) -> None:
@@ -51,12 +47,11 @@ def check_ids(schema: pa.Schema) -> None:
             raise ValueError(f"column {f.name!r}: its name history does not end in its name")
         default_of(f)
     if has_ids(schema):
-        every = [i for f in schema for i in (field_id(f), *nested_ids(f.type))]
         for f in schema:
             inner = nested_ids(f.type)
             if None in inner and any(i is not None for i in inner):
                 raise ValueError(f"column {f.name!r}: some of its nested fields have ids and some do not")
-        given = [i for i in every if i is not None]
+        given = [i for f in schema for i in (field_id(f), *nested_ids(f.type)) if i is not None]
         if len(set(given)) != len(given):
             raise ValueError(f"field ids repeat: {sorted(given)}")
         if last_column_id(schema) < max(given):

@@ -20,7 +20,8 @@ import pyarrow as pa
 FIELD_ID = b"PARQUET:field_id"
 
 
-def _id_of(f: pa.Field) -> int | None:
+def field_id(f: pa.Field) -> int | None:
+    """The id of field ``f`` (a column, or a field inside one); ``None`` if it has none."""
     raw = (f.metadata or {}).get(FIELD_ID)
     return None if raw is None else int(raw)
 
@@ -72,7 +73,7 @@ def nested_fields(t: pa.DataType) -> Iterator[pa.Field]:
 
 def nested_ids(t: pa.DataType) -> list[int | None]:
     """The ids of every field inside ``t`` (``None`` for one without)."""
-    return [_id_of(f) for f in nested_fields(t)]
+    return [field_id(f) for f in nested_fields(t)]
 
 
 def with_nested_ids(t: pa.DataType, next_id: Callable[[], int]) -> pa.DataType:
@@ -81,7 +82,7 @@ def with_nested_ids(t: pa.DataType, next_id: Callable[[], int]) -> pa.DataType:
     inner = children(t)
     if not inner:
         return t
-    ids = [_id_of(f) if _id_of(f) is not None else next_id() for f in inner]
+    ids = [fid if (fid := field_id(f)) is not None else next_id() for f in inner]
     fields = [
         f.with_type(with_nested_ids(f.type, next_id)).with_metadata({**(f.metadata or {}), FIELD_ID: str(i).encode()})
         for f, i in zip(inner, ids, strict=True)

@@ -56,13 +56,9 @@ def _as_stored(f: pa.Field) -> pa.DataType:
         refused = "its nested fields have no ids yet (any schema change gives them theirs: castable alter)"
     if refused is not None:
         raise IcebergPublishError(f"column {f.name!r} is {t}: {refused}")
-    if children(t):
-        return stored_type(t)
     if pa.types.is_date64(t):  # Parquet holds dates as days whatever Arrow's unit
         return pa.date32()
-    if pa.types.is_timestamp(t):  # in castable's files microseconds; instants in UTC (the zone is Arrow's)
-        return pa.timestamp(stored_type(t).unit, tz=None if t.tz is None else "UTC")
-    return t
+    return stored_type(t)  # castable's files: times in microseconds, instants in UTC, nested fields likewise
 
 
 def _refusal(t: pa.DataType) -> str | None:
