@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -269,12 +269,13 @@ class Database:
         schema: pa.Schema,
         *,
         primary_key: str | list[str] | None = None,
+        partition_by: str | Sequence[str] | None = None,
         properties: Mapping[str, object] | None = None,
         commit_id: str | None = None,
         table_uuid: str | None = None,
     ) -> Table:
         """Add an empty table ``name`` to the database, in one database commit (``table_uuid``:
-        the uuid a catalog announced)."""
+        the uuid a catalog announced; ``partition_by`` as for :func:`castable.create_table`)."""
         check_name(name)
         commit_id = new_commit_id(commit_id)
         manifest = initial_manifest(
@@ -284,6 +285,7 @@ class Database:
             format_version=LATEST_FORMAT_VERSION,
             database=Membership(self._log.head.database_uuid, name, 0),
             table_uuid=table_uuid,
+            partition_by=partition_by,
         )
         self.refresh()
         if self.committed_version(commit_id) is not None:  # a retry of a create that landed

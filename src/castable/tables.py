@@ -4,7 +4,7 @@ here, the table's own log, or for a table of a database the database (docs/forma
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ def create_table(
     schema: pa.Schema | DataLike,
     *,
     primary_key: str | list[str] | None = None,
+    partition_by: str | Sequence[str] | None = None,
     properties: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
@@ -37,13 +38,21 @@ def create_table(
     of a ``schema``, or from data (Arrow, a reader, pandas, polars...), which is its first append
     (version 1) in the schema the data has, timestamps in microseconds
     (:func:`~castable.inputs.batches.schema_of`); the table's history says what it wrote.
+    ``partition_by`` partitions it by Iceberg's transforms of its columns (``"day(ts)"``,
+    ``"bucket(16, id)"``, ``"region"``...): rows are put in files by partition, and scans skip
+    the partitions a filter rules out.
     ``format_version=1`` writes a table that castable releases before version 2 can read."""
     store = store_from_uri(uri, storage_options)
     data = None
     if not isinstance(schema, pa.Schema):
         schema, data = schema_of(schema)
     table = create_table_at(
-        store, schema, primary_key=primary_key, properties=properties, format_version=format_version
+        store,
+        schema,
+        primary_key=primary_key,
+        partition_by=partition_by,
+        properties=properties,
+        format_version=format_version,
     )
     if data is not None:
         with contextlib.suppress(EmptyWriteError):  # a schema and no rows: the table stays empty, as asked
@@ -61,6 +70,7 @@ def create_table_at(
     schema: pa.Schema,
     *,
     primary_key: str | list[str] | None = None,
+    partition_by: str | Sequence[str] | None = None,
     properties: Mapping[str, object] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
     table_uuid: str | None = None,
@@ -69,7 +79,12 @@ def create_table_at(
     """:func:`create_table` on a store already made (``table_uuid``: the uuid a catalog
     announced; ``within``: the warehouse it is created in, above which nothing is checked)."""
     manifest = initial_manifest(
-        schema, primary_key=primary_key, properties=properties, format_version=format_version, table_uuid=table_uuid
+        schema,
+        primary_key=primary_key,
+        properties=properties,
+        format_version=format_version,
+        table_uuid=table_uuid,
+        partition_by=partition_by,
     )
     create(store, manifest, within=within)
     return load_table(store)

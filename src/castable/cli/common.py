@@ -45,6 +45,14 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document (f
 PrimaryKey = Annotated[
     str | None, typer.Option("--primary-key", "-k", metavar="COLUMN", help="The primary key column.")
 ]
+PartitionBy = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--partition-by",
+        metavar="FIELD",
+        help="Partition by a transform of a column: day(ts), bucket(16, id), truncate(4, name), region (repeatable).",
+    ),
+]
 Properties = Annotated[
     list[str] | None, typer.Option("--property", "-p", metavar="KEY=VALUE", help="A table property (repeatable).")
 ]

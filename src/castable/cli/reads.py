@@ -276,6 +276,7 @@ def info(
     its properties set, the rest their defaults)."""
     from castable.format.conversions import unit_note
     from castable.format.evolution import field_id
+    from castable.format.partitioning import described
     from castable.format.properties import DEFAULTS
 
     table = open_table(uri, storage_option)
@@ -298,6 +299,7 @@ def info(
             "table_uuid": m.table_uuid,
             "primary_key": list(m.primary_key),
             "schema": columns,
+            "partitioning": m.partitioning.to_json(),
             "data_files": len(m.data_files),
             "bytes": size,
             "rows_before_deletes": m.total_rows,
@@ -322,6 +324,10 @@ def info(
     for c in columns:
         schema.add_row(str(c["id"] or "-"), str(c["name"]), str(c["type"]), "yes" if c["nullable"] else "no")
     console.print(schema)
+    spec = m.partitioning.default
+    fields = ", ".join(described(f, m.schema) for f in spec.fields) or "unpartitioned"
+    older = len(m.partitioning.specs) - 1
+    console.print(f"partitioning (spec {spec.spec_id}): {fields}" + (f"    older specs: {older}" if older else ""))
     console.print(
         f"data files: {len(m.data_files)} ({size:,} bytes, {m.total_rows:,} rows before deletes)    "
         f"tombstone files: {len(m.tombstones)}"

@@ -13,6 +13,7 @@ from castable.cli.common import (
     AsJson,
     CommitId,
     Count,
+    PartitionBy,
     PrimaryKey,
     Properties,
     StorageOption,
@@ -58,6 +59,7 @@ def create(
     ] = None,
     like: Annotated[Path | None, typer.Option(help="Take the schema of this Parquet or CSV file.")] = None,
     primary_key: PrimaryKey = None,
+    partition_by: PartitionBy = None,
     prop: Properties = None,
     format_version: Annotated[
         int | None,
@@ -79,6 +81,7 @@ def create(
         uri,
         arrow_schema,
         primary_key=primary_key,
+        partition_by=partition_by,
         properties=parse_options(prop),
         storage_options=parse_options(storage_option),
         **({} if format_version is None else {"format_version": format_version}),
@@ -444,6 +447,31 @@ def upgrade(
         emit(as_json, f"{table.uri} is already in format version {LATEST_FORMAT_VERSION}; nothing to do", doc)
         return
     report_commit(table.upgrade(commit_id=commit_id), as_json)
+
+
+@tables_app.command("partition-by")
+def partition_by(
+    uri: str,
+    field: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Partition fields: day(ts), bucket(16, id), truncate(4, name), region, ...", show_default=False
+        ),
+    ] = None,
+    unpartitioned: Annotated[bool, typer.Option(help="Write new files unpartitioned.")] = False,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Partition the files written from now on by new fields, in one commit; no data is rewritten
+    (older files keep their partitioning, and scans prune each by its own)."""
+    if bool(field) == unpartitioned:
+        raise InvalidInputError("give partition fields, or --unpartitioned (one of them)")
+    table = open_table(uri, storage_option)
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
+        return
+    report_commit(table.partition_by(field or [], commit_id=commit_id), as_json)
 
 
 @tables_app.command("set-properties")

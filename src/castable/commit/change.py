@@ -17,6 +17,7 @@ from castable.errors import (
     InvalidInputError,
 )
 from castable.format.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
+from castable.format.partitioning import Partitioning
 from castable.format.times import now
 from castable.store.uploads import Deferred
 
@@ -37,6 +38,8 @@ class NextState:
     primary_key: tuple[str, ...] | None = None
     properties: dict[str, str] | None = None
     """The next version's table properties; ``None`` keeps the base's (see ``Table.set_properties``)."""
+    partitioning: Partitioning | None = None
+    """The next version's partition specs; ``None`` keeps the base's (see ``Table.partition_by``)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ def stage(
             schema=staged.schema if state.schema is None else state.schema,
             primary_key=staged.primary_key if state.primary_key is None else state.primary_key,
             properties=staged.properties if state.properties is None else state.properties,
+            partitioning=staged.partitioning if state.partitioning is None else state.partitioning,
         )
         view = replace(staged, version=current.version)  # the next change adds to the same version
     return staged

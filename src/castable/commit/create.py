@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
@@ -18,9 +18,11 @@ from castable.format.evolution import with_all_ids
 from castable.format.filelist import DATA, TOMBSTONES, FileList
 from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import FORMAT_VERSIONS, Manifest, Membership
+from castable.format.partitioning import Partitioning
 from castable.format.properties import checked
 from castable.format.stats import supports_stats
 from castable.format.times import now
+from castable.inputs.partitions import parse_partition_by
 from castable.store import ObjectStore, PreconditionFailedError
 
 
@@ -32,6 +34,7 @@ def initial_manifest(
     format_version: int,
     database: Membership | None = None,
     table_uuid: str | None = None,
+    partition_by: str | Sequence[str] | None = None,
 ) -> Manifest:
     """Version 0 of a new table, its definition checked (every create starts here); its uuid
     is new unless a catalog announced one (``table_uuid``)."""
@@ -54,6 +57,11 @@ def initial_manifest(
     schema = schema.remove_metadata()
     if format_version >= 2:
         schema = with_all_ids(schema)
+    partitioning = Partitioning()
+    if partition_by:
+        if format_version < 2:
+            raise InvalidInputError("a partitioned table needs format version 2")
+        partitioning = Partitioning.created(parse_partition_by(partition_by, schema), schema)
     return Manifest(
         table_uuid=str(uuid.uuid4() if table_uuid is None else uuid.UUID(table_uuid)),
         version=0,
@@ -67,6 +75,7 @@ def initial_manifest(
         tombstones=FileList(TOMBSTONES, schema),
         format_version=format_version,
         database=database,
+        partitioning=partitioning,
     )
 
 
@@ -92,10 +101,10 @@ def _check_half_created(store: ObjectStore, wanted: Manifest) -> None:
     """Version 0 exists: a table, or a create that crashed before its pointer, which this
     create completes when it asks for the same definition; anything else is refused."""
     found = read_manifest(store, 0)
-    definition = (found.schema, found.primary_key, found.properties)
+    definition = (found.schema, found.primary_key, found.properties, found.partitioning)
     if store.exists(POINTER_KEY):
         raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
-    if definition != (wanted.schema, wanted.primary_key, wanted.properties):
+    if definition != (wanted.schema, wanted.primary_key, wanted.properties, wanted.partitioning):
         raise TableAlreadyExistsError(
             f"a half-created table (version 0, no pointer: its create crashed) with another schema or "
             f"properties is at {store.uri}; open it, or create it again with the same definition"

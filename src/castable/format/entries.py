@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from castable.format.stats import ColumnStats, stats_from_json
+from castable.format.stats import ColumnStats, JsonValue, stats_from_json
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,10 @@ class DataFile:
     added_version: int = 0
     inline: pa.Table | None = field(default=None, hash=False, compare=False, repr=False)
     """The rows, under the field ids of the schema they were kept with, for an inline entry."""
+    spec_id: int = 0
+    """The partition spec the file was written with (``castable.format.partitioning``)."""
+    partition: tuple[JsonValue | None, ...] = ()
+    """The file's value of each field of that spec (JSON form): every row of it has these."""
 
     def column_stats(self, name: str, schema: pa.Schema) -> ColumnStats | None:
         doc = self.stats.get(name)
@@ -43,6 +47,7 @@ class DataFile:
             "stats": self.stats,
             "added_version": self.added_version,
             **({} if self.inline is None else {"inline": _ipc_text(self.inline)}),
+            **({"spec_id": self.spec_id, "partition": list(self.partition)} if self.partition else {}),
         }
 
     @cached_property
@@ -62,6 +67,8 @@ class DataFile:
             stats=dict(doc.get("stats") or {}),
             added_version=int(doc.get("added_version", 0)),
             inline=None if inline is None else _ipc_table(str(inline)),
+            spec_id=int(doc.get("spec_id", 0)),
+            partition=tuple(doc.get("partition", ())),
         )
 
 

@@ -24,6 +24,7 @@ from castable.errors import CorruptObjectError
 from castable.format import segment
 from castable.format.entries import CommitInfo, DataFile, TombstoneFile, dumps
 from castable.format.filelist import DATA, SEGMENTS, TOMBSTONES, FileList, Loader, Part
+from castable.format.partitioning import Partitioning
 from castable.format.schema import schema_from_json, schema_to_json
 from castable.format.segment import SegmentRef
 from castable.format.times import format_time, parse_time
@@ -147,6 +148,8 @@ class Manifest:
     format_version: int = LATEST_FORMAT_VERSION
     database: Membership | None = None
     """Set on the tables of a database; ``None`` for a table of its own."""
+    partitioning: Partitioning = field(default_factory=Partitioning)
+    """The table's partition specs (none of them with fields: not partitioned)."""
 
     def __post_init__(self) -> None:
         for name, codec in (("data_files", DATA), ("tombstones", TOMBSTONES)):
@@ -177,6 +180,7 @@ class Manifest:
         schema: pa.Schema | None = None,
         primary_key: tuple[str, ...] | None = None,
         properties: dict[str, str] | None = None,
+        partitioning: Partitioning | None = None,
     ) -> Manifest:
         """The manifest of the version after this one, in ``format_version`` (default: this
         one's), ``schema`` and ``properties`` (default: this one's); ``source_ids`` are recorded
@@ -198,6 +202,7 @@ class Manifest:
             schema=schema,
             primary_key=self.primary_key if primary_key is None else primary_key,
             properties=self.properties if properties is None else properties,
+            partitioning=self.partitioning if partitioning is None else partitioning,
             data_files=data_files.evolved(schema),
             tombstones=tombstones.evolved(schema),
             recent_commits=recent,
@@ -251,6 +256,8 @@ class Manifest:
         }
         if self.database is not None:
             doc["database"] = self.database.to_json()
+        if self.partitioning != Partitioning():
+            doc["partitioning"] = self.partitioning.to_json()
         if self.format_version >= 2:
             recent = self.recent_commits
             doc["segments"] = [r.to_json() for r in self.data_files.refs + self.tombstones.refs]
@@ -313,6 +320,7 @@ class Manifest:
                 ),
                 format_version=found,
                 database=None if doc.get("database") is None else Membership.from_json(doc["database"]),
+                partitioning=Partitioning.from_json(doc.get("partitioning")),
                 **files,
             )
         except CorruptObjectError as e:

@@ -11,6 +11,7 @@ a list of the table's rows per entry (null for a file), and is marked segment fo
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import pyarrow.ipc as ipc
 
 from castable.errors import CorruptObjectError
 from castable.format import inline
-from castable.format.entries import DataFile, TombstoneFile
+from castable.format.entries import DataFile, TombstoneFile, dumps
 from castable.format.evolution import FIELD_ID, field_id, file_schema, names_of
 from castable.format.stats import ColumnStats, decode_values, stats_to_json, supports_stats, value_type
 
@@ -31,6 +32,10 @@ SEGMENT_FORMAT_VERSION = "1"
 INLINE_FORMAT_VERSION = "2"
 """The format of a data segment with an ``inline`` column: readers that know only 1 refuse it."""
 INLINE = "inline"
+SPEC_ID = "spec_id"
+PARTITION = "partition"
+"""A data segment listing files of a partitioned table has these two columns: each file's spec id
+(int32) and its partition values as the compact JSON of a list, in the spec's field order."""
 Kind = Literal["data", "tombstone", "commits"]
 KINDS: tuple[Kind, ...] = ("data", "tombstone", "commits")
 
@@ -159,6 +164,10 @@ def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
         },
         schema=target,
     )
+    if any(f.partition for f in files):
+        table = table.append_column(
+            pa.field(SPEC_ID, pa.int32()), pa.array([f.spec_id for f in files], pa.int32())
+        ).append_column(pa.field(PARTITION, pa.string()), pa.array([dumps(list(f.partition)) for f in files]))
     if all(f.inline is None for f in files):
         return table
     kept = [inline.conformed(f.inline, schema) for f in files if f.inline is not None]
@@ -184,7 +193,9 @@ def data_files(table: pa.Table, schema: pa.Schema) -> list[DataFile]:
         else:
             per_column[f.name] = [_stats_doc(None, None, n) for n in nulls]
     kept = _inline_rows(table)
-    rows = table.drop_columns([c for c in ("stats", INLINE) if c in table.column_names]).to_pylist()
+    specs = table.column(SPEC_ID).to_pylist() if SPEC_ID in table.column_names else [0] * table.num_rows
+    values = table.column(PARTITION).to_pylist() if PARTITION in table.column_names else [None] * table.num_rows
+    rows = table.drop_columns([c for c in ("stats", INLINE, SPEC_ID, PARTITION) if c in table.column_names]).to_pylist()
     return [
         DataFile(
             path=r["path"],
@@ -195,6 +206,8 @@ def data_files(table: pa.Table, schema: pa.Schema) -> list[DataFile]:
             stats={name: docs[i] for name, docs in per_column.items() if docs[i]},
             added_version=r["added_version"],
             inline=kept[i],
+            spec_id=specs[i] or 0,
+            partition=() if values[i] is None else tuple(json.loads(str(values[i]))),
         )
         for i, r in enumerate(rows)
     ]

@@ -103,35 +103,40 @@ def manifest_entry(added: int, parent: int, version: int, entry: IcebergDataFile
     )
 
 
-def data_file_entry(location: str, size: int, footer: pq.FileMetaData) -> IcebergDataFile:
+def data_file_entry(
+    location: str, size: int, footer: pq.FileMetaData, spec_id: int = 0, partition: Record | None = None
+) -> IcebergDataFile:
     """The description of the data file at ``location``, of ``size`` bytes, with the statistics
-    of its ``footer``."""
+    of its ``footer``, in partition ``partition`` of spec ``spec_id``."""
     return IcebergDataFile.from_args(
         content=DataFileContent.DATA,
         file_path=location,
         file_format=FileFormat.PARQUET,
-        partition=Record(),
+        partition=Record() if partition is None else partition,
         file_size_in_bytes=size,
         sort_order_id=None,
-        spec_id=0,
+        spec_id=spec_id,
         equality_ids=None,
         key_metadata=None,
         **file_statistics(footer),
     )
 
 
-def position_delete_entry(location: str, data: bytes) -> IcebergDataFile:
-    """The manifest entry of the position delete file ``data`` at ``location``, with the metrics
-    Java Iceberg writes for one (sizes, counts, and the bounds of ``file_path`` and ``pos``)."""
+def position_delete_entry(
+    location: str, data: bytes, spec_id: int = 0, partition: Record | None = None
+) -> IcebergDataFile:
+    """The manifest entry of the position delete file ``data`` at ``location`` (deleting rows of
+    files in partition ``partition`` of spec ``spec_id``), with the metrics Java Iceberg writes
+    for one (sizes, counts, and the bounds of ``file_path`` and ``pos``)."""
     return IcebergDataFile.from_args(
         content=DataFileContent.POSITION_DELETES,
         file_path=location,
         file_format=FileFormat.PARQUET,
-        partition=Record(),
+        partition=Record() if partition is None else partition,
         file_size_in_bytes=len(data),
         **file_statistics(pq.read_metadata(pa.BufferReader(data))),
         sort_order_id=None,
-        spec_id=0,
+        spec_id=spec_id,
         equality_ids=None,
         key_metadata=None,
     )

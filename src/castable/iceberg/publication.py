@@ -18,6 +18,7 @@ description, statistics and entry) is :mod:`castable.iceberg.manifests`'.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -33,12 +34,14 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.manifest import (
     ManifestContent,
+    ManifestEntry,
     ManifestFile,
+    ManifestWriter,
     read_manifest_list,
     write_manifest,
     write_manifest_list,
 )
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadataV2
@@ -53,6 +56,7 @@ from castable.format.entries import DataFile, TombstoneFile
 from castable.format.evolution import FIELD_ID, last_column_id, resolve
 from castable.format.filelist import Part
 from castable.format.layout import ICEBERG_HINT, ICEBERG_PREFIX
+from castable.format.tombstone import FileDeletes
 from castable.iceberg.files import StoredFileIO, StoredInput, StoredOutput
 from castable.iceberg.manifests import (
     POSITION_DELETES,
@@ -63,6 +67,7 @@ from castable.iceberg.manifests import (
     position_delete_entry,
     write_entries,
 )
+from castable.iceberg.partitions import iceberg_spec, iceberg_specs, partition_record
 from castable.iceberg.schema import (
     IcebergPublishError,
     check_file,
@@ -260,12 +265,10 @@ class _Publication:
             [m for path, m in reusable.items() if path not in listed_now and m.content == ManifestContent.DATA],
         )
         for data, key in data_parts:
-            manifests.append(reusable.get(self.location(key)) or self._data_manifest(data, key, schema))
+            manifests += self._reused(reusable, key) or self._data_manifests(data, key, schema)
         for tombstones in self.snapshot.manifest.tombstones.parts:
             key = self._manifest_key(tombstones)
-            found = reusable.get(self.location(key)) or self._delete_manifest(tombstones, key, schema)
-            if found is not None:
-                manifests.append(found)
+            manifests += self._reused(reusable, key) or self._delete_manifests(tombstones, key, schema)
         listed = None
         if self.version:  # version 0, the empty table, is published as a table with no snapshot
             listed = self._out(f"{METADATA}snap-{self.version}-castable.avro")
@@ -304,16 +307,42 @@ class _Publication:
             return {}
 
     def _manifest_key(self, part: Part[DataFile] | Part[TombstoneFile]) -> str:
-        """The Iceberg manifest of a castable segment, named after it (both are immutable)."""
+        """The Iceberg manifest of a castable segment, named after it (both are immutable); a
+        segment of files of several partition specs has one manifest per spec (an Iceberg
+        manifest holds files of one spec), named by :func:`_spec_key`."""
         if part.ref is None:
             raise IcebergPublishError(f"version {self.version} has a segment not yet written")
         name = part.ref.path.rsplit("/", 1)[-1].removesuffix(".arrow")
         return f"{METADATA}castable-{part.ref.kind}-{name}.avro"
 
-    def _data_manifest(self, part: Part[DataFile], key: str, schema: Schema) -> ManifestFile:
-        """The data files of a data segment (each checked, inline entries written as files). A
-        file the last publication described, in a segment since merged into this one, keeps its
-        description: its footer is not read again."""
+    def _reused(self, reusable: Mapping[str, ManifestFile], key: str) -> list[ManifestFile]:
+        """The manifests the last publication wrote for the segment of manifest ``key``: all
+        of them or none, as one publication writes a segment's manifests together."""
+        whole = self.location(key)
+        spec_prefix = whole.removesuffix(".avro") + "-spec"
+        return [m for path, m in reusable.items() if path == whole or path.startswith(spec_prefix)]
+
+    def _spec_manifests(
+        self,
+        key: str,
+        by_spec: Mapping[int, list[ManifestEntry]],
+        writer: Callable[[PartitionSpec, Schema, StoredOutput], ManifestWriter],
+        schema: Schema,
+    ) -> list[ManifestFile]:
+        """One manifest of ``writer``'s kind per spec of ``by_spec``'s entries."""
+        partitioning = self.snapshot.manifest.partitioning
+        return [
+            write_entries(
+                writer(iceberg_spec(partitioning, spec_id), schema, self._out(_spec_key(key, spec_id, by_spec))),
+                entries,
+            )
+            for spec_id, entries in sorted(by_spec.items())
+        ]
+
+    def _data_manifests(self, part: Part[DataFile], key: str, schema: Schema) -> list[ManifestFile]:
+        """The data files of a data segment (each checked, inline entries written as files), in
+        a manifest per partition spec. A file the last publication described, in a segment since
+        merged into this one, keeps its description: its footer is not read again."""
         files = part.entries(self.snapshot.schema)
         located = {f.path: self._data_file(f) for f in files}
         described: dict[str, IcebergDataFile] = {}
@@ -325,11 +354,17 @@ class _Publication:
             held = footer.schema.to_arrow_schema()
             check_file(f.path, held, self.snapshot.schema, self.snapshot.columns_of(f, footer))
             self._note_ids(held)
-            described[f.path] = data_file_entry(*located[f.path], footer)
-        entries = [manifest_entry(f.added_version, self.parent, self.version, described[f.path]) for f in files]
-        return write_entries(
-            write_manifest(2, UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC), entries
-        )
+            partition = partition_record(f, self.snapshot.manifest.partitioning, self.snapshot.schema)
+            described[f.path] = data_file_entry(*located[f.path], footer, f.spec_id, partition)
+        by_spec: dict[int, list[ManifestEntry]] = {}
+        for f in files:
+            entry = manifest_entry(f.added_version, self.parent, self.version, described[f.path])
+            by_spec.setdefault(f.spec_id, []).append(entry)
+
+        def writer(spec: PartitionSpec, schema: Schema, out: StoredOutput) -> ManifestWriter:
+            return write_manifest(2, spec, schema, out, self.version, CODEC)
+
+        return self._spec_manifests(key, by_spec, writer, schema)
 
     def _out(self, key: str) -> StoredOutput:
         return StoredOutput(self.store, key, self.location(key), self._pending)
@@ -357,17 +392,18 @@ class _Publication:
             data = self._pending[key] = inline.parquet_bytes(f.inline)
             return self.location(key), len(data)
 
-    def _delete_manifest(self, part: Part[TombstoneFile], key: str, schema: Schema) -> ManifestFile | None:
-        """The position delete files of a tombstone segment's tombstones, in a delete manifest."""
-        entries = []
+    def _delete_manifests(self, part: Part[TombstoneFile], key: str, schema: Schema) -> list[ManifestFile]:
+        """The position delete files of a tombstone segment's tombstones, in a delete manifest per spec."""
+        by_spec: dict[int, list[ManifestEntry]] = {}
         for t in part.entries(self.snapshot.schema):
-            written = self._position_deletes(t)
-            if written is not None:
-                entries.append(manifest_entry(t.added_version, self.parent, self.version, written))
-        if not entries:
-            return None
-        writer = DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, schema, self._out(key), self.version, CODEC)
-        return write_entries(writer, entries)
+            for spec_id, written in self._position_deletes(t):
+                entry = manifest_entry(t.added_version, self.parent, self.version, written)
+                by_spec.setdefault(spec_id, []).append(entry)
+
+        def writer(spec: PartitionSpec, schema: Schema, out: StoredOutput) -> ManifestWriter:
+            return DeleteManifestWriter(spec, schema, out, self.version, CODEC)
+
+        return self._spec_manifests(key, by_spec, writer, schema)
 
     def _footers(self, files: list[DataFile]) -> Iterator[pq.FileMetaData]:
         """The footers of ``files``, in order; from an object store many at once (the first
@@ -433,25 +469,40 @@ class _Publication:
         self._note_ids(held)
         return maps_otherwise(held, schema, resolve(held, schema, f.added_version), mapped) is not None
 
-    def _position_deletes(self, t: TombstoneFile) -> IcebergDataFile | None:
-        """The rows tombstone ``t`` deletes, by file and position, as an Iceberg position delete
-        file (``None`` if it deletes no row of this version's files).
+    def _position_deletes(self, t: TombstoneFile) -> list[tuple[int, IcebergDataFile]]:
+        """The rows tombstone ``t`` deletes, by file and position, as Iceberg position delete
+        files with their spec ids: one per partition of the files it names (a reader applies a
+        position delete file to the data files of its partition), none if it deletes no row of
+        this version's files.
 
-        Written once, by the first publication of a version that lists ``t`` (which holds every
-        file ``t`` names that any published version holds), and never again: an older snapshot
-        reads the same file, and a later version may no longer hold some of those files."""
-        key = f"{METADATA}castable-{t.path.rsplit('/', 1)[-1].removesuffix('.del')}-deletes.parquet"
-        try:
-            written = self.store.get(key).data
-        except ObjectNotFoundError:
-            written = None
-        if written is not None:
-            return position_delete_entry(self.location(key), written)
+        Each is written once, by the first publication of a version that lists ``t`` (which holds
+        every file ``t`` names that any published version holds), and never again: an older
+        snapshot reads the same file, and a later version may no longer hold some of those files."""
         named = self.snapshot.tombstone_deletes(t)
-        files = {f.path: f for f in self.snapshot.manifest.data_files.named(named)}
+        groups: dict[tuple[int, tuple[object, ...]], list[DataFile]] = {}
+        for f in self.snapshot.manifest.data_files.named(named):
+            groups.setdefault((f.spec_id, f.partition), []).append(f)
+        name = t.path.rsplit("/", 1)[-1].removesuffix(".del")
+        out = []
+        for (spec_id, values), files in sorted(groups.items(), key=lambda g: json.dumps(g[0])):
+            suffix = "" if not values else "-" + hashlib.sha256(json.dumps([spec_id, values]).encode()).hexdigest()[:16]
+            key = f"{METADATA}castable-{name}-deletes{suffix}.parquet"
+            written = self._delete_file(key, files, named)
+            if written is not None:
+                partition = partition_record(files[0], self.snapshot.manifest.partitioning, self.snapshot.schema)
+                out.append((spec_id, position_delete_entry(self.location(key), written, spec_id, partition)))
+        return out
+
+    def _delete_file(self, key: str, files: list[DataFile], named: Mapping[str, FileDeletes]) -> bytes | None:
+        """The position delete file at ``key`` of ``files``' deleted rows: as written already, or
+        written now (``None``: none of their rows is deleted)."""
+        try:
+            return self.store.get(key).data
+        except ObjectNotFoundError:
+            pass
         paths: list[pa.Array] = []
         positions: list[pa.Array] = []
-        located = sorted(((self._data_file(f)[0], f, named[path]) for path, f in files.items()), key=lambda x: x[0])
+        located = sorted(((self._data_file(f)[0], f, named[f.path]) for f in files), key=lambda x: x[0])
         for location, f, deletes in located:  # the spec: sorted by file_path, then pos
             found = self.snapshot.deleted_positions(f, self.snapshot.footer(f), deletes)
             if len(found):
@@ -463,7 +514,7 @@ class _Publication:
         sink = io.BytesIO()
         pq.write_table(rows, sink, compression="zstd")
         data = self._pending[key] = sink.getvalue()
-        return position_delete_entry(self.location(key), data)
+        return data
 
     def _table_metadata(
         self, previous: TableMetadataV2 | None, schema: Schema, manifest_list: str | None
@@ -516,9 +567,9 @@ class _Publication:
                 "last-column-id": max(last_column_id(self.snapshot.schema), schema.highest_field_id),
                 "schemas": [s.model_dump(by_alias=True) for s in schemas],
                 "current-schema-id": schema.schema_id,
-                "partition-specs": [UNPARTITIONED_PARTITION_SPEC.model_dump(by_alias=True)],
-                "default-spec-id": 0,
-                "last-partition-id": 999,
+                "partition-specs": [s.model_dump(by_alias=True) for s in iceberg_specs(m.partitioning)],
+                "default-spec-id": m.partitioning.default_spec_id,
+                "last-partition-id": m.partitioning.last_field_id,
                 "properties": {
                     VERSION: str(self.version),
                     NAME_MAPPING: name_mapping(self.snapshot.schema),
@@ -547,6 +598,12 @@ class _Publication:
                 return
             except PreconditionFailedError:
                 hint, etag = read_hint(self.store)
+
+
+def _spec_key(key: str, spec_id: int, by_spec: Mapping[int, object]) -> str:
+    """The key of a segment's manifest of spec ``spec_id``: the segment's manifest key when all
+    its files are of spec 0 (every unpartitioned table), else ``...-spec<id>.avro``."""
+    return key if set(by_spec) == {0} else f"{key.removesuffix('.avro')}-spec{spec_id}.avro"
 
 
 def _operation(operation: str) -> str:

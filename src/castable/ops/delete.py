@@ -114,7 +114,15 @@ def plan_delete(snapshot: Snapshot, predicate: Predicate, read_files: FilePlanne
     if points is not None and len(points) <= MAX_KEY_POINTS:
         _plan_key_points(snapshot, files, points, plan)
         return plan
-    return read_files(snapshot, files, predicate)
+    # Files every row of which matches (by statistics or partition values: a whole partition)
+    # and that no tombstone names are dropped unread, their rows counted from the manifest.
+    whole = [f for f in files if not snapshot.tombstoned(f) and snapshot.file_match(f, predicate) is Match.ALL]
+    dropped = {f.path for f in whole}
+    plan = read_files(snapshot, [f for f in files if f.path not in dropped], predicate)
+    plan.removed |= dropped
+    if plan.rows is not None:
+        plan.rows += sum(f.rows for f in whole)
+    return plan
 
 
 def _plan_key_points(snapshot: Snapshot, files: list[DataFile], points: pa.Array, plan: DeletePlan) -> None:

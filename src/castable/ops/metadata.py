@@ -7,7 +7,7 @@ with one :meth:`Handle.commit_change`; a bad change is refused before anything i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,9 @@ from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, restored
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
+from castable.format.partitioning import described
 from castable.format.properties import checked
+from castable.inputs.partitions import parse_partition_by
 from castable.store import ObjectStore
 
 
@@ -64,6 +66,26 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
     return t.commit_change("alter", w, build, across_schema=True)
+
+
+@write_operation(committed_result)
+def partition_by(t: Handle, w: WriteSession, fields: str | Sequence[str]) -> WriteResult:
+    """See :meth:`castable.table.Table.partition_by`."""
+    if t.manifest.format_version < 2:
+        raise InvalidInputError(
+            "a partitioned table needs format version 2: upgrade the table first (castable upgrade)"
+        )
+    parsed = parse_partition_by(fields, t.schema)
+    if t.manifest.partitioning.evolved(parsed, t.schema) == t.manifest.partitioning:
+        return unchanged(t, w, "partition-by")
+
+    def build(base: Manifest) -> NextState:
+        partitioning = base.partitioning.evolved(parse_partition_by(fields, base.schema), base.schema)
+        spec = partitioning.default
+        summary = {"spec_id": spec.spec_id, "fields": [described(f, base.schema) for f in spec.fields]}
+        return NextState(base.data_files, base.tombstones, summary, partitioning=partitioning)
+
+    return t.commit_change("partition-by", w, build)
 
 
 @write_operation(committed_result)

@@ -446,8 +446,10 @@ def write_files(
     schema = t.schema if schema is None else schema
     rows = iter(batches)
     props = t.settings
+    spec = t.manifest.partitioning.default
     if (
         props.inline_max_bytes
+        and not spec.fields
         and inline.supported(schema, t.manifest.format_version)
         and t.manifest.data_files.inline_bytes() < props.inline_max_total_bytes
     ):
@@ -466,7 +468,7 @@ def write_files(
             if on_rows:
                 on_rows(kept.num_rows)
             return [inline.entry(kept, schema)]
-    return write_data_files(t.store, rows, schema, props, on_rows=on_rows, uploads=w.uploads)
+    return write_data_files(t.store, rows, schema, props, on_rows=on_rows, uploads=w.uploads, spec=spec)
 
 
 def key_for(t: Handle, operation: str) -> str:

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from functools import partial
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 from castable.format.evolution import parquet_schema, to_stored
 from castable.format.layout import new_data_key
 from castable.format.manifest import DataFile
+from castable.format.partitioning import UNPARTITIONED, PartitionSpec, split
 from castable.format.properties import TableProperties
 from castable.format.stats import file_rows, file_stats, stats_to_json
 from castable.store import ObjectInfo, ObjectStore, StagedObject
@@ -72,6 +74,7 @@ def write_data_files(
     on_rows: Callable[[int], None] | None = None,
     int96: bool = False,
     uploads: Deferred | None = None,
+    spec: PartitionSpec = UNPARTITIONED,
 ) -> list[DataFile]:
     """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries.
     If ``batches`` raise (a page that does not decode, a value that does not convert), the files
@@ -81,10 +84,15 @@ def write_data_files(
     and Impala's default): Spark reads no nanosecond INT64 timestamps, and reads INT64 ones
     without a zone as timestamps without a time zone, so another layout would change what it reads.
 
-    With a write's ``uploads`` the last file uploads while the write goes on to commit."""
+    With a write's ``uploads`` the last file uploads while the write goes on to commit. With a
+    partition ``spec`` (one with fields), the rows are cut by partition, each partition's rows go
+    to files of their own, and each entry records the spec and its partition values."""
     files: list[DataFile] = []
     try:
-        _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96, uploads)
+        if not spec.fields:
+            _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96, uploads)
+        else:
+            _write_partitioned(store, batches, schema, props, files, on_rows, int96, uploads, spec)
     except BaseException:
         with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
             store.delete_many([f.path for f in files])
@@ -141,6 +149,30 @@ def _write(
         finally:
             if publishing is not None:
                 publishing.result()
+
+
+def _write_partitioned(
+    store: ObjectStore,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    props: TableProperties,
+    files: list[DataFile],
+    on_rows: Callable[[int], None] | None,
+    int96: bool,
+    uploads: Deferred | None,
+    spec: PartitionSpec,
+) -> None:
+    """:func:`_write` of each partition's rows in turn (the rows held in memory to be cut),
+    each new entry given the spec and the partition's values."""
+    held = list(batches)
+    if not held:
+        return
+    groups = split(pa.Table.from_batches(held), spec, schema).groups
+    for i, (values, rows) in enumerate(groups):
+        start = len(files)
+        last = uploads if i == len(groups) - 1 else None
+        _write(store, _row_groups(rows.to_batches(), props.row_group_size), schema, props, files, on_rows, int96, last)
+        files[start:] = [replace(f, spec_id=spec.spec_id, partition=values) for f in files[start:]]
 
 
 def _bloom_filters(props: TableProperties, schema: pa.Schema, rows: int) -> dict[str, dict[str, int]] | None:

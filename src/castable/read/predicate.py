@@ -67,7 +67,7 @@ class Predicate(ABC):
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
         """The verdict of :meth:`match` for many units at once: an int8 array, 0 = NONE, 1 = SOME, 2 = ALL
         (so AND is the minimum of its parts and OR the maximum). ``rows`` is an int64 array of unit sizes."""
-        return _full(Match.SOME, len(rows))
+        return uniform(Match.SOME, len(rows))
 
     def key_range(self, key: str) -> tuple[pa.Scalar | None, pa.Scalar | None] | None:
         """Inclusive bounds if the predicate is exactly a range of column ``key``, else ``None``."""
@@ -120,15 +120,15 @@ _VERDICTS = (Match.NONE, Match.SOME, Match.ALL)
 
 
 @functools.cache
-def _code(verdict: Match) -> pa.Scalar:
+def verdict_code(verdict: Match) -> pa.Scalar:
     """A verdict as the int8 scalar the vectorised judges combine (made on first use: converting a
     Python value is where pyarrow imports pandas, which a command that never prunes need not pay)."""
     return pa.scalar(_VERDICTS.index(verdict), pa.int8())
 
 
-def _full(verdict: Match, n: int) -> pa.Array:
+def uniform(verdict: Match, n: int) -> pa.Array:
     """The same verdict for ``n`` units."""
-    return pa.repeat(_code(verdict), n)
+    return pa.repeat(verdict_code(verdict), n)
 
 
 def _exact_many(s: StatsColumns) -> pa.Array:
@@ -140,8 +140,10 @@ def _judge_many(s: StatsColumns, rows: pa.Array, none: pa.Array, every: pa.Array
     """:func:`_judge` per unit, then NONE where ``none``, ALL where ``every`` (exactness included), else SOME."""
     all_null = pc.fill_null(pc.greater_equal(s.nulls, rows), False)
     unknown = pc.or_(pc.is_null(s.min), pc.is_null(s.max))
-    by_bounds = pc.if_else(none, _code(Match.NONE), pc.if_else(every, _code(Match.ALL), _code(Match.SOME)))
-    return pc.if_else(all_null, _code(Match.NONE), pc.if_else(unknown, _code(Match.SOME), by_bounds))
+    by_bounds = pc.if_else(
+        none, verdict_code(Match.NONE), pc.if_else(every, verdict_code(Match.ALL), verdict_code(Match.SOME))
+    )
+    return pc.if_else(all_null, verdict_code(Match.NONE), pc.if_else(unknown, verdict_code(Match.SOME), by_bounds))
 
 
 def _as_type(values: pa.Array, t: pa.DataType) -> pa.Array | None:
@@ -162,7 +164,7 @@ def _one_by_one(predicate: Compare | InList, s: StatsColumns, rows: pa.Array) ->
     for i, n in enumerate(rows.to_pylist()):
         lo, hi = s.min[i], s.max[i]
         unit = ColumnStats(lo if lo.is_valid else None, hi if hi.is_valid else None, s.nulls[i].as_py())
-        verdicts.append(_code(predicate.match({predicate.column: unit}.get, n)))
+        verdicts.append(verdict_code(predicate.match({predicate.column: unit}.get, n)))
     return pa.array(verdicts, pa.int8())
 
 
@@ -252,7 +254,7 @@ class Compare(Predicate):
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
         s = None if self.path else stats(self.column)
         if s is None:
-            return _full(Match.SOME, len(rows))
+            return uniform(Match.SOME, len(rows))
         value = _as_type(pa.repeat(self.value, 1), s.min.type)
         if value is None:
             return _one_by_one(self, s, rows)
@@ -312,7 +314,7 @@ class InList(Predicate):
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
         s = None if self.path else stats(self.column)
         if s is None:
-            return _full(Match.SOME, len(rows))
+            return uniform(Match.SOME, len(rows))
         values = _as_type(pc.drop_null(self.values), s.min.type)
         if values is None:
             return _one_by_one(self, s, rows)
@@ -367,11 +369,11 @@ class IsNull(Predicate):
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
         s = None if self.path else stats(self.column)
         if s is None:
-            return _full(Match.SOME, len(rows))
+            return uniform(Match.SOME, len(rows))
         no_null, all_null = (Match.ALL, Match.NONE) if self.negated else (Match.NONE, Match.ALL)
-        some_null = pc.if_else(pc.greater_equal(s.nulls, rows), _code(all_null), _code(Match.SOME))
-        verdict = pc.if_else(pc.equal(s.nulls, 0), _code(no_null), some_null)
-        return pc.fill_null(verdict, _code(Match.SOME))  # an unknown null count
+        some_null = pc.if_else(pc.greater_equal(s.nulls, rows), verdict_code(all_null), verdict_code(Match.SOME))
+        verdict = pc.if_else(pc.equal(s.nulls, 0), verdict_code(no_null), some_null)
+        return pc.fill_null(verdict, verdict_code(Match.SOME))  # an unknown null count
 
 
 @dataclass(frozen=True)
@@ -407,7 +409,7 @@ class Constant(Predicate):
         return Match.ALL if self.value else Match.NONE
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        return _full(Match.ALL if self.value else Match.NONE, len(rows))
+        return uniform(Match.ALL if self.value else Match.NONE, len(rows))
 
 
 @dataclass(frozen=True)
@@ -434,7 +436,7 @@ class _Junction(Predicate):
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
         verdicts = (p.match_many(stats, rows) for p in self.parts)
-        return functools.reduce(type(self).fold, verdicts, _full(self.neutral, len(rows)))
+        return functools.reduce(type(self).fold, verdicts, uniform(self.neutral, len(rows)))
 
 
 class And(_Junction):
@@ -485,8 +487,8 @@ class Not(Predicate):
         return Match.NONE if self.part.match(stats, rows) is Match.ALL else Match.SOME
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        every = pc.equal(self.part.match_many(stats, rows), _code(Match.ALL))
-        return pc.if_else(every, _code(Match.NONE), _code(Match.SOME))
+        every = pc.equal(self.part.match_many(stats, rows), verdict_code(Match.ALL))
+        return pc.if_else(every, verdict_code(Match.NONE), verdict_code(Match.SOME))
 
 
 @dataclass(frozen=True)
@@ -514,7 +516,7 @@ def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
 
 def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
     """Boolean mask of the units the predicate's statistics do not rule out (verdict not NONE)."""
-    return pc.not_equal(predicate.match_many(stats, rows), _code(Match.NONE))
+    return pc.not_equal(predicate.match_many(stats, rows), verdict_code(Match.NONE))
 
 
 def renamed(predicate: Predicate, names: Mapping[str, str]) -> Predicate:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -10,10 +11,11 @@ from functools import cached_property, partial
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from castable.errors import CorruptObjectError
-from castable.format import inline, tombstone
+from castable.format import inline, segment, tombstone
 from castable.format.evolution import conform_read, resolve
 from castable.format.filelist import DATA, read_all
 from castable.format.manifest import DataFile, Manifest, TombstoneFile
@@ -22,7 +24,8 @@ from castable.format.stats import ColumnStats, compared_type, file_rows, row_gro
 from castable.parquet.footer import Footer
 from castable.read import pages
 from castable.read.bloom import HEADER_GUESS, BloomFilter
-from castable.read.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, prune_mask
+from castable.read.partitions import FilePartitions, judged
+from castable.read.predicate import Match, Predicate, StatsColumns, StatsColumnsLookup, verdict_code
 from castable.store import ObjectNotFoundError, ObjectStore, PreconditionFailedError
 from castable.store.cache import LruCache
 
@@ -125,9 +128,25 @@ class Snapshot:
     def _pruned(self, table: pa.Table, predicate: Predicate | None) -> list[DataFile]:
         """The entries of (some rows of) a data segment that the predicate does not rule out."""
         if predicate is not None:
-            mask = prune_mask(predicate, segment_stats(table, self.schema), table.column("rows").combine_chunks())
-            table = table.filter(mask)
+            verdicts = self._judged(table, predicate)
+            table = table.filter(pc.not_equal(verdicts, verdict_code(Match.NONE)))
         return DATA.from_table(table, self.schema)
+
+    def _judged(self, table: pa.Table, predicate: Predicate) -> pa.Array:
+        """The verdict of ``predicate`` on each file of (some rows of) a data segment, by the files'
+        statistics and, in a partitioned table, their partition values."""
+        stats, rows = segment_stats(table, self.schema), table.column("rows").combine_chunks()
+        partitioning = self.manifest.partitioning
+        if not partitioning.partitioned or segment.PARTITION not in table.column_names:
+            return predicate.match_many(stats, rows)
+        held = table.column(segment.PARTITION).to_pylist()
+        partitions = FilePartitions(
+            partitioning,
+            self.schema,
+            [s or 0 for s in table.column(segment.SPEC_ID).to_pylist()],
+            [() if v is None else tuple(json.loads(v)) for v in held],
+        )
+        return judged(predicate, stats, rows, partitions)
 
     def segment_slices(
         self, predicate: Predicate | None, target_bytes: int, *, max_entries: int | None = None
@@ -163,6 +182,10 @@ class Snapshot:
         return predicate.match(stats.get, ref.rows or 0)
 
     def file_match(self, f: DataFile, predicate: Predicate) -> Match:
+        """The verdict of ``predicate`` on one file, by its statistics and its partition values."""
+        if f.partition:
+            verdict = self._judged(segment.data_table([f], self.schema), predicate)[0].as_py()
+            return (Match.NONE, Match.SOME, Match.ALL)[verdict]
         return predicate.match(lambda c: f.column_stats(c, self.schema), f.rows)
 
     @cached_property
@@ -177,6 +200,10 @@ class Snapshot:
         """Read the version's list of tombstones now (a scan from an object store does this
         while it prunes files, so the two segment reads take one round trip)."""
         self._tombstones_by_file  # noqa: B018 (a cached property, read for its effect)
+
+    def tombstoned(self, f: DataFile) -> bool:
+        """Whether any tombstone of this version names ``f`` (no tombstone is read)."""
+        return bool(self._tombstones_by_file.get(f.path))
 
     def deletes_for(self, files: Iterable[DataFile]) -> dict[str, tombstone.FileDeletes]:
         """Merged deletes of each given file that has any, reading only the tombstones needed.

@@ -21,6 +21,7 @@ from castable.commit.handle import SchemaMode
 from castable.commit.written import WriteResult
 from castable.format.evolution import SchemaUpdate
 from castable.format.manifest import DataFile, Manifest
+from castable.format.partitioning import Partitioning
 from castable.format.properties import TableProperties
 from castable.inputs.batches import DataLike
 from castable.maintenance.compact import CompactReport
@@ -369,6 +370,17 @@ class Table:
         others keep theirs); what it committed. A version of its own, like a schema change: no data
         is read or written, and an unknown or malformed setting is refused with nothing committed."""
         return metadata.set_properties(self._handle, commit_id, changes, remove=remove)
+
+    @property
+    def partitioning(self) -> Partitioning:
+        """The table's partition specs: the default one new files are written with, and older ones."""
+        return self.manifest.partitioning
+
+    def partition_by(self, fields: str | Sequence[str], *, commit_id: str | None = None) -> WriteResult:
+        """Partition new files by ``fields`` (``"day(ts)"``, ``"bucket(16, id)"``, ``"region"``;
+        none: unpartitioned), in a version of its own that rewrites nothing: files written before
+        keep their spec, and scans prune each file by its own. Iceberg's spec evolution."""
+        return metadata.partition_by(self._handle, commit_id, fields)
 
     def upgrade(self, *, commit_id: str | None = None) -> WriteResult:
         """Rewrite the table in the latest format version, in one commit that copies no data:
