@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -63,6 +63,7 @@ from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
 from castable.format.properties import TableProperties
 from castable.format.times import as_datetime, now
+from castable.inputs.partitions import PartitionBy
 from castable.maintenance.erase import EraseReport, check_erasable
 from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
 from castable.ops.feed import member_changes
@@ -269,7 +270,7 @@ class Database:
         schema: pa.Schema,
         *,
         primary_key: str | list[str] | None = None,
-        partition_by: str | Sequence[str] | None = None,
+        partition_by: PartitionBy | None = None,
         properties: Mapping[str, object] | None = None,
         commit_id: str | None = None,
         table_uuid: str | None = None,

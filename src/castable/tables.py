@@ -4,7 +4,7 @@ here, the table's own log, or for a table of a database the database (docs/forma
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from castable.format.layout import DROPPED_KEY
 from castable.format.manifest import LATEST_FORMAT_VERSION
 from castable.format.properties import DROPPED
 from castable.inputs.batches import DataLike, schema_of
+from castable.inputs.partitions import PartitionBy
 from castable.maintenance.damage import assess
 from castable.store import ObjectStore, store_from_uri
 from castable.table import Table
@@ -29,7 +30,7 @@ def create_table(
     schema: pa.Schema | DataLike,
     *,
     primary_key: str | list[str] | None = None,
-    partition_by: str | Sequence[str] | None = None,
+    partition_by: PartitionBy | None = None,
     properties: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
@@ -70,7 +71,7 @@ def create_table_at(
     schema: pa.Schema,
     *,
     primary_key: str | list[str] | None = None,
-    partition_by: str | Sequence[str] | None = None,
+    partition_by: PartitionBy | None = None,
     properties: Mapping[str, object] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
     table_uuid: str | None = None,

@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus, read_manifest_list
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.metadata import TableMetadata
@@ -44,11 +45,14 @@ from pyiceberg.table.update import (
 
 from castable.catalog.errors import BadRequestError, CatalogError, UnsupportedError
 from castable.catalog.metadata import current_metadata, stored_names, stored_properties
-from castable.catalog.schemas import arrow_schema, schema_update
+from castable.catalog.schemas import arrow_schema, partition_fields, schema_update
 from castable.catalog.warehouse import Namespace, Warehouse
 from castable.format.entries import DataFile
+from castable.format.partitioning import misplaced
 from castable.iceberg.files import StoredFileIO
+from castable.iceberg.partitions import castable_values
 from castable.iceberg.publication import INLINE, METADATA
+from castable.inputs.partitions import FieldSpec
 from castable.ops import writes
 from castable.ops.register import check_files, table_key
 from castable.read.predicate import InList, Predicate
@@ -76,6 +80,8 @@ class Plan:
     snapshots: list[Snapshot] = field(default_factory=list)
     restore: int | None = None
     """The older version ``main`` is rolled back to (set-snapshot-ref to an earlier snapshot)."""
+    spec: list[FieldSpec] | None = None
+    """The fields of the partition spec made the default (add-spec and set-default-spec)."""
 
 
 class Committed(NamedTuple):
@@ -97,7 +103,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
     reading = shared_pool("catalog-reads", 16).submit(_written, StoredFileIO(table.store), snapshots)
     plan = _checked_plan(table, request)
     written = reading.result()
-    parts = [p for p in ("properties", "schema", "restore", "data") if _asks(plan, p)]
+    parts = [p for p in ("properties", "schema", "partitioning", "restore", "data") if _asks(plan, p)]
 
     def part_id(name: str) -> str | None:
         if commit_id is None:
@@ -112,6 +118,8 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         update = table.alter(commit_id=part_id("schema"))
         update.changes.extend(schema.changes)
         update.commit()
+    if plan.spec is not None:
+        table.partition_by(plan.spec, commit_id=part_id("partitioning"))
     if plan.restore is not None:
         table.restore(plan.restore, commit_id=part_id("restore"))
     if plan.snapshots:
@@ -261,6 +269,8 @@ def _asks(plan: Plan, part: str) -> bool:
         return bool(plan.properties or plan.removals)
     if part == "restore":
         return plan.restore is not None
+    if part == "partitioning":
+        return plan.spec is not None
     return plan.schema is not None if part == "schema" else bool(plan.snapshots)
 
 
@@ -269,6 +279,7 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
     castable does not do, before anything is committed."""
     plan = Plan(base)
     added_schemas: list[Schema] = []
+    added_specs: list[PartitionSpec] = []
     for update in request.updates:
         if isinstance(update, SetPropertiesUpdate):
             plan.properties |= stored_properties(update.updates)
@@ -284,13 +295,31 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
             plan.snapshots.append(update.snapshot)
         elif isinstance(update, SetSnapshotRefUpdate):
             _check_ref(base, plan, update)
+        elif isinstance(update, AddPartitionSpecUpdate):
+            added_specs.append(update.spec)
+        elif isinstance(update, SetDefaultSpecUpdate):
+            plan.spec = partition_fields(_spec(base, added_specs, update.spec_id))
         else:
             _check_other(base, update)
+    if plan.spec is not None and partition_fields(base.spec()) == plan.spec:
+        plan.spec = None
     if plan.schema is not None and plan.schema.fields == base.schema().fields:
         plan.schema = None
     if plan.restore is not None and (plan.snapshots or plan.schema is not None):
         raise BadRequestError("a rollback of main is a commit of its own: it adds no snapshot and no schema")
     return plan
+
+
+def _spec(base: TableMetadata, added: list[PartitionSpec], spec_id: int) -> PartitionSpec:
+    """The spec set-default-spec names: the last one added (-1), or one added or held by id."""
+    if spec_id == -1:
+        if not added:
+            raise BadRequestError("set-default-spec -1 names the last spec added, and none was")
+        return added[-1]
+    found = [s for s in [*added, *base.specs().values()] if s.spec_id == spec_id]
+    if not found:
+        raise BadRequestError(f"set-default-spec names spec {spec_id}, which the table does not have")
+    return found[0]
 
 
 def _schema(base: TableMetadata, added: list[Schema], schema_id: int) -> Schema:
@@ -325,10 +354,6 @@ def _check_other(base: TableMetadata, update: Any) -> None:
         return
     if isinstance(update, UpgradeFormatVersionUpdate) and update.format_version <= base.format_version:
         return
-    if isinstance(update, AddPartitionSpecUpdate) and not update.spec.fields:
-        return
-    if isinstance(update, SetDefaultSpecUpdate) and update.spec_id in (-1, base.default_spec_id):
-        return
     if isinstance(update, AddSortOrderUpdate) and not update.sort_order.fields:
         return
     if isinstance(update, SetDefaultSortOrderUpdate) and update.sort_order_id in (-1, base.default_sort_order_id):
@@ -338,7 +363,6 @@ def _check_other(base: TableMetadata, update: Any) -> None:
     ) == base.location.rstrip("/"):
         return
     reasons = {
-        "add-spec": "castable tables are not partitioned",
         "add-sort-order": "castable tables have no sort order",
         "set-location": "a castable table stays where it is",
         "upgrade-format-version": "castable publishes Iceberg format version 2",
@@ -525,4 +549,21 @@ def _checked(table: Table, files: list[IcebergDataFile]) -> list[DataFile]:
                 f"{claimed.file_path}: the manifest says {claimed.record_count} rows in {claimed.file_size_in_bytes} "
                 f"bytes, and the file holds {entry.rows} rows in {entry.size} bytes"
             )
-    return entries
+    return [_partitioned(table, claimed, entry) for claimed, entry in zip(files, entries, strict=True)]
+
+
+def _partitioned(table: Table, claimed: IcebergDataFile, entry: DataFile) -> DataFile:
+    """``entry`` in the partition its manifest entry names, refused if the table has no such
+    spec or the file's statistics hold values outside that partition."""
+    partitioning = table.manifest.partitioning
+    try:
+        spec = partitioning.spec(claimed.spec_id)
+    except KeyError:
+        raise BadRequestError(f"{claimed.file_path}: the table has no partition spec {claimed.spec_id}") from None
+    if not spec.fields:
+        return entry
+    placed = replace(entry, spec_id=spec.spec_id, partition=castable_values(claimed.partition, spec, table.schema))
+    problem = misplaced(placed, spec, table.schema)
+    if problem is not None:
+        raise BadRequestError(f"{claimed.file_path}: {problem}")
+    return placed

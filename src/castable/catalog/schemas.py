@@ -1,6 +1,7 @@
 """Iceberg schemas as castable's: a new table's schema and primary key (its identifier
 fields), and a client's new schema as the castable schema changes that make it, matched by
-field id (castable's column ids are Iceberg's field ids)."""
+field id (castable's column ids are Iceberg's field ids); a client's partition spec as the
+fields castable partitions by."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from castable.catalog.errors import BadRequestError, UnsupportedError
+from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, last_column_id
 from castable.format.nested import nested_ids, with_nested_ids, without_nested_metadata
+from castable.format.partitioning import Transform
 from castable.iceberg.schema import iceberg_schema
+from castable.inputs.partitions import FieldSpec
 
 
 def arrow_schema(schema: Schema) -> tuple[pa.Schema, list[str]]:
@@ -24,6 +29,15 @@ def arrow_schema(schema: Schema) -> tuple[pa.Schema, list[str]]:
     if any("." in k for k in key):
         raise BadRequestError(f"castable's primary key columns are top-level columns, not {key}")
     return schema_to_pyarrow(schema, include_field_ids=True), key
+
+
+def partition_fields(spec: PartitionSpec) -> list[FieldSpec]:
+    """The fields of an Iceberg partition spec as castable partitions by them (source ids are
+    castable's column ids; a field keeps the name the client gave it)."""
+    try:
+        return [(f.source_id, Transform.parse(str(f.transform)), f.name) for f in spec.fields]
+    except InvalidInputError as e:
+        raise BadRequestError(str(e)) from None
 
 
 def _check_nested_ids(f: NestedField, column_id: int) -> int:

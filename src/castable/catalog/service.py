@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import unquote, unquote_plus
 
 from pyiceberg.catalog.rest import RegisterTableRequest
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, assign_fresh_partition_spec_ids
 from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
@@ -39,7 +39,7 @@ from castable.catalog.models import (
     create_table_request,
     parsed,
 )
-from castable.catalog.schemas import arrow_schema
+from castable.catalog.schemas import arrow_schema, partition_fields
 from castable.catalog.warehouse import Namespace, Warehouse
 from castable.store import canonical_location
 
@@ -226,8 +226,6 @@ class Catalog:
     def create_table(self, request: Request, groups: list[str]) -> Response:
         namespace = _namespace(groups[0])
         created = create_table_request(request.json())
-        if created.partition_spec is not None and created.partition_spec.fields:
-            raise BadRequestError("castable tables are not partitioned: create it without a partition spec")
         if created.write_order is not None and created.write_order.fields:
             raise BadRequestError("castable tables have no sort order: create it without one")
         properties = dict(created.properties)
@@ -236,16 +234,26 @@ class Catalog:
                 "castable publishes Iceberg format version 2: create the table without format-version"
             )
         schema = assign_fresh_schema_ids(created.table_schema)  # as Iceberg's catalogs do
+        spec = (
+            UNPARTITIONED_PARTITION_SPEC
+            if created.partition_spec is None
+            else assign_fresh_partition_spec_ids(created.partition_spec, created.table_schema, schema)
+        )
         location = self.warehouse.location((*namespace, created.name))
         if created.location is not None and canonical_location(created.location).rstrip("/") != location:
             raise BadRequestError(f"a table of this catalog is at {location}, not {created.location}")
         if created.stage_create:  # nothing is written: the commit with assert-create creates it
             self.warehouse.check_absent(namespace, created.name)
-            staged = new_table_metadata(schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, properties)
+            staged = new_table_metadata(schema, spec, UNSORTED_SORT_ORDER, location, properties)
             return Response(200, {"metadata": json.loads(staged.model_dump_json()), "config": {}})
         arrow, key = arrow_schema(schema)
         table = self.warehouse.create_table(
-            namespace, created.name, arrow, primary_key=key, properties=stored_properties(properties)
+            namespace,
+            created.name,
+            arrow,
+            primary_key=key,
+            properties=stored_properties(properties),
+            partition_by=partition_fields(spec),
         )
         return Response(200, load_result(table))
 

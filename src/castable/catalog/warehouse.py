@@ -29,6 +29,7 @@ from castable.database import Database
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
 from castable.format.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
 from castable.format.properties import DROPPED
+from castable.inputs.partitions import PartitionBy
 from castable.store import (
     ObjectNotFoundError,
     ObjectStore,
@@ -272,14 +273,17 @@ class Warehouse:
         primary_key: list[str] | None,
         properties: Mapping[str, str],
         table_uuid: str | None = None,
+        partition_by: PartitionBy | None = None,
     ) -> Table:
         """A new empty table ``name`` in ``namespace`` (in its database, if it is one), with
-        the uuid a staged create announced, if any."""
+        the uuid a staged create announced, if any, partitioned by ``partition_by``."""
         self.properties(namespace)
         key = None if not primary_key else primary_key[0] if len(primary_key) == 1 else primary_key
         database = self.database(namespace)
         if database is not None:
-            return database.create_table(name, schema, primary_key=key, properties=properties, table_uuid=table_uuid)
+            return database.create_table(
+                name, schema, primary_key=key, properties=properties, table_uuid=table_uuid, partition_by=partition_by
+            )
         store = self.folder((*namespace, name))
         if holds_table(store):
             dropped = is_dropped(store)
@@ -291,7 +295,13 @@ class Warehouse:
         if set(store.folders()) - set(ENGINES) or store.exists(MARKER):
             raise AlreadyExistsError(f"{'.'.join((*namespace, name))} is a namespace")
         return create_table_at(
-            store, schema, primary_key=key, properties=properties, table_uuid=table_uuid, within=self.root
+            store,
+            schema,
+            primary_key=key,
+            partition_by=partition_by,
+            properties=properties,
+            table_uuid=table_uuid,
+            within=self.root,
         )
 
     def drop_table(self, namespace: Namespace, name: str, *, purge: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import pyarrow as pa
 
@@ -22,7 +22,7 @@ from castable.format.partitioning import Partitioning
 from castable.format.properties import checked
 from castable.format.stats import supports_stats
 from castable.format.times import now
-from castable.inputs.partitions import parse_partition_by
+from castable.inputs.partitions import PartitionBy, parse_partition_by
 from castable.store import ObjectStore, PreconditionFailedError
 
 
@@ -34,7 +34,7 @@ def initial_manifest(
     format_version: int,
     database: Membership | None = None,
     table_uuid: str | None = None,
-    partition_by: str | Sequence[str] | None = None,
+    partition_by: PartitionBy | None = None,
 ) -> Manifest:
     """Version 0 of a new table, its definition checked (every create starts here); its uuid
     is new unless a catalog announced one (``table_uuid``)."""
@@ -61,7 +61,7 @@ def initial_manifest(
     if partition_by:
         if format_version < 2:
             raise InvalidInputError("a partitioned table needs format version 2")
-        partitioning = Partitioning.created(parse_partition_by(partition_by, schema), schema)
+        partitioning = partitioning.evolved(parse_partition_by(partition_by, schema), schema)
     return Manifest(
         table_uuid=str(uuid.uuid4() if table_uuid is None else uuid.UUID(table_uuid)),
         version=0,

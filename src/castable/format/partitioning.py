@@ -21,7 +21,7 @@ import datetime as dt
 import re
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from castable.errors import InvalidInputError
+from castable.format.entries import DataFile
 from castable.format.nested import children, field_id
 from castable.format.stats import JsonValue, decode_values, encode_values
 
@@ -193,7 +194,9 @@ UNPARTITIONED = PartitionSpec()
 @dataclass(frozen=True)
 class Partitioning:
     """Every spec a table has had, the one new files are written with, and the highest partition
-    field id given (never given again, as Iceberg's ``last-partition-id``)."""
+    field id given (never given again, as Iceberg's ``last-partition-id``). Spec 0 is always the
+    unpartitioned spec, so that a file without partition values (registered from another engine,
+    say) is a file of spec 0 in any table; a table created partitioned has its spec as spec 1."""
 
     specs: tuple[PartitionSpec, ...] = (UNPARTITIONED,)
     default_spec_id: int = 0
@@ -244,12 +247,6 @@ class Partitioning:
         spec = PartitionSpec(max(s.spec_id for s in self.specs) + 1, tuple(built))
         return Partitioning((*self.specs, spec), spec.spec_id, last)
 
-    @classmethod
-    def created(cls, fields: Sequence[tuple[int, Transform, str | None]], schema: pa.Schema) -> Partitioning:
-        """A new table's partitioning: ``fields`` as spec 0, its only spec, as Iceberg creates it."""
-        evolved = cls().evolved(fields, schema)
-        return cls((replace(evolved.default, spec_id=0),), 0, evolved.last_field_id)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "specs": [s.to_json() for s in self.specs],
@@ -264,7 +261,36 @@ class Partitioning:
         specs = tuple(PartitionSpec.from_json(s) for s in doc["specs"])
         found = cls(specs, int(doc["default_spec_id"]), int(doc["last_field_id"]))
         found.spec(found.default_spec_id)
+        if found.spec(0).fields:
+            raise ValueError("partition spec 0 is not the unpartitioned spec")
         return found
+
+
+def misplaced(f: DataFile, spec: PartitionSpec, schema: pa.Schema) -> str | None:
+    """Why file ``f`` cannot be in the partition it names (``None``: its statistics allow it):
+    a column's bounds outside what a field's value tells, or values in a column whose partition
+    value is null. Only what statistics show is checked (not ``bucket``, nor fields inside structs)."""
+    for f_field, value in zip(spec.fields, f.partition, strict=True):
+        column = source_field(schema, f_field.source_id)
+        stats = f.stats.get(column.name) if column.name in schema.names else None
+        if stats is None or f_field.transform.name == "void":
+            continue
+        if value is None:
+            if stats.get("nulls") is not None and stats["nulls"] < f.rows:
+                return f"{f_field.name} is null, and {column.name!r} holds values"
+            continue
+        bounds = f_field.transform.bounds(value, column.type)
+        exact = (
+            pa.types.is_integer(column.type) or pa.types.is_date32(column.type) or pa.types.is_timestamp(column.type)
+        )
+        if bounds is None or "min" not in stats or not (exact or _text(column.type)):
+            continue
+        if stats["min"] < bounds[0] or stats["max"] > bounds[1]:
+            return (
+                f"{f_field.name} is {value!r}, and {column.name!r} holds values from {stats['min']!r} to "
+                f"{stats['max']!r}, outside that partition"
+            )
+    return None
 
 
 def default_name(column: str, transform: Transform) -> str:

@@ -37,15 +37,22 @@ _NAMES = {
 }
 _FORMS = "a column, identity(c), year(c), month(c), day(c), hour(c), bucket(N, c), truncate(W, c) or void(c)"
 
-PartitionFields = list[tuple[int, Transform, str | None]]
+FieldSpec = tuple[int, Transform, str | None]
+"""A partition field as :meth:`Partitioning.evolved` takes it: source field id, transform, name
+(``None``: Iceberg's default name)."""
+PartitionBy = str | Sequence[str | FieldSpec]
+"""What ``partition_by`` takes: fields as users write them, or resolved already (a catalog's)."""
 
 
-def parse_partition_by(items: str | Sequence[str], schema: pa.Schema) -> PartitionFields:
-    """Each of ``items`` as (source field id, transform, ``None`` for Iceberg's default name)."""
-    return [parse_field(item, schema) for item in ([items] if isinstance(items, str) else items)]
+def parse_partition_by(items: PartitionBy, schema: pa.Schema) -> list[FieldSpec]:
+    """Each of ``items`` as a :data:`FieldSpec` (one given as one is taken as it is)."""
+    return [
+        item if isinstance(item, tuple) else parse_field(item, schema)
+        for item in ([items] if isinstance(items, str) else items)
+    ]
 
 
-def parse_field(item: str, schema: pa.Schema) -> tuple[int, Transform, str | None]:
+def parse_field(item: str, schema: pa.Schema) -> FieldSpec:
     if not isinstance(item, str) or not item.strip():
         raise InvalidInputError(f"a partition field is a string such as 'day(ts)', not {item!r}")
     call = _CALL.match(item)

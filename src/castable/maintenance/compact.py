@@ -99,19 +99,43 @@ def current_layout(snapshot: Snapshot, f: DataFile) -> bool:
     return [(c.name, c.type, field_id(c)) for c in held] == [(c.name, c.type, field_id(c)) for c in want]
 
 
+def by_partition(files: list[DataFile]) -> list[list[DataFile]]:
+    """``files`` grouped by partition (spec and values), in order of first appearance: compaction
+    merges files of one partition only, as each file's rows must stay in one partition."""
+    groups: dict[tuple[int, tuple[object, ...]], list[DataFile]] = {}
+    for f in files:
+        groups.setdefault((f.spec_id, f.partition), []).append(f)
+    return list(groups.values())
+
+
+def worth_rewriting(
+    snapshot: Snapshot, files: list[DataFile], deletes: Mapping[str, object], sort_by: str | None
+) -> bool:
+    """Whether rewriting the candidate files of one partition gains anything: one clean small
+    file alone, in the current spec and layout, would be written again as it is."""
+    if len(files) > 1 or sort_by is not None:
+        return True
+    f = files[0]
+    current = f.spec_id == snapshot.manifest.partitioning.default_spec_id
+    return f.path in deletes or not current or not current_layout(snapshot, f)
+
+
 def plan_groups(snapshot: Snapshot, options: CompactOptions, target_size: int) -> list[list[str]]:
-    """Candidate files in groups of about ``target_size`` bytes: independent units of work
-    (each can be compacted, and committed, separately and in parallel)."""
+    """Candidate files in groups of about ``target_size`` bytes, each of one partition:
+    independent units of work (each can be compacted, and committed, separately and in parallel)."""
     deletes = snapshot.deletes_for(snapshot.manifest.data_files)
     groups: list[list[DataFile]] = []
-    for f in candidates(snapshot, deletes, options):
-        if groups and sum(g.size for g in groups[-1]) + f.size <= target_size:
-            groups[-1].append(f)
-        else:
-            groups.append([f])
-    return [
-        [f.path for f in g] for g in groups if len(g) > 1 or g[0].path in deletes or not current_layout(snapshot, g[0])
-    ]
+    for partition in by_partition(candidates(snapshot, deletes, options)):
+        if not worth_rewriting(snapshot, partition, deletes, None):
+            continue
+        packed: list[list[DataFile]] = []
+        for f in partition:
+            if packed and sum(g.size for g in packed[-1]) + f.size <= target_size:
+                packed[-1].append(f)
+            else:
+                packed.append([f])
+        groups += [g for g in packed if worth_rewriting(snapshot, g, deletes, None)]
+    return [[f.path for f in g] for g in groups]
 
 
 class CompactChange(PlannedChange):
@@ -131,24 +155,31 @@ class CompactChange(PlannedChange):
         self.planned_on = base
         snapshot = Snapshot(self.store, base)
         deletes = snapshot.deletes_for(base.data_files)
-        self.rewritten = candidates(snapshot, deletes, self.options)
-        if (
-            len(self.rewritten) == 1
-            and self.rewritten[0].path not in deletes
-            and self.options.sort_by is None
-            and current_layout(snapshot, self.rewritten[0])
-        ):
-            self.rewritten = []  # rewriting one clean small file alone gains nothing
+        self.rewritten = [
+            f
+            for partition in by_partition(candidates(snapshot, deletes, self.options))
+            if worth_rewriting(snapshot, partition, deletes, self.options.sort_by)
+            for f in partition
+        ]
         self.written: list[DataFile] = []
         self.rows_written = 0
         self.rows_dropped = 0
         if self.rewritten:
             sub = Snapshot(self.store, base.restricted(self.rewritten))
-            self.written = write_data_files(self.store, self._rows(sub), base.schema, self.props)
+            self.written = self._write(sub, base)
             self.rows_written = sum(f.rows for f in self.written)
             self.rows_dropped = sum(f.rows for f in self.rewritten) - self.rows_written
         self.coalesced, self.merged = self._coalesce(snapshot, {f.path for f in self.rewritten})
         self.footprint = Footprint(reads=frozenset(f.path for f in self.rewritten), merges=frozenset(self.merged))
+
+    def _write(self, sub: Snapshot, base: Manifest) -> list[DataFile]:
+        """The rewritten files' live rows as new files, partition by partition, in the current spec."""
+        written: list[DataFile] = []
+        spec = base.partitioning.default
+        for partition in by_partition(list(sub.manifest.data_files)):
+            rows = self._rows(Snapshot(self.store, sub.manifest.restricted(partition)))
+            written += write_data_files(self.store, rows, base.schema, self.props, spec=spec)
+        return written
 
     def _rows(self, snapshot: Snapshot) -> Iterator[pa.RecordBatch]:
         scan = Scan(snapshot)

@@ -170,7 +170,7 @@ class EraseChange(PlannedChange):
         replaced = {e.old.path: e for e in self.files}
         version = base.version + 1
         data_files = base.data_files.replacing(
-            {path: [replace(n, added_version=e.old.added_version) for n in e.new] for path, e in replaced.items()}
+            {path: [_as_old(n, e.old) for n in e.new] for path, e in replaced.items()}
         )
         tombstones = prune_tombstones(base.tombstones, data_files, replaced)
         carried = self._carry_deletes(Snapshot(self.store, base), replaced, version)
@@ -221,3 +221,9 @@ def still_referenced(store: ObjectStore, erased: list[FileErasure], version: int
     """For each replaced file, the retained versions before ``version`` that still list it."""
     retained = retained_versions(store)
     return {e.old.path: [v for v in retained if e.old.added_version <= v < version] for e in erased}
+
+
+def _as_old(new: DataFile, old: DataFile) -> DataFile:
+    """A file written in place of ``old`` (some of its rows), as the version lists it: added when
+    ``old`` was, in its partition (every row of it is a row of ``old``'s)."""
+    return replace(new, added_version=old.added_version, spec_id=old.spec_id, partition=old.partition)

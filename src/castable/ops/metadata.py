@@ -7,7 +7,7 @@ with one :meth:`Handle.commit_change`; a bad change is refused before anything i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,7 @@ from castable.format.evolution import SchemaUpdate, restored
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
 from castable.format.partitioning import described
 from castable.format.properties import checked
-from castable.inputs.partitions import parse_partition_by
+from castable.inputs.partitions import PartitionBy, parse_partition_by
 from castable.store import ObjectStore
 
 
@@ -69,7 +69,7 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
 
 
 @write_operation(committed_result)
-def partition_by(t: Handle, w: WriteSession, fields: str | Sequence[str]) -> WriteResult:
+def partition_by(t: Handle, w: WriteSession, fields: PartitionBy) -> WriteResult:
     """See :meth:`castable.table.Table.partition_by`."""
     if t.manifest.format_version < 2:
         raise InvalidInputError(

@@ -24,6 +24,7 @@ from castable.format.manifest import DataFile, Manifest
 from castable.format.partitioning import Partitioning
 from castable.format.properties import TableProperties
 from castable.inputs.batches import DataLike
+from castable.inputs.partitions import PartitionBy
 from castable.maintenance.compact import CompactReport
 from castable.maintenance.damage import Damage
 from castable.maintenance.erase import EraseReport, PurgeReport
@@ -376,7 +377,7 @@ class Table:
         """The table's partition specs: the default one new files are written with, and older ones."""
         return self.manifest.partitioning
 
-    def partition_by(self, fields: str | Sequence[str], *, commit_id: str | None = None) -> WriteResult:
+    def partition_by(self, fields: PartitionBy, *, commit_id: str | None = None) -> WriteResult:
         """Partition new files by ``fields`` (``"day(ts)"``, ``"bucket(16, id)"``, ``"region"``;
         none: unpartitioned), in a version of its own that rewrites nothing: files written before
         keep their spec, and scans prune each file by its own. Iceberg's spec evolution."""

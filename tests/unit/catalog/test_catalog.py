@@ -231,8 +231,6 @@ def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.Mon
         t.manage_snapshots().create_branch(t.current_snapshot().snapshot_id, "dev").commit()
     with pytest.raises(Exception, match="castable tables have one branch"):
         t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, "v1").commit()
-    with pytest.raises(Exception, match="not partitioned"), t.update_spec() as spec:
-        spec.add_identity("s")
     snapshot = t.current_snapshot().snapshot_id
     wrong_id = {"type": "struct", "schema-id": 7, "fields": [*ROWS_FIELDS, LONG_9]}
     for updates, match in (
@@ -240,13 +238,17 @@ def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.Mon
         ([{"action": "add-schema", "schema": wrong_id}, {"action": "set-current-schema", "schema-id": -1}], "id 9"),
         ([{"action": "remove-snapshots", "snapshot-ids": [snapshot]}], "castable expire"),
         ([{"action": "upgrade-format-version", "format-version": 3}], "format version 2"),
+        (
+            [{"action": "add-spec", "spec": {"fields": [HOUR_OF_TEXT]}}, {"action": "set-default-spec", "spec-id": -1}],
+            "does not apply",
+        ),
     ):
         status, answer = served.raw("POST", "/v1/namespaces/db/tables/t", {"requirements": [], "updates": updates})
         assert status in (400, 406) and match in answer["error"]["message"], answer
     unchanged()
 
     for bad in (
-        {"name": "p", "schema": ROWS_SCHEMA, "partition-spec": {"spec-id": 0, "fields": [IDENTITY]}},
+        {"name": "p", "schema": ROWS_SCHEMA, "partition-spec": {"spec-id": 0, "fields": [HOUR_OF_TEXT]}},
         {"name": "f3", "schema": ROWS_SCHEMA, "properties": {"format-version": "3"}},
         {"name": "elsewhere", "schema": ROWS_SCHEMA, "location": "file:///tmp/elsewhere"},
         {"name": "t", "schema": ROWS_SCHEMA, "stage-create": True},  # a staged create of a table that exists
@@ -328,7 +330,7 @@ ROWS_FIELDS = [
 ROWS_SCHEMA = {"type": "struct", "schema-id": 0, "fields": ROWS_FIELDS}
 LONG_9 = {"id": 9, "name": "x", "type": "long", "required": False}
 ASCENDING = {"source-id": 1, "transform": "identity", "direction": "asc", "null-order": "nulls-first"}
-IDENTITY = {"source-id": 2, "field-id": 1000, "name": "s", "transform": "identity"}
+HOUR_OF_TEXT = {"source-id": 2, "field-id": 1000, "name": "s_hour", "transform": "hour"}
 
 
 def test_a_castable_commit_between_load_and_commit_is_a_conflict_not_a_rebase(served: Served) -> None:
