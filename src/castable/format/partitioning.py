@@ -124,9 +124,13 @@ class Transform:
         if self.name == "identity":
             return (value, value) if _primitive(source) and not _binary(source) else None
         if self.name == "truncate":
-            if pa.types.is_integer(source) and isinstance(value, int):
-                return value, value + (self.width or 1) - 1
-            return None
+            width = self.width or 1
+            if not pa.types.is_integer(source) or not isinstance(value, int):
+                return None
+            greatest = 2 ** (source.bit_width - (1 if pa.types.is_signed_integer(source) else 0)) - 1
+            if value <= greatest - width + 1:
+                return value, value + width - 1
+            return None  # a value near the greatest may be one a value near the least wrapped to
         assert isinstance(value, int)
         if self.name in ("year", "month"):
             months = value * 12 if self.name == "year" else value
@@ -235,11 +239,11 @@ class Partitioning:
                 continue
             last += 1
             built.append(PartitionField(source_id, last, name or default_name(column.name, transform), transform))
+        if len({(f.source_id, f.transform) for f in built}) != len(built):
+            raise InvalidInputError("a partition spec cannot hold the same transform of one column twice")
         names = [f.name for f in built]
         if len(set(names)) != len(names):
             raise InvalidInputError(f"partition field names must differ: {names}")
-        if len({(f.source_id, f.transform) for f in built}) != len(built):
-            raise InvalidInputError("a partition spec cannot hold the same transform of one column twice")
         wanted = PartitionSpec(0, tuple(built))
         for s in self.specs:
             if s.same_fields(wanted):
@@ -492,4 +496,6 @@ def _truncate(values: pa.Array, width: int) -> pa.Array:
         return pa.array(out, t)
     raw = values.cast(pa.int64()).fill_null(0).to_numpy()
     valid = values.is_valid().to_numpy(zero_copy_only=False)
-    return pa.array(raw - np.mod(raw, width), mask=~valid).cast(t)
+    with np.errstate(over="ignore"):  # wrapping at the type's least value, as Java's and Rust's do
+        truncated = (raw - np.mod(raw, width)).astype(t.to_pandas_dtype())
+    return pa.array(truncated, type=t, mask=~valid)
