@@ -32,6 +32,10 @@ START = pa.schema(
 )
 
 
+SPECS: list[list[str]] = [["bucket(4, id)"], ["truncate(500, id)", "n"], []]
+"""The partitionings a partitioned history moves between (``n`` is widened by an alter)."""
+
+
 def register(table: castable.Table, name: str, rows: pa.Table) -> None:
     """Register ``rows`` as another writer's file: no field ids (unless ``rows``' schema carries
     them), the columns named as given; the table in a local directory."""
@@ -46,9 +50,18 @@ class History:
     """A seeded history; ``published`` are the versions published, ``appends`` those that only
     appended new keys."""
 
-    def __init__(self, uri: str, seed: int) -> None:
+    def __init__(self, uri: str, seed: int, *, partitioned: bool = False) -> None:
         self.rng = random.Random(seed)
-        self.table = castable.create_table(uri, START, primary_key="id", properties={"write.inline.max-bytes": 2048})
+        self.partitioned = partitioned
+        self.spec = 0
+        """The index in ``SPECS`` of the partitioning new files are written with."""
+        self.table = castable.create_table(
+            uri,
+            START,
+            primary_key="id",
+            partition_by=SPECS[0] if partitioned else None,
+            properties={"write.inline.max-bytes": 2048},
+        )
         self.next_id = 0
         self.published: list[int] = []
         self.appends: set[int] = set()
@@ -76,6 +89,7 @@ class History:
     def step(self) -> None:
         rng, t = self.rng, self.table
         kinds = ["append"] * 6 + ["big", "register", "delete", "range", "upsert", "update", "compact", "erase", "alter"]
+        kinds += ["partition"] * 2 if self.partitioned else []
         kind = rng.choice([*kinds, "purge"])
         before = t.version
         if kind in ("append", "big", "register"):
@@ -103,6 +117,9 @@ class History:
             t.erase(f"id = {doomed[0]}", purge=kind == "purge")
         elif kind == "alter":
             self.alter()
+        elif kind == "partition":
+            self.spec = rng.choice([i for i in range(len(SPECS)) if i != self.spec])
+            t.partition_by(SPECS[self.spec])
         if t.version != before:
             self.kinds.add(kind)
         if t.version not in self.published:

@@ -297,6 +297,18 @@ def misplaced(f: DataFile, spec: PartitionSpec, schema: pa.Schema) -> str | None
     return None
 
 
+def check_sources(partitioning: Partitioning, schema: pa.Schema) -> None:
+    """``InvalidInputError`` unless every source column of every spec is in ``schema`` (as in
+    Iceberg, a column a spec partitions by, the current one or an older one, cannot be dropped)."""
+    for spec in partitioning.specs:
+        for f in spec.fields:
+            if _source_path(schema, f.source_id) is None:
+                raise InvalidInputError(
+                    f"partition spec {spec.spec_id} partitions by the column with id {f.source_id} ({f.name} = "
+                    f"{f.transform}(...)): a column a partition spec uses cannot be dropped"
+                )
+
+
 def default_name(column: str, transform: Transform) -> str:
     """Iceberg's name for a partition field: the column's for identity, else ``column_<transform>``."""
     if transform.name == "identity":

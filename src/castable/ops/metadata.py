@@ -18,7 +18,7 @@ from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, restored
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
-from castable.format.partitioning import described
+from castable.format.partitioning import check_sources, described
 from castable.format.properties import checked
 from castable.inputs.partitions import PartitionBy, parse_partition_by
 from castable.store import ObjectStore
@@ -58,10 +58,12 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
     """Commit the schema changes of ``update`` (see :meth:`castable.table.Table.alter`)."""
     if t.manifest.format_version < 2:
         raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
-    update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
+    schema, _ = update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
+    check_sources(t.manifest.partitioning, schema)
 
     def build(base: Manifest) -> NextState:
         schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
+        check_sources(base.partitioning, schema)
         summary = {"changes": update.describe()}
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 

@@ -21,13 +21,19 @@ def test_java_rust_and_pyiceberg_read_every_version_of_a_random_history_as_casta
     history.run(40, expire_at=30)
     assert len(history.retained()) >= 8 and history.choose_spans(6), "versions retained and runs of appends"
     assert {"register", "purge", "erase", "refused"} <= history.kinds and history.renames >= 4
+    parted = History(str(tmp_path / "partitioned"), seed, partitioned=True)
+    parted.run(30)
+    assert len(parted.table.partitioning.specs) >= 3, "the spec evolved"
     nested = nested_history(str(tmp_path / "nested"))
     versions = list(range(1, nested.version + 1))
-    plan = java_plan(history)
-    java = java_reads(tmp_path / "java", plan + [(nested.uri, str(v)) for v in versions])  # one JVM for both
+    plan, plan_parted = java_plan(history), java_plan(parted)
+    nested_plan = [(nested.uri, str(v)) for v in versions]
+    java = java_reads(tmp_path / "java", plan + plan_parted + nested_plan)  # one JVM for all three
     rust = rust_reads(tmp_path / "rust", history.table, history.retained())
     assert differences(history, java[: len(plan)], rust) == []
-    for v, got in zip(versions, java[len(plan) :], strict=True):
+    rust_parted = rust_reads(tmp_path / "rust-partitioned", parted.table, parted.retained())
+    assert differences(parted, java[len(plan) : len(plan) + len(plan_parted)], rust_parted) == []
+    for v, got in zip(versions, java[len(plan) + len(plan_parted) :], strict=True):
         same(got, nested.scan(version=v).to_arrow(), f"Java, nested v{v}")
     # iceberg-rust reconciles a file's struct with the table's by position, not id: a version
     # whose files predate a change inside a struct fails to read (apache/iceberg-rust#2617,
