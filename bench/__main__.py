@@ -46,6 +46,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "shaped": Benchmark("reads and writes", "reads/shaped.py", "reads on S3 with its latency, against the peers"),
     "small-appends": Benchmark("reads and writes", "reads/small_appends.py", "many small appends, against DuckLake"),
     "erase": Benchmark("reads and writes", "reads/erase.py", "erasing one row: splice against rewrite"),
+    "partitions": Benchmark(
+        "reads and writes", "reads/partitions.py", "one day of a partitioned table on shaped S3, against pyiceberg"
+    ),
     "register": Benchmark("reads and writes", "reads/register.py", "add_files: every page decoded or footers only"),
     "cli": Benchmark(
         "reads and writes",

@@ -13,6 +13,7 @@ from castable.commit.log import read_manifest
 from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError
 from castable.format.manifest import DataFile
+from castable.format.partitioning import UNPARTITIONED, PartitionSpec
 from castable.format.properties import TableProperties
 from castable.format.schema import conform
 from castable.inputs.batches import with_missing
@@ -111,11 +112,13 @@ class TableTarget:
     properties: Mapping[str, str]
     fill: bool = False
     """Whether the table's nullable columns the data lacks are written as NULLs (``mergeSchema``)."""
+    spec: PartitionSpec = UNPARTITIONED
+    """The partition spec new files are written with: each task writes a file per partition."""
 
     @classmethod
     def of(cls, table: Table, storage_options: Mapping[str, Any] | None, fill: bool = False) -> TableTarget:
         location = TableLocation(table.uri, dict(storage_options or {}) or None)
-        return cls(location, table.schema, table.properties, fill)
+        return cls(location, table.schema, table.properties, fill, table.partitioning.default)
 
     def store(self) -> ObjectStore:
         return self.location.store()
@@ -123,7 +126,8 @@ class TableTarget:
     def write(self, batches: Iterable[pa.RecordBatch]) -> list[DataFile]:
         """Write Spark's batches as data files of the table's target sizes; nothing is committed."""
         conformed: Iterator[pa.RecordBatch] = (from_spark(b, self.schema, self.fill) for b in batches if b.num_rows)
-        return write_data_files(self.store(), conformed, self.schema, TableProperties.parse(self.properties))
+        props = TableProperties.parse(self.properties)
+        return write_data_files(self.store(), conformed, self.schema, props, spec=self.spec)
 
 
 @dataclass(frozen=True)

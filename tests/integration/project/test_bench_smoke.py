@@ -89,6 +89,14 @@ def command(benchmark: str) -> list[str]:
             ("append within 1.2x of pyarrow", "scan within 1.2x of pyarrow"),
         ),
         (
+            "partitions",
+            "partitions.md",
+            ("| ",),
+            ("castable, partitioned by day(ts)", "castable, unpartitioned", "pyiceberg, partitioned by day(ts)"),
+            (),
+            ("reads only that day's files: **met**",),
+        ),
+        (
             "schema",
             "schema.md",
             ("| local |", "| moto |"),

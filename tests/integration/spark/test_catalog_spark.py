@@ -155,6 +155,39 @@ def test_spark_writes_through_the_catalog_and_castable_reads_what_it_wrote(spark
     events = castable.open_table(f"{warehouse}/=5Fraw=20data/events=2Ev2")
     assert events.scan(filter="`my col` < 1").to_arrow().to_pylist() == [{"id": 1, "a.b": "x", "my col": 0.5}]
 
+    # partitioned as most large Iceberg tables are made: Spark writes a file per partition, each
+    # keeps its tuple, castable prunes by it; a whole-partition DELETE, castable's own append of
+    # the same rows (the same partitions: its bucket is Java's), and a spec Spark evolves
+    parted = "rest.db.clicks"
+    assert sql(
+        f"CREATE TABLE {parted} (id bigint, ts timestamp, s string) USING iceberg "
+        "PARTITIONED BY (days(ts), bucket(16, id))"
+    ) == {"rows": []}
+    values = ", ".join(f"({i}, TIMESTAMP '2026-11-{1 + i % 5:02d} 10:00:00 UTC', 'p{i % 3}')" for i in range(40))
+    assert sql(f"INSERT INTO {parted} VALUES {values}") == {"rows": []}
+    clicks = castable.open_table(f"{warehouse}/db/clicks")
+    spark_files = list(clicks.manifest.data_files)
+    assert len(spark_files) > 5 and all(
+        f.spec_id == clicks.partitioning.default_spec_id and f.partition for f in spark_files
+    )
+    day = "ts >= TIMESTAMP '2026-11-02 00:00:00 UTC' AND ts < TIMESTAMP '2026-11-03 00:00:00 UTC'"
+    assert sql(f"DELETE FROM {parted} WHERE {day}") == {"rows": []}
+    kept = clicks.refresh().to_arrow()
+    assert kept.num_rows == 32 and sql.rows(f"SELECT count(*) FROM {parted}") == [(32,)]
+    clicks.append(kept)
+    assert {f.partition for f in clicks.manifest.data_files if f.added_version == clicks.version} == {
+        f.partition for f in clicks.manifest.data_files if f.added_version < clicks.version
+    }
+    assert sql(f"ALTER TABLE {parted} ADD PARTITION FIELD s") == {"rows": []}
+    assert sql(f"INSERT INTO {parted} VALUES (100, TIMESTAMP '2026-11-09 10:00:00 UTC', 'p9')") == {"rows": []}
+    newest = [f for f in clicks.refresh().manifest.data_files if f.added_version == clicks.version]
+    assert [len(f.partition) for f in newest] == [3]
+    assert (
+        sql.rows(f"SELECT id FROM {parted} WHERE id = 7")
+        == [(7,), (7,)]
+        == [(i,) for i in clicks.to_arrow(filter="id = 7").column("id").to_pylist()]
+    )
+
 
 def test_spark_authenticates_with_client_credentials(tmp_path: Path) -> None:
     """A catalog served with principals, Spark 3.5 (Iceberg 1.10.2) configured as Iceberg's docs

@@ -634,6 +634,27 @@ def test_spark_appends_and_library_appends_see_each_other(spark: Any, table: Tab
     assert sorted(r.id for r in read.select("id").collect()) == list(range(100, 1600))
 
 
+def test_spark_writes_a_partitioned_table_a_file_per_partition_per_task(
+    spark: Any, s3_bucket: str, options: dict[str, str]
+) -> None:
+    """Each Spark task writes its rows of each partition to files of their own, with the spec
+    and values the library's writer gives the same rows, and a read prunes by them."""
+    table = castable.create_table(
+        f"s3://{s3_bucket}/parted", EVENTS, partition_by=["category", "bucket(4, id)"], storage_options=options
+    )
+    spark.createDataFrame(events(0, 400)).repartition(3).write.format("castable").options(**options).mode(
+        "append"
+    ).save(table.uri)
+    written = list(load_table(table.store).manifest.data_files)
+    table.refresh().append(events(0, 400))
+    mine = [f for f in table.manifest.data_files if f.added_version == table.version]
+    assert all(f.partition for f in written) and {f.partition for f in written} == {f.partition for f in mine}
+    assert len(mine) == 16 and len(written) <= 3 * 16
+    read = spark.read.format("castable").options(**options).load(table.uri).where("category = 'a' AND id = 8")
+    assert [r.id for r in read.select("id").collect()] == [8, 8]
+    assert len(table.scan(filter="category = 'a' AND id = 8").files()) == 2
+
+
 def test_data_source_writes_without_commit_id_commit_as_their_rows(
     spark: Any, table: Table, options: dict[str, str]
 ) -> None:
