@@ -63,6 +63,7 @@ from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest, Membership, RecentCommits
 from castable.format.properties import TableProperties
 from castable.format.times import as_datetime, now
+from castable.inputs.orders import SortBy
 from castable.inputs.partitions import PartitionBy
 from castable.maintenance.erase import EraseReport, check_erasable
 from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
@@ -271,12 +272,13 @@ class Database:
         *,
         primary_key: str | list[str] | None = None,
         partition_by: PartitionBy | None = None,
+        sort_by: SortBy | None = None,
         properties: Mapping[str, object] | None = None,
         commit_id: str | None = None,
         table_uuid: str | None = None,
     ) -> Table:
         """Add an empty table ``name`` to the database, in one database commit (``table_uuid``:
-        the uuid a catalog announced; ``partition_by`` as for :func:`castable.create_table`)."""
+        the uuid a catalog announced; ``partition_by`` and ``sort_by`` as for :func:`castable.create_table`)."""
         check_name(name)
         commit_id = new_commit_id(commit_id)
         manifest = initial_manifest(
@@ -287,6 +289,7 @@ class Database:
             database=Membership(self._log.head.database_uuid, name, 0),
             table_uuid=table_uuid,
             partition_by=partition_by,
+            sort_by=sort_by,
         )
         self.refresh()
         if self.committed_version(commit_id) is not None:  # a retry of a create that landed

@@ -18,6 +18,7 @@ from castable.format.layout import DROPPED_KEY
 from castable.format.manifest import LATEST_FORMAT_VERSION
 from castable.format.properties import DROPPED
 from castable.inputs.batches import DataLike, schema_of
+from castable.inputs.orders import SortBy
 from castable.inputs.partitions import PartitionBy
 from castable.maintenance.damage import assess
 from castable.store import ObjectStore, store_from_uri
@@ -31,6 +32,7 @@ def create_table(
     *,
     primary_key: str | list[str] | None = None,
     partition_by: PartitionBy | None = None,
+    sort_by: SortBy | None = None,
     properties: Mapping[str, object] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
@@ -41,7 +43,8 @@ def create_table(
     (:func:`~castable.inputs.batches.schema_of`); the table's history says what it wrote.
     ``partition_by`` partitions it by Iceberg's transforms of its columns (``"day(ts)"``,
     ``"bucket(16, id)"``, ``"region"``...): rows are put in files by partition, and scans skip
-    the partitions a filter rules out.
+    the partitions a filter rules out. ``sort_by`` sorts the rows of every file written
+    (``"ts"``, ``"id DESC NULLS LAST"``, ``"day(ts)"``...), compaction included.
     ``format_version=1`` writes a table that castable releases before version 2 can read."""
     store = store_from_uri(uri, storage_options)
     data = None
@@ -52,6 +55,7 @@ def create_table(
         schema,
         primary_key=primary_key,
         partition_by=partition_by,
+        sort_by=sort_by,
         properties=properties,
         format_version=format_version,
     )
@@ -72,6 +76,7 @@ def create_table_at(
     *,
     primary_key: str | list[str] | None = None,
     partition_by: PartitionBy | None = None,
+    sort_by: SortBy | None = None,
     properties: Mapping[str, object] | None = None,
     format_version: int = LATEST_FORMAT_VERSION,
     table_uuid: str | None = None,
@@ -86,6 +91,7 @@ def create_table_at(
         format_version=format_version,
         table_uuid=table_uuid,
         partition_by=partition_by,
+        sort_by=sort_by,
     )
     create(store, manifest, within=within)
     return load_table(store)

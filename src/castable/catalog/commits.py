@@ -27,6 +27,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import (
     AddPartitionSpecUpdate,
     AddSchemaUpdate,
@@ -45,10 +46,11 @@ from pyiceberg.table.update import (
 
 from castable.catalog.errors import BadRequestError, CatalogError, UnsupportedError
 from castable.catalog.metadata import current_metadata, stored_names, stored_properties
-from castable.catalog.schemas import arrow_schema, partition_fields, schema_update
+from castable.catalog.schemas import arrow_schema, partition_fields, schema_update, sort_fields
 from castable.catalog.warehouse import Namespace, Warehouse
 from castable.format.entries import DataFile
 from castable.format.partitioning import misplaced
+from castable.format.sorting import SortField
 from castable.iceberg.files import StoredFileIO
 from castable.iceberg.partitions import castable_values
 from castable.iceberg.publication import INLINE, METADATA
@@ -82,6 +84,8 @@ class Plan:
     """The older version ``main`` is rolled back to (set-snapshot-ref to an earlier snapshot)."""
     spec: list[FieldSpec] | None = None
     """The fields of the partition spec made the default (add-spec and set-default-spec)."""
+    order: list[SortField] | None = None
+    """The fields of the sort order made the default (add-sort-order and set-default-sort-order)."""
 
 
 class Committed(NamedTuple):
@@ -103,7 +107,7 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
     reading = shared_pool("catalog-reads", 16).submit(_written, StoredFileIO(table.store), snapshots)
     plan = _checked_plan(table, request)
     written = reading.result()
-    parts = [p for p in ("properties", "schema", "partitioning", "restore", "data") if _asks(plan, p)]
+    parts = [p for p in ("properties", "schema", "partitioning", "sorting", "restore", "data") if _asks(plan, p)]
 
     def part_id(name: str) -> str | None:
         if commit_id is None:
@@ -120,6 +124,8 @@ def commit(table: Table, request: CommitTableRequest, idempotency_key: str | Non
         update.commit()
     if plan.spec is not None:
         table.partition_by(plan.spec, commit_id=part_id("partitioning"))
+    if plan.order is not None:
+        table.sort_by(plan.order, commit_id=part_id("sorting"))
     if plan.restore is not None:
         table.restore(plan.restore, commit_id=part_id("restore"))
     if plan.snapshots:
@@ -271,6 +277,8 @@ def _asks(plan: Plan, part: str) -> bool:
         return plan.restore is not None
     if part == "partitioning":
         return plan.spec is not None
+    if part == "sorting":
+        return plan.order is not None
     return plan.schema is not None if part == "schema" else bool(plan.snapshots)
 
 
@@ -280,6 +288,7 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
     plan = Plan(base)
     added_schemas: list[Schema] = []
     added_specs: list[PartitionSpec] = []
+    added_orders: list[SortOrder] = []
     for update in request.updates:
         if isinstance(update, SetPropertiesUpdate):
             plan.properties |= stored_properties(update.updates)
@@ -299,10 +308,16 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
             added_specs.append(update.spec)
         elif isinstance(update, SetDefaultSpecUpdate):
             plan.spec = partition_fields(_spec(base, added_specs, update.spec_id))
+        elif isinstance(update, AddSortOrderUpdate):
+            added_orders.append(update.sort_order)
+        elif isinstance(update, SetDefaultSortOrderUpdate):
+            plan.order = sort_fields(_order(base, added_orders, update.sort_order_id))
         else:
             _check_other(base, update)
     if plan.spec is not None and partition_fields(base.spec()) == plan.spec:
         plan.spec = None
+    if plan.order is not None and sort_fields(base.sort_order()) == plan.order:
+        plan.order = None
     if plan.schema is not None and plan.schema.fields == base.schema().fields:
         plan.schema = None
     if plan.restore is not None and (plan.snapshots or plan.schema is not None):
@@ -319,6 +334,18 @@ def _spec(base: TableMetadata, added: list[PartitionSpec], spec_id: int) -> Part
     found = [s for s in [*added, *base.specs().values()] if s.spec_id == spec_id]
     if not found:
         raise BadRequestError(f"set-default-spec names spec {spec_id}, which the table does not have")
+    return found[0]
+
+
+def _order(base: TableMetadata, added: list[SortOrder], order_id: int) -> SortOrder:
+    """The order set-default-sort-order names: the last one added (-1), or one added or held by id."""
+    if order_id == -1:
+        if not added:
+            raise BadRequestError("set-default-sort-order -1 names the last sort order added, and none was")
+        return added[-1]
+    found = [o for o in [*added, *base.sort_orders] if o.order_id == order_id]
+    if not found:
+        raise BadRequestError(f"set-default-sort-order names order {order_id}, which the table does not have")
     return found[0]
 
 
@@ -354,16 +381,11 @@ def _check_other(base: TableMetadata, update: Any) -> None:
         return
     if isinstance(update, UpgradeFormatVersionUpdate) and update.format_version <= base.format_version:
         return
-    if isinstance(update, AddSortOrderUpdate) and not update.sort_order.fields:
-        return
-    if isinstance(update, SetDefaultSortOrderUpdate) and update.sort_order_id in (-1, base.default_sort_order_id):
-        return
     if isinstance(update, SetLocationUpdate) and canonical_location(update.location).rstrip(
         "/"
     ) == base.location.rstrip("/"):
         return
     reasons = {
-        "add-sort-order": "castable tables have no sort order",
         "set-location": "a castable table stays where it is",
         "upgrade-format-version": "castable publishes Iceberg format version 2",
         "remove-snapshots": "castable expires versions by its retention (castable expire)",
@@ -560,6 +582,8 @@ def _partitioned(table: Table, claimed: IcebergDataFile, entry: DataFile) -> Dat
         spec = partitioning.spec(claimed.spec_id)
     except KeyError:
         raise BadRequestError(f"{claimed.file_path}: the table has no partition spec {claimed.spec_id}") from None
+    known = {o.order_id for o in table.manifest.sorting.orders}
+    entry = replace(entry, sort_order_id=claimed.sort_order_id if claimed.sort_order_id in known else 0)
     if not spec.fields:
         return entry
     placed = replace(entry, spec_id=spec.spec_id, partition=castable_values(claimed.partition, spec, table.schema))

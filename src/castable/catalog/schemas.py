@@ -12,6 +12,7 @@ import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table.sorting import SortOrder
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from castable.catalog.errors import BadRequestError, UnsupportedError
@@ -19,6 +20,7 @@ from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, last_column_id
 from castable.format.nested import nested_ids, with_nested_ids, without_nested_metadata
 from castable.format.partitioning import Transform
+from castable.format.sorting import SortField
 from castable.iceberg.schema import iceberg_schema
 from castable.inputs.partitions import FieldSpec
 
@@ -36,6 +38,17 @@ def partition_fields(spec: PartitionSpec) -> list[FieldSpec]:
     castable's column ids; a field keeps the name the client gave it)."""
     try:
         return [(f.source_id, Transform.parse(str(f.transform)), f.name) for f in spec.fields]
+    except InvalidInputError as e:
+        raise BadRequestError(str(e)) from None
+
+
+def sort_fields(order: SortOrder) -> list[SortField]:
+    """The fields of an Iceberg sort order as castable sorts by them (source ids are castable's column ids)."""
+    try:
+        return [
+            SortField(f.source_id, Transform.parse(str(f.transform)), f.direction.value, f.null_order.value)
+            for f in order.fields
+        ]
     except InvalidInputError as e:
         raise BadRequestError(str(e)) from None
 

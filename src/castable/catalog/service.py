@@ -17,7 +17,7 @@ from pyiceberg.catalog.rest import RegisterTableRequest
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, assign_fresh_partition_spec_ids
 from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table.metadata import new_table_metadata
-from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, assign_fresh_sort_order_ids
 from pyiceberg.table.update import AssertCreate
 
 import castable.catalog.commits as commits
@@ -39,7 +39,7 @@ from castable.catalog.models import (
     create_table_request,
     parsed,
 )
-from castable.catalog.schemas import arrow_schema, partition_fields
+from castable.catalog.schemas import arrow_schema, partition_fields, sort_fields
 from castable.catalog.warehouse import Namespace, Warehouse
 from castable.store import canonical_location
 
@@ -226,25 +226,31 @@ class Catalog:
     def create_table(self, request: Request, groups: list[str]) -> Response:
         namespace = _namespace(groups[0])
         created = create_table_request(request.json())
-        if created.write_order is not None and created.write_order.fields:
-            raise BadRequestError("castable tables have no sort order: create it without one")
         properties = dict(created.properties)
         if properties.pop("format-version", "2") != "2":
             raise BadRequestError(
                 "castable publishes Iceberg format version 2: create the table without format-version"
             )
         schema = assign_fresh_schema_ids(created.table_schema)  # as Iceberg's catalogs do
-        spec = (
-            UNPARTITIONED_PARTITION_SPEC
-            if created.partition_spec is None
-            else assign_fresh_partition_spec_ids(created.partition_spec, created.table_schema, schema)
-        )
+        try:  # both refuse a field whose source the schema lacks with a ValueError
+            spec = (
+                UNPARTITIONED_PARTITION_SPEC
+                if created.partition_spec is None
+                else assign_fresh_partition_spec_ids(created.partition_spec, created.table_schema, schema)
+            )
+            order = (
+                UNSORTED_SORT_ORDER
+                if created.write_order is None
+                else assign_fresh_sort_order_ids(created.write_order, created.table_schema, schema)
+            )
+        except ValueError as e:
+            raise BadRequestError(f"the partition spec or sort order names no column of the schema: {e}") from None
         location = self.warehouse.location((*namespace, created.name))
         if created.location is not None and canonical_location(created.location).rstrip("/") != location:
             raise BadRequestError(f"a table of this catalog is at {location}, not {created.location}")
         if created.stage_create:  # nothing is written: the commit with assert-create creates it
             self.warehouse.check_absent(namespace, created.name)
-            staged = new_table_metadata(schema, spec, UNSORTED_SORT_ORDER, location, properties)
+            staged = new_table_metadata(schema, spec, order, location, properties)
             return Response(200, {"metadata": json.loads(staged.model_dump_json()), "config": {}})
         arrow, key = arrow_schema(schema)
         table = self.warehouse.create_table(
@@ -254,6 +260,7 @@ class Catalog:
             primary_key=key,
             properties=stored_properties(properties),
             partition_by=partition_fields(spec),
+            sort_by=sort_fields(order),
         )
         return Response(200, load_result(table))
 

@@ -29,6 +29,7 @@ from castable.database import Database
 from castable.errors import DatabaseNotFoundError, TableNotFoundError
 from castable.format.layout import DATA_PREFIX, ICEBERG_PREFIX, POINTER_KEY, manifest_key
 from castable.format.properties import DROPPED
+from castable.inputs.orders import SortBy
 from castable.inputs.partitions import PartitionBy
 from castable.store import (
     ObjectNotFoundError,
@@ -274,15 +275,22 @@ class Warehouse:
         properties: Mapping[str, str],
         table_uuid: str | None = None,
         partition_by: PartitionBy | None = None,
+        sort_by: SortBy | None = None,
     ) -> Table:
         """A new empty table ``name`` in ``namespace`` (in its database, if it is one), with
-        the uuid a staged create announced, if any, partitioned by ``partition_by``."""
+        the uuid a staged create announced, if any, partitioned by ``partition_by`` and sorted by ``sort_by``."""
         self.properties(namespace)
         key = None if not primary_key else primary_key[0] if len(primary_key) == 1 else primary_key
         database = self.database(namespace)
         if database is not None:
             return database.create_table(
-                name, schema, primary_key=key, properties=properties, table_uuid=table_uuid, partition_by=partition_by
+                name,
+                schema,
+                primary_key=key,
+                properties=properties,
+                table_uuid=table_uuid,
+                partition_by=partition_by,
+                sort_by=sort_by,
             )
         store = self.folder((*namespace, name))
         if holds_table(store):
@@ -299,6 +307,7 @@ class Warehouse:
             schema,
             primary_key=key,
             partition_by=partition_by,
+            sort_by=sort_by,
             properties=properties,
             table_uuid=table_uuid,
             within=self.root,

@@ -53,6 +53,14 @@ PartitionBy = Annotated[
         help="Partition by a transform of a column: day(ts), bucket(16, id), truncate(4, name), region (repeatable).",
     ),
 ]
+SortBy = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--sort-by",
+        metavar="FIELD",
+        help="Sort each file's rows by a column or a transform of one: ts, 'id DESC NULLS LAST' (repeatable).",
+    ),
+]
 Properties = Annotated[
     list[str] | None, typer.Option("--property", "-p", metavar="KEY=VALUE", help="A table property (repeatable).")
 ]

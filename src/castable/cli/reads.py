@@ -278,6 +278,7 @@ def info(
     from castable.format.evolution import field_id
     from castable.format.partitioning import described
     from castable.format.properties import DEFAULTS
+    from castable.format.sorting import sort_described
 
     table = open_table(uri, storage_option)
     m = table.manifest if version is None else table.manifest_at(version)
@@ -300,6 +301,7 @@ def info(
             "primary_key": list(m.primary_key),
             "schema": columns,
             "partitioning": m.partitioning.to_json(),
+            "sorting": m.sorting.to_json(),
             "data_files": len(m.data_files),
             "bytes": size,
             "rows_before_deletes": m.total_rows,
@@ -328,6 +330,11 @@ def info(
     fields = ", ".join(described(f, m.schema) for f in spec.fields) or "unpartitioned"
     older = len(m.partitioning.specs) - 1
     console.print(f"partitioning (spec {spec.spec_id}): {fields}" + (f"    older specs: {older}" if older else ""))
+    order = m.sorting.default
+    console.print(
+        f"sort order ({order.order_id}): "
+        + (", ".join(sort_described(f, m.schema) for f in order.fields) or "unsorted")
+    )
     console.print(
         f"data files: {len(m.data_files)} ({size:,} bytes, {m.total_rows:,} rows before deletes)    "
         f"tombstone files: {len(m.tombstones)}"

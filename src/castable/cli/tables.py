@@ -16,6 +16,7 @@ from castable.cli.common import (
     PartitionBy,
     PrimaryKey,
     Properties,
+    SortBy,
     StorageOption,
     commands,
     committed,
@@ -60,6 +61,7 @@ def create(
     like: Annotated[Path | None, typer.Option(help="Take the schema of this Parquet or CSV file.")] = None,
     primary_key: PrimaryKey = None,
     partition_by: PartitionBy = None,
+    sort_by: SortBy = None,
     prop: Properties = None,
     format_version: Annotated[
         int | None,
@@ -72,6 +74,7 @@ def create(
     as_json: AsJson = False,
 ) -> None:
     """Create an empty table (not inside another table's location, nor above one)."""
+    from castable.format.manifest import LATEST_FORMAT_VERSION
     from castable.inputs.types import parse_schema
 
     if (schema is None) == (like is None):
@@ -82,9 +85,10 @@ def create(
         arrow_schema,
         primary_key=primary_key,
         partition_by=partition_by,
+        sort_by=sort_by,
         properties=parse_options(prop),
         storage_options=parse_options(storage_option),
-        **({} if format_version is None else {"format_version": format_version}),
+        format_version=LATEST_FORMAT_VERSION if format_version is None else format_version,
     )
     emit(as_json, f"created {table.uri} (version {table.version})", {"uri": table.uri, "version": table.version})
 
@@ -472,6 +476,31 @@ def partition_by(
     if commit_id is None:
         return
     report_commit(table.partition_by(field or [], commit_id=commit_id), as_json)
+
+
+@tables_app.command("sort-by")
+def sort_by(
+    uri: str,
+    field: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Sort fields: ts, 'id DESC', 'name ASC NULLS LAST', 'day(ts) DESC', ...", show_default=False
+        ),
+    ] = None,
+    unsorted: Annotated[bool, typer.Option(help="Write new files unsorted.")] = False,
+    commit_id: CommitId = None,
+    storage_option: StorageOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Sort the rows of the files written from now on (compaction included), in one commit; no
+    data is rewritten."""
+    if bool(field) == unsorted:
+        raise InvalidInputError("give sort fields, or --unsorted (one of them)")
+    table = open_table(uri, storage_option)
+    commit_id = start_commit(table, commit_id, as_json)
+    if commit_id is None:
+        return
+    report_commit(table.sort_by(field or [], commit_id=commit_id), as_json)
 
 
 @tables_app.command("set-properties")

@@ -18,6 +18,7 @@ from castable.errors import (
 )
 from castable.format.manifest import CommitInfo, DataFile, FileList, Manifest, TombstoneFile
 from castable.format.partitioning import Partitioning
+from castable.format.sorting import Sorting
 from castable.format.times import now
 from castable.store.uploads import Deferred
 
@@ -40,6 +41,8 @@ class NextState:
     """The next version's table properties; ``None`` keeps the base's (see ``Table.set_properties``)."""
     partitioning: Partitioning | None = None
     """The next version's partition specs; ``None`` keeps the base's (see ``Table.partition_by``)."""
+    sorting: Sorting | None = None
+    """The next version's sort orders; ``None`` keeps the base's (see ``Table.sort_by``)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ def stage(
             primary_key=staged.primary_key if state.primary_key is None else state.primary_key,
             properties=staged.properties if state.properties is None else state.properties,
             partitioning=staged.partitioning if state.partitioning is None else state.partitioning,
+            sorting=staged.sorting if state.sorting is None else state.sorting,
         )
         view = replace(staged, version=current.version)  # the next change adds to the same version
     return staged

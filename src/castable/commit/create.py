@@ -20,8 +20,10 @@ from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import FORMAT_VERSIONS, Manifest, Membership
 from castable.format.partitioning import Partitioning
 from castable.format.properties import checked
+from castable.format.sorting import Sorting
 from castable.format.stats import supports_stats
 from castable.format.times import now
+from castable.inputs.orders import SortBy, parse_sort_by
 from castable.inputs.partitions import PartitionBy, parse_partition_by
 from castable.store import ObjectStore, PreconditionFailedError
 
@@ -35,6 +37,7 @@ def initial_manifest(
     database: Membership | None = None,
     table_uuid: str | None = None,
     partition_by: PartitionBy | None = None,
+    sort_by: SortBy | None = None,
 ) -> Manifest:
     """Version 0 of a new table, its definition checked (every create starts here); its uuid
     is new unless a catalog announced one (``table_uuid``)."""
@@ -62,6 +65,11 @@ def initial_manifest(
         if format_version < 2:
             raise InvalidInputError("a partitioned table needs format version 2")
         partitioning = partitioning.evolved(parse_partition_by(partition_by, schema), schema)
+    sorting = Sorting()
+    if sort_by:
+        if format_version < 2:
+            raise InvalidInputError("a sort order needs format version 2")
+        sorting = sorting.evolved(parse_sort_by(sort_by, schema), schema)
     return Manifest(
         table_uuid=str(uuid.uuid4() if table_uuid is None else uuid.UUID(table_uuid)),
         version=0,
@@ -76,6 +84,7 @@ def initial_manifest(
         format_version=format_version,
         database=database,
         partitioning=partitioning,
+        sorting=sorting,
     )
 
 
@@ -101,10 +110,10 @@ def _check_half_created(store: ObjectStore, wanted: Manifest) -> None:
     """Version 0 exists: a table, or a create that crashed before its pointer, which this
     create completes when it asks for the same definition; anything else is refused."""
     found = read_manifest(store, 0)
-    definition = (found.schema, found.primary_key, found.properties, found.partitioning)
+    definition = (found.schema, found.primary_key, found.properties, found.partitioning, found.sorting)
     if store.exists(POINTER_KEY):
         raise TableAlreadyExistsError(f"a table already exists at {store.uri}")
-    if definition != (wanted.schema, wanted.primary_key, wanted.properties, wanted.partitioning):
+    if definition != (wanted.schema, wanted.primary_key, wanted.properties, wanted.partitioning, wanted.sorting):
         raise TableAlreadyExistsError(
             f"a half-created table (version 0, no pointer: its create crashed) with another schema or "
             f"properties is at {store.uri}; open it, or create it again with the same definition"

@@ -32,6 +32,8 @@ class DataFile:
     """The partition spec the file was written with (``castable.format.partitioning``)."""
     partition: tuple[JsonValue | None, ...] = ()
     """The file's value of each field of that spec (JSON form): every row of it has these."""
+    sort_order_id: int = 0
+    """The sort order its rows were written in (``castable.format.sorting``; 0: none)."""
 
     def column_stats(self, name: str, schema: pa.Schema) -> ColumnStats | None:
         doc = self.stats.get(name)
@@ -48,6 +50,7 @@ class DataFile:
             "added_version": self.added_version,
             **({} if self.inline is None else {"inline": _ipc_text(self.inline)}),
             **({"spec_id": self.spec_id, "partition": list(self.partition)} if self.partition else {}),
+            **({"sort_order_id": self.sort_order_id} if self.sort_order_id else {}),
         }
 
     @cached_property
@@ -69,6 +72,7 @@ class DataFile:
             inline=None if inline is None else _ipc_table(str(inline)),
             spec_id=int(doc.get("spec_id", 0)),
             partition=tuple(doc.get("partition", ())),
+            sort_order_id=int(doc.get("sort_order_id", 0)),
         )
 
 

@@ -27,6 +27,7 @@ from castable.format.filelist import DATA, SEGMENTS, TOMBSTONES, FileList, Loade
 from castable.format.partitioning import Partitioning
 from castable.format.schema import schema_from_json, schema_to_json
 from castable.format.segment import SegmentRef
+from castable.format.sorting import Sorting
 from castable.format.times import format_time, parse_time
 from castable.store import ObjectStore
 from castable.store.readahead import beside
@@ -150,6 +151,8 @@ class Manifest:
     """Set on the tables of a database; ``None`` for a table of its own."""
     partitioning: Partitioning = field(default_factory=Partitioning)
     """The table's partition specs (none of them with fields: not partitioned)."""
+    sorting: Sorting = field(default_factory=Sorting)
+    """The table's sort orders (the default one: what writes and compaction follow)."""
 
     def __post_init__(self) -> None:
         for name, codec in (("data_files", DATA), ("tombstones", TOMBSTONES)):
@@ -181,6 +184,7 @@ class Manifest:
         primary_key: tuple[str, ...] | None = None,
         properties: dict[str, str] | None = None,
         partitioning: Partitioning | None = None,
+        sorting: Sorting | None = None,
     ) -> Manifest:
         """The manifest of the version after this one, in ``format_version`` (default: this
         one's), ``schema`` and ``properties`` (default: this one's); ``source_ids`` are recorded
@@ -203,6 +207,7 @@ class Manifest:
             primary_key=self.primary_key if primary_key is None else primary_key,
             properties=self.properties if properties is None else properties,
             partitioning=self.partitioning if partitioning is None else partitioning,
+            sorting=self.sorting if sorting is None else sorting,
             data_files=data_files.evolved(schema),
             tombstones=tombstones.evolved(schema),
             recent_commits=recent,
@@ -258,6 +263,8 @@ class Manifest:
             doc["database"] = self.database.to_json()
         if self.partitioning != Partitioning():
             doc["partitioning"] = self.partitioning.to_json()
+        if self.sorting != Sorting():
+            doc["sorting"] = self.sorting.to_json()
         if self.format_version >= 2:
             recent = self.recent_commits
             doc["segments"] = [r.to_json() for r in self.data_files.refs + self.tombstones.refs]
@@ -321,6 +328,7 @@ class Manifest:
                 format_version=found,
                 database=None if doc.get("database") is None else Membership.from_json(doc["database"]),
                 partitioning=Partitioning.from_json(doc.get("partitioning")),
+                sorting=Sorting.from_json(doc.get("sorting")),
                 **files,
             )
         except CorruptObjectError as e:

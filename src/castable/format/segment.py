@@ -36,6 +36,8 @@ SPEC_ID = "spec_id"
 PARTITION = "partition"
 """A data segment listing files of a partitioned table has these two columns: each file's spec id
 (int32) and its partition values as the compact JSON of a list, in the spec's field order."""
+SORT_ORDER_ID = "sort_order_id"
+"""A data segment listing files written in a sort order has this column (int32; 0 or null: none)."""
 Kind = Literal["data", "tombstone", "commits"]
 KINDS: tuple[Kind, ...] = ("data", "tombstone", "commits")
 
@@ -168,6 +170,9 @@ def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
         table = table.append_column(
             pa.field(SPEC_ID, pa.int32()), pa.array([f.spec_id for f in files], pa.int32())
         ).append_column(pa.field(PARTITION, pa.string()), pa.array([dumps(list(f.partition)) for f in files]))
+    if any(f.sort_order_id for f in files):
+        ids = pa.array([f.sort_order_id for f in files], pa.int32())
+        table = table.append_column(pa.field(SORT_ORDER_ID, pa.int32()), ids)
     if all(f.inline is None for f in files):
         return table
     kept = [inline.conformed(f.inline, schema) for f in files if f.inline is not None]
@@ -195,7 +200,9 @@ def data_files(table: pa.Table, schema: pa.Schema) -> list[DataFile]:
     kept = _inline_rows(table)
     specs = table.column(SPEC_ID).to_pylist() if SPEC_ID in table.column_names else [0] * table.num_rows
     values = table.column(PARTITION).to_pylist() if PARTITION in table.column_names else [None] * table.num_rows
-    rows = table.drop_columns([c for c in ("stats", INLINE, SPEC_ID, PARTITION) if c in table.column_names]).to_pylist()
+    orders = table.column(SORT_ORDER_ID).to_pylist() if SORT_ORDER_ID in table.column_names else [0] * table.num_rows
+    extra = ("stats", INLINE, SPEC_ID, PARTITION, SORT_ORDER_ID)
+    rows = table.drop_columns([c for c in extra if c in table.column_names]).to_pylist()
     return [
         DataFile(
             path=r["path"],
@@ -208,6 +215,7 @@ def data_files(table: pa.Table, schema: pa.Schema) -> list[DataFile]:
             inline=kept[i],
             spec_id=specs[i] or 0,
             partition=() if values[i] is None else tuple(json.loads(str(values[i]))),
+            sort_order_id=orders[i] or 0,
         )
         for i, r in enumerate(rows)
     ]

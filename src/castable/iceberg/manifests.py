@@ -104,17 +104,23 @@ def manifest_entry(added: int, parent: int, version: int, entry: IcebergDataFile
 
 
 def data_file_entry(
-    location: str, size: int, footer: pq.FileMetaData, spec_id: int = 0, partition: Record | None = None
+    location: str,
+    size: int,
+    footer: pq.FileMetaData,
+    spec_id: int = 0,
+    partition: Record | None = None,
+    sort_order_id: int = 0,
 ) -> IcebergDataFile:
     """The description of the data file at ``location``, of ``size`` bytes, with the statistics
-    of its ``footer``, in partition ``partition`` of spec ``spec_id``."""
+    of its ``footer``, in partition ``partition`` of spec ``spec_id``, its rows in sort order
+    ``sort_order_id`` (0: none)."""
     return IcebergDataFile.from_args(
         content=DataFileContent.DATA,
         file_path=location,
         file_format=FileFormat.PARQUET,
         partition=Record() if partition is None else partition,
         file_size_in_bytes=size,
-        sort_order_id=None,
+        sort_order_id=sort_order_id or None,
         spec_id=spec_id,
         equality_ids=None,
         key_metadata=None,

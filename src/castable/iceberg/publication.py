@@ -47,7 +47,6 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadataV2
 from pyiceberg.table.name_mapping import parse_mapping_from_json
 from pyiceberg.table.snapshots import Operation
-from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
 from castable.commit.pointer import retention_floor
 from castable.errors import VersionNotFoundError
@@ -355,7 +354,7 @@ class _Publication:
             check_file(f.path, held, self.snapshot.schema, self.snapshot.columns_of(f, footer))
             self._note_ids(held)
             partition = partition_record(f, self.snapshot.manifest.partitioning, self.snapshot.schema)
-            described[f.path] = data_file_entry(*located[f.path], footer, f.spec_id, partition)
+            described[f.path] = data_file_entry(*located[f.path], footer, f.spec_id, partition, f.sort_order_id)
         by_spec: dict[int, list[ManifestEntry]] = {}
         for f in files:
             entry = manifest_entry(f.added_version, self.parent, self.version, described[f.path])
@@ -581,8 +580,8 @@ class _Publication:
                     {"snapshot-id": s["snapshot-id"], "timestamp-ms": s["timestamp-ms"]} for s in snapshots
                 ],
                 "metadata-log": log[-METADATA_LOG:],
-                "sort-orders": [UNSORTED_SORT_ORDER.model_dump(by_alias=True)],
-                "default-sort-order-id": 0,
+                "sort-orders": [o.to_json() for o in m.sorting.orders],
+                "default-sort-order-id": m.sorting.default_order_id,
                 "refs": {"main": {"snapshot-id": self.version, "type": "branch"}} if manifest_list is not None else {},
             }
         )

@@ -27,6 +27,7 @@ from castable.format.filelist import prune_tombstones
 from castable.format.layout import new_tombstone_key
 from castable.format.manifest import DataFile, Manifest, TombstoneFile
 from castable.format.properties import TableProperties
+from castable.format.sorting import UNSORTED
 from castable.format.stats import encode_value
 from castable.parquet.writer import write_data_files
 from castable.read.scan import Scan
@@ -112,11 +113,12 @@ def worth_rewriting(
     snapshot: Snapshot, files: list[DataFile], deletes: Mapping[str, object], sort_by: str | None
 ) -> bool:
     """Whether rewriting the candidate files of one partition gains anything: one clean small
-    file alone, in the current spec and layout, would be written again as it is."""
+    file alone, in the current spec, sort order and layout, would be written again as it is."""
     if len(files) > 1 or sort_by is not None:
         return True
     f = files[0]
-    current = f.spec_id == snapshot.manifest.partitioning.default_spec_id
+    m = snapshot.manifest
+    current = f.spec_id == m.partitioning.default_spec_id and f.sort_order_id == m.sorting.default_order_id
     return f.path in deletes or not current or not current_layout(snapshot, f)
 
 
@@ -176,9 +178,10 @@ class CompactChange(PlannedChange):
         """The rewritten files' live rows as new files, partition by partition, in the current spec."""
         written: list[DataFile] = []
         spec = base.partitioning.default
+        order = base.sorting.default if self.options.sort_by is None else UNSORTED  # sort_by sorts the rows itself
         for partition in by_partition(list(sub.manifest.data_files)):
             rows = self._rows(Snapshot(self.store, sub.manifest.restricted(partition)))
-            written += write_data_files(self.store, rows, base.schema, self.props, spec=spec)
+            written += write_data_files(self.store, rows, base.schema, self.props, spec=spec, order=order)
         return written
 
     def _rows(self, snapshot: Snapshot) -> Iterator[pa.RecordBatch]:

@@ -224,6 +224,12 @@ def still_referenced(store: ObjectStore, erased: list[FileErasure], version: int
 
 
 def _as_old(new: DataFile, old: DataFile) -> DataFile:
-    """A file written in place of ``old`` (some of its rows), as the version lists it: added when
-    ``old`` was, in its partition (every row of it is a row of ``old``'s)."""
-    return replace(new, added_version=old.added_version, spec_id=old.spec_id, partition=old.partition)
+    """A file written in place of ``old`` (some of its rows, in their order), as the version lists
+    it: added when ``old`` was, in its partition and its sort order."""
+    return replace(
+        new,
+        added_version=old.added_version,
+        spec_id=old.spec_id,
+        partition=old.partition,
+        sort_order_id=old.sort_order_id,
+    )

@@ -20,6 +20,8 @@ from castable.format.evolution import SchemaUpdate, restored
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
 from castable.format.partitioning import check_sources, described
 from castable.format.properties import checked
+from castable.format.sorting import check_sort_sources, sort_described
+from castable.inputs.orders import SortBy, parse_sort_by
 from castable.inputs.partitions import PartitionBy, parse_partition_by
 from castable.store import ObjectStore
 
@@ -60,10 +62,12 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
         raise InvalidInputError("schema changes need format version 2: upgrade the table first (castable upgrade)")
     schema, _ = update.apply(t.schema, t.manifest.primary_key, t.version + 1)  # refuse a bad change before committing
     check_sources(t.manifest.partitioning, schema)
+    check_sort_sources(t.manifest.sorting, schema)
 
     def build(base: Manifest) -> NextState:
         schema, key = update.apply(base.schema, base.primary_key, base.version + 1)
         check_sources(base.partitioning, schema)
+        check_sort_sources(base.sorting, schema)
         summary = {"changes": update.describe()}
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
@@ -88,6 +92,23 @@ def partition_by(t: Handle, w: WriteSession, fields: PartitionBy) -> WriteResult
         return NextState(base.data_files, base.tombstones, summary, partitioning=partitioning)
 
     return t.commit_change("partition-by", w, build)
+
+
+@write_operation(committed_result)
+def sort_by(t: Handle, w: WriteSession, fields: SortBy) -> WriteResult:
+    """See :meth:`castable.table.Table.sort_by`."""
+    if t.manifest.format_version < 2:
+        raise InvalidInputError("a sort order needs format version 2: upgrade the table first (castable upgrade)")
+    if t.manifest.sorting.evolved(parse_sort_by(fields, t.schema), t.schema) == t.manifest.sorting:
+        return unchanged(t, w, "sort-by")
+
+    def build(base: Manifest) -> NextState:
+        sorting = base.sorting.evolved(parse_sort_by(fields, base.schema), base.schema)
+        order = sorting.default
+        summary = {"order_id": order.order_id, "fields": [sort_described(f, base.schema) for f in order.fields]}
+        return NextState(base.data_files, base.tombstones, summary, sorting=sorting)
+
+    return t.commit_change("sort-by", w, build)
 
 
 @write_operation(committed_result)

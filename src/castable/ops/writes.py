@@ -446,7 +446,7 @@ def write_files(
     schema = t.schema if schema is None else schema
     rows = iter(batches)
     props = t.settings
-    spec = t.manifest.partitioning.default
+    spec, order = t.manifest.partitioning.default, t.manifest.sorting.default
     if (
         props.inline_max_bytes
         and not spec.fields
@@ -467,8 +467,8 @@ def write_files(
                 return []
             if on_rows:
                 on_rows(kept.num_rows)
-            return [inline.entry(kept, schema)]
-    return write_data_files(t.store, rows, schema, props, on_rows=on_rows, uploads=w.uploads, spec=spec)
+            return [replace(inline.entry(order.sort(kept, schema), schema), sort_order_id=order.order_id)]
+    return write_data_files(t.store, rows, schema, props, on_rows=on_rows, uploads=w.uploads, spec=spec, order=order)
 
 
 def key_for(t: Handle, operation: str) -> str:

@@ -23,6 +23,7 @@ from castable.format.layout import new_data_key
 from castable.format.manifest import DataFile
 from castable.format.partitioning import UNPARTITIONED, PartitionSpec, split
 from castable.format.properties import TableProperties
+from castable.format.sorting import UNSORTED, SortOrder
 from castable.format.stats import file_rows, file_stats, stats_to_json
 from castable.store import ObjectInfo, ObjectStore, StagedObject
 from castable.store.uploads import Deferred
@@ -75,6 +76,7 @@ def write_data_files(
     int96: bool = False,
     uploads: Deferred | None = None,
     spec: PartitionSpec = UNPARTITIONED,
+    order: SortOrder = UNSORTED,
 ) -> list[DataFile]:
     """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries.
     If ``batches`` raise (a page that does not decode, a value that does not convert), the files
@@ -86,13 +88,14 @@ def write_data_files(
 
     With a write's ``uploads`` the last file uploads while the write goes on to commit. With a
     partition ``spec`` (one with fields), the rows are cut by partition, each partition's rows go
-    to files of their own, and each entry records the spec and its partition values."""
+    to files of their own, and each entry records the spec and its partition values. With a sort
+    ``order`` (one with fields), each file's rows are written in that order, and each entry records it."""
     files: list[DataFile] = []
     try:
-        if not spec.fields:
+        if not spec.fields and not order.fields:
             _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96, uploads)
         else:
-            _write_partitioned(store, batches, schema, props, files, on_rows, int96, uploads, spec)
+            _write_laid_out(store, batches, schema, props, files, on_rows, int96, uploads, spec, order)
     except BaseException:
         with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
             store.delete_many([f.path for f in files])
@@ -151,7 +154,7 @@ def _write(
                 publishing.result()
 
 
-def _write_partitioned(
+def _write_laid_out(
     store: ObjectStore,
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema,
@@ -161,9 +164,10 @@ def _write_partitioned(
     int96: bool,
     uploads: Deferred | None,
     spec: PartitionSpec,
+    order: SortOrder,
 ) -> None:
-    """:func:`_write` of each partition's rows in turn (the rows held in memory to be cut),
-    each new entry given the spec and the partition's values."""
+    """:func:`_write` of each partition's rows in turn, sorted by ``order`` (the rows held in
+    memory to be cut and sorted), each new entry given the spec, the partition's values and the order."""
     held = list(batches)
     if not held:
         return
@@ -171,8 +175,12 @@ def _write_partitioned(
     for i, (values, rows) in enumerate(groups):
         start = len(files)
         last = uploads if i == len(groups) - 1 else None
-        _write(store, _row_groups(rows.to_batches(), props.row_group_size), schema, props, files, on_rows, int96, last)
-        files[start:] = [replace(f, spec_id=spec.spec_id, partition=values) for f in files[start:]]
+        sorted_rows = order.sort(rows, schema).to_batches()
+        _write(store, _row_groups(sorted_rows, props.row_group_size), schema, props, files, on_rows, int96, last)
+        spec_id = spec.spec_id if spec.fields else 0
+        files[start:] = [
+            replace(f, spec_id=spec_id, partition=values, sort_order_id=order.order_id) for f in files[start:]
+        ]
 
 
 def _bloom_filters(props: TableProperties, schema: pa.Schema, rows: int) -> dict[str, dict[str, int]] | None:

@@ -16,6 +16,7 @@ from castable.format.manifest import DataFile
 from castable.format.partitioning import UNPARTITIONED, PartitionSpec
 from castable.format.properties import TableProperties
 from castable.format.schema import conform
+from castable.format.sorting import UNSORTED, SortOrder
 from castable.inputs.batches import with_missing
 from castable.ops.writes import AddMode, check_add_mode
 from castable.parquet.writer import write_data_files
@@ -114,11 +115,13 @@ class TableTarget:
     """Whether the table's nullable columns the data lacks are written as NULLs (``mergeSchema``)."""
     spec: PartitionSpec = UNPARTITIONED
     """The partition spec new files are written with: each task writes a file per partition."""
+    order: SortOrder = UNSORTED
+    """The sort order each file's rows are written in."""
 
     @classmethod
     def of(cls, table: Table, storage_options: Mapping[str, Any] | None, fill: bool = False) -> TableTarget:
         location = TableLocation(table.uri, dict(storage_options or {}) or None)
-        return cls(location, table.schema, table.properties, fill, table.partitioning.default)
+        return cls(location, table.schema, table.properties, fill, table.partitioning.default, table.sorting.default)
 
     def store(self) -> ObjectStore:
         return self.location.store()
@@ -127,7 +130,7 @@ class TableTarget:
         """Write Spark's batches as data files of the table's target sizes; nothing is committed."""
         conformed: Iterator[pa.RecordBatch] = (from_spark(b, self.schema, self.fill) for b in batches if b.num_rows)
         props = TableProperties.parse(self.properties)
-        return write_data_files(self.store(), conformed, self.schema, props, spec=self.spec)
+        return write_data_files(self.store(), conformed, self.schema, props, spec=self.spec, order=self.order)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,9 @@ from castable.format.evolution import SchemaUpdate
 from castable.format.manifest import DataFile, Manifest
 from castable.format.partitioning import Partitioning
 from castable.format.properties import TableProperties
+from castable.format.sorting import Sorting
 from castable.inputs.batches import DataLike
+from castable.inputs.orders import SortBy
 from castable.inputs.partitions import PartitionBy
 from castable.maintenance.compact import CompactReport
 from castable.maintenance.damage import Damage
@@ -382,6 +384,18 @@ class Table:
         none: unpartitioned), in a version of its own that rewrites nothing: files written before
         keep their spec, and scans prune each file by its own. Iceberg's spec evolution."""
         return metadata.partition_by(self._handle, commit_id, fields)
+
+    @property
+    def sorting(self) -> Sorting:
+        """The table's sort orders: the default one writes and compaction follow, and older ones."""
+        return self.manifest.sorting
+
+    def sort_by(self, fields: SortBy, *, commit_id: str | None = None) -> WriteResult:
+        """Sort the rows of every file written from now on (appends, rewrites, compaction) by
+        ``fields`` (``"ts"``, ``"id DESC NULLS LAST"``, ``"day(ts)"``; none: unsorted), in a
+        version of its own that rewrites nothing; a compaction sorts older files. Iceberg's
+        write order."""
+        return metadata.sort_by(self._handle, commit_id, fields)
 
     def upgrade(self, *, commit_id: str | None = None) -> WriteResult:
         """Rewrite the table in the latest format version, in one commit that copies no data:

@@ -249,10 +249,15 @@ def test_refused_requests_change_nothing(served: Served, monkeypatch: pytest.Mon
 
     for bad in (
         {"name": "p", "schema": ROWS_SCHEMA, "partition-spec": {"spec-id": 0, "fields": [HOUR_OF_TEXT]}},
+        {
+            "name": "q",
+            "schema": ROWS_SCHEMA,
+            "partition-spec": {"spec-id": 0, "fields": [{**HOUR_OF_TEXT, "source-id": 7}]},
+        },
         {"name": "f3", "schema": ROWS_SCHEMA, "properties": {"format-version": "3"}},
         {"name": "elsewhere", "schema": ROWS_SCHEMA, "location": "file:///tmp/elsewhere"},
         {"name": "t", "schema": ROWS_SCHEMA, "stage-create": True},  # a staged create of a table that exists
-        {"name": "o", "schema": ROWS_SCHEMA, "write-order": {"order-id": 1, "fields": [ASCENDING]}},
+        {"name": "o", "schema": ROWS_SCHEMA, "write-order": {"order-id": 1, "fields": [{**ASCENDING, "source-id": 7}]}},
     ):
         status, answer = served.raw("POST", "/v1/namespaces/db/tables", bad)
         assert status in (400, 406, 409), answer

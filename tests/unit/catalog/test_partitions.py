@@ -1,4 +1,4 @@
-"""Partitioned tables through the catalog, driven by pyiceberg: a table created with a partition
+"""Partitioned and sorted tables through the catalog, driven by pyiceberg: a table created with a partition
 spec (Spark's ``PARTITIONED BY (days(ts), bucket(16, id))``), files pyiceberg writes partition by
 partition keeping their partition tuples, the spec evolved by a client, castable's own writes
 beside, and every version reading the same rows in castable and pyiceberg; a file whose manifest
@@ -15,6 +15,8 @@ from helpers.rest_catalog import Served
 from pyiceberg.exceptions import BadRequestError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table.sorting import NullOrder, SortDirection, SortOrder
+from pyiceberg.table.sorting import SortField as IcebergSortField
 from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
@@ -106,3 +108,25 @@ def test_a_file_in_the_wrong_partition_is_refused(served: Served, monkeypatch: p
     with pytest.raises(BadRequestError, match="outside that partition"):
         t.append(rows(5))
     assert ct.refresh().version == before
+
+
+def test_a_sort_order_a_client_declares_is_the_one_castable_writes_in(served: Served) -> None:
+    """Spark's ``WRITE ORDERED BY``: a create with a write order, then a replaced order; castable's
+    own writes and compactions follow the current one, and the metadata says so."""
+    cat = served.client()
+    cat.create_namespace("db")
+    order = SortOrder(IcebergSortField(source_id=3, transform=IdentityTransform(), direction=SortDirection.DESC))
+    t = cat.create_table("db.sorted", schema=SCHEMA, sort_order=order)
+    ct = served.castable("db", "sorted")
+    assert [(f.source_id, f.direction, f.null_order) for f in ct.sorting.default.fields] == [(3, "desc", "nulls-last")]
+    ct.append(rows(30))
+    assert ct.to_arrow().column("region").to_pylist() == sorted(rows(30).column("region").to_pylist(), reverse=True)
+    t.refresh()
+    assert t.sort_order().order_id == ct.sorting.default_order_id
+    with t.update_sort_order() as replace:
+        replace.asc("id", IdentityTransform(), NullOrder.NULLS_LAST)
+    ct.refresh()
+    assert [(f.source_id, f.direction, f.null_order) for f in ct.sorting.default.fields] == [(1, "asc", "nulls-last")]
+    ct.append(rows(5, offset=100)[::-1])
+    assert [f.sort_order_id for f in ct.manifest.data_files] == [1, ct.sorting.default_order_id]
+    assert ct.to_arrow().column("id").to_pylist()[-5:] == list(range(100, 105))
