@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers.objects import plain
 
 import castable
 from castable.errors import CorruptObjectError, InvalidInputError
@@ -142,12 +143,13 @@ def test_erase_and_purge_leave_no_byte_of_an_inline_row(table: castable.Table, t
     table.append(rows([1, 2]))
     table.append(pa.table({"id": [3], "name": ["secret-value-xyz"], "score": pa.array([3], pa.int32())}))
     table.append(rows([4]))
+    assert any(b"secret-value-xyz" in plain(o.key, table.store.get(o.key).data) for o in table.store.list(""))
     report = table.erase("id = 3")
     assert report.rows_erased == 1 and ids_of(table.scan().to_arrow()) == [1, 2, 4]
     purged = table.purge_erased(report)
     assert purged.verified and not purged.traces and not purged.unchecked
-    for o in table.store.list(""):
-        assert b"secret-value-xyz" not in table.store.get(o.key).data, o.key
+    for o in table.store.list(""):  # segments decoded: zstd would hide the bytes
+        assert b"secret-value-xyz" not in plain(o.key, table.store.get(o.key).data), o.key
     assert ids_of(load_table(table.store).scan().to_arrow()) == [1, 2, 4]
 
 

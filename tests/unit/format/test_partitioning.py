@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyiceberg_core.transform as rust
 import pytest
+from helpers.objects import plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ import castable
 from castable.errors import InvalidInputError
 from castable.format.evolution import with_ids
 from castable.format.partitioning import Partitioning, Transform
+from castable.iceberg import publish
 from castable.inputs.partitions import parse_partition_by
 from castable.store import LocalStore
 from castable.store.cache import clear_caches
@@ -278,3 +280,39 @@ def test_compaction_merges_files_of_one_partition_only(tmp_path: Path) -> None:
             assert f.stats["ts"]["min"] // 86_400_000_000 == f.stats["ts"]["max"] // 86_400_000_000 == f.partition[0]
     assert sorted(table.to_arrow().column("id").to_pylist(), key=str) == sorted(rows.column("id").to_pylist(), key=str)
     assert table.compact().files_rewritten == []  # one file per partition: nothing left to gain
+
+
+def test_erase_and_purge_leave_no_byte_of_a_partition_value(tmp_path: Path) -> None:
+    """A value that is a file's partition value (identity and truncate of text) is erased from
+    the segments, the manifests and the Iceberg metadata (partition tuples, manifest lists'
+    partition summaries) as from the data: no object of the table holds its bytes afterwards."""
+    schema = pa.schema([("id", pa.int64()), ("email", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+    table = castable.create_table(
+        str(tmp_path / "t"),
+        schema,
+        partition_by=["email", "truncate(9, email)", "day(ts)"],
+        properties={"publish.iceberg": "true"},
+    )
+    start = dt.datetime(2026, 11, 1, tzinfo=UTC)
+    emails = ["someone@example.org", "secret-person@example.org", "other@example.org"]
+    for day in range(3):
+        table.append(
+            pa.table(
+                {"id": [day * 10 + i for i in range(3)], "email": emails, "ts": [start + dt.timedelta(days=day)] * 3},
+                schema=schema,
+            )
+        )
+    publish(table)
+    secret = b"secret-person@example.org"
+
+    def holding() -> set[str]:
+        return {o.key for o in table.store.list("") if b"secret-p" in plain(o.key, table.store.get(o.key).data)}
+
+    before = holding()
+    assert any(k.startswith("segment/") for k in before) and any(k.endswith(".avro") for k in before), before
+    report = table.erase("email = 'secret-person@example.org'")
+    assert report.rows_erased == 3
+    purged = table.purge_erased(report)
+    assert purged.verified and not purged.traces
+    assert holding() == set() and secret
+    assert table.count() == 6 and table.count(filter="email = 'someone@example.org'") == 3
