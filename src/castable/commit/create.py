@@ -14,7 +14,7 @@ from castable.commit.log import read_manifest
 from castable.commit.pointer import encode_pointer
 from castable.errors import InvalidInputError, TableAlreadyExistsError
 from castable.format.entries import CommitInfo
-from castable.format.evolution import with_all_ids
+from castable.format.evolution import check_names, with_all_ids
 from castable.format.filelist import DATA, TOMBSTONES, FileList
 from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import FORMAT_VERSIONS, Manifest, Membership
@@ -45,6 +45,7 @@ def initial_manifest(
         raise InvalidInputError(f"format_version must be one of {FORMAT_VERSIONS}, not {format_version!r}")
     if not isinstance(schema, pa.Schema) or len(schema) == 0:
         raise InvalidInputError("schema must be a non-empty pyarrow.Schema")
+    check_names(list(schema))
     repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
     if repeated:
         raise InvalidInputError(f"column names must be unique; repeated: {repeated}")

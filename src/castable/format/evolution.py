@@ -25,11 +25,20 @@ from castable.format.conversions import widens
 from castable.format.nested import FIELD_ID as FIELD_ID  # re-exported: the key of every id
 from castable.format.nested import children, nested_ids, rebuilt, with_nested_ids, without_nested_metadata
 from castable.format.nested import field_id as field_id  # re-exported: columns' ids are read as nested fields' are
-from castable.format.stats import decode_value, encode_value, supports_stats
+from castable.format.stats import NESTED, decode_value, encode_value, stat_fields, supports_stats
 
 NAMES = b"castable:names"
 DEFAULT = b"castable:default"
 LAST_ID = b"castable:last_column_id"
+
+
+def check_names(fields: Sequence[pa.Field]) -> None:
+    """``InvalidInputError`` if a name of ``fields`` (or of a field inside them) holds a NUL: any
+    other text is a name, and NUL joins the names of a nested field's statistics key."""
+    for f in fields:
+        if NESTED in f.name:
+            raise InvalidInputError(f"a column or field name cannot hold a NUL character: {f.name!r}")
+        check_names(children(f.type))
 
 
 def check_ids(schema: pa.Schema) -> None:
@@ -336,6 +345,7 @@ class SchemaUpdate(Generic[R]):
                 fields = [fields[find(n)] for n in names] + [f for f in fields if f.name not in names]
             else:  # pragma: no cover - the methods above are the only producers
                 raise AssertionError(kind)
+        check_names(fields)
         return _with_last(fields, last), tuple(pk)
 
 
@@ -596,18 +606,18 @@ def bare_field(f: pa.Field) -> pa.Field:
 
 
 def translate_stats(stats: Mapping[str, Any], old: pa.Schema, new: pa.Schema) -> dict[str, Any]:
-    """JSON statistics keyed by ``old``'s column names, keyed (and encoded) by ``new``'s."""
-    old_by_id = {field_id(f): f for f in old}
+    """JSON statistics keyed by ``old``'s keys (``castable.format.stats.stat_fields``: column
+    names, and paths of fields inside structs), keyed (and encoded) by ``new``'s, found by id."""
+    old_units = stat_fields(old)
+    old_by_id = {field_id(f): (key, f) for key, f in old_units.items()}
     out: dict[str, Any] = {}
-    for f in new:
-        was = (
-            old_by_id.get(field_id(f))
-            if field_id(f) is not None
-            else (old.field(f.name) if f.name in old.names else None)
-        )
-        if was is None or was.name not in stats:
+    for key, f in stat_fields(new).items():
+        fid = field_id(f)
+        found = old_by_id.get(fid) if fid is not None else ((key, old_units[key]) if key in old_units else None)
+        if found is None or found[0] not in stats:
             continue
-        doc = dict(stats[was.name])
+        was_key, was = found
+        doc = dict(stats[was_key])
         if "min" in doc and not was.type.equals(f.type):
             try:
                 doc["min"], doc["max"] = (
@@ -615,5 +625,5 @@ def translate_stats(stats: Mapping[str, Any], old: pa.Schema, new: pa.Schema) ->
                 )
             except (pa.ArrowException, TypeError, ValueError):
                 doc.pop("min"), doc.pop("max")
-        out[f.name] = doc
+        out[key] = doc
     return out

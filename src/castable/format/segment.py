@@ -25,7 +25,7 @@ from castable.errors import CorruptObjectError
 from castable.format import inline
 from castable.format.entries import DataFile, TombstoneFile, dumps
 from castable.format.evolution import FIELD_ID, field_id, file_schema, names_of
-from castable.format.stats import ColumnStats, decode_values, stats_to_json, supports_stats, value_type
+from castable.format.stats import ColumnStats, decode_values, stat_fields, stats_to_json, supports_stats, value_type
 
 SEGMENT_PREFIX = "segment/"
 SEGMENT_FORMAT_VERSION = "1"
@@ -73,13 +73,13 @@ def new_segment_key() -> str:
 def data_schema(schema: pa.Schema) -> pa.Schema:
     """The Arrow schema of a data segment for a table of ``schema``."""
     columns = []
-    for f in schema:
+    for key, f in stat_fields(schema).items():
         parts = [pa.field("nulls", pa.int64())]
         if supports_stats(f.type):
             t = value_type(f.type)
             parts = [pa.field("min", t), pa.field("max", t), *parts]
         fid = field_id(f)
-        columns.append(pa.field(f.name, pa.struct(parts), metadata=None if fid is None else {FIELD_ID: str(fid)}))
+        columns.append(pa.field(key, pa.struct(parts), metadata=None if fid is None else {FIELD_ID: str(fid)}))
     return pa.schema([*_DATA_FIELDS, pa.field("stats", pa.struct(columns), nullable=False)])
 
 
@@ -119,7 +119,7 @@ def conform_stats(table: pa.Table, schema: pa.Schema) -> pa.Table:
     stats = table.column("stats").combine_chunks()
     if stats.type.equals(target, check_metadata=True):
         return table
-    by_id = {field_id(f): f.name for f in schema}
+    by_id = {field_id(f): key for key, f in stat_fields(schema).items()}
     # A segment written before the table had ids names each column as it was then (since version 0).
     original = {names_of(f)[0]: f.name for f in schema}
     found: dict[str | None, int] = {}
@@ -140,6 +140,7 @@ def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
     """Data file entries as the columns of a data segment (statistics typed, vectorised)."""
     target = data_schema(schema)
     stats_type = target.field("stats").type
+    fields = stat_fields(schema)
     columns: list[pa.Array] = []
     for f in stats_type:
         name = f.name
@@ -148,7 +149,7 @@ def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
         nulls = pa.array([d.get("nulls") for d in docs], pa.int64())
         parts: list[pa.Array] = [nulls]
         if len(f.type) == 3:
-            t = schema.field(name).type
+            t = fields[name].type
             los = decode_values([d.get("min") if h else None for d, h in zip(docs, has, strict=True)], t)
             his = decode_values([d.get("max") if h else None for d, h in zip(docs, has, strict=True)], t)
             parts = [los, his, nulls]
@@ -186,12 +187,13 @@ def data_table(files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
 def data_files(table: pa.Table, schema: pa.Schema) -> list[DataFile]:
     """The :class:`DataFile` objects of some rows of a data segment (statistics back in JSON form)."""
     stats = table.column("stats").combine_chunks()
+    fields = stat_fields(schema)
     per_column: dict[str, list[dict[str, Any]]] = {}
     for i, f in enumerate(stats.type):
         col = stats.field(i)
         nulls = col.field("nulls").to_pylist()
-        if f.type.get_field_index("min") >= 0 and f.name in schema.names:
-            encoded = [_json_values(col.field(k), schema.field(f.name).type) for k in ("min", "max")]
+        if f.type.get_field_index("min") >= 0 and f.name in fields:
+            encoded = [_json_values(col.field(k), fields[f.name].type) for k in ("min", "max")]
             per_column[f.name] = [
                 _stats_doc(lo, hi, n) for lo, hi, n in zip(encoded[0], encoded[1], nulls, strict=True)
             ]
@@ -363,9 +365,10 @@ def summarize(table: pa.Table, kind: Kind, schema: pa.Schema) -> tuple[int | Non
     if kind == "tombstone":
         return rows, size, {}
     stats = table.column("stats").combine_chunks()
+    fields = stat_fields(schema)
     summary: dict[str, ColumnStats] = {}
     for i, f in enumerate(stats.type):
-        if f.name not in schema.names:
+        if f.name not in fields:
             continue
         col = stats.field(i)
         nulls = col.field("nulls")

@@ -147,6 +147,37 @@ def decode_values(values: Sequence[JsonValue | None], t: pa.DataType) -> pa.Arra
     return pa.array(values, type=t)
 
 
+NESTED = "\x00"
+"""Joins the names of a field inside structs into the key of its statistics: ``payload``, ``user``,
+``id`` is ``"payload\x00user\x00id"``, which no column name of a table holds (names hold no NUL)."""
+
+
+def leaf_key(column: str, path: Sequence[str]) -> str:
+    """The key of the statistics of the field at ``path`` inside ``column`` (``column`` if none)."""
+    return NESTED.join((column, *path))
+
+
+def stat_fields(schema: pa.Schema) -> dict[str, pa.Field]:
+    """Every unit castable keeps statistics of, by key: each column by its name, and each leaf
+    inside struct columns (through structs only, of a type that keeps bounds, with a field id)
+    by :func:`leaf_key`, each as its field (id included)."""
+    out = {f.name: f for f in schema}
+    for f in schema:
+        if pa.types.is_struct(f.type):
+            out |= {leaf_key(f.name, path): leaf for path, leaf in _struct_leaves(f.type)}
+    return out
+
+
+def _struct_leaves(t: pa.StructType) -> Sequence[tuple[tuple[str, ...], pa.Field]]:
+    found: list[tuple[tuple[str, ...], pa.Field]] = []
+    for child in (t.field(i) for i in range(t.num_fields)):
+        if pa.types.is_struct(child.type):
+            found += [((child.name, *path), leaf) for path, leaf in _struct_leaves(child.type)]
+        elif supports_stats(child.type) and b"PARQUET:field_id" in (child.metadata or {}):
+            found.append(((child.name,), child))
+    return found
+
+
 def stats_to_json(stats: dict[str, ColumnStats]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, s in stats.items():
@@ -163,9 +194,13 @@ def stats_to_json(stats: dict[str, ColumnStats]) -> dict[str, dict[str, Any]]:
 
 
 def stats_from_json(doc: dict[str, dict[str, Any]], schema: pa.Schema) -> dict[str, ColumnStats]:
+    """Statistics from their JSON form, for the keys of :func:`stat_fields` (others are left out)."""
+    fields = stat_fields(schema)
     out = {}
     for name, entry in doc.items():
-        t = schema.field(name).type
+        if name not in fields:
+            continue
+        t = fields[name].type
         has = "min" in entry and "max" in entry
         out[name] = ColumnStats(
             min=decode_value(entry["min"], t) if has else None,
@@ -186,25 +221,25 @@ def file_rows(metadata: pq.FileMetaData) -> int:
 def row_group_stats(
     metadata: pq.FileMetaData, row_group: int, schema: pa.Schema, where: Mapping[str, str | None] | None = None
 ) -> dict[str, ColumnStats]:
-    """Statistics of the top-level columns of one row group, from the Parquet footer, keyed by
-    ``schema``'s names; ``where`` says which file column holds each (default: the same name)."""
+    """Statistics of one row group, from the Parquet footer, keyed as :func:`stat_fields` keys
+    them: the top-level columns, and the leaves inside structs; ``where`` says which file column
+    holds each column (default: the same name), and a leaf is found in it by its field id."""
     rg = metadata.row_group(row_group)
     file_schema = metadata.schema.to_arrow_schema()
     chunks = {rg.column(j).path_in_schema: j for j in range(rg.num_columns)}
     out: dict[str, ColumnStats] = {}
-    for field in schema:
-        name = field.name if where is None else where.get(field.name)
-        if name is None or name not in chunks:
+    for key, field, name, held in _held_units(schema, file_schema, where):
+        if name not in chunks:
             continue
         t = value_type(field.type)
         s = rg.column(chunks[name]).statistics
         if s is None:
-            out[field.name] = ColumnStats(None, None, None)
+            out[key] = ColumnStats(None, None, None)
             continue
         nulls = s.null_count if s.has_null_count else None
         lo = hi = None
         if supports_stats(t) and s.has_min_max:
-            stored = value_type(file_schema.field(name).type) if name in file_schema.names else t
+            stored = value_type(held.type) if held is not None else t
             storage = _storage_type(stored)
             try:
                 if storage is not None and s.physical_type in ("INT32", "INT64"):
@@ -215,8 +250,55 @@ def row_group_stats(
                     lo, hi = (pa.scalar(v, type=stored).cast(t) for v in (s.min, s.max))
             except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 lo = hi = None
-        out[field.name] = ColumnStats(lo, hi, nulls)
+        out[key] = ColumnStats(lo, hi, nulls)
     return out
+
+
+def _held_units(
+    schema: pa.Schema, file_schema: pa.Schema, where: Mapping[str, str | None] | None
+) -> list[tuple[str, pa.Field, str, pa.Field | None]]:
+    """For each unit of :func:`stat_fields`: its key, its field, the Parquet path of the column
+    chunk holding it in a file of ``file_schema``, and the file's field (``None``: not known)."""
+    units = []
+    held_names = file_schema.names
+    for key, field in stat_fields(schema).items():
+        column, *path = key.split(NESTED)
+        name = column if where is None else where.get(column)
+        if name is None:
+            continue
+        held = file_schema.field(name) if name in held_names else None
+        names = [name]
+        for step, wanted in zip(path, _ids_down(schema.field(column), path), strict=True):
+            held = _child(held, step, wanted)
+            if held is None:
+                break
+            names.append(held.name)
+        else:
+            units.append((key, field, ".".join(names), held))
+    return units
+
+
+def _ids_down(column: pa.Field, path: Sequence[str]) -> list[int | None]:
+    """The field ids of the fields along ``path`` inside ``column``."""
+    ids: list[int | None] = []
+    t = column.type
+    for step in path:
+        child = t.field(step)
+        raw = (child.metadata or {}).get(b"PARQUET:field_id")
+        ids.append(None if raw is None else int(raw))
+        t = child.type
+    return ids
+
+
+def _child(held: pa.Field | None, name: str, wanted: int | None) -> pa.Field | None:
+    """The field of struct ``held`` with id ``wanted`` (by ``name`` in a file without nested ids)."""
+    if held is None or not pa.types.is_struct(held.type):
+        return None
+    fields = [held.type.field(i) for i in range(held.type.num_fields)]
+    with_ids = [f for f in fields if b"PARQUET:field_id" in (f.metadata or {})]
+    if with_ids:
+        return next((f for f in with_ids if int(f.metadata[b"PARQUET:field_id"]) == wanted), None)
+    return next((f for f in fields if f.name == name), None)
 
 
 def merge(a: ColumnStats, b: ColumnStats) -> ColumnStats:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from castable.format.stats import ColumnStats, ordered, ordered_values
+from castable.format.stats import ColumnStats, leaf_key, ordered, ordered_values
 
 StatsLookup = Callable[[str], ColumnStats | None]
 
@@ -164,7 +164,7 @@ def _one_by_one(predicate: Compare | InList, s: StatsColumns, rows: pa.Array) ->
     for i, n in enumerate(rows.to_pylist()):
         lo, hi = s.min[i], s.max[i]
         unit = ColumnStats(lo if lo.is_valid else None, hi if hi.is_valid else None, s.nulls[i].as_py())
-        verdicts.append(verdict_code(predicate.match({predicate.column: unit}.get, n)))
+        verdicts.append(verdict_code(predicate.match({predicate.key: unit}.get, n)))
     return pa.array(verdicts, pa.int8())
 
 
@@ -218,7 +218,8 @@ def _ref(column: str, path: tuple[str, ...], compared: pa.DataType) -> pc.Expres
 @dataclass(frozen=True)
 class Compare(Predicate):
     """``column op value``; with a ``path``, of the field at that path inside nested column
-    ``column`` (``payload.user.id``), which statistics do not judge (every unit may match)."""
+    ``column`` (``payload.user.id``), judged by that field's statistics where a unit has them
+    (a field inside structs only: ``castable.format.stats.stat_fields``)."""
 
     column: str
     op: str
@@ -231,10 +232,13 @@ class Compare(Predicate):
     def columns(self) -> set[str]:
         return {self.column}
 
+    @property
+    def key(self) -> str:
+        """The key of the statistics that judge it (the column's, or the nested field's)."""
+        return leaf_key(self.column, self.path)
+
     def match(self, stats: StatsLookup, rows: int) -> Match:
-        if self.path:
-            return Match.SOME
-        b = _judge(stats(self.column), rows)
+        b = _judge(stats(self.key), rows)
         if isinstance(b, Match):
             return b
         lo, hi, exact = b
@@ -252,7 +256,7 @@ class Compare(Predicate):
         return Match.ALL if every and exact else Match.SOME
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        s = None if self.path else stats(self.column)
+        s = stats(self.key)
         if s is None:
             return uniform(Match.SOME, len(rows))
         value = _as_type(pa.repeat(self.value, 1), s.min.type)
@@ -295,10 +299,13 @@ class InList(Predicate):
     def columns(self) -> set[str]:
         return {self.column}
 
+    @property
+    def key(self) -> str:
+        """The key of the statistics that judge it (the column's, or the nested field's)."""
+        return leaf_key(self.column, self.path)
+
     def match(self, stats: StatsLookup, rows: int) -> Match:
-        if self.path:
-            return Match.SOME
-        b = _judge(stats(self.column), rows)
+        b = _judge(stats(self.key), rows)
         if isinstance(b, Match):
             return b
         lo, hi, exact = b
@@ -312,7 +319,7 @@ class InList(Predicate):
         return Match.ALL if self.negated and exact else (Match.SOME if self.negated else Match.NONE)
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        s = None if self.path else stats(self.column)
+        s = stats(self.key)
         if s is None:
             return uniform(Match.SOME, len(rows))
         values = _as_type(pc.drop_null(self.values), s.min.type)
@@ -355,8 +362,12 @@ class IsNull(Predicate):
     def columns(self) -> set[str]:
         return {self.column}
 
+    @property
+    def key(self) -> str:
+        return leaf_key(self.column, self.path)
+
     def match(self, stats: StatsLookup, rows: int) -> Match:
-        s = None if self.path else stats(self.column)
+        s = stats(self.key)
         if s is None or s.null_count is None:
             return Match.SOME
         nulls = s.null_count
@@ -367,7 +378,7 @@ class IsNull(Predicate):
         return Match.SOME
 
     def match_many(self, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-        s = None if self.path else stats(self.column)
+        s = stats(self.key)
         if s is None:
             return uniform(Match.SOME, len(rows))
         no_null, all_null = (Match.ALL, Match.NONE) if self.negated else (Match.NONE, Match.ALL)

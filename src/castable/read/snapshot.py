@@ -20,7 +20,7 @@ from castable.format.evolution import conform_read, resolve
 from castable.format.filelist import DATA, read_all
 from castable.format.manifest import DataFile, Manifest, TombstoneFile
 from castable.format.segment import SegmentRef
-from castable.format.stats import ColumnStats, compared_type, file_rows, row_group_stats, stats_from_json
+from castable.format.stats import ColumnStats, compared_type, file_rows, row_group_stats, stat_fields, stats_from_json
 from castable.parquet.footer import Footer
 from castable.read import pages
 from castable.read.bloom import HEADER_GUESS, BloomFilter
@@ -506,15 +506,16 @@ def segment_stats(table: pa.Table, schema: pa.Schema) -> StatsColumnsLookup:
     """Each column's statistics over a data segment's files, for :func:`prune_mask`."""
     stats = table.column("stats").combine_chunks()
     rows = table.num_rows
+    fields = stat_fields(schema)
 
     def lookup(name: str) -> StatsColumns | None:
         index = stats.type.get_field_index(name)
-        if index < 0 or name not in schema.names:
+        if index < 0 or name not in fields:
             return None
         column = stats.field(index)
         nulls = column.field("nulls")
         if column.type.get_field_index("min") < 0:
-            unknown = pa.nulls(rows, compared_type(schema.field(name).type))
+            unknown = pa.nulls(rows, compared_type(fields[name].type))
             return StatsColumns(unknown, unknown, nulls)
         return StatsColumns(column.field("min"), column.field("max"), nulls)
 
