@@ -15,7 +15,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
-from castable.catalog.errors import BadRequestError, UnsupportedError
+from castable.catalog.errors import BadRequestError
 from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, last_column_id
 from castable.format.nested import nested_ids, with_nested_ids, without_nested_metadata
@@ -78,6 +78,8 @@ class _Diff:
     adds: list[tuple[int, tuple[str, ...], NestedField]] = field(default_factory=list)
     widens: list[tuple[tuple[str, ...], pa.DataType]] = field(default_factory=list)
     nullable: list[tuple[str, ...]] = field(default_factory=list)
+    reorders: list[tuple[tuple[str, ...], list[str]]] = field(default_factory=list)
+    """Structs whose fields the client put in another order (paths and names new), inner ones last."""
 
     def struct(self, old_path: tuple[str, ...], path: tuple[str, ...], was: StructType, now: StructType) -> None:
         """The changes inside a struct (the schema itself at the path ``()``)."""
@@ -89,8 +91,10 @@ class _Diff:
         ]
         self.adds += [(fid, path, f) for fid, f in new.items() if fid not in old]
         kept = [f for f in now.fields if f.field_id in old]
-        if path and [f.field_id for f in kept] != [fid for fid in old if fid in new]:
-            raise UnsupportedError(f"{'.'.join(path)}: castable does not reorder the fields inside a struct")
+        if path and [f.field_id for f in now.fields] != [fid for fid in old if fid in new] + [
+            fid for fid in new if fid not in old
+        ]:
+            self.reorders.append((path, [f.name for f in now.fields]))
         for f in kept:
             self.field((*old_path, old[f.field_id].name), (*path, f.name), old[f.field_id], f)
 
@@ -105,22 +109,24 @@ class _Diff:
         shown = ".".join(path)
         if was.is_primitive and now.is_primitive:
             if was != now:
-                if len(path) > 1 and path[-1] in ("element", "key", "value"):
-                    raise UnsupportedError(f"{shown}: castable does not widen a list's element or a map's key or value")
                 self.widens.append((path, schema_to_pyarrow(now)))
         elif isinstance(was, StructType) and isinstance(now, StructType):
             self.struct(old_path, path, was, now)
         elif isinstance(was, ListType) and isinstance(now, ListType) and was.element_id == now.element_id:
-            if was.element_required != now.element_required:
-                raise UnsupportedError(f"{shown}: castable does not change whether a list's elements may be NULL")
+            if was.element_required and not now.element_required:
+                self.nullable.append((*path, "element"))
+            elif now.element_required and not was.element_required:
+                raise BadRequestError(f"{shown}'s elements cannot become required: they may hold NULL")
             self.type((*old_path, "element"), (*path, "element"), was.element_type, now.element_type)
         elif (
             isinstance(was, MapType)
             and isinstance(now, MapType)
             and (was.key_id, was.value_id) == (now.key_id, now.value_id)
         ):
-            if was.value_required != now.value_required:
-                raise UnsupportedError(f"{shown}: castable does not change whether a map's values may be NULL")
+            if was.value_required and not now.value_required:
+                self.nullable.append((*path, "value"))
+            elif now.value_required and not was.value_required:
+                raise BadRequestError(f"{shown}'s values cannot become required: they may hold NULL")
             self.type((*old_path, "key"), (*path, "key"), was.key_type, now.key_type)
             self.type((*old_path, "value"), (*path, "value"), was.value_type, now.value_type)
         else:
@@ -131,8 +137,8 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
     """The castable schema changes that make ``current`` into ``wanted``, found by field id at
     every depth: columns and fields inside structs dropped, renamed, added (under the ids
     castable gives them next, which must be the client's), widened and made optional, and
-    columns reordered. Anything else is a ``BadRequestError`` (406 for what castable does not
-    do yet: reordering or retyping the fields of a struct, a list's element or a map's value)."""
+    columns and fields inside structs reordered; a list's element and a map's key and value
+    widened, and made optional. Anything else is a ``BadRequestError``."""
     have = iceberg_schema(current, list(primary_key), 0)
     if sorted(wanted.identifier_field_ids) != sorted(have.identifier_field_ids):  # by id: a renamed key is the key
         key = [wanted.find_column_name(i) for i in wanted.identifier_field_ids]
@@ -159,6 +165,8 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
         update.widen_column(path, t)
     for path in diff.nullable:
         update.make_nullable(path)
+    for path, names in diff.reorders:
+        update.reorder(names, inside=path)
     old_ids = [f.field_id for f in have.fields]
     new_ids = [f.field_id for f in wanted.fields]
     made = [i for i in old_ids if i in new_ids] + [i for i in new_ids if i not in old_ids]  # adds come last

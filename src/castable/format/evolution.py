@@ -243,16 +243,26 @@ class SchemaUpdate(Generic[R]):
         self.changes.append(("nullable", (name,)))
         return self
 
-    def reorder(self, names: Sequence[str]) -> SchemaUpdate[R]:
-        """Put the columns in this order; columns not named keep their order, after these."""
-        self.changes.append(("reorder", (tuple(names),)))
+    def reorder(self, names: Sequence[str], *, inside: Path | None = None) -> SchemaUpdate[R]:
+        """Put the columns in this order (with ``inside``, the fields of the struct at that path:
+        ``("payload", "user")``); those not named keep their order, after these. Files are read
+        by field id, so nothing is rewritten."""
+        if inside is None:
+            self.changes.append(("reorder", (tuple(names),)))
+        else:
+            self.changes.append(("reorder_in", ((inside,) if isinstance(inside, str) else tuple(inside), tuple(names))))
         return self
 
     def describe(self) -> list[str]:
         """The changes in words, as the commit summary records them."""
         words = {"add": "add {0} {1}", "rename": "rename {0} to {1}", "drop": "drop {0}", "widen": "widen {0} to {1}"}
-        words |= {"nullable": "make {0} nullable", "reorder": "reorder {0}"}
-        return [words[kind].format(*(_shown(a, kind) for a in args)) for kind, args in self.changes]
+        words |= {"nullable": "make {0} nullable", "reorder": "reorder {0}", "reorder_in": "reorder {0} as {1}"}
+        return [
+            words[kind].format(
+                *(_shown(a, "reorder" if kind == "reorder_in" and i else kind) for i, a in enumerate(args))
+            )
+            for kind, args in self.changes
+        ]
 
     def commit(self) -> R:
         """Commit the changes as one version; what the commit returns."""
@@ -289,6 +299,9 @@ class SchemaUpdate(Generic[R]):
 
         for kind, args in self.changes:
             target = args[0]
+            if kind == "reorder_in":
+                _reorder_inside(target, list(args[1]), fields, find)
+                continue
             if kind != "reorder" and isinstance(target, tuple) and len(target) == 1:
                 args = (target[0], *args[1:])
             elif kind != "reorder" and isinstance(target, tuple):
@@ -404,17 +417,55 @@ def _change_inside(
     return counter.last
 
 
+def _reorder_inside(
+    path: tuple[str, ...], names: list[str], fields: list[pa.Field], find: Callable[[str], int]
+) -> None:
+    """Put the fields of the struct at ``path`` in the order ``names`` gives (the rest after), in place."""
+    shown = ".".join(path)
+
+    def edit(kids: list[pa.Field]) -> list[pa.Field]:
+        have = [k.name for k in kids]
+        unknown = [n for n in names if n not in have]
+        if unknown or len(set(names)) != len(names):
+            raise InvalidInputError(f"reorder of {shown} names {names}: unknown or repeated {unknown or names}")
+        return [kids[have.index(n)] for n in names] + [k for k in kids if k.name not in names]
+
+    if not path or not all(isinstance(p, str) and p for p in path):
+        raise InvalidInputError(f"a struct's path is a tuple of names, not {path!r}")
+    i = find(path[0])
+    t = _inside(fields[i].type, path[1:], edit, path[0], element_ok=False)
+    fields[i] = fields[i].with_type(t)
+
+
 def _inside(
-    t: pa.DataType, steps: tuple[str, ...], edit: Callable[[list[pa.Field]], list[pa.Field]], at: str
+    t: pa.DataType,
+    steps: tuple[str, ...],
+    edit: Callable[[list[pa.Field]], list[pa.Field]],
+    at: str,
+    *,
+    element_ok: bool = True,
 ) -> pa.DataType:
     """``t`` with ``edit`` applied to the fields of the struct at ``steps`` inside it (``at``:
     the path so far, for errors): a struct's field by name, a list's ``element``, a map's
-    ``key`` or ``value``."""
+    ``key`` or ``value``. At the end of the path a list's element, or a map's key and value
+    (``element_ok``), are edited as fields named so: they are widened or made nullable, and
+    nothing else."""
     kids = children(t)
     if not steps:
-        if not pa.types.is_struct(t):
+        if pa.types.is_struct(t):
+            return rebuilt(t, edit(list(kids)))
+        if not kids or not element_ok:
             raise InvalidInputError(f"{at} is {t}, not a struct: fields are added, renamed and dropped in structs")
-        return rebuilt(t, edit(list(kids)))
+        canon = ["key", "value"] if pa.types.is_map(t) else ["element"]
+        edited = edit([k.with_name(c) for k, c in zip(kids, canon, strict=True)])
+        if [k.name for k in edited] != canon:
+            verb = "is" if len(canon) == 1 else "are"
+            raise InvalidInputError(
+                f"{at} is {t}: its {' and '.join(canon)} {verb} widened or made nullable, nothing else"
+            )
+        if pa.types.is_map(t) and edited[0].nullable:
+            raise InvalidInputError(f"{at}: a map's keys are never NULL")
+        return rebuilt(t, [e.with_name(k.name) for e, k in zip(edited, kids, strict=True)])
     step = steps[0]
     if pa.types.is_struct(t):
         names = [k.name for k in kids]

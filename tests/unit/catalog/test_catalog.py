@@ -31,7 +31,6 @@ from pyiceberg.exceptions import (
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     NoSuchTableError,
-    RESTError,
     ValidationException,
 )
 from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
@@ -664,8 +663,8 @@ def test_nested_columns_through_the_catalog(served: Served) -> None:
     """pyiceberg creates a table of nested columns (their fields' ids fresh, Iceberg's order),
     appends; castable appends; each reads what the other wrote; schema commits add a nested
     column (keeping the ids the client gave) and rename, add and drop fields inside a struct
-    (each by id, no data rewritten); reordering a struct's fields is a 406 that leaves the table
-    as it was."""
+    (each by id, no data rewritten), reorder a struct's fields and widen a list's element; making
+    a list's elements required is refused and leaves the table as it was."""
     cat = served.client()
     cat.create_namespace("db")
     user = StructType(NestedField(4, "id", LongType()), NestedField(5, "name", StringType()))
@@ -705,8 +704,45 @@ def test_nested_columns_through_the_catalog(served: Served) -> None:
     assert person == [{"id": 7, "name": "a", "age": None}, None]
     read = cat.load_table("db.ev").scan().to_arrow().sort_by("id").to_pylist()
     assert [r["payload"] for r in read] == [{"person": {"id": 7, "name": "a", "age": None}}, {"person": None}]
-    before = ct.version
-    refused = pytest.raises(RESTError, match="castable does not reorder the fields inside a struct")
-    with refused, cat.load_table("db.ev").update_schema() as change:
+    with cat.load_table("db.ev").update_schema() as change:
+        change.add_column("scores", ListType(98, IntegerType()))
+    with cat.load_table("db.ev").update_schema() as change:
         change.move_first(("payload", "person", "age"))
+        change.update_column(("scores", "element"), LongType())
+    ct = served.castable("db", "ev")
+    assert ct.history(1)[0].summary["changes"] == [
+        "widen scores.element to int64",
+        "reorder payload.person as ['age', 'id', 'name']",
+    ]
+    read = cat.load_table("db.ev").scan().to_arrow().sort_by("id").to_pylist()
+    assert (
+        list(read[0]["payload"]["person"])
+        == ["age", "id", "name"]
+        == list(ct.to_arrow().sort_by("id").to_pylist()[0]["payload"]["person"])
+    )
+    required = _required_tags(cat)
+    before = served.castable("db", "ev").version
+    status, answer = served.raw(
+        "POST",
+        "/v1/namespaces/db/tables/ev",
+        {
+            "requirements": [],
+            "updates": [
+                {"action": "add-schema", "schema": required},
+                {"action": "set-current-schema", "schema-id": -1},
+            ],
+        },
+    )
+    assert status == 400 and "cannot become required" in answer["error"]["message"], answer
     assert served.castable("db", "ev").version == before
+
+
+def _required_tags(cat: RestCatalog) -> dict[str, Any]:
+    """The table's schema as JSON, with the elements of a list made required (a list added for it)."""
+    with cat.load_table("db.ev").update_schema() as change:
+        change.add_column("tags", ListType(99, StringType(), element_required=False))
+    doc = json.loads(cat.load_table("db.ev").schema().model_dump_json(by_alias=True))
+    tags = next(f for f in doc["fields"] if f["name"] == "tags")
+    tags["type"]["element-required"] = True
+    doc["schema-id"] = 99
+    return doc
