@@ -186,15 +186,17 @@ def report(found: list[dict[str, Any]], day_rows: int, only_that_day: bool, args
         f"partitioned table {ratio(iceberg, 'bytes')} the bytes in {ratio(iceberg, 'requests')} the requests and "
         f"{ratio(iceberg, 'seconds')} the time.",
         "",
-        f"Target: the partitioned table's scan reads only that day's files: **{verdict(only_that_day)}**.",
-        "Target: no more bytes and requests than pyiceberg's partitioned table: "
-        f"**{verdict(iceberg['bytes'] >= base['bytes'] and iceberg['requests'] >= base['requests'])}**.",
+        "## Targets",
+        "",
+        f"- the partitioned table's scan reads only that day's files: **{verdict(only_that_day)}**",
+        "- no more bytes and requests than pyiceberg's partitioned table: "
+        f"**{verdict(iceberg['bytes'] >= base['bytes'] and iceberg['requests'] >= base['requests'])}**",
     ]
     return lines
 
 
 def verdict(met: bool) -> str:
-    return "met" if met else "not met"
+    return "met" if met else "missed"
 
 
 def main() -> None:

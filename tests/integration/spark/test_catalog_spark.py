@@ -217,11 +217,12 @@ def test_spark_authenticates_with_client_credentials(tmp_path: Path) -> None:
         # "commit state unknown" (a 5xx): a 406 (Java's RESTException "Unable to process") and a
         # 400 (BadRequestException), each naming what was refused.
         for statement, kind in [
-            ("ALTER TABLE rest.db.t WRITE ORDERED BY id", "Unable to process: add-sort-order is refused"),
+            ("ALTER TABLE rest.db.t CREATE BRANCH dev", "Unable to process: castable tables have one branch"),
             ("ALTER TABLE rest.db.t SET TBLPROPERTIES ('write.data.path' = '/tmp/elsewhere')", "BadRequestException"),
         ]:
             refused = writer(statement)
             assert kind in refused["error"] and "CommitStateUnknown" not in refused["error"], refused
+        assert writer("ALTER TABLE rest.db.t WRITE ORDERED BY id DESC") == {"rows": []}  # a sort order is taken
         assert reader.rows("SELECT id FROM rest.db.t") == [(2,), (3,)]
         refused = reader("INSERT INTO rest.db.t VALUES (4)")
         assert "ForbiddenException" in refused["error"], refused
