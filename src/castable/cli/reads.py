@@ -3,6 +3,7 @@ terminal or to files."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 from contextlib import AbstractContextManager
@@ -59,6 +60,9 @@ def scan(
         typer.Option("--format", metavar="FORMAT", help="parquet, csv or jsonl [default: by extension; csv for '-']"),
     ] = None,
     count: Annotated[bool, typer.Option("--count", help="Print only the number of rows.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print how files are pruned (partitions, statistics), reading no data.")
+    ] = False,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
 ) -> None:
@@ -66,6 +70,10 @@ def scan(
     table = open_table(uri, storage_option)
     cols = parse_names(columns) if columns else None
     s = table.scan(cols, filter, version=version, as_of=as_of)
+    if explain:
+        plan = s.explain()
+        emit(as_json, f"version {s.version}: {plan}", {"version": s.version, **dataclasses.asdict(plan)})
+        return
     if count:
         n = s.count()
         emit(as_json, str(n), {"version": s.version, "count": n})

@@ -28,7 +28,7 @@ from castable.format.manifest import DataFile
 from castable.format.tombstone import FileDeletes
 from castable.read.predicate import Predicate
 from castable.read.results import ArrowResult
-from castable.read.snapshot import Snapshot
+from castable.read.snapshot import Pruning, Snapshot
 from castable.store.readahead import beside, read_ahead
 
 DEFAULT_BATCH_SIZE = 128 * 1024
@@ -105,6 +105,11 @@ class Scan(ArrowResult):
     def files(self) -> list[DataFile]:
         """The data files the scan will read, after pruning by manifest statistics."""
         return self.snapshot.prune_files(self.predicate)
+
+    def explain(self) -> Pruning:
+        """The scan's pruning: files ruled out by partition values and by statistics, and the
+        files and bytes it reads (every segment of the version is read to say so)."""
+        return self.snapshot.pruning(self.predicate)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         return self._batches(self.columns)

@@ -132,20 +132,61 @@ class Snapshot:
             table = table.filter(pc.not_equal(verdicts, verdict_code(Match.NONE)))
         return DATA.from_table(table, self.schema)
 
-    def _judged(self, table: pa.Table, predicate: Predicate) -> pa.Array:
-        """The verdict of ``predicate`` on each file of (some rows of) a data segment, by the files'
-        statistics and, in a partitioned table, their partition values."""
-        stats, rows = segment_stats(table, self.schema), table.column("rows").combine_chunks()
+    def pruning(self, predicate: Predicate | None) -> Pruning:
+        """How the version's files fare against ``predicate``: how many segments their summaries
+        rule out, files partition values rule out, files statistics rule out (beside those), and
+        the files and bytes left to read. Every segment is read (:meth:`prune_files` reads only
+        those a summary leaves)."""
+        parts = self.manifest.data_files.parts
+        segments = sum(
+            1
+            for p in parts
+            if predicate is not None and p.ref is not None and self._summary_match(p.ref, predicate) is Match.NONE
+        )
+        read_all(parts, self.schema)
+        found = Pruning(segments_skipped=segments)
+        for part in parts:
+            table = part.table(self.schema)
+            rows = table.column("rows").combine_chunks()
+            none = verdict_code(Match.NONE)
+            if predicate is None:
+                kept = pa.repeat(pa.scalar(True), table.num_rows)
+                by_partition = pa.repeat(pa.scalar(False), table.num_rows)
+            else:
+                partitions = self._partitions(table)
+                kept = pc.not_equal(self._judged(table, predicate), none)
+                by_partition = (
+                    pa.repeat(pa.scalar(False), table.num_rows)
+                    if partitions is None
+                    else pc.equal(judged(predicate, lambda _: None, rows, partitions), none)
+                )
+            found.files += table.num_rows
+            found.by_partition += int(pc.sum(by_partition).as_py() or 0)
+            found.by_statistics += int(pc.sum(pc.and_(pc.invert(kept), pc.invert(by_partition))).as_py() or 0)
+            found.kept += int(pc.sum(kept).as_py() or 0)
+            found.bytes_kept += int(pc.sum(pc.if_else(kept, table.column("size"), 0)).as_py() or 0)
+        return found
+
+    def _partitions(self, table: pa.Table) -> FilePartitions | None:
+        """The spec ids and partition values of (some rows of) a data segment, in a partitioned table."""
         partitioning = self.manifest.partitioning
         if not partitioning.partitioned or segment.PARTITION not in table.column_names:
-            return predicate.match_many(stats, rows)
+            return None
         held = table.column(segment.PARTITION).to_pylist()
-        partitions = FilePartitions(
+        return FilePartitions(
             partitioning,
             self.schema,
             [s or 0 for s in table.column(segment.SPEC_ID).to_pylist()],
             [() if v is None else tuple(json.loads(v)) for v in held],
         )
+
+    def _judged(self, table: pa.Table, predicate: Predicate) -> pa.Array:
+        """The verdict of ``predicate`` on each file of (some rows of) a data segment, by the files'
+        statistics and, in a partitioned table, their partition values."""
+        stats, rows = segment_stats(table, self.schema), table.column("rows").combine_chunks()
+        partitions = self._partitions(table)
+        if partitions is None:
+            return predicate.match_many(stats, rows)
         return judged(predicate, stats, rows, partitions)
 
     def segment_slices(
@@ -500,6 +541,25 @@ class Snapshot:
             return BloomFilter.decode(raw)
         except ValueError:  # another writer's filter this reader does not know: rule nothing out
             return None
+
+
+@dataclass
+class Pruning:
+    """What :meth:`Snapshot.pruning` found: how many files each step rules out, and what is left."""
+
+    segments_skipped: int = 0
+    files: int = 0
+    by_partition: int = 0
+    by_statistics: int = 0
+    kept: int = 0
+    bytes_kept: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.files} files; ruled out by partition values: {self.by_partition}, by statistics: "
+            f"{self.by_statistics} ({self.segments_skipped} segments skipped by their summaries); "
+            f"to read: {self.kept} files, {self.bytes_kept:,} bytes"
+        )
 
 
 def segment_stats(table: pa.Table, schema: pa.Schema) -> StatsColumnsLookup:

@@ -316,3 +316,17 @@ def test_erase_and_purge_leave_no_byte_of_a_partition_value(tmp_path: Path) -> N
     assert purged.verified and not purged.traces
     assert holding() == set() and secret
     assert table.count() == 6 and table.count(filter="email = 'someone@example.org'") == 3
+
+
+def test_a_scans_plan_says_what_partitions_and_statistics_rule_out(tmp_path: Path) -> None:
+    table = castable.create_table(str(tmp_path / "t"), pa.schema(list(SCHEMA)), partition_by=["day(ts)"])
+    table.append(_rows(400, 5))
+    one_day = "ts >= '2024-01-04' AND ts < '2024-01-05'"
+    plan = table.scan(filter=one_day).explain()
+    files = len(table.manifest.data_files)
+    assert (plan.files, plan.kept, plan.by_partition + plan.by_statistics) == (files, 1, files - 1)
+    assert plan.by_partition == files - 1  # the days' partition values alone rule them out
+    assert plan.bytes_kept == sum(f.size for f in table.scan(filter=one_day).files())
+    by_id = table.scan(filter="id = 5").explain()
+    assert by_id.by_partition == 0 and by_id.kept == len(table.scan(filter="id = 5").files())
+    assert "ruled out by partition values" in str(plan)
