@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers.objects import plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ import castable
 from castable.errors import InvalidInputError
 from castable.format.manifest import DataFile
 from castable.format.stats import leaf_key
+from castable.iceberg import publish
 from castable.read.snapshot import Snapshot
 from castable.read.where import parse_predicate
 from castable.store.cache import clear_caches
@@ -132,3 +134,26 @@ def test_a_name_with_a_nul_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="NUL"):
         table.alter().rename_column(("payload", "amount"), "x\x00y").commit()
     assert table.refresh().version == 0
+
+
+def test_erase_and_purge_leave_no_byte_of_a_nested_value(tmp_path: Path) -> None:
+    """A value inside a struct, in the bounds castable keeps of the field (the file's and the
+    segment summary's) as in the data, the footer's statistics and page indexes: after the
+    erase and its purge no object holds it, segments decoded and Iceberg manifests inflated."""
+    table = castable.create_table(str(tmp_path / "t"), SCHEMA, properties={**FILES_ONLY, "publish.iceberg": "true"})
+    rows = events(0, 30)
+    secret = {"user": {"id": 10**6, "name": "zz-secret-name"}, "amount": 1.0}  # the greatest name: every maximum
+    table.append(pa.concat_tables([rows, pa.table({"id": [99], "payload": [secret]}, schema=SCHEMA)]))
+    publish(table)
+
+    def holding() -> set[str]:
+        return {o.key for o in table.store.list("") if b"zz-secret" in plain(o.key, table.store.get(o.key).data)}
+
+    before = holding()
+    assert any(k.startswith("segment/") for k in before) and any(k.startswith("data/") for k in before), before
+    report = table.erase("payload.user.name = 'zz-secret-name'")
+    assert report.rows_erased == 1
+    purged = table.purge_erased(report)
+    assert purged.verified and not purged.traces
+    assert holding() == set()
+    assert table.count() == 30 and table.count(filter="payload.user.name = 'u0029'") == 1
