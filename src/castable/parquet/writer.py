@@ -166,21 +166,39 @@ def _write_laid_out(
     spec: PartitionSpec,
     order: SortOrder,
 ) -> None:
-    """:func:`_write` of each partition's rows in turn, sorted by ``order`` (the rows held in
-    memory to be cut and sorted), each new entry given the spec, the partition's values and the order."""
-    held = list(batches)
-    if not held:
-        return
-    groups = split(pa.Table.from_batches(held), spec, schema).groups
-    for i, (values, rows) in enumerate(groups):
-        start = len(files)
-        last = uploads if i == len(groups) - 1 else None
-        sorted_rows = order.sort(rows, schema).to_batches()
-        _write(store, _row_groups(sorted_rows, props.row_group_size), schema, props, files, on_rows, int96, last)
-        spec_id = spec.spec_id if spec.fields else 0
-        files[start:] = [
-            replace(f, spec_id=spec_id, partition=values, sort_order_id=order.order_id) for f in files[start:]
-        ]
+    """:func:`_write` of each partition's rows in turn, sorted by ``order``, each new entry given
+    the spec, the partition's values and the order. The rows are cut and sorted a chunk at a time,
+    a chunk being about ``write.target-file-size-bytes`` of Arrow data, so memory stays bounded
+    whatever the input: a write larger than that has a file per partition per chunk, each sorted."""
+    chunks = _chunks(batches, props.target_file_size)
+    chunk = next(chunks, None)
+    while chunk is not None:
+        following = next(chunks, None)  # read ahead: the last file of the last chunk goes through ``uploads``
+        groups = split(pa.Table.from_batches(chunk), spec, schema).groups
+        for i, (values, rows) in enumerate(groups):
+            start = len(files)
+            last = uploads if following is None and i == len(groups) - 1 else None
+            sorted_rows = order.sort(rows, schema).to_batches()
+            _write(store, _row_groups(sorted_rows, props.row_group_size), schema, props, files, on_rows, int96, last)
+            spec_id = spec.spec_id if spec.fields else 0
+            files[start:] = [
+                replace(f, spec_id=spec_id, partition=values, sort_order_id=order.order_id) for f in files[start:]
+            ]
+        chunk = following
+
+
+def _chunks(batches: Iterable[pa.RecordBatch], limit: int) -> Iterator[list[pa.RecordBatch]]:
+    """``batches`` in runs of about ``limit`` bytes of Arrow data (each run at least one batch)."""
+    run: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        run.append(batch)
+        size += batch.nbytes
+        if size >= limit:
+            yield run
+            run, size = [], 0
+    if run:
+        yield run
 
 
 def _bloom_filters(props: TableProperties, schema: pa.Schema, rows: int) -> dict[str, dict[str, int]] | None:

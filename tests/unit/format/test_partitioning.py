@@ -25,6 +25,8 @@ from castable.format.evolution import with_ids
 from castable.format.partitioning import Partitioning, Transform
 from castable.iceberg import publish
 from castable.inputs.partitions import parse_partition_by
+from castable.read.scan import Scan
+from castable.read.snapshot import Snapshot
 from castable.store import LocalStore
 from castable.store.cache import clear_caches
 
@@ -330,3 +332,20 @@ def test_a_scans_plan_says_what_partitions_and_statistics_rule_out(tmp_path: Pat
     by_id = table.scan(filter="id = 5").explain()
     assert by_id.by_partition == 0 and by_id.kept == len(table.scan(filter="id = 5").files())
     assert "ruled out by partition values" in str(plan)
+
+
+def test_a_write_larger_than_a_file_is_cut_and_sorted_a_chunk_at_a_time(tmp_path: Path) -> None:
+    """Memory stays bounded: past ``write.target-file-size-bytes`` of rows a partitioned, sorted
+    write goes on chunk by chunk, each file of one partition and sorted, no row lost."""
+    props = {"write.target-file-size-bytes": 16_384, "write.inline.max-bytes": 0}
+    table = castable.create_table(
+        str(tmp_path / "t"), pa.schema(list(SCHEMA)), partition_by=["bucket(2, id)"], sort_by=["id"], properties=props
+    )
+    rows = _rows(6000, 7)
+    table.append(rows.to_reader(max_chunksize=500))
+    files = list(table.manifest.data_files)
+    assert len(files) > 4 and {f.partition for f in files} == {(0,), (1,), (None,)}
+    for f in files:
+        got = Scan(Snapshot(table.store, table.manifest.restricted([f]))).to_arrow().column("id").to_pylist()
+        assert got == sorted(got, key=lambda v: (v is not None, v or 0)), f.path
+    assert table.count() == 6000
