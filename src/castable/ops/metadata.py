@@ -7,7 +7,7 @@ with one :meth:`Handle.commit_change`; a bad change is refused before anything i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -18,9 +18,9 @@ from castable.commit.written import WriteResult
 from castable.errors import InvalidInputError
 from castable.format.evolution import SchemaUpdate, restored
 from castable.format.manifest import LATEST_FORMAT_VERSION, Manifest
-from castable.format.partitioning import check_sources, described
+from castable.format.partitioning import Partitioning, check_sources, described
 from castable.format.properties import checked
-from castable.format.sorting import check_sort_sources, sort_described
+from castable.format.sorting import Sorting, check_sort_sources, sort_described
 from castable.inputs.orders import SortBy, parse_sort_by
 from castable.inputs.partitions import PartitionBy, parse_partition_by
 from castable.store import ObjectStore
@@ -77,38 +77,48 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
 @write_operation(committed_result)
 def partition_by(t: Handle, w: WriteSession, fields: PartitionBy) -> WriteResult:
     """See :meth:`castable.table.Table.partition_by`."""
-    if t.manifest.format_version < 2:
-        raise InvalidInputError(
-            "a partitioned table needs format version 2: upgrade the table first (castable upgrade)"
-        )
-    parsed = parse_partition_by(fields, t.schema)
-    if t.manifest.partitioning.evolved(parsed, t.schema) == t.manifest.partitioning:
-        return unchanged(t, w, "partition-by")
 
-    def build(base: Manifest) -> NextState:
+    def laid(base: Manifest) -> tuple[Partitioning, dict[str, Any]]:
         partitioning = base.partitioning.evolved(parse_partition_by(fields, base.schema), base.schema)
         spec = partitioning.default
-        summary = {"spec_id": spec.spec_id, "fields": [described(f, base.schema) for f in spec.fields]}
-        return NextState(base.data_files, base.tombstones, summary, partitioning=partitioning)
+        return partitioning, {"spec_id": spec.spec_id, "fields": [described(f, base.schema) for f in spec.fields]}
 
-    return t.commit_change("partition-by", w, build)
+    return _relayout(t, w, "partition-by", laid)
 
 
 @write_operation(committed_result)
 def sort_by(t: Handle, w: WriteSession, fields: SortBy) -> WriteResult:
     """See :meth:`castable.table.Table.sort_by`."""
-    if t.manifest.format_version < 2:
-        raise InvalidInputError("a sort order needs format version 2: upgrade the table first (castable upgrade)")
-    if t.manifest.sorting.evolved(parse_sort_by(fields, t.schema), t.schema) == t.manifest.sorting:
-        return unchanged(t, w, "sort-by")
 
-    def build(base: Manifest) -> NextState:
+    def laid(base: Manifest) -> tuple[Sorting, dict[str, Any]]:
         sorting = base.sorting.evolved(parse_sort_by(fields, base.schema), base.schema)
         order = sorting.default
-        summary = {"order_id": order.order_id, "fields": [sort_described(f, base.schema) for f in order.fields]}
-        return NextState(base.data_files, base.tombstones, summary, sorting=sorting)
+        return sorting, {"order_id": order.order_id, "fields": [sort_described(f, base.schema) for f in order.fields]}
 
-    return t.commit_change("sort-by", w, build)
+    return _relayout(t, w, "sort-by", laid)
+
+
+def _relayout(
+    t: Handle,
+    w: WriteSession,
+    operation: str,
+    laid: Callable[[Manifest], tuple[Partitioning | Sorting, dict[str, Any]]],
+) -> WriteResult:
+    """Commit the layout (partitioning or sorting) ``laid`` makes of each base, in a version of
+    its own that rewrites nothing; nothing when the base has it already, a bad field refused first."""
+    if t.manifest.format_version < 2:
+        raise InvalidInputError(f"{operation} needs format version 2: upgrade the table first (castable upgrade)")
+    layout = laid(t.manifest)[0]
+    if layout in (t.manifest.partitioning, t.manifest.sorting):
+        return unchanged(t, w, operation)
+
+    def build(base: Manifest) -> NextState:
+        layout, summary = laid(base)
+        partitioning = layout if isinstance(layout, Partitioning) else None
+        sorting = layout if isinstance(layout, Sorting) else None
+        return NextState(base.data_files, base.tombstones, summary, partitioning=partitioning, sorting=sorting)
+
+    return t.commit_change(operation, w, build)
 
 
 @write_operation(committed_result)
