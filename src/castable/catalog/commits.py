@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from operator import attrgetter
+from typing import Any, NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,6 +70,9 @@ OPERATIONS = {"append": "append", "overwrite": "overwrite", "delete": "delete", 
 MAIN = "main"
 PUBLISHED = f"{METADATA}castable-"
 """Where castable's publication writes its manifests (clients carry them on in their lists)."""
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -299,7 +303,9 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
         elif isinstance(update, AddSchemaUpdate):
             added_schemas.append(update.schema_)
         elif isinstance(update, SetCurrentSchemaUpdate):
-            plan.schema = _schema(base, added_schemas, update.schema_id)
+            plan.schema = _named(
+                "set-current-schema", "schema", added_schemas, base.schemas, update.schema_id, attrgetter("schema_id")
+            )
         elif isinstance(update, AddSnapshotUpdate):
             plan.snapshots.append(update.snapshot)
         elif isinstance(update, SetSnapshotRefUpdate):
@@ -307,11 +313,29 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
         elif isinstance(update, AddPartitionSpecUpdate):
             added_specs.append(update.spec)
         elif isinstance(update, SetDefaultSpecUpdate):
-            plan.spec = partition_fields(_spec(base, added_specs, update.spec_id))
+            plan.spec = partition_fields(
+                _named(
+                    "set-default-spec",
+                    "spec",
+                    added_specs,
+                    list(base.specs().values()),
+                    update.spec_id,
+                    attrgetter("spec_id"),
+                )
+            )
         elif isinstance(update, AddSortOrderUpdate):
             added_orders.append(update.sort_order)
         elif isinstance(update, SetDefaultSortOrderUpdate):
-            plan.order = sort_fields(_order(base, added_orders, update.sort_order_id))
+            plan.order = sort_fields(
+                _named(
+                    "set-default-sort-order",
+                    "sort order",
+                    added_orders,
+                    base.sort_orders,
+                    update.sort_order_id,
+                    attrgetter("order_id"),
+                )
+            )
         else:
             _check_other(base, update)
     if plan.spec is not None and partition_fields(base.spec()) == plan.spec:
@@ -325,38 +349,16 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
     return plan
 
 
-def _spec(base: TableMetadata, added: list[PartitionSpec], spec_id: int) -> PartitionSpec:
-    """The spec set-default-spec names: the last one added (-1), or one added or held by id."""
-    if spec_id == -1:
+def _named(action: str, what: str, added: Sequence[T], held: Sequence[T], wanted: int, id_of: Callable[[T], int]) -> T:
+    """The schema, spec or sort order an update names by id (``action``): the last one the
+    request added (-1), or one it added or the table holds."""
+    if wanted == -1:
         if not added:
-            raise BadRequestError("set-default-spec -1 names the last spec added, and none was")
+            raise BadRequestError(f"{action} -1 names the last {what} added, and none was")
         return added[-1]
-    found = [s for s in [*added, *base.specs().values()] if s.spec_id == spec_id]
+    found = [x for x in [*added, *held] if id_of(x) == wanted]
     if not found:
-        raise BadRequestError(f"set-default-spec names spec {spec_id}, which the table does not have")
-    return found[0]
-
-
-def _order(base: TableMetadata, added: list[SortOrder], order_id: int) -> SortOrder:
-    """The order set-default-sort-order names: the last one added (-1), or one added or held by id."""
-    if order_id == -1:
-        if not added:
-            raise BadRequestError("set-default-sort-order -1 names the last sort order added, and none was")
-        return added[-1]
-    found = [o for o in [*added, *base.sort_orders] if o.order_id == order_id]
-    if not found:
-        raise BadRequestError(f"set-default-sort-order names order {order_id}, which the table does not have")
-    return found[0]
-
-
-def _schema(base: TableMetadata, added: list[Schema], schema_id: int) -> Schema:
-    if schema_id == -1:
-        if not added:
-            raise BadRequestError("set-current-schema -1 names the last schema added, and none was")
-        return added[-1]
-    found = [s for s in [*added, *base.schemas] if s.schema_id == schema_id]
-    if not found:
-        raise BadRequestError(f"set-current-schema names schema {schema_id}, which the table does not have")
+        raise BadRequestError(f"{action} names {what} {wanted}, which the table does not have")
     return found[0]
 
 
