@@ -525,11 +525,6 @@ def _union_columns(parts: tuple[Predicate, ...]) -> set[str] | None:
     return out
 
 
-def prune_mask(predicate: Predicate, stats: StatsColumnsLookup, rows: pa.Array) -> pa.Array:
-    """Boolean mask of the units the predicate's statistics do not rule out (verdict not NONE)."""
-    return pc.not_equal(predicate.match_many(stats, rows), verdict_code(Match.NONE))
-
-
 def renamed(predicate: Predicate, names: Mapping[str, str]) -> Predicate:
     """``predicate`` with the columns ``names`` maps renamed (the others as they are): the same
     test, put to a version of the table whose schema named those columns otherwise."""

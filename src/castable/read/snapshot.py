@@ -563,7 +563,7 @@ class Pruning:
 
 
 def segment_stats(table: pa.Table, schema: pa.Schema) -> StatsColumnsLookup:
-    """Each column's statistics over a data segment's files, for :func:`prune_mask`."""
+    """Each column's statistics over a data segment's files, for :meth:`Predicate.match_many`."""
     stats = table.column("stats").combine_chunks()
     rows = table.num_rows
     fields = stat_fields(schema)
