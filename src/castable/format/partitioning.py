@@ -21,7 +21,7 @@ import datetime as dt
 import re
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -355,19 +355,13 @@ def _source_path(schema: pa.Schema, source_id: int) -> list[pa.Field] | None:
     return next(walk(list(schema)), None)
 
 
-@dataclass(frozen=True)
-class Partitions:
-    """The rows of one write cut by partition: each partition's values (JSON form) and its rows."""
-
-    spec: PartitionSpec
-    groups: list[tuple[tuple[JsonValue | None, ...], pa.Table]] = field(default_factory=list)
-
-
-def split(rows: pa.Table, spec: PartitionSpec, schema: pa.Schema) -> Partitions:
-    """``rows`` cut into one table per partition of ``spec``, in order of first appearance, each
-    keeping its rows' order."""
+def split(
+    rows: pa.Table, spec: PartitionSpec, schema: pa.Schema
+) -> list[tuple[tuple[JsonValue | None, ...], pa.Table]]:
+    """``rows`` cut into one table per partition of ``spec`` (with each partition's values, in
+    JSON form), in order of first appearance, each keeping its rows' order."""
     if not spec.fields or not rows.num_rows:
-        return Partitions(spec, [((), rows)] if rows.num_rows else [])
+        return [((), rows)] if rows.num_rows else []
     values = spec.values(rows, schema)
     codes = np.stack(
         [pc.dictionary_encode(v, null_encoding="encode").indices.to_numpy(zero_copy_only=False) for v in values], axis=1
@@ -382,7 +376,7 @@ def split(rows: pa.Table, spec: PartitionSpec, schema: pa.Schema) -> Partitions:
     groups = [
         (tuple(by_group[g]), rows.take(pa.array(grouped[starts[g] : starts[g] + counts[g]]))) for g in np.argsort(first)
     ]
-    return Partitions(spec, groups)
+    return groups
 
 
 def encode_partition(values: pa.Array, f: PartitionField) -> list[JsonValue | None]:
@@ -425,7 +419,8 @@ def _hashable(t: pa.DataType) -> bool:
 
 
 def _micros(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Microseconds since the epoch of dates or timestamps (floor, for nanoseconds), and which are valid."""
+    """Microseconds since the epoch of dates or timestamps, or since midnight of times (floor, for
+    nanoseconds), and which are valid."""
     t = values.type
     valid = values.is_valid().to_numpy(zero_copy_only=False)
     if pa.types.is_date32(t):
@@ -474,20 +469,14 @@ def _bucket(values: pa.Array, n: int) -> pa.Array:
     import mmh3
 
     t = values.type
-    if pa.types.is_date32(t) or pa.types.is_time(t) or pa.types.is_timestamp(t):
-        micros, valid = _micros(values) if not pa.types.is_time(t) else _time_micros(values)
-        days = pa.types.is_date32(t)
-        values = pa.array(micros // _DAY if days else micros, mask=~valid)
+    if pa.types.is_date32(t):
+        values = values.cast(pa.int32()).cast(pa.int64())  # days, hashed as a long
+    elif pa.types.is_time(t) or pa.types.is_timestamp(t):
+        micros, valid = _micros(values)
+        values = pa.array(micros, mask=~valid)
     encoded = pc.dictionary_encode(values)
     hashes = [(mmh3.hash(_hash_bytes(v, t), 0, signed=True) & 0x7FFFFFFF) % n for v in encoded.dictionary.to_pylist()]
     return pa.array(hashes, pa.int32()).take(encoded.indices)
-
-
-def _time_micros(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    valid = values.is_valid().to_numpy(zero_copy_only=False)
-    raw = values.cast(pa.int64()).fill_null(0).to_numpy()
-    unit = values.type.unit
-    return (np.floor_divide(raw, 1000) if unit == "ns" else raw * _MICROS[unit]), valid
 
 
 def _truncate(values: pa.Array, width: int) -> pa.Array:

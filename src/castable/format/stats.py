@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from castable.format.nested import children, field_id
+
 JsonValue = int | float | str | bool
 
 
@@ -173,7 +175,7 @@ def _struct_leaves(t: pa.StructType) -> Sequence[tuple[tuple[str, ...], pa.Field
     for child in (t.field(i) for i in range(t.num_fields)):
         if pa.types.is_struct(child.type):
             found += [((child.name, *path), leaf) for path, leaf in _struct_leaves(child.type)]
-        elif supports_stats(child.type) and b"PARQUET:field_id" in (child.metadata or {}):
+        elif supports_stats(child.type) and field_id(child) is not None:
             found.append(((child.name,), child))
     return found
 
@@ -219,16 +221,20 @@ def file_rows(metadata: pq.FileMetaData) -> int:
 
 
 def row_group_stats(
-    metadata: pq.FileMetaData, row_group: int, schema: pa.Schema, where: Mapping[str, str | None] | None = None
+    metadata: pq.FileMetaData,
+    row_group: int,
+    schema: pa.Schema,
+    where: Mapping[str, str | None] | None = None,
+    units: list[HeldUnit] | None = None,
 ) -> dict[str, ColumnStats]:
     """Statistics of one row group, from the Parquet footer, keyed as :func:`stat_fields` keys
     them: the top-level columns, and the leaves inside structs; ``where`` says which file column
-    holds each column (default: the same name), and a leaf is found in it by its field id."""
+    holds each column (default: the same name), and a leaf is found in it by its field id
+    (``units``: :func:`held_units` of the file, when the caller has them already)."""
     rg = metadata.row_group(row_group)
-    file_schema = metadata.schema.to_arrow_schema()
     chunks = {rg.column(j).path_in_schema: j for j in range(rg.num_columns)}
     out: dict[str, ColumnStats] = {}
-    for key, field, name, held in _held_units(schema, file_schema, where):
+    for key, field, name, held in held_units(metadata, schema, where) if units is None else units:
         if name not in chunks:
             continue
         t = value_type(field.type)
@@ -254,11 +260,14 @@ def row_group_stats(
     return out
 
 
-def _held_units(
-    schema: pa.Schema, file_schema: pa.Schema, where: Mapping[str, str | None] | None
-) -> list[tuple[str, pa.Field, str, pa.Field | None]]:
-    """For each unit of :func:`stat_fields`: its key, its field, the Parquet path of the column
-    chunk holding it in a file of ``file_schema``, and the file's field (``None``: not known)."""
+HeldUnit = tuple[str, pa.Field, str, pa.Field | None]
+"""A unit of :func:`stat_fields` in one file: its key, its field, the Parquet path of the column
+chunk holding it, and the file's field (``None``: not known)."""
+
+
+def held_units(metadata: pq.FileMetaData, schema: pa.Schema, where: Mapping[str, str | None] | None) -> list[HeldUnit]:
+    """Each unit of :func:`stat_fields` the file of ``metadata`` holds (see :data:`HeldUnit`)."""
+    file_schema = metadata.schema.to_arrow_schema()
     units = []
     held_names = file_schema.names
     for key, field in stat_fields(schema).items():
@@ -284,8 +293,7 @@ def _ids_down(column: pa.Field, path: Sequence[str]) -> list[int | None]:
     t = column.type
     for step in path:
         child = t.field(step)
-        raw = (child.metadata or {}).get(b"PARQUET:field_id")
-        ids.append(None if raw is None else int(raw))
+        ids.append(field_id(child))
         t = child.type
     return ids
 
@@ -294,10 +302,9 @@ def _child(held: pa.Field | None, name: str, wanted: int | None) -> pa.Field | N
     """The field of struct ``held`` with id ``wanted`` (by ``name`` in a file without nested ids)."""
     if held is None or not pa.types.is_struct(held.type):
         return None
-    fields = [held.type.field(i) for i in range(held.type.num_fields)]
-    with_ids = [f for f in fields if b"PARQUET:field_id" in (f.metadata or {})]
-    if with_ids:
-        return next((f for f in with_ids if int(f.metadata[b"PARQUET:field_id"]) == wanted), None)
+    fields = children(held.type)
+    if any(field_id(f) is not None for f in fields):
+        return next((f for f in fields if field_id(f) == wanted), None)
     return next((f for f in fields if f.name == name), None)
 
 
@@ -316,7 +323,8 @@ def file_stats(
 ) -> dict[str, ColumnStats]:
     """Per-column statistics of a whole file: the merge over its row groups."""
     merged: dict[str, ColumnStats] = {}
+    units = held_units(metadata, schema, where)
     for i in range(metadata.num_row_groups):
-        for name, s in row_group_stats(metadata, i, schema, where).items():
+        for name, s in row_group_stats(metadata, i, schema, where, units).items():
             merged[name] = merge(merged[name], s) if name in merged else s
     return merged

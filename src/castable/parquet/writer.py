@@ -174,15 +174,14 @@ def _write_laid_out(
     chunk = next(chunks, None)
     while chunk is not None:
         following = next(chunks, None)  # read ahead: the last file of the last chunk goes through ``uploads``
-        groups = split(pa.Table.from_batches(chunk), spec, schema).groups
+        groups = split(pa.Table.from_batches(chunk), spec, schema)
         for i, (values, rows) in enumerate(groups):
             start = len(files)
             last = uploads if following is None and i == len(groups) - 1 else None
             sorted_rows = order.sort(rows, schema).to_batches()
             _write(store, _row_groups(sorted_rows, props.row_group_size), schema, props, files, on_rows, int96, last)
-            spec_id = spec.spec_id if spec.fields else 0
             files[start:] = [
-                replace(f, spec_id=spec_id, partition=values, sort_order_id=order.order_id) for f in files[start:]
+                replace(f, spec_id=spec.spec_id, partition=values, sort_order_id=order.order_id) for f in files[start:]
             ]
         chunk = following
 

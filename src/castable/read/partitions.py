@@ -33,8 +33,6 @@ from castable.read.predicate import (
     verdict_code,
 )
 
-Values = Sequence[JsonValue | None]
-
 
 @dataclass(frozen=True)
 class FilePartitions:
@@ -45,16 +43,8 @@ class FilePartitions:
     spec_ids: Sequence[int]
     values: Sequence[tuple[JsonValue | None, ...]]
 
-    def _fields(self, source_id: int) -> list[tuple[int, PartitionField]]:
-        """(position in its spec, field) of every field of every spec with this source."""
-        return [
-            (i, f)
-            for s in self.partitioning.specs
-            for i, f in enumerate(s.fields)
-            if f.source_id == source_id and f.transform.name != "void"
-        ]
-
     def spec_fields(self, spec_id: int, source_id: int) -> list[tuple[int, PartitionField]]:
+        """(position in the spec, field) of each field of spec ``spec_id`` that tells of the column ``source_id``."""
         spec = self.partitioning.spec(spec_id)
         return [(i, f) for i, f in enumerate(spec.fields) if f.source_id == source_id and f.transform.name != "void"]
 
@@ -63,7 +53,7 @@ class FilePartitions:
         if column not in self.schema.names:
             return None
         fid = field_id(self.schema.field(column))
-        if fid is None or not self._fields(fid):
+        if fid is None or not any(self.spec_fields(s.spec_id, fid) for s in self.partitioning.specs):
             return None
         source = self.schema.field(column).type
         lows: list[JsonValue | None] = []
@@ -97,10 +87,14 @@ class FilePartitions:
 
 
 def narrowed(stats: StatsColumnsLookup, partitions: FilePartitions, rows: pa.Array) -> StatsColumnsLookup:
-    """``stats`` (the files' own) intersected with what their partition values tell."""
+    """``stats`` (the files' own) intersected with what their partition values tell (worked out
+    once per column, however many parts of a predicate ask)."""
+    told_of: dict[str, StatsColumns | None] = {}
 
     def lookup(column: str) -> StatsColumns | None:
-        own, told = stats(column), partitions.stats(column)
+        if column not in told_of:
+            told_of[column] = partitions.stats(column)
+        own, told = stats(column), told_of[column]
         if told is None:
             return own
         nulls = pc.if_else(pc.equal(told.nulls, -1), rows, told.nulls)
