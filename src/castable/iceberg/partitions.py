@@ -19,12 +19,9 @@ from castable.format.partitioning import Partitioning, PartitionSpec, source_fie
 from castable.format.stats import JsonValue
 
 
-def iceberg_specs(partitioning: Partitioning) -> list[IcebergSpec]:
-    """Every spec of the table, as Iceberg's metadata lists them (the JSON forms are the same)."""
-    return [IcebergSpec.model_validate(s.to_json()) for s in partitioning.specs]
-
-
 def iceberg_spec(partitioning: Partitioning, spec_id: int) -> IcebergSpec:
+    """Spec ``spec_id`` as pyiceberg's writers take it (castable keeps Iceberg's JSON form of it,
+    which the metadata lists as it is)."""
     return IcebergSpec.model_validate(partitioning.spec(spec_id).to_json())
 
 

@@ -66,7 +66,7 @@ from castable.iceberg.manifests import (
     position_delete_entry,
     write_entries,
 )
-from castable.iceberg.partitions import iceberg_spec, iceberg_specs, partition_record
+from castable.iceberg.partitions import iceberg_spec, partition_record
 from castable.iceberg.schema import (
     IcebergPublishError,
     check_file,
@@ -566,7 +566,7 @@ class _Publication:
                 "last-column-id": max(last_column_id(self.snapshot.schema), schema.highest_field_id),
                 "schemas": [s.model_dump(by_alias=True) for s in schemas],
                 "current-schema-id": schema.schema_id,
-                "partition-specs": [s.model_dump(by_alias=True) for s in iceberg_specs(m.partitioning)],
+                "partition-specs": [s.to_json() for s in m.partitioning.specs],
                 "default-spec-id": m.partitioning.default_spec_id,
                 "last-partition-id": m.partitioning.last_field_id,
                 "properties": {
