@@ -53,8 +53,26 @@ def _hour_path(now: datetime | None) -> str:
     return (now or datetime.now(UTC)).strftime("%Y/%m/%d/%H")
 
 
-def new_data_key(now: datetime | None = None) -> str:
-    return f"{DATA_PREFIX}{_hour_path(now)}/{uuid.uuid4()}.parquet"
+def new_data_key(now: datetime | None = None, folder: str = "") -> str:
+    """A new data file's key: ``data/[<folder>/]YYYY/MM/DD/HH/<uuid>.parquet``, where ``folder`` is
+    the partition path of the file's rows (``PartitionSpec.path``), so a partition's files list together."""
+    inside = f"{folder}/" if folder else ""
+    return f"{DATA_PREFIX}{inside}{_hour_path(now)}/{uuid.uuid4()}.parquet"
+
+
+def partition_folder(key: str) -> str:
+    """The partition path a data file's key holds (its folders under ``data/`` that are each
+    ``name=value``, as castable and Iceberg's writers name them), or ``""``: where a file written
+    in place of this one (an erasure's splice) goes."""
+    if not key.startswith(DATA_PREFIX):
+        return ""
+    folders = key.removeprefix(DATA_PREFIX).split("/")[:-1]
+    held = []
+    for folder in folders:
+        if "=" not in folder:
+            break
+        held.append(folder)
+    return "/".join(held)
 
 
 def new_tombstone_key(now: datetime | None = None) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import struct
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -42,8 +43,14 @@ _DAY = 86_400_000_000
 _HOUR = 3_600_000_000
 _TEMPORAL = ("year", "month", "day", "hour")
 _SIMPLE = ("identity", "void", *_TEMPORAL)
+_DERIVED = ("void", "bucket", *_TEMPORAL)
+"""Transforms whose values are not the data's own, which a partition's folder may name."""
 _ICEBERG = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 _SUFFIX = {"bucket": "bucket", "truncate": "trunc", "year": "year", "month": "month", "day": "day", "hour": "hour"}
+_FOLDER_LIMIT = 200
+"""The longest ``name=value`` folder of a partition path: a local file system holds names of 255 bytes."""
+_PATH_LIMIT = 512
+"""The longest partition path: S3 keys hold 1,024 bytes, and the table's prefix comes before it."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,25 @@ class PartitionSpec:
     def same_fields(self, other: PartitionSpec) -> bool:
         """Whether both partition alike (the same fields), whatever their spec ids."""
         return self.fields == other.fields
+
+    def path(self, values: Sequence[JsonValue | None]) -> str:
+        """The folders a partition's files go in, named as Iceberg's writers name them
+        (``ts_day=2026-12-04/id_bucket=3``): one per field, up to the first whose values are the
+        data's own (identity, truncate), which an object's key would keep after an erasure of
+        them; ``""`` where no field comes before that, or where the path would be longer than a
+        file system or S3 holds (the files then lie with unpartitioned ones)."""
+        folders = []
+        for f, v in zip(self.fields, values, strict=True):
+            if f.transform.name not in _DERIVED:
+                break
+            try:
+                folders.append(f"{_escape(f.name)}={_escape(human(v, f.transform))}")
+            except OverflowError:  # a day past year 9999, which Python's datetime does not hold
+                return ""
+        path = "/".join(folders)
+        if any(len(f.encode()) > _FOLDER_LIMIT for f in folders) or len(path.encode()) > _PATH_LIMIT:
+            return ""
+        return path
 
 
 UNPARTITIONED = PartitionSpec()
@@ -392,6 +418,31 @@ def decode_partition(values: Sequence[JsonValue | None], f: PartitionField, sche
     if _binary(t):
         return pa.array([None if v is None else bytes.fromhex(str(v)) for v in values], t)
     return decode_values(values, t)
+
+
+def human(value: JsonValue | None, transform: Transform) -> str:
+    """A value of a derived partition field (:data:`_DERIVED`) as Iceberg's ``toHumanString``
+    writes it: ``null``, a bucket's number, a year, ``2026-12``, ``2026-12-04``, ``2026-12-04-17``."""
+    if value is None:
+        return "null"
+    assert isinstance(value, int)
+    if transform.name in _TEMPORAL:
+        if transform.name == "year":
+            return f"{1970 + value:04d}"
+        if transform.name == "month":
+            year, month = divmod(value, 12)
+            return f"{1970 + year:04d}-{month + 1:02d}"
+        if transform.name == "day":
+            return (dt.date(1970, 1, 1) + dt.timedelta(days=value)).isoformat()
+        return (dt.datetime(1970, 1, 1) + dt.timedelta(hours=value)).isoformat("-", "hours")
+    return str(value)
+
+
+def _escape(text: str) -> str:
+    """``text`` as one folder name, form-encoded as Iceberg's writers encode it (Java's
+    ``URLEncoder``, pyiceberg's ``quote_plus``): a space as ``+``, every byte but letters, digits
+    and ``-_.~`` percent-escaped."""
+    return urllib.parse.quote_plus(text, safe="")
 
 
 def _primitive(t: pa.DataType) -> bool:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from castable.errors import CastableError
 from castable.format.evolution import conform_read
-from castable.format.layout import new_data_key
+from castable.format.layout import new_data_key, partition_folder
 from castable.format.manifest import DataFile
 from castable.format.properties import TableProperties
 from castable.maintenance.parts import Copy, Data, Segment, coalesce, plan_parts, upload
@@ -280,7 +280,7 @@ def splice_file(
                     position += found[kind].size
     new_footer = Footer(with_row_groups(footer.metadata, row_groups), position)
     segments.append(Data(new_footer.serialize()))
-    info = upload(store, f, new_data_key(), plan_parts(coalesce(segments)), transfer)
+    info = upload(store, f, new_data_key(folder=partition_folder(f.path)), plan_parts(coalesce(segments)), transfer)
     new = data_file_from_metadata(info, new_footer.pyarrow_metadata(), schema, where)
     return [new], _row_map(footer, edits, [(new.path, i) for i in range(len(row_groups))], row_groups)
 
@@ -324,7 +324,7 @@ def rewrite_file(
     """Write the file's surviving rows as new files with the table's writer settings (``where``:
     the file's column for each of ``schema``'s, as
     :func:`~castable.maintenance.rowgroups.file_columns` gives); timestamps stay INT96 if the file
-    stored them so."""
+    stored them so. The new files go in the old one's partition folder."""
 
     def batches() -> Iterable[pa.RecordBatch]:
         for index in range(len(footer.row_groups)):
@@ -332,7 +332,9 @@ def rewrite_file(
             yield from conform_read(table, where, schema).to_batches()
 
     before = store.stats.bytes_out
-    files = write_data_files(store, batches(), schema, props, int96=bool(footer.int96_columns))
+    files = write_data_files(
+        store, batches(), schema, props, int96=bool(footer.int96_columns), folder=partition_folder(f.path)
+    )
     transfer.uploaded += store.stats.bytes_out - before
     new_groups: list[Struct] = []
     locations: list[tuple[str, int]] = []

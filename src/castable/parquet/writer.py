@@ -77,6 +77,7 @@ def write_data_files(
     uploads: Deferred | None = None,
     spec: PartitionSpec = UNPARTITIONED,
     order: SortOrder = UNSORTED,
+    folder: str = "",
 ) -> list[DataFile]:
     """Write ``batches`` (already conforming to ``schema``) as new data files; return their entries.
     If ``batches`` raise (a page that does not decode, a value that does not convert), the files
@@ -89,13 +90,17 @@ def write_data_files(
     With a write's ``uploads`` the last file uploads while the write goes on to commit. With a
     partition ``spec`` (one with fields), the rows are cut by partition, each partition's rows go
     to files of their own, and each entry records the spec and its partition values. With a sort
-    ``order`` (one with fields), each file's rows are written in that order, and each entry records it."""
+    ``order`` (one with fields), each file's rows are written in that order, and each entry records it.
+    The files of a partition lie in its path under ``data/`` (``PartitionSpec.path``); without a
+    spec, in ``folder`` (the partition path of the file that rows rewritten in place come from)."""
     files: list[DataFile] = []
     try:
         if not spec.fields and not order.fields:
-            _write(store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96, uploads)
+            _write(
+                store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96, uploads, folder
+            )
         else:
-            _write_laid_out(store, batches, schema, props, files, on_rows, int96, uploads, spec, order)
+            _write_laid_out(store, batches, schema, props, files, on_rows, int96, uploads, spec, order, folder)
     except BaseException:
         with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
             store.delete_many([f.path for f in files])
@@ -112,16 +117,18 @@ def _write(
     on_rows: Callable[[int], None] | None,
     int96: bool,
     uploads: Deferred | None,
+    folder: str = "",
 ) -> None:
     """Write ``groups`` as files of about ``props.target_file_size``, each published (and added
-    to ``files``) while the next one is written; the last one through ``uploads``, if given."""
+    to ``files``) while the next one is written; the last one through ``uploads``, if given. The
+    files' keys lie in ``folder`` under ``data/`` (a partition's path)."""
     group = next(groups, None)
     stored = parquet_schema(schema)
     publishing: Future[None] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="castable-publish") as pool:
         try:
             while group is not None:
-                stage = store.staged_write(new_data_key())
+                stage = store.staged_write(new_data_key(folder=folder))
                 staged = stage.__enter__()
                 try:
                     writer = pq.ParquetWriter(
@@ -165,6 +172,7 @@ def _write_laid_out(
     uploads: Deferred | None,
     spec: PartitionSpec,
     order: SortOrder,
+    folder: str,
 ) -> None:
     """:func:`_write` of each partition's rows in turn, sorted by ``order``, each new entry given
     the spec, the partition's values and the order. The rows are cut and sorted a chunk at a time,
@@ -179,7 +187,9 @@ def _write_laid_out(
             start = len(files)
             last = uploads if following is None and i == len(groups) - 1 else None
             sorted_rows = order.sort(rows, schema).to_batches()
-            _write(store, _row_groups(sorted_rows, props.row_group_size), schema, props, files, on_rows, int96, last)
+            groups_of_rows = _row_groups(sorted_rows, props.row_group_size)
+            inside = spec.path(values) if spec.fields else folder
+            _write(store, groups_of_rows, schema, props, files, on_rows, int96, last, inside)
             files[start:] = [
                 replace(f, spec_id=spec.spec_id, partition=values, sort_order_id=order.order_id) for f in files[start:]
             ]

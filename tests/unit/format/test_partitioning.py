@@ -13,16 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyiceberg.transforms as iceberg_transforms
+import pyiceberg.types as iceberg_types
 import pyiceberg_core.transform as rust
 import pytest
 from helpers.objects import plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyiceberg.partitioning import PartitionField as IcebergField
+from pyiceberg.partitioning import PartitionSpec as IcebergSpec
+from pyiceberg.schema import Schema as IcebergSchema
+from pyiceberg.typedef import Record
 
 import castable
 from castable.errors import InvalidInputError
 from castable.format.evolution import with_ids
-from castable.format.partitioning import Partitioning, Transform
+from castable.format.layout import partition_folder
+from castable.format.partitioning import PartitionField, Partitioning, PartitionSpec, Transform, encode_partition
 from castable.iceberg import publish
 from castable.inputs.partitions import parse_partition_by
 from castable.read.scan import Scan
@@ -107,6 +114,112 @@ def test_every_transform_gives_what_iceberg_rust_gives(column: tuple[str, pa.Arr
         if pa.types.is_date32(expected.type):  # iceberg-rust gives day as a date; castable keeps days
             expected = expected.cast(pa.int32())
         assert ours.apply(values).to_pylist() == expected.cast(ours.result_type(values.type)).to_pylist(), name
+
+
+ICEBERG_TYPES: dict[str, iceberg_types.PrimitiveType] = {
+    "int64": iceberg_types.LongType(),
+    "int32": iceberg_types.IntegerType(),
+    "string": iceberg_types.StringType(),
+    "date": iceberg_types.DateType(),
+    "timestamp": iceberg_types.TimestampType(),
+    "timestamptz": iceberg_types.TimestamptzType(),
+    "decimal": iceberg_types.DecimalType(12, 3),
+    "binary": iceberg_types.BinaryType(),
+}
+
+
+def _iceberg_transform(name: str, width: int) -> iceberg_transforms.Transform[Any, Any]:
+    if name == "bucket":
+        return iceberg_transforms.BucketTransform(width)
+    kinds: dict[str, type[iceberg_transforms.Transform[Any, Any]]] = {
+        "void": iceberg_transforms.VoidTransform,
+        "year": iceberg_transforms.YearTransform,
+        "month": iceberg_transforms.MonthTransform,
+        "day": iceberg_transforms.DayTransform,
+        "hour": iceberg_transforms.HourTransform,
+    }
+    return kinds[name]()
+
+
+def _internal(values: pa.Array) -> list[Any]:
+    """Values as pyiceberg's transforms take them (days and microseconds as integers)."""
+    if pa.types.is_date32(values.type):
+        return values.cast(pa.int32()).to_pylist()
+    if pa.types.is_timestamp(values.type):
+        return values.cast(pa.int64()).to_pylist()
+    return values.to_pylist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(columns(), st.integers(1, 40), st.sampled_from(["ev ent", "a=b&c", "naïve/ü", "plain"]))
+def test_a_partitions_folder_is_named_as_pyiceberg_names_it(
+    column: tuple[str, pa.Array], width: int, name: str
+) -> None:
+    """Every derived transform of every type: the same ``name=value`` folders as pyiceberg's
+    ``partition_to_path`` (Iceberg's human strings, form-encoded, names escaped)."""
+    kind, values = column
+    their_schema = IcebergSchema(iceberg_types.NestedField(1, name, ICEBERG_TYPES[kind], required=False))
+    names = ["void", "bucket"]
+    names += ["year", "month", "day"] if kind in ("date", "timestamp", "timestamptz") else []
+    names += ["hour"] if kind in ("timestamp", "timestamptz") else []
+    for transform_name in names:
+        transform = Transform(transform_name, width if transform_name == "bucket" else None)
+        field = PartitionField(1, 1000, f"{name} {transform_name}", transform)
+        theirs = _iceberg_transform(transform_name, width)
+        their_spec = IcebergSpec(IcebergField(1, 1000, theirs, f"{name} {transform_name}"))
+        apply = theirs.transform(ICEBERG_TYPES[kind])
+        ours = encode_partition(transform.apply(values), field)
+        for value, internal in zip(ours, _internal(values), strict=True):
+            expected = their_spec.partition_to_path(Record(apply(internal)), their_schema)
+            assert PartitionSpec(1, (field,)).path([value]) == expected, (transform_name, internal)
+
+
+def test_a_partitions_folders_stop_at_the_first_field_that_holds_the_datas_values() -> None:
+    """Identity and truncate values are the data's own: an erasure removes them from every object,
+    and a key cannot be rewritten, so no folder names them (nor any field after them)."""
+    fields = [("day", "d"), ("identity", "email"), ("bucket", "b"), ("truncate", "t")]
+    spec = PartitionSpec(
+        1,
+        tuple(
+            PartitionField(1, 1000 + i, n, Transform(t, 4 if t in ("bucket", "truncate") else None))
+            for i, (t, n) in enumerate(fields)
+        ),
+    )
+    assert spec.path([20_000, "someone@example.org", 3, "some"]) == "d=2024-10-04"
+    assert spec.path([None, "x", 3, "x"]) == "d=null"
+    assert PartitionSpec(1, spec.fields[1:]).path(["someone@example.org", 3, "some"]) == ""
+
+
+def test_a_partition_path_too_long_for_storage_or_out_of_range_is_left_out() -> None:
+    """Past 200 bytes a folder, past 512 a path, or a day Python cannot write: no folders (the
+    file then lies with unpartitioned ones), never a key S3 or a file system refuses."""
+
+    def bucket(*names: str) -> PartitionSpec:
+        return PartitionSpec(
+            1, tuple(PartitionField(1, 1000 + i, n, Transform("bucket", 8)) for i, n in enumerate(names))
+        )
+
+    assert bucket("x" * 198).path([3]) == "x" * 198 + "=3"
+    assert bucket("x" * 199).path([3]) == ""
+    assert bucket("é" * 34).path([3]) == ""  # 34 characters, 204 bytes escaped
+    assert bucket(*["x" * 130] * 4).path([1, 2, 3, 4]) == ""
+    assert bucket(*["x" * 100] * 4).path([1, 2, 3, 4]).count("/") == 3
+    day = PartitionSpec(1, (PartitionField(1, 1000, "d", Transform("day")),))
+    assert day.path([3_000_000]) == "" and day.path([0]) == "d=1970-01-01"
+
+
+@pytest.mark.parametrize(
+    ("key", "folder"),
+    [
+        ("data/ts_day=2026-12-04/id_bucket=3/2026/12/04/17/f.parquet", "ts_day=2026-12-04/id_bucket=3"),
+        ("data/2026/12/04/17/f.parquet", ""),
+        ("data/inline/f.parquet", ""),
+        ("data/name=a+b/00000-0-f.parquet", "name=a+b"),  # as Spark's Iceberg writer names them
+        ("tombstone/2026/12/04/17/f.del", ""),
+    ],
+)
+def test_a_data_files_partition_folder_is_read_from_its_key(key: str, folder: str) -> None:
+    assert partition_folder(key) == folder
 
 
 @settings(max_examples=100, deadline=None)
@@ -282,6 +395,34 @@ def test_compaction_merges_files_of_one_partition_only(tmp_path: Path) -> None:
             assert f.stats["ts"]["min"] // 86_400_000_000 == f.stats["ts"]["max"] // 86_400_000_000 == f.partition[0]
     assert sorted(table.to_arrow().column("id").to_pylist(), key=str) == sorted(rows.column("id").to_pylist(), key=str)
     assert table.compact().files_rewritten == []  # one file per partition: nothing left to gain
+
+
+def test_a_partitions_files_lie_in_its_folder_through_writes_erasures_and_compaction(tmp_path: Path) -> None:
+    """Listing ``data/<partition path>/`` lists a partition's files: appends put them there, an
+    erasure's spliced file and a compaction's merged one stay there, and evolution starts new
+    folders for the new spec (old files keep theirs)."""
+    table = castable.create_table(
+        str(tmp_path / "t"),
+        pa.schema(list(SCHEMA)),
+        partition_by=["day(ts)", "bucket(2, id)"],
+        properties={"write.inline.max-bytes": 0},
+    )
+    for seed in range(3):
+        table.append(_rows(60, seed))
+
+    def placed() -> dict[str, str]:
+        spec = {s.spec_id: s for s in table.partitioning.specs}
+        return {f.path: spec[f.spec_id].path(f.partition) for f in table.manifest.data_files}
+
+    assert all(partition_folder(path) == folder != "" for path, folder in placed().items())
+    assert any(path.startswith("data/ts_day=2024-01-02/id_bucket=") for path in placed())
+    assert table.erase("id = 5").rows_erased > 0
+    table.compact()
+    assert all(partition_folder(path) == folder for path, folder in placed().items())
+    table.partition_by(["month(ts)"])
+    table.append(_rows(30, 9))
+    assert any(path.startswith("data/ts_month=2024-01/2") for path in placed())
+    assert all(partition_folder(path) == folder for path, folder in placed().items())
 
 
 def test_erase_and_purge_leave_no_byte_of_a_partition_value(tmp_path: Path) -> None:
