@@ -50,6 +50,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "reads and writes", "reads/partitions.py", "one day of a partitioned table on shaped S3, against pyiceberg"
     ),
     "register": Benchmark("reads and writes", "reads/register.py", "add_files: every page decoded or footers only"),
+    "keys": Benchmark("reads and writes", "reads/keys.py", "appends to a table that enforces its key, and without"),
     "cli": Benchmark(
         "reads and writes",
         "reads/cli.py",

@@ -44,6 +44,16 @@ class InvalidInputError(CastableError, ValueError):
     """An argument is malformed (bad URI, bad property, unsupported data type, ...)."""
 
 
+class DuplicateKeyError(InvalidInputError):
+    """A write to a table that enforces its primary key (``write.primary-key.enforce``) brought
+    keys already live, or repeated among its rows: nothing was committed. ``keys`` holds them
+    (at most 100)."""
+
+    def __init__(self, message: str, keys: list[object]) -> None:
+        super().__init__(message)
+        self.keys = keys
+
+
 class FileMismatchError(InvalidInputError):
     """A file to register disagrees with its description (rows, row groups or statistics, as
     its Parquet footer has them): the whole registration is refused and nothing committed."""

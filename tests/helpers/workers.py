@@ -628,3 +628,37 @@ def post_to_ledger(uri: str, options: dict | None, worker: int, entries: int) ->
         db.run(post, commit_id=commit_id)
         done.append({"entry": entry, "amount": amount, "version": db.committed_version(commit_id)})
     return done
+
+
+ENFORCED_KEYS = 40
+"""The pool of keys the enforced appends draw from (small, so that their batches overlap)."""
+
+
+def append_enforced(
+    uri: str, options: dict | None, worker: int, rounds: int, rounds_begin: Barrier
+) -> list[tuple[str, list[int], int | None, list[int]]]:
+    """Append ``rounds`` batches of 4 keys from a small shared pool to a table that enforces its
+    key, every worker starting each round together; return (commit id, keys, version or None,
+    keys the refusal named) per append."""
+    import random
+
+    import pyarrow as pa
+
+    from castable.errors import DuplicateKeyError
+
+    from .tables import EVENTS
+
+    _test_credentials()
+    table = castable.open_table(uri, storage_options=options)
+    rng = random.Random(worker)
+    done: list[tuple[str, list[int], int | None, list[int]]] = []
+    for r in range(rounds):
+        keys = sorted(rng.sample(range(ENFORCED_KEYS), 4))
+        commit_id = f"enforced-{worker}-{r}"
+        batch = pa.table({"id": keys, "category": [f"w{worker}"] * 4, "value": [float(r)] * 4}, schema=EVENTS)
+        rounds_begin.wait(timeout=120)
+        try:
+            done.append((commit_id, keys, table.append(batch, commit_id=commit_id).version, []))
+        except DuplicateKeyError as e:
+            done.append((commit_id, keys, None, [k for k in e.keys if isinstance(k, int)]))
+    return done

@@ -57,7 +57,7 @@ def initial_manifest(
             raise InvalidInputError(f"primary key column {k!r} is not in the schema")
         if not supports_stats(schema.field(k).type) or pa.types.is_floating(schema.field(k).type):
             raise InvalidInputError(f"primary key column {k!r} must be an integer, string, date, timestamp or decimal")
-    props = checked(properties, schema)
+    props = checked(properties, schema, keys)
     schema = schema.remove_metadata()
     if format_version >= 2:
         schema = with_all_ids(schema)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -18,6 +18,7 @@ COMPRESSION = "write.parquet.compression"
 COMPRESSION_LEVEL = "write.parquet.compression-level"
 BLOOM_FILTER_COLUMNS = "write.parquet.bloom-filter-columns"
 INLINE_MAX_BYTES = "write.inline.max-bytes"
+PRIMARY_KEY_ENFORCE = "write.primary-key.enforce"
 INLINE_MAX_TOTAL_BYTES = "write.inline.max-total-bytes"
 COMMIT_TIMEOUT_SECONDS = "commit.timeout-seconds"
 COMMIT_ID_RETENTION = "commit.id-retention"
@@ -46,6 +47,7 @@ DEFAULTS: dict[str, str] = {
     COMPRESSION: "zstd",
     BLOOM_FILTER_COLUMNS: "",
     INLINE_MAX_BYTES: str(64 * 1024),
+    PRIMARY_KEY_ENFORCE: "false",
     INLINE_MAX_TOTAL_BYTES: str(4 * 1024 * 1024),
     COMMIT_TIMEOUT_SECONDS: "120",
     COMMIT_ID_RETENTION: "1000",
@@ -78,6 +80,8 @@ class TableProperties:
     """A write of at most this many bytes of Arrow rows keeps them inline (``castable.format.inline``); 0: never."""
     inline_max_total_bytes: int
     """Writes stop keeping rows inline once a version's inline entries stand for this many bytes."""
+    primary_key_enforce: bool
+    """Whether a write that adds rows refuses keys already live or repeated (``castable.ops.uniqueness``)."""
     commit_timeout_seconds: float
     commit_id_retention: int
     commit_fair_turns: bool
@@ -152,6 +156,7 @@ class TableProperties:
             bloom_filter_columns=tuple(c.strip() for c in merged[BLOOM_FILTER_COLUMNS].split(",") if c.strip()),
             inline_max_bytes=non_negative(INLINE_MAX_BYTES),
             inline_max_total_bytes=non_negative(INLINE_MAX_TOTAL_BYTES),
+            primary_key_enforce=flag(PRIMARY_KEY_ENFORCE),
             commit_timeout_seconds=positive_number(COMMIT_TIMEOUT_SECONDS),
             commit_id_retention=positive(COMMIT_ID_RETENTION),
             commit_fair_turns=flag(COMMIT_FAIR_TURNS),
@@ -216,10 +221,12 @@ def normalize(props: Mapping[str, object] | None) -> dict[str, str]:
     return out
 
 
-def checked(props: Mapping[str, object] | None, schema: pa.Schema) -> dict[str, str]:
-    """:func:`normalize`, and the settings that name columns name ``schema``'s."""
+def checked(props: Mapping[str, object] | None, schema: pa.Schema, primary_key: Sequence[str]) -> dict[str, str]:
+    """:func:`normalize`, the settings that name columns name ``schema``'s, and a key to enforce exists."""
     out = normalize(props)
     parsed = TableProperties.parse(out)
+    if parsed.primary_key_enforce and not primary_key:
+        raise InvalidInputError(f"{PRIMARY_KEY_ENFORCE}=true needs a primary key, and the table has none")
     unknown = [c for c in parsed.bloom_filter_columns if c not in schema.names]
     if unknown:
         raise InvalidInputError(f"{BLOOM_FILTER_COLUMNS} names columns the schema lacks: {unknown}")

@@ -23,6 +23,7 @@ from castable.format.properties import checked
 from castable.format.sorting import Sorting, check_sort_sources, sort_described
 from castable.inputs.orders import SortBy, parse_sort_by
 from castable.inputs.partitions import PartitionBy, parse_partition_by
+from castable.ops.uniqueness import keeping_unique
 from castable.store import ObjectStore
 
 
@@ -52,7 +53,7 @@ def restore(
         schema = restored(target.schema, base.schema)
         return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
 
-    return t.commit_change("restore", w, build, across_schema=True)
+    return t.commit_change("restore", w, keeping_unique(t.store, build), across_schema=True)
 
 
 @write_operation(committed_result)
@@ -129,7 +130,8 @@ def set_properties(
     gone = set(remove) - set(changes)
 
     def after(base: Manifest) -> dict[str, str]:
-        return checked({k: v for k, v in base.properties.items() if k not in gone} | dict(changes), base.schema)
+        props = {k: v for k, v in base.properties.items() if k not in gone} | dict(changes)
+        return checked(props, base.schema, base.primary_key)
 
     after(t.manifest)  # refuse a bad setting before committing
 
@@ -139,7 +141,7 @@ def set_properties(
             summary["removed"] = sorted(gone)
         return NextState(base.data_files, base.tombstones, summary, properties=after(base))
 
-    return t.commit_change("set-properties", w, build, across_schema=True)
+    return t.commit_change("set-properties", w, keeping_unique(t.store, build), across_schema=True)
 
 
 @write_operation(committed_result)

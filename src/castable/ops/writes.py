@@ -47,6 +47,7 @@ from castable.maintenance.erasechange import EraseChange, EraseMode, check_mode
 from castable.ops.delete import DeleteChange, FilePlanner, engine_tombstone, plan_files
 from castable.ops.register import Verify, check_files
 from castable.ops.replacement import ReplaceChange, Rewrite, RewriteChange, Rewritten, check_new_files
+from castable.ops.uniqueness import KeyCheck, collecting, enforced
 from castable.parquet.writer import write_data_files
 from castable.read.changes import CARRIES
 from castable.read.expressions import Assignments
@@ -95,11 +96,12 @@ def append(
     first = next(batches, None)
     if first is None:
         raise EmptyWriteError("append was given no rows; nothing was committed")
-    files = write_files(t, w, itertools.chain([first], batches), on_rows, schema)
+    keys = _KeysSeen(t)
+    files = write_files(t, w, keys.of(itertools.chain([first], batches)), on_rows, schema)
     build = partial(appended, files, sources=sources, written_with=schema)
     if update is not None:
         build = partial(_append_adding_columns, t.manifest, update, build)
-    return t.commit_change("append", w, build, Access(), across_schema=True)
+    return t.commit_change("append", w, keys.check(files).guard(build), Access(), across_schema=True)
 
 
 @write_operation(committed_result)
@@ -165,12 +167,13 @@ def overwrite(t: Handle, w: WriteSession, data: DataLike, *, where: Where | None
         replaced = parse_predicate(where, t.schema)
         check_inside(replaced, where, rows)
         batches = rows.to_batches()
-    files = write_files(t, w, batches)
+    keys = _KeysSeen(t)
+    files = write_files(t, w, keys.of(batches))
     change = ReplaceChange(
         t.store, t.manifest, replaced, files, operation="overwrite", exclusive=True, uploads=w.uploads
     )
     access = Access(keys=(Rows(replaced, by="overwrite"),))
-    return t.commit_change("overwrite", w, change.build, access)
+    return t.commit_change("overwrite", w, keys.check(files).guard(change.build), access)
 
 
 UpdateWriter = Callable[[Snapshot, Predicate, Assignments], tuple[list[DataFile], int]]
@@ -355,12 +358,13 @@ def add_files(
     elif mode == "overwrite":
         replaced = Constant(True)
     else:
-        build = partial(appended, checked, registered=True)
+        build = KeyCheck(t.store, checked).guard(partial(appended, checked, registered=True))
         return t.commit_change("append", w, build, Access(), across_schema=True)
     change = ReplaceChange(
         t.store, t.manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite", registered=True
     )
-    return t.commit_change(mode, w, change.build, Access(keys=(Rows(replaced, by=mode),)))
+    replace_build = change.build if mode == "upsert" else KeyCheck(t.store, checked).guard(change.build)
+    return t.commit_change(mode, w, replace_build, Access(keys=(Rows(replaced, by=mode),)))
 
 
 @write_operation(committed_result)
@@ -413,7 +417,7 @@ def replace_files(
             summary["tombstone"] = deletes.path
         return NextState(data_files, tombstones, summary)
 
-    return t.commit_change(operation, w, build, Access())  # build checks the version
+    return t.commit_change(operation, w, KeyCheck(t.store, files).guard(build), Access())  # build checks the version
 
 
 def _check_on(base: Manifest, version: int) -> None:
@@ -469,6 +473,23 @@ def write_files(
                 on_rows(kept.num_rows)
             return [replace(inline.entry(order.sort(kept, schema), schema), sort_order_id=order.order_id)]
     return write_data_files(t.store, rows, schema, props, on_rows=on_rows, uploads=w.uploads, spec=spec, order=order)
+
+
+class _KeysSeen:
+    """The key column of a write's rows as they stream to files, kept where the table enforces
+    its key when the write starts (else a version that enforces it reads them from the files)."""
+
+    def __init__(self, t: Handle) -> None:
+        self.key = t.primary_key if enforced(t.manifest) else None
+        self.store = t.store
+        self.arrays: list[pa.Array] = []
+
+    def of(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        return batches if self.key is None else collecting(batches, self.key, self.arrays)
+
+    def check(self, files: Sequence[DataFile]) -> KeyCheck:
+        keys = None if self.key is None or not self.arrays else pa.chunked_array(self.arrays)
+        return KeyCheck(self.store, files, keys)
 
 
 def key_for(t: Handle, operation: str) -> str:

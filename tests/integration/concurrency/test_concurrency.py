@@ -21,6 +21,7 @@ from helpers.workers import (
     UPSERT_KEYS,
     add_columns,
     append_and_delete,
+    append_enforced,
     append_rows,
     append_rows_merging,
     compact_and_erase,
@@ -206,6 +207,43 @@ def test_racing_upserts_keep_one_row_per_key_through_compaction_and_erase(
     assert manifests == list(range(manifests[-1] + 1)) and read_pointer(table.store).version == manifests[-1]
     history = castable.open_table(uri, storage_options=options).history()
     assert sum(h.summary["replans"] for h in history if h.operation == "upsert") > 0, "the upserts did race"
+
+
+@pytest.mark.slow
+@ON_ONE_SERVER
+def test_racing_appends_to_an_enforced_key_never_leave_a_key_live_twice(
+    writer_uri: tuple[str, dict | None, int],
+) -> None:
+    """4 processes append batches of keys from one small pool to a table that enforces its key,
+    starting each round together: no version ever holds a key twice, every refused append named
+    keys that another append had committed and left no trace, and every other append landed."""
+    uri, options, format_version = writer_uri
+    table = castable.create_table(
+        uri,
+        EVENTS,
+        primary_key="id",
+        storage_options=options,
+        format_version=format_version,
+        properties={"write.primary-key.enforce": "true"},
+    )
+    with process_pool(4) as pool, _rounds_barrier(4) as rounds_begin:
+        appends = [pool.submit(append_enforced, uri, options, w, 6, rounds_begin) for w in range(4)]
+        outcomes = [o for f in appends for o in f.result(timeout=600)]
+
+    committed = {commit_id: (keys, version) for commit_id, keys, version, _ in outcomes if version is not None}
+    refused = [(commit_id, keys, named) for commit_id, keys, version, named in outcomes if version is None]
+    assert committed and refused, "the pool is small enough that appends collide"
+    table = castable.open_table(uri, storage_options=options)
+    history = {h.commit_id: h.version for h in table.history()}
+    assert {c: v for c, (_, v) in committed.items()} == {c: history[c] for c in committed}
+    for version in range(table.version + 1):
+        keys = table.scan(["id"], version=version).to_arrow().column("id").to_pylist()
+        assert len(keys) == len(set(keys)), f"version {version} holds a key twice"
+    live = table.to_arrow().column("id").to_pylist()
+    assert sorted(live) == sorted(k for keys, _ in committed.values() for k in keys)
+    for commit_id, keys, named in refused:
+        assert commit_id not in history and named and set(named) <= set(keys) & set(live), commit_id
+    _assert_dense(table, len(committed))
 
 
 @pytest.mark.slow

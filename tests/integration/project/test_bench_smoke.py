@@ -89,6 +89,14 @@ def command(benchmark: str) -> list[str]:
             ("append within 1.2x of pyarrow", "scan within 1.2x of pyarrow"),
         ),
         (
+            "keys",
+            "keys.md",
+            ("| local |", "| shaped S3 |"),
+            ("growing", "scattered"),
+            (),
+            ("within 1.5x of an unenforced one",),
+        ),
+        (
             "partitions",
             "partitions.md",
             ("| ",),

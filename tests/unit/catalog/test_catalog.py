@@ -426,6 +426,25 @@ def test_equality_deletes_on_the_primary_key_become_key_list_tombstones(served: 
     ]
 
 
+def test_an_engines_append_of_a_live_key_to_an_enforced_table_is_a_400(served: Served) -> None:
+    """A client's duplicate key is its mistake: a 400 naming the keys (which engines report as
+    a failed commit, not one of unknown state), and the table is unchanged."""
+    cat = served.client()
+    cat.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True), NestedField(2, "s", StringType()), identifier_field_ids=[1]
+    )
+    t = cat.create_table("db.u", schema=schema, properties={"write.primary-key.enforce": "true"})
+    arrow = t.schema().as_arrow()
+    t.append(pa.table({"id": [1, 2, 3], "s": ["a", "b", "c"]}, schema=arrow))
+    with pytest.raises(BadRequestError, match="already live in version 1: id 3;"):
+        t.append(pa.table({"id": [3, 4], "s": ["x", "d"]}, schema=arrow))
+    ct = served.castable("db", "u")
+    assert ct.version == 1 and rows(ct) == [(1, "a"), (2, "b"), (3, "c")]
+    t.refresh().append(pa.table({"id": [4], "s": ["d"]}, schema=arrow))
+    assert rows(ct.refresh()) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+
+
 def test_position_deletes_become_tombstones(served: Served) -> None:
     """A merge-on-read engine's DELETE (a position delete file) is a castable tombstone: the rows
     read as deleted by castable and by Iceberg readers, the change feed names them, and a

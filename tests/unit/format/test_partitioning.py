@@ -18,6 +18,7 @@ import pyiceberg.types as iceberg_types
 import pyiceberg_core.transform as rust
 import pytest
 from helpers.objects import plain
+from helpers.reads import Reads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.partitioning import PartitionField as IcebergField
@@ -34,7 +35,6 @@ from castable.iceberg import publish
 from castable.inputs.partitions import parse_partition_by
 from castable.read.scan import Scan
 from castable.read.snapshot import Snapshot
-from castable.store import LocalStore
 from castable.store.cache import clear_caches
 
 UTC = dt.UTC
@@ -327,27 +327,6 @@ def test_pruning_by_partition_never_loses_a_row(
     matched = whole.filter(castable.read.where.parse_predicate(deleted, table.schema).to_expression()).num_rows
     assert table.delete(deleted).rows_deleted == matched
     assert table.count() == whole.num_rows - matched
-
-
-class Reads:
-    """The data files a local store is asked for."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.keys: list[str] = []
-        for name in ("get", "open_input", "head"):
-            real = getattr(LocalStore, name)
-            monkeypatch.setattr(LocalStore, name, self._recording(real))
-
-    def _recording(self, real: Any) -> Any:
-        def call(store: LocalStore, key: str, *args: Any, **kwargs: Any) -> Any:
-            self.keys.append(key)
-            return real(store, key, *args, **kwargs)
-
-        return call
-
-    @property
-    def data(self) -> list[str]:
-        return [k for k in self.keys if k.startswith("data/")]
 
 
 def test_a_delete_of_whole_partitions_reads_no_data_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
