@@ -342,7 +342,11 @@ def _plan(base: TableMetadata, request: CommitTableRequest) -> Plan:
         plan.spec = None
     if plan.order is not None and sort_fields(base.sort_order()) == plan.order:
         plan.order = None
-    if plan.schema is not None and plan.schema.fields == base.schema().fields:
+    if (
+        plan.schema is not None
+        and plan.schema.fields == base.schema().fields
+        and sorted(plan.schema.identifier_field_ids) == sorted(base.schema().identifier_field_ids)
+    ):
         plan.schema = None
     if plan.restore is not None and (plan.snapshots or plan.schema is not None):
         raise BadRequestError("a rollback of main is a commit of its own: it adds no snapshot and no schema")

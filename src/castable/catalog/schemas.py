@@ -138,11 +138,9 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
     every depth: columns and fields inside structs dropped, renamed, added (under the ids
     castable gives them next, which must be the client's), widened and made optional, and
     columns and fields inside structs reordered; a list's element and a map's key and value
-    widened, and made optional. Anything else is a ``BadRequestError``."""
+    widened, and made optional; the identifier fields set, changed or dropped as castable's
+    primary key (a commit checks its live rows). Anything else is a ``BadRequestError``."""
     have = iceberg_schema(current, list(primary_key), 0)
-    if sorted(wanted.identifier_field_ids) != sorted(have.identifier_field_ids):  # by id: a renamed key is the key
-        key = [wanted.find_column_name(i) for i in wanted.identifier_field_ids]
-        raise BadRequestError(f"the identifier fields are castable's primary key {list(primary_key)}, not {key}")
     diff = _Diff()
     diff.struct((), (), have.as_struct(), wanted.as_struct())
     update: SchemaUpdate[Any] = SchemaUpdate()
@@ -172,4 +170,10 @@ def schema_update(current: pa.Schema, primary_key: tuple[str, ...], wanted: Sche
     made = [i for i in old_ids if i in new_ids] + [i for i in new_ids if i not in old_ids]  # adds come last
     if new_ids != made:
         update.reorder([f.name for f in wanted.fields])
+    if sorted(wanted.identifier_field_ids) != sorted(have.identifier_field_ids):  # by id: a renamed key is the key
+        key = [wanted.find_column_name(i) or "" for i in wanted.identifier_field_ids]
+        if key:
+            update.set_primary_key(key)
+        else:
+            update.drop_primary_key()
     return update

@@ -395,13 +395,17 @@ def alter(
     nullable: Annotated[list[str] | None, typer.Option(help="NAME: let a column hold NULLs (repeatable).")] = None,
     drop: Annotated[list[str] | None, typer.Option(help="NAME: drop a column (repeatable).")] = None,
     order: Annotated[str | None, typer.Option(help="A,B,...: put these columns first, in this order.")] = None,
+    primary_key: PrimaryKey = None,
+    drop_primary_key: Annotated[
+        bool, typer.Option("--drop-primary-key", help="The table has no primary key any more.")
+    ] = False,
     commit_id: CommitId = None,
     storage_option: StorageOption = None,
     as_json: AsJson = False,
 ) -> None:
-    """Change the schema in one commit, reading and writing no data.
+    """Change the schema in one commit, writing no data (a new primary key reads its column).
 
-    Changes apply in this order: add, rename, widen, nullable, drop, order.
+    Changes apply in this order: add, rename, widen, nullable, drop, order, primary key.
     """
     import pyarrow as pa
 
@@ -429,6 +433,12 @@ def alter(
         update.drop_column(_path(name, "--drop"))
     if order:
         update.reorder(parse_names(order))
+    if primary_key is not None and drop_primary_key:
+        raise InvalidInputError("--primary-key and --drop-primary-key: give one of them")
+    if primary_key is not None:
+        update.set_primary_key(primary_key)
+    if drop_primary_key:
+        update.drop_primary_key()
     report_commit(update.commit(), as_json)
 
 

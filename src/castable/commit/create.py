@@ -14,14 +14,13 @@ from castable.commit.log import read_manifest
 from castable.commit.pointer import encode_pointer
 from castable.errors import InvalidInputError, TableAlreadyExistsError
 from castable.format.entries import CommitInfo
-from castable.format.evolution import check_names, with_all_ids
+from castable.format.evolution import check_key_columns, check_names, with_all_ids
 from castable.format.filelist import DATA, TOMBSTONES, FileList
 from castable.format.layout import POINTER_KEY, manifest_key
 from castable.format.manifest import FORMAT_VERSIONS, Manifest, Membership
 from castable.format.partitioning import Partitioning
 from castable.format.properties import checked
 from castable.format.sorting import Sorting
-from castable.format.stats import supports_stats
 from castable.format.times import now
 from castable.inputs.orders import SortBy, parse_sort_by
 from castable.inputs.partitions import PartitionBy, parse_partition_by
@@ -50,13 +49,7 @@ def initial_manifest(
     if repeated:
         raise InvalidInputError(f"column names must be unique; repeated: {repeated}")
     keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or [])
-    if len(keys) > 1:
-        raise InvalidInputError("castable supports a single-column primary key")
-    for k in keys:
-        if k not in schema.names:
-            raise InvalidInputError(f"primary key column {k!r} is not in the schema")
-        if not supports_stats(schema.field(k).type) or pa.types.is_floating(schema.field(k).type):
-            raise InvalidInputError(f"primary key column {k!r} must be an integer, string, date, timestamp or decimal")
+    check_key_columns(schema, keys)
     props = checked(properties, schema, keys)
     schema = schema.remove_metadata()
     if format_version >= 2:

@@ -198,6 +198,18 @@ def to_stored(rows: pa.Table, stored: pa.Schema) -> pa.Table:
         ) from None
 
 
+def check_key_columns(schema: pa.Schema, keys: Sequence[str]) -> None:
+    """That ``keys`` can be a primary key of ``schema``: one column, of a type whose values
+    castable orders and compares exactly (an integer, string, date, timestamp or decimal)."""
+    if len(keys) > 1:
+        raise InvalidInputError("castable supports a single-column primary key")
+    for k in keys:
+        if k not in schema.names:
+            raise InvalidInputError(f"primary key column {k!r} is not in the schema {columns_hint(k, schema.names)}")
+        if not supports_stats(schema.field(k).type) or pa.types.is_floating(schema.field(k).type):
+            raise InvalidInputError(f"primary key column {k!r} must be an integer, string, date, timestamp or decimal")
+
+
 R = TypeVar("R")
 Path = str | tuple[str, ...]
 """A column's name, or a tuple: a column's name, then the names of fields inside it (a list's
@@ -253,10 +265,23 @@ class SchemaUpdate(Generic[R]):
             self.changes.append(("reorder_in", ((inside,) if isinstance(inside, str) else tuple(inside), tuple(names))))
         return self
 
+    def set_primary_key(self, columns: str | Sequence[str]) -> SchemaUpdate[R]:
+        """Make ``columns`` the primary key (in place of the table's, if it has one). The commit
+        checks that no live row has a NULL key (nor, where the table enforces its key, a key
+        twice); nothing is rewritten."""
+        self.changes.append(("key", ((columns,) if isinstance(columns, str) else tuple(columns),)))
+        return self
+
+    def drop_primary_key(self) -> SchemaUpdate[R]:
+        """The table has no primary key any more (its column stays)."""
+        self.changes.append(("unkey", ()))
+        return self
+
     def describe(self) -> list[str]:
         """The changes in words, as the commit summary records them."""
         words = {"add": "add {0} {1}", "rename": "rename {0} to {1}", "drop": "drop {0}", "widen": "widen {0} to {1}"}
         words |= {"nullable": "make {0} nullable", "reorder": "reorder {0}", "reorder_in": "reorder {0} as {1}"}
+        words |= {"key": "set primary key {0}", "unkey": "drop the primary key"}
         return [
             words[kind].format(
                 *(_shown(a, "reorder" if kind == "reorder_in" and i else kind) for i, a in enumerate(args))
@@ -298,6 +323,9 @@ class SchemaUpdate(Generic[R]):
                 raise InvalidInputError(f"column name {name!r} is empty or already taken")
 
         for kind, args in self.changes:
+            if kind in ("key", "unkey"):
+                pk = list(args[0]) if kind == "key" else []
+                continue
             target = args[0]
             if kind == "reorder_in":
                 _reorder_inside(target, list(args[1]), fields, find)
@@ -359,7 +387,9 @@ class SchemaUpdate(Generic[R]):
             else:  # pragma: no cover - the methods above are the only producers
                 raise AssertionError(kind)
         check_names(fields)
-        return _with_last(fields, last), tuple(pk)
+        after = _with_last(fields, last)
+        check_key_columns(after, pk)
+        return after, tuple(pk)
 
 
 def _change_inside(
@@ -486,7 +516,7 @@ def _inside(
 def _shown(arg: object, kind: str) -> object:
     """A change's argument as the summary says it: a path dotted, a reorder's names listed."""
     if isinstance(arg, tuple):
-        return list(arg) if kind == "reorder" else ".".join(arg)
+        return list(arg) if kind == "reorder" else ", ".join(arg) if kind == "key" else ".".join(arg)
     return arg
 
 

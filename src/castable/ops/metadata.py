@@ -23,7 +23,7 @@ from castable.format.properties import checked
 from castable.format.sorting import Sorting, check_sort_sources, sort_described
 from castable.inputs.orders import SortBy, parse_sort_by
 from castable.inputs.partitions import PartitionBy, parse_partition_by
-from castable.ops.uniqueness import keeping_unique
+from castable.ops.uniqueness import keys_kept
 from castable.store import ObjectStore
 
 
@@ -53,7 +53,7 @@ def restore(
         schema = restored(target.schema, base.schema)
         return NextState(target.data_files, target.tombstones, summary, schema=schema, primary_key=target.primary_key)
 
-    return t.commit_change("restore", w, keeping_unique(t.store, build), across_schema=True)
+    return t.commit_change("restore", w, keys_kept(t.store, build), across_schema=True)
 
 
 @write_operation(committed_result)
@@ -72,7 +72,7 @@ def alter(t: Handle, w: WriteSession, update: SchemaUpdate[Any]) -> WriteResult:
         summary = {"changes": update.describe()}
         return NextState(base.data_files, base.tombstones, summary, schema=schema, primary_key=key)
 
-    return t.commit_change("alter", w, build, across_schema=True)
+    return t.commit_change("alter", w, keys_kept(t.store, build), across_schema=True)
 
 
 @write_operation(committed_result)
@@ -141,7 +141,7 @@ def set_properties(
             summary["removed"] = sorted(gone)
         return NextState(base.data_files, base.tombstones, summary, properties=after(base))
 
-    return t.commit_change("set-properties", w, keeping_unique(t.store, build), across_schema=True)
+    return t.commit_change("set-properties", w, keys_kept(t.store, build), across_schema=True)
 
 
 @write_operation(committed_result)

@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from castable.commit.change import NextState
-from castable.errors import DuplicateKeyError
+from castable.errors import DuplicateKeyError, InvalidInputError
 from castable.format.manifest import DataFile, Manifest
+from castable.format.nested import field_id
 from castable.format.properties import PRIMARY_KEY_ENFORCE, TableProperties
 from castable.read.predicate import InList
 from castable.read.scan import Scan
@@ -44,13 +45,26 @@ def enforced(manifest: Manifest) -> bool:
     return bool(manifest.primary_key) and TableProperties.parse(manifest.properties).primary_key_enforce
 
 
-class KeyCheck:
-    """The check of one write's keys: those of its ``own`` data files (paths), given by
-    ``keys`` (the key column of its rows, or ``None`` to read them from the files when a
-    version first asks)."""
+def key_columns(manifest: Manifest) -> tuple[int | str, ...]:
+    """The primary key's columns by id (by name where the schema has no ids): a rename of the
+    key column keeps it the same key."""
+    return tuple(field_id(manifest.schema.field(k)) or k for k in manifest.primary_key)
 
-    def __init__(self, store: ObjectStore, own: Collection[DataFile], keys: pa.ChunkedArray | None = None) -> None:
+
+class KeyCheck:
+    """The check of one write's keys: those of its ``own`` data files, planned on version
+    ``planned``, given by ``keys`` (the key column of its rows, or ``None`` to read them from
+    the files when a version first asks)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        planned: Manifest,
+        own: Collection[DataFile],
+        keys: pa.ChunkedArray | None = None,
+    ) -> None:
         self.store = store
+        self.planned_key = key_columns(planned)
         self.own = tuple(own)
         self._keys = keys
         self._distinct: pa.Array | None = None
@@ -58,15 +72,28 @@ class KeyCheck:
         self._tombstones: set[str] = set()
 
     def guard(self, build: Build) -> Build:
-        """``build``, then the check of the version it builds, where its base enforces the key."""
+        """``build``, then the check of the version it builds: its keys, where its base enforces
+        them, and that none is NULL, where the base has a key the write was not planned with."""
 
         def guarded(base: Manifest) -> NextState:
             state = build(base)
+            if base.primary_key and key_columns(base) != self.planned_key:
+                self._keys = None  # rows checked against another key, or none: read the new key's
+                self._check_not_null(base)
             if enforced(base):
                 self.check(base, state)
             return state
 
         return guarded
+
+    def _check_not_null(self, base: Manifest) -> None:
+        key = base.primary_key[0]
+        nulls = self._own_keys(base, key).null_count
+        if nulls:
+            raise InvalidInputError(
+                f"the table's primary key became {key!r} since the write began, and {nulls} of its rows have a NULL "
+                f"{key}; nothing was committed"
+            )
 
     def check(self, base: Manifest, state: NextState) -> None:
         """``DuplicateKeyError`` if a key of the write is repeated, or live in the version
@@ -88,13 +115,17 @@ class KeyCheck:
         self._seen |= {f.path for f in files}
         self._tombstones = tombstones
 
+    def _own_keys(self, base: Manifest, key: str) -> pa.ChunkedArray:
+        """The key column of the write's rows: as given, or read from its files once."""
+        if self._keys is None:
+            rows = Scan(Snapshot(self.store, base.restricted(self.own, tombstones=False)), [key]).to_arrow()
+            self._keys, self._distinct = rows.column(key), None
+        return self._keys
+
     def _distinct_keys(self, base: Manifest, key: str) -> pa.Array:
         """The write's keys, each once; ``DuplicateKeyError`` if one is repeated."""
         if self._distinct is None:
-            keys = self._keys
-            if keys is None:
-                rows = Scan(Snapshot(self.store, base.restricted(self.own, tombstones=False)), [key]).to_arrow()
-                keys = rows.column(key)
+            keys = self._own_keys(base, key)
             distinct = pc.unique(keys)
             if len(distinct) != len(keys):
                 counts = pc.value_counts(keys)
@@ -104,11 +135,29 @@ class KeyCheck:
         return self._distinct
 
 
-def keeping_unique(store: ObjectStore, build: Build) -> Build:
-    """``build`` of a commit that writes no row (a restore, new properties), then, where the
-    version it builds enforces its key and did not hold these same rows under enforcement
-    before (enforcement turned on; a restore), ``DuplicateKeyError`` if a key is live twice there.
-    This reads every live key."""
+def check_key_rows(store: ObjectStore, manifest: Manifest, *, unique: bool) -> None:
+    """That the live rows of ``manifest`` can have its primary key: none NULL, and none twice
+    if ``unique`` (``DuplicateKeyError``). This reads every live key."""
+    key = manifest.primary_key[0]
+    keys = Scan(Snapshot(store, manifest), [key]).to_arrow().column(key)
+    if keys.null_count:
+        raise InvalidInputError(
+            f"{keys.null_count} live row(s) of version {manifest.version} have a NULL {key}, which a primary key "
+            "never is; nothing was committed"
+        )
+    if unique:
+        counts = pc.value_counts(keys)
+        repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        if len(repeated):
+            raise _error(key, repeated, f"live more than once in version {manifest.version}", "")
+
+
+def keys_kept(store: ObjectStore, build: Build) -> Build:
+    """``build`` of a commit that writes no row (alter, restore, new properties), then the check
+    that the version it builds can have its key: where the key is new (set, or another one),
+    no live key is NULL; where the version enforces its key and did not hold these rows under
+    enforcement before (enforcement turned on, a restore), none is live twice. A key cannot go
+    while it is enforced."""
 
     def guarded(base: Manifest) -> NextState:
         state = build(base)
@@ -118,14 +167,18 @@ def keeping_unique(store: ObjectStore, build: Build) -> Build:
             tombstones=state.tombstones,
             properties=base.properties if state.properties is None else state.properties,
             primary_key=base.primary_key if state.primary_key is None else state.primary_key,
+            schema=base.schema if state.schema is None else state.schema,
         )
+        if not after.primary_key:
+            if TableProperties.parse(after.properties).primary_key_enforce:
+                raise InvalidInputError(
+                    f"{PRIMARY_KEY_ENFORCE} is true: set it to false before the primary key goes; nothing was committed"
+                )
+            return state
         same_rows = state.data_files is base.data_files and state.tombstones is base.tombstones
-        if enforced(after) and not (same_rows and enforced(base)):
-            key = after.primary_key[0]
-            counts = pc.value_counts(Scan(Snapshot(store, after), [key]).to_arrow().column(key))
-            repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-            if len(repeated):
-                raise _error(key, repeated, f"live more than once in version {base.version}", "")
+        new_key = key_columns(after) != key_columns(base)
+        if new_key or (enforced(after) and not (same_rows and enforced(base))):
+            check_key_rows(store, after, unique=enforced(after))
         return state
 
     return guarded

@@ -358,12 +358,12 @@ def add_files(
     elif mode == "overwrite":
         replaced = Constant(True)
     else:
-        build = KeyCheck(t.store, checked).guard(partial(appended, checked, registered=True))
+        build = KeyCheck(t.store, t.manifest, checked).guard(partial(appended, checked, registered=True))
         return t.commit_change("append", w, build, Access(), across_schema=True)
     change = ReplaceChange(
         t.store, t.manifest, replaced, checked, operation=mode, exclusive=mode == "overwrite", registered=True
     )
-    replace_build = change.build if mode == "upsert" else KeyCheck(t.store, checked).guard(change.build)
+    replace_build = change.build if mode == "upsert" else KeyCheck(t.store, t.manifest, checked).guard(change.build)
     return t.commit_change(mode, w, replace_build, Access(keys=(Rows(replaced, by=mode),)))
 
 
@@ -417,7 +417,9 @@ def replace_files(
             summary["tombstone"] = deletes.path
         return NextState(data_files, tombstones, summary)
 
-    return t.commit_change(operation, w, KeyCheck(t.store, files).guard(build), Access())  # build checks the version
+    return t.commit_change(
+        operation, w, KeyCheck(t.store, t.manifest, files).guard(build), Access()
+    )  # build checks the version
 
 
 def _check_on(base: Manifest, version: int) -> None:
@@ -482,6 +484,7 @@ class _KeysSeen:
     def __init__(self, t: Handle) -> None:
         self.key = t.primary_key if enforced(t.manifest) else None
         self.store = t.store
+        self.planned = t.manifest
         self.arrays: list[pa.Array] = []
 
     def of(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
@@ -489,7 +492,7 @@ class _KeysSeen:
 
     def check(self, files: Sequence[DataFile]) -> KeyCheck:
         keys = None if self.key is None or not self.arrays else pa.chunked_array(self.arrays)
-        return KeyCheck(self.store, files, keys)
+        return KeyCheck(self.store, self.planned, files, keys)
 
 
 def key_for(t: Handle, operation: str) -> str:

@@ -445,6 +445,25 @@ def test_an_engines_append_of_a_live_key_to_an_enforced_table_is_a_400(served: S
     assert rows(ct.refresh()) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
 
 
+def test_identifier_fields_set_and_dropped_by_a_client_are_the_primary_key(served: Served) -> None:
+    cat = served.client()
+    cat.create_namespace("db")
+    schema = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "k", LongType(), required=True))
+    t = cat.create_table("db.i", schema=schema)
+    t.append(pa.table({"id": [1, 2], "k": [1, 1]}, schema=t.schema().as_arrow()))
+    ct = served.castable("db", "i")
+    assert ct.primary_key is None
+    with t.update_schema() as update:
+        update.set_identifier_fields("id")
+    assert ct.refresh().primary_key == "id" and cat.load_table("db.i").schema().identifier_field_ids == [1]
+    assert ct.upsert(pa.table({"id": [2], "k": [2]}, schema=ct.schema)).rows_added == 1
+    with pytest.raises(BadRequestError, match="single-column primary key"), t.refresh().update_schema() as update:
+        update.set_identifier_fields("id", "k")
+    with t.refresh().update_schema() as update:
+        update.set_identifier_fields()
+    assert ct.refresh().primary_key is None and cat.load_table("db.i").schema().identifier_field_ids == []
+
+
 def test_position_deletes_become_tombstones(served: Served) -> None:
     """A merge-on-read engine's DELETE (a position delete file) is a castable tombstone: the rows
     read as deleted by castable and by Iceberg readers, the change feed names them, and a

@@ -16,7 +16,7 @@ from helpers.reads import Reads
 from helpers.tables import EVENTS, events
 
 import castable
-from castable.errors import DuplicateKeyError, InvalidInputError
+from castable.errors import DuplicateKeyError, InvalidInputError, SchemaMismatchError
 from castable.table import Table
 
 ENFORCED = {"write.primary-key.enforce": "true", "write.inline.max-bytes": "0"}
@@ -168,3 +168,54 @@ def test_upserts_and_merges_need_no_check_and_keep_keys_unique(tmp_path: Path) -
     table.merge(events(12, 20)).when_matched_update_all().when_not_matched_insert_all().execute()
     keys = ids(table)
     assert keys == list(range(20)) and len(keys) == len(set(keys))
+
+
+def test_a_key_set_on_an_existing_table_is_checked_against_its_live_rows(tmp_path: Path) -> None:
+    """No live key may be NULL (nor, where the table enforces its key, live twice); the key
+    then counts everywhere (upsert, deletes by key); a rename keeps it; it can be dropped."""
+    table = castable.create_table(str(tmp_path / "t"), EVENTS.remove(0).insert(0, pa.field("id", pa.int64())))
+    table.append(pa.table({"id": [1, 2, None], "category": ["a", "b", "c"], "value": [1.0, 2.0, 3.0]}))
+    refuses_key = state(table)
+    with pytest.raises(InvalidInputError, match="1 live row"):
+        table.alter().set_primary_key("id").commit()
+    assert state(table) == refuses_key
+    table.delete("id IS NULL")
+    table.append(events(2, 3))  # a key twice is allowed where uniqueness is not asked for
+    assert table.alter().set_primary_key("id").commit().version == 4 and table.primary_key == "id"
+    with pytest.raises(SchemaMismatchError, match="holds NULLs"):
+        table.append(pa.table({"id": [None], "category": ["x"], "value": [0.0]}))
+    refuses(table, lambda: table.set_properties({"write.primary-key.enforce": "true"}), [2], "live more than once")
+    table.upsert(events(2, 3))
+    table.set_properties({"write.primary-key.enforce": "true"})
+    table.alter().rename_column("id", "ident").commit()
+    assert table.primary_key == "ident" and table.settings.primary_key_enforce
+    with pytest.raises(InvalidInputError, match="set it to false before the primary key goes"):
+        table.alter().drop_primary_key().commit()
+    table.set_properties({"write.primary-key.enforce": "false"})
+    assert table.alter().drop_primary_key().commit().summary["changes"] == ["drop the primary key"]
+    with pytest.raises(InvalidInputError, match="has none"):
+        table.upsert(events(5, 6).rename_columns(["ident", "category", "value"]))
+    with pytest.raises(InvalidInputError, match="single-column"):
+        table.alter().set_primary_key(["ident", "category"]).commit()
+    with pytest.raises(InvalidInputError, match="must be an integer"):
+        table.alter().set_primary_key("value").commit()
+
+
+def test_a_write_planned_before_a_key_was_set_is_checked_for_null_keys(tmp_path: Path) -> None:
+    table = castable.create_table(str(tmp_path / "t"), EVENTS.remove(0).insert(0, pa.field("id", pa.int64())))
+    table.append(events(0, 3))
+    stale = castable.open_table(table.uri)
+    table.alter().set_primary_key("id").commit()
+    rows = pa.table({"id": [None, 7], "category": ["x", "y"], "value": [0.0, 1.0]}, schema=stale.schema)
+    before = state(table)
+    with pytest.raises(InvalidInputError, match="primary key became 'id' since the write began, and 1 of its rows"):
+        stale.append(rows)
+    assert state(table) == before
+    assert stale.append(rows.slice(1)).rows_added == 1
+
+
+def test_renaming_the_key_column_reads_no_data_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = enforced_table(tmp_path)
+    reads = Reads(monkeypatch)
+    table.alter().rename_column("id", "ident").commit()
+    assert reads.data == []
