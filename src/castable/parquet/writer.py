@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 import pyarrow as pa
@@ -93,35 +93,37 @@ def write_data_files(
     ``order`` (one with fields), each file's rows are written in that order, and each entry records it.
     The files of a partition lie in its path under ``data/`` (``PartitionSpec.path``); without a
     spec, in ``folder`` (the partition path of the file that rows rewritten in place come from)."""
-    files: list[DataFile] = []
+    w = _Writing(store, schema, props, [], on_rows, int96)
     try:
         if not spec.fields and not order.fields:
-            _write(
-                store, _row_groups(batches, props.row_group_size), schema, props, files, on_rows, int96, uploads, folder
-            )
+            _write(w, _row_groups(batches, props.row_group_size), uploads, folder)
         else:
-            _write_laid_out(store, batches, schema, props, files, on_rows, int96, uploads, spec, order, folder)
+            _write_laid_out(w, batches, uploads, spec, order, folder)
     except BaseException:
         with contextlib.suppress(Exception):  # what cannot be deleted now is an orphan gc removes
-            store.delete_many([f.path for f in files])
+            store.delete_many([f.path for f in w.files])
         raise
-    return files
+    return w.files
 
 
-def _write(
-    store: ObjectStore,
-    groups: Iterator[pa.Table],
-    schema: pa.Schema,
-    props: TableProperties,
-    files: list[DataFile],
-    on_rows: Callable[[int], None] | None,
-    int96: bool,
-    uploads: Deferred | None,
-    folder: str = "",
-) -> None:
+@dataclass(frozen=True)
+class _Writing:
+    """What the files of one write share: the store, the rows' schema and the table's settings,
+    the entries written so far, who hears of rows written, and whether timestamps are INT96."""
+
+    store: ObjectStore
+    schema: pa.Schema
+    props: TableProperties
+    files: list[DataFile]
+    on_rows: Callable[[int], None] | None
+    int96: bool
+
+
+def _write(w: _Writing, groups: Iterator[pa.Table], uploads: Deferred | None, folder: str) -> None:
     """Write ``groups`` as files of about ``props.target_file_size``, each published (and added
-    to ``files``) while the next one is written; the last one through ``uploads``, if given. The
-    files' keys lie in ``folder`` under ``data/`` (a partition's path)."""
+    to ``w.files``) while the next one is written; the last one through ``uploads``, if given.
+    The files' keys lie in ``folder`` under ``data/`` (a partition's path)."""
+    store, schema, props, files, on_rows, int96 = w.store, w.schema, w.props, w.files, w.on_rows, w.int96
     group = next(groups, None)
     stored = parquet_schema(schema)
     publishing: Future[None] | None = None
@@ -162,13 +164,8 @@ def _write(
 
 
 def _write_laid_out(
-    store: ObjectStore,
+    w: _Writing,
     batches: Iterable[pa.RecordBatch],
-    schema: pa.Schema,
-    props: TableProperties,
-    files: list[DataFile],
-    on_rows: Callable[[int], None] | None,
-    int96: bool,
     uploads: Deferred | None,
     spec: PartitionSpec,
     order: SortOrder,
@@ -178,18 +175,18 @@ def _write_laid_out(
     the spec, the partition's values and the order. The rows are cut and sorted a chunk at a time,
     a chunk being about ``write.target-file-size-bytes`` of Arrow data, so memory stays bounded
     whatever the input: a write larger than that has a file per partition per chunk, each sorted."""
-    chunks = _chunks(batches, props.target_file_size)
+    files = w.files
+    chunks = _chunks(batches, w.props.target_file_size)
     chunk = next(chunks, None)
     while chunk is not None:
         following = next(chunks, None)  # read ahead: the last file of the last chunk goes through ``uploads``
-        groups = split(pa.Table.from_batches(chunk), spec, schema)
+        groups = split(pa.Table.from_batches(chunk), spec, w.schema)
         for i, (values, rows) in enumerate(groups):
             start = len(files)
             last = uploads if following is None and i == len(groups) - 1 else None
-            sorted_rows = order.sort(rows, schema).to_batches()
-            groups_of_rows = _row_groups(sorted_rows, props.row_group_size)
+            sorted_rows = order.sort(rows, w.schema).to_batches()
             inside = spec.path(values) if spec.fields else folder
-            _write(store, groups_of_rows, schema, props, files, on_rows, int96, last, inside)
+            _write(w, _row_groups(sorted_rows, w.props.row_group_size), last, inside)
             files[start:] = [
                 replace(f, spec_id=spec.spec_id, partition=values, sort_order_id=order.order_id) for f in files[start:]
             ]
